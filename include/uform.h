@@ -1,0 +1,803 @@
+/**
+ *  @file   uform.h
+ *  @brief  UForm's native engine: hardware discovery, executors, calls and meshes, as a C ABI.
+ *
+ *  This header is the whole public ABI of `libuform` and its manual. It is read top to bottom in
+ *  regions: versions, statuses, CPU classes, memory domains, GPU classes and devices, options,
+ *  executors, calls and outcomes, device calls, meshes and collectives.
+ *
+ *  The engine runs user work ("calls") on executors. An executor is one of:
+ *
+ *  - the NULL executor (`uform_executor_t` equal to NULL): owns nothing, runs every call inline on
+ *    the calling thread, and accepts models of every residency;
+ *  - a RAM executor (`uform_executor_for_ram`): host threads pinned one per core of chosen NUMA
+ *    nodes, with per-thread state in each thread's own node;
+ *  - a pool executor (`uform_executor_on_pool`): schedules onto a live ForkUnion pool the caller
+ *    owns, found in the process at run time, so several libraries share one set of threads;
+ *  - a VRAM executor (`uform_executor_for_vram`): one CUDA stream per named GPU, driven by the
+ *    calling thread, host threads for what devices cannot do, and per-device scratch memory.
+ *
+ *  @code{.c}
+ *  #include <uform.h>
+ *  #include <stdio.h>
+ *
+ *  static void add_one(void *context, size_t task, size_t thread, size_t domain) {
+ *      (void)thread, (void)domain;
+ *      ((float *)context)[task] += 1.0f;
+ *  }
+ *
+ *  int main(void) {
+ *      uform_executor_t executor = NULL;
+ *      if (uform_executor_for_ram(NULL, 0, 0, &executor) != uform_status_ok_k) {
+ *          fprintf(stderr, "uform: %s\n", uform_error_message());
+ *          return 1;
+ *      }
+ *      float values[1000] = {0};
+ *      uform_call_t call = {.schedule = uform_schedule_static_k, .tasks = 1000,
+ *                           .task = add_one, .context = values};
+ *      uform_status_t status = uform_executor_call(executor, &call, NULL); // blocking
+ *      uform_executor_free(executor);
+ *      return status == uform_status_ok_k ? 0 : 1;
+ *  }
+ *  @endcode
+ *
+ *  Conventions, everywhere below:
+ *
+ *  - Every fallible function returns a `uform_status_t`. On failure, `uform_error_message` returns,
+ *    on the same thread, a sentence naming the bad value and what was expected. No function
+ *    prints, aborts or exits on bad input.
+ *  - Outputs come last. An output is written only on success, except where a function says so.
+ *  - Options pointers may be NULL, which derives every field, exactly as an all-zero struct does.
+ *  - Listing functions take `(items, capacity, count)`: `*count` always receives the total number
+ *    of items, the first `min(capacity, total)` are written, and `items` may be NULL when
+ *    `capacity` is zero, so callers query the size first and then fill.
+ *  - Enumerations are `int`-sized; their numeric values are part of the ABI and never change.
+ */
+#ifndef UFORM_H
+#define UFORM_H
+
+#include <stddef.h> // `size_t`
+#include <stdint.h> // `int32_t`, `uint64_t`
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define UFORM_API
+#else
+#define UFORM_API __attribute__((visibility("default")))
+#endif
+
+#pragma region Version
+
+/** @brief The engine's version as numbers; `uform_version` returns the same as a string. */
+#define UFORM_VERSION_MAJOR 0
+#define UFORM_VERSION_MINOR 1
+#define UFORM_VERSION_PATCH 0
+
+/**
+ *  @brief The version of the loaded library, "MAJOR.MINOR.PATCH", which may differ from the
+ *  macros above when a program runs against another build than it compiled with.
+ */
+UFORM_API char const *uform_version(void);
+
+#pragma endregion Version
+
+#pragma region Statuses
+
+/**
+ *  @brief What a call ended with. Zero is success; every other value has a message, read with
+ *  `uform_error_message` on the failing thread, or in `uform_outcome_t::message` for deferred calls.
+ *
+ *  @code{.c}
+ *  uform_status_t status = uform_executor_drain(executor, uform_mood_parked_k);
+ *  if (status != uform_status_ok_k)
+ *      fprintf(stderr, "%s: %s\n", uform_status_name(status), uform_error_message());
+ *  @endcode
+ */
+typedef enum uform_status_t {
+    /** The call did what it was asked. */
+    uform_status_ok_k = 0,
+    /** Another call held the executor; this one returned at once, having done nothing. Retry, or
+     *  give each overlapping thread an executor of its own. Also returned to a callback that calls
+     *  into the executor running it, which would otherwise deadlock. */
+    uform_status_contended_k = 1,
+    /** The request is valid but cannot be served here: no GPU driver or device, no ForkUnion in
+     *  the process, no NCCL, a CPU or GPU class above the hardware, borrowed streams, a part of
+     *  the ABI this build lacks. The message says which. */
+    uform_status_unsupported_k = 2,
+    /** Parts that must agree do not: peers of a mesh, or pinned classes of its GPUs. The message
+     *  names the field and the processes. */
+    uform_status_config_mismatch_k = 3,
+    /** An argument is malformed: NULL where a pointer is required, a count out of range, an
+     *  unknown NUMA node or device ordinal, a duplicate, an enum value outside its range. */
+    uform_status_invalid_argument_k = 4,
+    /** Host or device memory ran out. */
+    uform_status_out_of_memory_k = 5,
+    /** The operating system refused: a thread could not be spawned or pinned, a file could not
+     *  be written, a directory could not be read. The message carries `strerror`. */
+    uform_status_system_error_k = 6,
+    /** A wait for a peer, a device or NCCL outlasted its timeout; the message names who. */
+    uform_status_timeout_k = 7,
+    /** A device faulted (a trapping kernel, an illegal address). The executor that drove it is
+     *  poisoned: every later call on it returns this status. Other executors keep working. */
+    uform_status_device_fault_k = 8,
+    /** A deferred call found `deferred_limit` deferred calls already tracked; nothing was queued.
+     *  Wait for an outcome or drain, then submit again. */
+    uform_status_deferred_full_k = 9,
+    /** The executor or mesh was created by the parent of this process, before a `fork()`. Its
+     *  threads and device contexts did not survive the fork; only `*_free` may be called. */
+    uform_status_forked_k = 10,
+    /** A call naming a residency (RAM or VRAM) met an executor of the other kind. */
+    uform_status_residency_mismatch_k = 11,
+    /** A call asked for more device scratch than the executor's `scratch_limit` allows. The
+     *  executor stays usable. */
+    uform_status_limit_exceeded_k = 12,
+    /** A peer of a mesh died or aborted during a collective; the communicators were aborted. */
+    uform_status_peer_lost_k = 13,
+    /** A file in a mesh directory is garbage, truncated, oversized, a symlink, of another format
+     *  version, or claims an index another process claims. The message names the file. */
+    uform_status_corrupt_file_k = 14,
+    /** An outcome that has not finished yet; returned only by `uform_outcome_poll` and
+     *  `uform_outcome_wait`, never stored as a finished outcome's status. */
+    uform_status_pending_k = 15,
+} uform_status_t;
+
+/** @brief The status's constant name without prefix or suffix, as "contended"; "invalid" when out
+ *  of range. Never NULL; the string is static. */
+UFORM_API char const *uform_status_name(uform_status_t status);
+
+/**
+ *  @brief The message of the latest call on this thread that returned a status other than OK, or
+ *  "" if none did. Valid until the next failing call on this thread; copy it to keep it.
+ */
+UFORM_API char const *uform_error_message(void);
+
+#pragma endregion Statuses
+
+#pragma region CPU Classes
+
+/**
+ *  @brief The CPU family dispatch picks, or a placement pins. Each class stands for an exact set
+ *  of instruction-set features (`uform_cpu_class_features`), which the CPU must report AND the OS
+ *  must enable (XCR0 for AVX, AVX-512 and AMX state on x86; hwcaps on Arm).
+ *
+ *  Classes are tiers, not vendors: an Intel CPU with every Genoa feature detects as AMD_GENOA or
+ *  above. Detection picks the highest-numbered class of the running architecture whose features
+ *  are all present. Pinning a class whose features are a subset of the CPU's is allowed and changes
+ *  dispatch; pinning one with a missing feature fails with UNSUPPORTED naming the features.
+ *
+ *  | class              | x86 features it requires (cumulative where noted)                          |
+ *  | ------------------ | -------------------------------------------------------------------------- |
+ *  | SERIAL             | none: the portable floor, on every architecture                             |
+ *  | INTEL_HASWELL      | AVX, AVX2, FMA, F16C, BMI1, BMI2                                            |
+ *  | INTEL_SIERRA       | HASWELL + AVX-VNNI                                                          |
+ *  | INTEL_SKYLAKE      | HASWELL + AVX-512 F, CD, BW, DQ, VL                                         |
+ *  | INTEL_ICELAKE      | SKYLAKE + AVX-512 VNNI, VPOPCNTDQ, VBMI, VBMI2, BITALG, IFMA                |
+ *  | AMD_GENOA          | ICELAKE + AVX-512 BF16                                                      |
+ *  | INTEL_SAPPHIRE     | GENOA + AVX-512 FP16, AMX-TILE, AMX-BF16, AMX-INT8                          |
+ *  | INTEL_GRANITE      | SAPPHIRE + AMX-FP16                                                         |
+ *  | INTEL_DIAMOND      | GRANITE + AVX10.2 (CPUID leaf 0x24 version 2 or above)                      |
+ *
+ *  | class              | Arm features it requires                                                   |
+ *  | ------------------ | -------------------------------------------------------------------------- |
+ *  | AWS_G2             | NEON (ASIMD)                                                               |
+ *  | APPLE_M2           | G2 + DOTPROD, BF16, FHM (fp16 fused multiply-add), I8MM                    |
+ *  | APPLE_M4           | M2 + SME                                                                   |
+ *  | AWS_G5             | M2 + SVE, SVE2                                                             |
+ *  | NVIDIA_VERA        | G5 + FP8DOT (FEAT_FP8DOT2 and FP8DOT4)                                     |
+ *
+ *  ALIBABA_C930 requires RISC-V RVV 1.0 (RVA23 vectors); the WASM classes and MONOVERSIONED are
+ *  never detected by this native multiversioned build and pinning them fails with UNSUPPORTED.
+ */
+typedef enum uform_cpu_class_t {
+    uform_cpu_class_unknown_k = 0,          /**< Derives the CPU's own class. */
+    uform_cpu_class_serial_k = 1,           /**< The portable floor: no SIMD assumptions. */
+    uform_cpu_class_intel_haswell_k = 2,    /**< Haswell-class x86: AVX2 and FMA. */
+    uform_cpu_class_intel_sierra_k = 3,     /**< Sierra Forest-class x86: AVX-VNNI without AVX-512. */
+    uform_cpu_class_intel_skylake_k = 4,    /**< Skylake-class x86: the AVX-512 foundation tier. */
+    uform_cpu_class_intel_icelake_k = 5,    /**< Icelake-class x86: AVX-512 VNNI and VPOPCNT. */
+    uform_cpu_class_amd_genoa_k = 6,        /**< Genoa-class x86: native bf16 dot products over AVX-512. */
+    uform_cpu_class_intel_sapphire_k = 7,   /**< Sapphire Rapids-class x86: AVX-512 FP16, AMX-BF16, AMX-INT8. */
+    uform_cpu_class_intel_granite_k = 8,    /**< Granite Rapids-class x86: Sapphire plus AMX-FP16. */
+    uform_cpu_class_intel_diamond_k = 9,    /**< Diamond Rapids-class x86: Granite plus AVX10.2 FP8 conversions. */
+    uform_cpu_class_aws_g2_k = 10,          /**< Graviton2-class Arm, the bare NEON floor. */
+    uform_cpu_class_apple_m2_k = 11,        /**< Armv8.6+ NEON: dot products, bf16 and f16 fused multiplies. */
+    uform_cpu_class_apple_m4_k = 12,        /**< Apple M4-class Arm: M2 plus SME outer-product tiles. */
+    uform_cpu_class_aws_g5_k = 13,          /**< Graviton5-class Arm, Neoverse V3. */
+    uform_cpu_class_nvidia_vera_k = 14,     /**< Vera-class Arm with FP8 dot products. */
+    uform_cpu_class_alibaba_c930_k = 15,    /**< Alibaba C930-class RISC-V with RVA23 vectors. */
+    uform_cpu_class_wasm32_v128_k = 16,     /**< WebAssembly: 32-bit, single-threaded, simd128. */
+    uform_cpu_class_wasm64_extended_k = 17, /**< WebAssembly with relaxed SIMD, shared memory, 64-bit. */
+    uform_cpu_class_monoversioned_k = 18,   /**< The one class of a monoversioned build. */
+} uform_cpu_class_t;
+
+/** @brief One bit per instruction-set feature a class can require; combined in a `uint64_t`. */
+typedef enum uform_cpu_feature_t {
+    uform_cpu_feature_avx_k = 1ull << 0,
+    uform_cpu_feature_avx2_k = 1ull << 1,
+    uform_cpu_feature_fma_k = 1ull << 2,
+    uform_cpu_feature_f16c_k = 1ull << 3,
+    uform_cpu_feature_bmi1_k = 1ull << 4,
+    uform_cpu_feature_bmi2_k = 1ull << 5,
+    uform_cpu_feature_avxvnni_k = 1ull << 6,
+    uform_cpu_feature_avx512f_k = 1ull << 7,
+    uform_cpu_feature_avx512cd_k = 1ull << 8,
+    uform_cpu_feature_avx512bw_k = 1ull << 9,
+    uform_cpu_feature_avx512dq_k = 1ull << 10,
+    uform_cpu_feature_avx512vl_k = 1ull << 11,
+    uform_cpu_feature_avx512vnni_k = 1ull << 12,
+    uform_cpu_feature_avx512vpopcntdq_k = 1ull << 13,
+    uform_cpu_feature_avx512vbmi_k = 1ull << 14,
+    uform_cpu_feature_avx512vbmi2_k = 1ull << 15,
+    uform_cpu_feature_avx512bitalg_k = 1ull << 16,
+    uform_cpu_feature_avx512ifma_k = 1ull << 17,
+    uform_cpu_feature_avx512bf16_k = 1ull << 18,
+    uform_cpu_feature_avx512fp16_k = 1ull << 19,
+    uform_cpu_feature_amxtile_k = 1ull << 20,
+    uform_cpu_feature_amxbf16_k = 1ull << 21,
+    uform_cpu_feature_amxint8_k = 1ull << 22,
+    uform_cpu_feature_amxfp16_k = 1ull << 23,
+    uform_cpu_feature_avx10_2_k = 1ull << 24,
+    uform_cpu_feature_neon_k = 1ull << 32,
+    uform_cpu_feature_dotprod_k = 1ull << 33,
+    uform_cpu_feature_bf16_k = 1ull << 34,
+    uform_cpu_feature_fhm_k = 1ull << 35,
+    uform_cpu_feature_i8mm_k = 1ull << 36,
+    uform_cpu_feature_sve_k = 1ull << 37,
+    uform_cpu_feature_sve2_k = 1ull << 38,
+    uform_cpu_feature_sme_k = 1ull << 39,
+    uform_cpu_feature_fp8dot_k = 1ull << 40,
+    uform_cpu_feature_rvv_k = 1ull << 48,
+} uform_cpu_feature_t;
+
+/**
+ *  @brief Detects the running CPU: its class and every feature bit it and the OS enable.
+ *  @param[out] cpu_class Receives the detected class; may be NULL.
+ *  @param[out] features Receives the `uform_cpu_feature_t` bits present; may be NULL.
+ *  @return OK; detection itself cannot fail, it falls back to SERIAL.
+ *
+ *  @code{.c}
+ *  uform_cpu_class_t cpu_class; uint64_t features;
+ *  uform_cpu_detect(&cpu_class, &features);
+ *  printf("%s\n", uform_cpu_class_name(cpu_class)); // "intel_sapphire" on a Sapphire Rapids host
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_cpu_detect(uform_cpu_class_t *cpu_class, uint64_t *features);
+
+/** @brief The feature bits a class requires (see the tables above); 0 for SERIAL, UNKNOWN and
+ *  classes out of range. */
+UFORM_API uint64_t uform_cpu_class_features(uform_cpu_class_t cpu_class);
+
+/** @brief Lower-case class name as the enum spells it ("amd_genoa"); "invalid" out of range. */
+UFORM_API char const *uform_cpu_class_name(uform_cpu_class_t cpu_class);
+
+/** @brief Lower-case name of one feature bit ("avx512bf16"); "invalid" for zero or several bits. */
+UFORM_API char const *uform_cpu_feature_name(uint64_t feature);
+
+#pragma endregion CPU Classes
+
+#pragma region Memory Domains
+
+/** @brief One NUMA node this process may allocate on, with the cores it may run on there. */
+typedef struct uform_memory_domain_t {
+    int32_t node;          /**< The NUMA node ID, as the kernel numbers it. */
+    uint32_t cores_count;  /**< Cores of this node in the process's affinity and cpuset. */
+    uint64_t memory_bytes; /**< Memory the node carries, in bytes. */
+} uform_memory_domain_t;
+
+/**
+ *  @brief Lists the NUMA nodes the process may allocate on (its cpuset's `mems`) that carry at
+ *  least one core the process may run on (its affinity mask), in ascending node order.
+ *
+ *  @code{.c}
+ *  size_t count = 0;
+ *  uform_memory_domains(NULL, 0, &count);
+ *  uform_memory_domain_t *domains = calloc(count, sizeof *domains);
+ *  uform_memory_domains(domains, count, &count);
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_memory_domains(uform_memory_domain_t *domains, size_t capacity,
+                                              size_t *count);
+
+/** @brief Lists the cores (logical CPU IDs) of `node` this process may run on, ascending. Fails
+ *  with INVALID_ARGUMENT for a node that does not exist or that the process may not use. */
+UFORM_API uform_status_t uform_memory_domain_cores(int32_t node, int32_t *cores, size_t capacity,
+                                                   size_t *count);
+
+#pragma endregion Memory Domains
+
+#pragma region GPU Classes and Devices
+
+/**
+ *  @brief The GPU family dispatch picks, or a placement pins.
+ *
+ *  NVIDIA devices map from their compute capability (major.minor):
+ *  below 8.9 -> AMPERE (every GPU without a class of its own); 8.9 -> ADA; 9.x -> HOPPER;
+ *  10.x and 11.x -> BLACKWELL; 12.x -> BLACKWELLRTX; 13.x and above -> RUBIN.
+ *  A device runs its own class and every class it descends from: AMPERE < ADA < HOPPER <
+ *  BLACKWELL < RUBIN, and AMPERE < ADA < BLACKWELLRTX. Pinning a class the device cannot run fails
+ *  with UNSUPPORTED; pinning one it can run is recorded and changes dispatch.
+ */
+typedef enum uform_gpu_class_t {
+    uform_gpu_class_unknown_k = 0,             /**< Derives the devices' own class. */
+    uform_gpu_class_nvidia_ampere_k = 1,       /**< Ampere-class NVIDIA and every GPU without a class of its own. */
+    uform_gpu_class_nvidia_ada_k = 2,          /**< Ada-class NVIDIA: the fp8 conversions. */
+    uform_gpu_class_nvidia_hopper_k = 3,       /**< Hopper-class NVIDIA. */
+    uform_gpu_class_nvidia_blackwell_k = 4,    /**< Blackwell-class NVIDIA datacenter parts. */
+    uform_gpu_class_nvidia_blackwellrtx_k = 5, /**< Consumer Blackwell NVIDIA. */
+    uform_gpu_class_nvidia_rubin_k = 6,        /**< Rubin-class NVIDIA. */
+    uform_gpu_class_amd_cdna3_k = 7,           /**< CDNA3 AMD: gfx942, FNUZ fp8. */
+    uform_gpu_class_amd_cdna4_k = 8,           /**< CDNA4 AMD: gfx950, OCP fp8. */
+    uform_gpu_class_amd_cdna5_k = 9,           /**< CDNA5 AMD: gfx1250. */
+    uform_gpu_class_apple_metal7_k = 10,       /**< Apple7-family GPUs and every Apple GPU without a class of its own. */
+    uform_gpu_class_apple_metal9_k = 11,       /**< Apple9-family GPUs. */
+    uform_gpu_class_apple_metal10_k = 12,      /**< Apple10-family GPUs. */
+} uform_gpu_class_t;
+
+/** @brief The GPU vendors one binary drives. This Linux build drives NVIDIA only; AMD and APPLE
+ *  are values the listing never returns here. */
+typedef enum uform_gpu_vendor_t {
+    uform_gpu_vendor_unknown_k = 0, /**< No vendor named. */
+    uform_gpu_vendor_nvidia_k = 1,  /**< NVIDIA, through the CUDA driver loaded at run time. */
+    uform_gpu_vendor_amd_k = 2,     /**< AMD, through the HIP runtime. */
+    uform_gpu_vendor_apple_k = 3,   /**< Apple, through Metal. */
+} uform_gpu_vendor_t;
+
+/** @brief One GPU as UForm numbers it: its position in `uform_gpu_devices` is its UForm ordinal,
+ *  the number every VRAM placement names it by. */
+typedef struct uform_gpu_device_t {
+    uform_gpu_vendor_t vendor;   /**< The vendor whose runtime drives the device. */
+    uint32_t vendor_ordinal;     /**< The device's ordinal in its vendor's runtime. */
+    uform_gpu_class_t gpu_class; /**< The class whose kernels run on it. */
+    uint32_t compute_units;      /**< Streaming multiprocessors or compute units. */
+    uint64_t memory_bytes;       /**< Device memory in bytes. */
+} uform_gpu_device_t;
+
+/**
+ *  @brief Lists every GPU the engine can drive. Without a driver or a device, `*count` is zero and
+ *  the status OK: no GPU is not an error here (`uform_gpu_status` says why there are none).
+ *
+ *  @code{.c}
+ *  uform_gpu_device_t devices[16]; size_t count = 0;
+ *  uform_gpu_devices(devices, 16, &count);
+ *  for (size_t i = 0; i < count && i < 16; ++i) {
+ *      char name[256];
+ *      uform_gpu_device_name(i, name, sizeof name);
+ *      printf("%zu: %s, %u SMs\n", i, name, devices[i].compute_units);
+ *  }
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, size_t *count);
+
+/** @brief The vendor's own name for the device at UForm `ordinal`, NUL-terminated and truncated to
+ *  `capacity`. INVALID_ARGUMENT for an ordinal out of range, or a NULL or zero-capacity buffer. */
+UFORM_API uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity);
+
+/** @brief OK when at least one GPU can be driven; otherwise UNSUPPORTED with the reason in
+ *  `uform_error_message`: built without GPU kernels, no driver library, driver initialisation
+ *  failed (with the driver's error), or no device. */
+UFORM_API uform_status_t uform_gpu_status(void);
+
+/** @brief Lower-case class name ("nvidia_hopper"); "invalid" out of range. */
+UFORM_API char const *uform_gpu_class_name(uform_gpu_class_t gpu_class);
+
+/** @brief Lower-case vendor name ("nvidia"); "invalid" out of range. */
+UFORM_API char const *uform_gpu_vendor_name(uform_gpu_vendor_t vendor);
+
+#pragma endregion GPU Classes and Devices
+
+#pragma region Options
+
+/**
+ *  @brief The host memory domains a RAM-resident model and executor place their bytes in, one NUMA
+ *  node each. All-zero (or a NULL pointer) derives every node the process may allocate on and the
+ *  CPU's own class. Copied by every function that takes it, never borrowed past the call.
+ *
+ *  @code{.c}
+ *  int32_t const nodes[] = {0};
+ *  uform_ram_options_t ram = {.memory_domains = nodes, .memory_domains_count = 1,
+ *                             .cpu_class = uform_cpu_class_intel_haswell_k}; // pin a lower class
+ *  @endcode
+ */
+typedef struct uform_ram_options_t {
+    int32_t const *memory_domains; /**< NUMA node IDs; NULL derives every node the process may allocate on. */
+    size_t memory_domains_count;   /**< Entries in `memory_domains`; zero derives. */
+    uform_cpu_class_t cpu_class;   /**< The class to dispatch as; UNKNOWN derives the CPU's own. */
+} uform_ram_options_t;
+
+/**
+ *  @brief The devices a VRAM-resident model, trainer and executor place their bytes in. All-zero
+ *  derives one free device: among the listed devices, the first of those with the most free memory
+ *  on which no process holds a context (by the driver's count of compute apps), else the one with
+ *  the most free memory. Copied, never borrowed past the call.
+ */
+typedef struct uform_vram_options_t {
+    int32_t const *devices;      /**< UForm ordinals (positions in `uform_gpu_devices`); NULL derives one free device. */
+    size_t devices_count;        /**< Entries in `devices`; zero derives. */
+    uform_gpu_class_t gpu_class; /**< The class every named device dispatches as; UNKNOWN derives the devices' own. */
+} uform_vram_options_t;
+
+#pragma endregion Options
+
+#pragma region Executors
+
+/** @brief An executor: threads or streams that run calls. NULL is the inline executor. */
+typedef struct uform_executor_s *uform_executor_t;
+
+/** @brief How idle workers wait for the next call. */
+typedef enum uform_mood_t {
+    /** Sleep in the kernel (futex): no CPU burnt while idle; wake-up costs a system call.
+     *  Every executor starts PARKED. */
+    uform_mood_parked_k = 0,
+    /** Busy-wait with `pause`-class hints: the lowest wake-up latency, a core burnt per worker. */
+    uform_mood_spinning_k = 1,
+} uform_mood_t;
+
+/** @brief The kind an executor was constructed as. */
+typedef enum uform_executor_kind_t {
+    uform_executor_kind_inline_k = 0, /**< The NULL executor. */
+    uform_executor_kind_ram_k = 1,    /**< `uform_executor_for_ram`. */
+    uform_executor_kind_pool_k = 2,   /**< `uform_executor_on_pool`. */
+    uform_executor_kind_vram_k = 3,   /**< `uform_executor_for_vram`. */
+} uform_executor_kind_t;
+
+/** @brief The default of `deferred_limit` when zero is passed. */
+#define UFORM_DEFERRED_LIMIT_DEFAULT 1024
+
+/**
+ *  @brief Spawns host threads for RAM-resident models, pinned one per core of the chosen domains.
+ *  @param[in] ram The memory domains and CPU class; NULL derives all of them.
+ *  @param[in] threads Threads to run calls on, the calling thread of a blocking call included;
+ *             zero takes 7/8 of the cores those domains carry, rounded down, at least one.
+ *  @param[in] deferred_limit Deferred calls tracked at once; zero takes UFORM_DEFERRED_LIMIT_DEFAULT.
+ *  @param[out] executor Receives the executor; untouched on failure.
+ *
+ *  Thread 0 of every call is the calling thread for a blocking call (it is never re-pinned) and an
+ *  internal leader thread, pinned to the first chosen core, for a deferred one; threads 1 and up
+ *  are spawned workers, pinned one per core in domain order, each with its state allocated on its
+ *  own node. Fails with INVALID_ARGUMENT for an unknown or disallowed node, a duplicate node, or
+ *  `threads` above the allowed cores of the domains (the engine never oversubscribes); with
+ *  UNSUPPORTED for a class above the CPU; with SYSTEM_ERROR if the OS refuses a thread or a pin.
+ *
+ *  @code{.c}
+ *  int32_t const nodes[] = {0};
+ *  uform_ram_options_t ram = {.memory_domains = nodes, .memory_domains_count = 1};
+ *  uform_executor_t executor;
+ *  uform_status_t status = uform_executor_for_ram(&ram, 8, 0, &executor);
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads,
+                                                size_t deferred_limit, uform_executor_t *executor);
+
+/**
+ *  @brief Schedules onto a borrowed ForkUnion pool, so libraries in one process share threads.
+ *  @param[in] fu_pool A live ForkUnion `fu_pool_t *`, which must outlive the executor.
+ *  @param[in] ram The memory domains and CPU class of the models it drives; NULL derives.
+ *  @param[in] deferred_limit As for `uform_executor_for_ram`.
+ *  @param[out] executor Receives the executor.
+ *
+ *  ForkUnion's C ABI (`fu_pool_count_threads`, `fu_pool_for_threads`, `fu_pool_for_n`,
+ *  `fu_pool_for_n_dynamic`) is found in the process at run time with `dlsym`; the engine never
+ *  links nor ships ForkUnion. Without it: UNSUPPORTED. A NULL pool: INVALID_ARGUMENT. Deferred
+ *  calls are handed to the pool by one parked leader thread the executor owns.
+ */
+UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram,
+                                                size_t deferred_limit, uform_executor_t *executor);
+
+/**
+ *  @brief Opens one stream per named GPU, all driven by the calling thread, host threads for the
+ *  work devices cannot do, and per-device scratch memory.
+ *  @param[in] vram The devices and GPU class; NULL derives one free device.
+ *  @param[in] ram Where the host threads live; NULL takes the NUMA node nearest each device.
+ *  @param[in] streams Borrowed CUDA streams, one per device; anything but NULL is UNSUPPORTED.
+ *  @param[in] scratch_limit Ceiling on bytes the executor holds per device (its scratch and its
+ *             own buffers); zero lets scratch grow as calls ask.
+ *  @param[in] deferred_limit As for `uform_executor_for_ram`.
+ *  @param[out] executor Receives the executor.
+ *
+ *  Contexts are the devices' primary contexts, retained only on the devices named. Fails with
+ *  UNSUPPORTED without a driver or device (the message says which), INVALID_ARGUMENT for an
+ *  ordinal out of range or repeated, UNSUPPORTED for a class above a device's.
+ */
+UFORM_API uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram,
+                                                 uform_ram_options_t const *ram, void *const *streams,
+                                                 size_t scratch_limit, size_t deferred_limit,
+                                                 uform_executor_t *executor);
+
+/**
+ *  @brief Waits for every call submitted before it, then idle workers adopt `mood`.
+ *
+ *  Reports only failures of the executor itself (DEVICE_FAULT for a device that faulted, FORKED
+ *  in a child), never a drained call's, which reports through its own outcome. Draining from inside
+ *  a callback of the same executor returns CONTENDED. Draining the NULL executor is OK.
+ *
+ *  @code{.c}
+ *  uform_executor_drain(executor, uform_mood_spinning_k); // lowest latency for the next calls
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_executor_drain(uform_executor_t executor, uform_mood_t mood);
+
+/**
+ *  @brief Drains, stops and joins the threads, releases streams, scratch and contexts, frees.
+ *  NULL is a no-op. In a forked child it releases only host memory. Freeing an executor twice,
+ *  or from inside one of its callbacks, is undefined, as for `free`.
+ */
+UFORM_API void uform_executor_free(uform_executor_t executor);
+
+/** @brief What an executor is and where it runs. */
+typedef struct uform_executor_description_t {
+    uform_executor_kind_t kind;  /**< How it was constructed. */
+    size_t threads_count;        /**< Threads a host call runs on (host decoders on VRAM executors). */
+    size_t domains_count;        /**< NUMA nodes its threads and memory live on. */
+    size_t devices_count;        /**< GPUs it drives; zero unless VRAM. */
+    uform_cpu_class_t cpu_class; /**< The class host work dispatches as. */
+    uform_gpu_class_t gpu_class; /**< The class device work dispatches as; UNKNOWN unless VRAM. */
+    uform_mood_t mood;           /**< The mood idle workers are in. */
+    size_t deferred_limit;       /**< Deferred calls it tracks at once. */
+    size_t scratch_limit;        /**< Bytes per device it may hold; zero for unlimited. */
+} uform_executor_description_t;
+
+/** @brief Describes an executor; the NULL executor describes as INLINE with one thread. */
+UFORM_API uform_status_t uform_executor_describe(uform_executor_t executor,
+                                                 uform_executor_description_t *description);
+
+/** @brief Where thread `thread` of a RAM or VRAM executor's host threads is pinned: its core and
+ *  NUMA node. Thread 0's core is the leader's. INVALID_ARGUMENT out of range; UNSUPPORTED for the
+ *  NULL and pool executors, whose threads are not the engine's. */
+UFORM_API uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread,
+                                                         int32_t *core, int32_t *node);
+
+#pragma endregion Executors
+
+#pragma region Calls and Outcomes
+
+/** @brief How a call's tasks map onto threads. */
+typedef enum uform_schedule_t {
+    /** Tasks [0, tasks) split into one contiguous, near-equal range per thread. */
+    uform_schedule_static_k = 0,
+    /** Threads take tasks one at a time from a shared counter: for uneven tasks. */
+    uform_schedule_dynamic_k = 1,
+    /** Broadcast: every thread runs the callback once, with `task` equal to `thread`; `tasks` is
+     *  ignored. */
+    uform_schedule_threads_k = 2,
+} uform_schedule_t;
+
+/** @brief Which executors a call may run on; model verbs name their model's residency. */
+typedef enum uform_residency_t {
+    uform_residency_any_k = 0,  /**< Any executor. */
+    uform_residency_ram_k = 1,  /**< NULL, RAM or pool executors; a VRAM one is RESIDENCY_MISMATCH. */
+    uform_residency_vram_k = 2, /**< NULL or VRAM executors; a RAM or pool one is RESIDENCY_MISMATCH. */
+} uform_residency_t;
+
+/**
+ *  @brief A host task. `task` is the task index, `thread` the index of the thread running it in
+ *  [0, threads_count), `domain` the index of that thread's memory domain among the executor's
+ *  domains (not the NUMA node ID; `uform_executor_thread_placement` maps it).
+ */
+typedef void (*uform_task_callback_t)(void *context, size_t task, size_t thread, size_t domain);
+
+/** @brief What a device callback is handed for one device of a VRAM executor. */
+typedef struct uform_device_slot_t {
+    size_t device_index;         /**< Position among the executor's devices. */
+    int32_t ordinal;             /**< UForm ordinal of the device. */
+    uform_gpu_class_t gpu_class; /**< The class its kernels dispatch as. */
+    void *stream;                /**< The executor's `CUstream` on the device. */
+    void *cu_context;            /**< The device's `CUcontext`, current on the thread during the callback. */
+    uint64_t scratch;            /**< `CUdeviceptr` of at least `scratch_bytes` bytes, valid for the call. */
+    size_t scratch_bytes;        /**< The scratch the call asked for. */
+} uform_device_slot_t;
+
+/** @brief A device part: enqueues work on `slot->stream` and returns at once. A status other than
+ *  OK fails the call (later devices are not visited). */
+typedef uform_status_t (*uform_device_callback_t)(void *context, uform_device_slot_t const *slot);
+
+/**
+ *  @brief One unit of user work. Copied at submission.
+ *
+ *  On RAM and pool executors, `task` runs per `schedule`; `device` must be NULL. On VRAM executors
+ *  the host part `task` (if set) runs first on the host threads, then `device` (if set) is invoked
+ *  once per device in device order on the submitting thread, with that device's context current,
+ *  and the call completes when every stream has run what it enqueued. On the NULL executor, `task`
+ *  runs inline as one thread; `device` is UNSUPPORTED (there is no stream).
+ */
+typedef struct uform_call_t {
+    uform_residency_t residency;    /**< Executors it may run on. */
+    uform_schedule_t schedule;      /**< How `tasks` map onto threads. */
+    size_t tasks;                   /**< Tasks for STATIC and DYNAMIC; zero runs nothing and is OK. */
+    uform_task_callback_t task;     /**< The host part; NULL for none. */
+    uform_device_callback_t device; /**< The device part; VRAM executors only. */
+    size_t scratch_bytes;           /**< Device scratch each device slot needs. */
+    void *context;                  /**< Handed to both callbacks. */
+} uform_call_t;
+
+/**
+ *  @brief Where a deferred call reports. The caller owns the memory, which must stay valid and
+ *  unmoved until the outcome finishes (`uform_outcome_poll` stops returning PENDING), a drain
+ *  returns, or the executor is freed. Read it only through the functions below.
+ */
+typedef struct uform_outcome_t {
+    uint32_t finished;     /**< Nonzero once `status` and `message` are final. */
+    uform_status_t status; /**< The call's status once finished. */
+    uint64_t reserved[4];  /**< The engine's bookkeeping; do not touch. */
+    char message[256];     /**< The failure message once finished; "" on OK. */
+} uform_outcome_t;
+
+/**
+ *  @brief Runs a call on an executor: blocking when `outcome` is NULL, deferred otherwise.
+ *
+ *  Blocking: returns when the call finished, with its status. Deferred: returns OK once the call is
+ *  queued; the call reports through `outcome` later. Calls on one executor start in submission
+ *  order, deferred and blocking alike (a blocking call first waits for the deferred calls before it).
+ *
+ *  Returns without running anything: CONTENDED if another thread is inside a call on this executor
+ *  or the caller is one of its callbacks; DEFERRED_FULL past `deferred_limit` tracked deferred
+ *  calls; RESIDENCY_MISMATCH; INVALID_ARGUMENT for a NULL call, a callback missing for the
+ *  executor's kind or an out-of-range enum; FORKED in a child; DEVICE_FAULT on a poisoned
+ *  executor; LIMIT_EXCEEDED for scratch above `scratch_limit`.
+ *
+ *  @code{.c}
+ *  uform_outcome_t outcome;
+ *  uform_call_t call = {.schedule = uform_schedule_dynamic_k, .tasks = n, .task = work, .context = data};
+ *  if (uform_executor_call(executor, &call, &outcome) == uform_status_ok_k) {
+ *      do_other_things();
+ *      uform_status_t status = uform_outcome_wait(&outcome, -1); // the call's own status
+ *  }
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const *call,
+                                             uform_outcome_t *outcome);
+
+/** @brief The outcome's status if finished, else PENDING; never blocks. INVALID_ARGUMENT for NULL. */
+UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
+
+/** @brief Waits up to `timeout_seconds` (negative: forever) for the outcome, then returns like
+ *  `uform_outcome_poll`. Parked, not spinning. */
+UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
+
+#pragma endregion Calls and Outcomes
+
+#pragma region Device Calls
+
+/**
+ *  @brief Bytes a VRAM executor currently holds on its device `device_index` (scratch and its own
+ *  buffers). INVALID_ARGUMENT out of range; UNSUPPORTED on other executors.
+ */
+UFORM_API uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index,
+                                                      size_t *bytes);
+
+/** @brief Waits for the executor's calls, then frees its scratch on every device; the executor stays
+ *  usable and grows scratch again on demand. CONTENDED while another call holds it. */
+UFORM_API uform_status_t uform_executor_scratch_release(uform_executor_t executor);
+
+/** @brief The engine's own device kernels, compiled into the library. */
+typedef enum uform_kernel_t {
+    uform_kernel_empty_k = 0,    /**< Does nothing; one block of one thread. Arguments ignored. */
+    uform_kernel_fill_f32_k = 1, /**< Writes `value` into `count` floats at `buffer`. */
+    uform_kernel_sleep_k = 2,    /**< One thread spins on the device clock for `value` nanoseconds. */
+    uform_kernel_trap_k = 3,     /**< Executes a trap: a deliberate device fault, for tests. */
+    uform_kernel_add_f32_k = 4,  /**< Adds `value` to each of `count` floats at `buffer`. */
+} uform_kernel_t;
+
+/**
+ *  @brief Enqueues one of the engine's kernels on the slot's stream, from inside a device callback.
+ *  INVALID_ARGUMENT for a NULL slot or unknown kernel; UNSUPPORTED in a build without GPU kernels.
+ *
+ *  @code{.c}
+ *  static uform_status_t fill(void *context, uform_device_slot_t const *slot) {
+ *      return uform_device_launch(slot, uform_kernel_fill_f32_k, slot->scratch,
+ *                                 slot->scratch_bytes / sizeof(float), 1.0);
+ *  }
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_device_launch(uform_device_slot_t const *slot, uform_kernel_t kernel,
+                                             uint64_t buffer, uint64_t count, double value);
+
+#pragma endregion Device Calls
+
+#pragma region Meshes
+
+/** @brief How a mesh's NVLink domains reduce. */
+typedef enum uform_multimem_tier_t {
+    /** The NVLink switch reduces through multicast memory. Reported only when every GPU of a
+     *  multimem domain reports multicast support and the user opted in with the environment
+     *  variable `UFORM_ALLOW_MULTICAST=1`; the engine never creates multicast objects itself. */
+    uform_multimem_tier_switch_reduced_k = 0,
+    /** Every member reads its peers in a fixed order, where multicast is absent or not opted in. */
+    uform_multimem_tier_peer_read_k = 1,
+} uform_multimem_tier_t;
+
+/** @brief One process's place among the processes of a run. */
+typedef struct uform_mesh_s *uform_mesh_t;
+
+/**
+ *  @brief Where this process sits among the processes training one model, and how they meet.
+ *  All-zero is a run with no peers.
+ */
+typedef struct uform_mesh_options_t {
+    size_t host_domain_index;        /**< This process's index among `host_domain_count`. */
+    size_t host_domain_count;        /**< Processes in the run; zero or one: no peers. */
+    size_t gpus_per_multimem_domain; /**< GPUs one NVLink domain spans; zero derives the host's GPUs. */
+    char const *directory;           /**< Directory every process sees; required with peers. */
+    char const *job;                 /**< The run's unique name inside `directory`; required with peers:
+                                          1 to 128 of [A-Za-z0-9._-], not "." or "..". */
+    double timeout_seconds;          /**< Longest wait for any peer; zero derives 120. */
+} uform_mesh_options_t;
+
+/** @brief What a mesh reports about itself; zeroed by a failed `uform_mesh_describe`. */
+typedef struct uform_mesh_description_t {
+    size_t gpus_per_host_domain;          /**< GPUs this process drives. */
+    size_t gpus_per_multimem_domain;      /**< GPUs one NVLink domain spans. */
+    size_t gpus_per_colocated_domain;     /**< GPUs in the whole run. */
+    size_t host_domain_index;             /**< This process's index among the run's processes. */
+    size_t first_gpu_index;               /**< GPUs of lower-indexed processes: where this process's share begins. */
+    uform_multimem_tier_t multimem_tier;  /**< How its NVLink domains reduce. */
+    uform_gpu_class_t gpu_class;          /**< The class every GPU of the run dispatches as. */
+} uform_mesh_description_t;
+
+/**
+ *  @brief Joins this process to the run's mesh, waiting for every peer.
+ *  @param[in] executor A VRAM executor whose devices are this process's members; any other kind
+ *             is INVALID_ARGUMENT. The executor must outlive the mesh.
+ *  @param[in] options Where this process sits; NULL is a run with no peers.
+ *  @param[out] mesh Receives the mesh.
+ *
+ *  With peers, each process writes its facts (format version, run nonce, index, count, GPU count
+ *  and class, multimem span, host name, process ID) into `directory/job/` atomically (write, fsync,
+ *  rename, mode 0600) and waits for the others. Disagreeing peers fail every process with
+ *  CONFIG_MISMATCH naming the field and the processes; absent peers fail with TIMEOUT naming the
+ *  indices (and the host and PID of one that wrote its facts and died); two processes claiming
+ *  one index, or a hostile file, fail with CORRUPT_FILE. Then NCCL (`libnccl.so.2`, loaded at run
+ *  time; without it UNSUPPORTED) starts one rank per GPU, its unique ID passed through the same
+ *  directory, bounded by the same timeout. Every process keeps `NCCL_NVLS_ENABLE=0`.
+ *
+ *  @code{.c}
+ *  uform_mesh_options_t options = {.host_domain_index = rank, .host_domain_count = 2,
+ *                                  .directory = "/shared/uform", .job = "run-42"};
+ *  uform_mesh_t mesh;
+ *  if (uform_mesh_bootstrap(executor, &options, &mesh) != uform_status_ok_k) ...
+ *  uform_mesh_description_t description;
+ *  uform_mesh_describe(mesh, &description);
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_options_t const *options,
+                                              uform_mesh_t *mesh);
+
+/** @brief Reports the mesh's shape and this process's place in it; zeroes `description` on failure. */
+UFORM_API uform_status_t uform_mesh_describe(uform_mesh_t mesh, uform_mesh_description_t *description);
+
+/** @brief Leaves the mesh: waits for the executor's calls on it, releases the communicators. NULL
+ *  is a no-op. */
+UFORM_API void uform_mesh_free(uform_mesh_t mesh);
+
+/** @brief Element types a collective reduces. */
+typedef enum uform_dtype_t {
+    uform_dtype_f32_k = 0,  /**< IEEE binary32. */
+    uform_dtype_bf16_k = 1, /**< bfloat16. */
+    uform_dtype_f16_k = 2,  /**< IEEE binary16. */
+    uform_dtype_f64_k = 3,  /**< IEEE binary64. */
+    uform_dtype_i32_k = 4,  /**< Signed 32-bit integers. */
+} uform_dtype_t;
+
+/**
+ *  @brief Sums `count` elements in place across every GPU of the run, as a call on the mesh's
+ *  executor: blocking when `outcome` is NULL, deferred otherwise, with CONTENDED and ordering as for
+ *  every call. `buffers` holds one `CUdeviceptr` per device of this process, in the executor's
+ *  device order. A peer lost mid-way fails the call with PEER_LOST within the mesh's timeout.
+ *
+ *  @code{.c}
+ *  uint64_t buffers[2] = {gradients_on_gpu0, gradients_on_gpu1};
+ *  uform_mesh_all_reduce(mesh, buffers, count, uform_dtype_bf16_k, NULL);
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count,
+                                               uform_dtype_t dtype, uform_outcome_t *outcome);
+
+#pragma endregion Meshes
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // UFORM_H

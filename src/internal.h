@@ -1,0 +1,173 @@
+/**
+ *  @file   internal.h
+ *  @brief  What the engine's source files share and users never see: errors, fork tracking,
+ *          futexes, the executor's common header and backend table, placements, and the seams
+ *          between the VRAM executor and meshes.
+ */
+#ifndef UFORM_INTERNAL_H
+#define UFORM_INTERNAL_H
+
+#include <uform.h>
+
+#include <stdarg.h>    // `va_list`
+#include <stdatomic.h> // `atomic_uint`
+#include <stdbool.h>   // `bool`
+#include <time.h>      // `struct timespec`
+
+#define UFORM_CACHE_LINE 64
+#define UFORM_ALIGNED _Alignas(128) // two lines: adjacent-line prefetchers pair them on x86
+
+#if defined(__GNUC__)
+#define UFORM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define UFORM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define UFORM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define UFORM_LIKELY(x) (x)
+#define UFORM_UNLIKELY(x) (x)
+#define UFORM_PRINTF(a, b)
+#endif
+
+#pragma region Errors (errors.c)
+
+/** @brief Records a formatted message as this thread's `uform_error_message` and returns `status`. */
+uform_status_t uform_fail(uform_status_t status, char const *format, ...) UFORM_PRINTF(2, 3);
+uform_status_t uform_fail_v(uform_status_t status, char const *format, va_list arguments);
+
+/** @brief Finishes an outcome: copies `message` (may be NULL for ""), stores the status, then
+ *  publishes `finished` with release order and wakes every waiter on it. */
+void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
+
+/** @brief Marks an outcome as pending and owned by `executor`, before it is queued. */
+void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
+
+#pragma endregion Errors
+
+#pragma region Fork tracking and waiting (sync.c)
+
+/** @brief Incremented in every child process after `fork()`; executors and meshes record the value
+ *  at creation and refuse work when it changed. */
+uint64_t uform_fork_generation(void);
+
+/** @brief Blocks while `*address == expected`, up to `timeout` (NULL: forever). Spurious returns
+ *  are possible; callers loop. */
+void uform_futex_wait(uint32_t *address, uint32_t expected, struct timespec const *timeout);
+void uform_futex_wake(uint32_t *address, int count);
+
+/** @brief Seconds on the monotonic clock. */
+double uform_now_seconds(void);
+
+/** @brief A `pause`-class hint for spin loops. */
+static inline void uform_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#pragma endregion Fork tracking
+
+#pragma region CPU classes (cpu.c)
+
+/** @brief Resolves a requested class: UNKNOWN becomes the detected one; a class the CPU cannot run
+ *  is UNSUPPORTED naming the missing features; out-of-range is INVALID_ARGUMENT. */
+uform_status_t uform_cpu_resolve_class(uform_cpu_class_t requested, uform_cpu_class_t *resolved);
+
+#pragma endregion CPU classes
+
+#pragma region Placements (numa.c)
+
+/** @brief Allowed cores of the chosen domains, in domain order then core order. */
+typedef struct uform_placement_t {
+    size_t domains_count;       /**< Chosen NUMA nodes. */
+    int32_t *domain_nodes;      /**< [domains_count] node IDs. */
+    size_t cores_count;         /**< Allowed cores over all chosen nodes. */
+    int32_t *cores;             /**< [cores_count] logical CPU IDs. */
+    size_t *core_domains;       /**< [cores_count] index into `domain_nodes` of each core's node. */
+    uform_cpu_class_t cpu_class;/**< The resolved class. */
+} uform_placement_t;
+
+/** @brief Resolves RAM options into allowed cores (honouring affinity and cpuset) and a class.
+ *  Validates the node list (unknown, disallowed, duplicate, coreless) and the class. On failure
+ *  nothing is allocated. */
+uform_status_t uform_placement_resolve(uform_ram_options_t const *ram, uform_placement_t *placement);
+void uform_placement_free(uform_placement_t *placement);
+
+/** @brief 7/8 of `cores`, rounded down, at least one. */
+size_t uform_default_threads(size_t cores);
+
+/** @brief Allocates zeroed memory on a NUMA node (falls back to any node), aligned to a page;
+ *  released with `uform_numa_free` and the same size. */
+void *uform_numa_alloc(size_t bytes, int32_t node);
+void uform_numa_free(void *pointer, size_t bytes);
+
+/** @brief The NUMA node nearest a PCI device ("0000:3b:00.0"), or -1 if unknown. */
+int32_t uform_numa_node_of_pci(char const *pci_bus_id);
+
+#pragma endregion Placements
+
+#pragma region Executors (executor.c)
+
+typedef struct uform_backend_t uform_backend_t;
+
+/** @brief The header every executor starts with; each backend embeds it as its first member. */
+struct uform_executor_s {
+    UFORM_ALIGNED atomic_uint gate;           /**< 0 free, 1 held by a call: the CONTENDED check. */
+    UFORM_ALIGNED uform_backend_t const *backend;
+    uint64_t fork_generation;                 /**< `uform_fork_generation()` at construction. */
+    uform_executor_description_t description; /**< Filled by the backend at construction. */
+};
+
+/** @brief What each executor kind implements. `executor.c` validates arguments, checks forks and
+ *  re-entry, takes the gate and checks residency before calling `call`; backends do the rest. */
+struct uform_backend_t {
+    /** Runs or queues a validated call; the gate is held for the duration. */
+    uform_status_t (*call)(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome);
+    /** Waits for every earlier call, then applies the mood. Gate not held. */
+    uform_status_t (*drain)(uform_executor_t executor, uform_mood_t mood);
+    /** Brings a lazily finished outcome up to date, waiting up to `timeout_seconds` (negative:
+     *  forever); NULL where outcomes are finished eagerly by the executor's threads. */
+    uform_status_t (*poll)(uform_executor_t executor, uform_outcome_t *outcome, double timeout_seconds);
+    /** Where host thread `thread` is pinned; NULL where threads are not the engine's. */
+    uform_status_t (*thread_placement)(uform_executor_t executor, size_t thread, int32_t *core, int32_t *node);
+    /** Drains (unless forked), releases everything, frees the object. */
+    void (*free)(uform_executor_t executor);
+};
+
+/** @brief The executor whose callback this thread is running, or NULL: calls into it from here
+ *  return CONTENDED instead of deadlocking. Set by every backend around user callbacks. */
+extern _Thread_local uform_executor_t uform_current_executor;
+
+/** @brief Fills the common header; call first in every constructor. */
+void uform_executor_init(uform_executor_t executor, uform_backend_t const *backend, uform_executor_kind_t kind);
+
+/** @brief Runs a host call inline on this thread as thread 0 of a one-thread executor. */
+void uform_run_inline(uform_call_t const *call);
+
+#pragma endregion Executors
+
+#pragma region VRAM seams (vram.c, used by mesh.c)
+
+/** @brief One device of a VRAM executor, as a mesh needs it. */
+typedef struct uform_vram_member_t {
+    int32_t ordinal;             /**< UForm ordinal. */
+    int cu_device;               /**< `CUdevice`. */
+    void *cu_context;            /**< Retained primary `CUcontext`. */
+    void *stream;                /**< The executor's `CUstream`. */
+    uform_gpu_class_t own_class; /**< The device's own class. */
+    uform_gpu_class_t gpu_class; /**< The class it dispatches as (pinned or own). */
+    bool multicast_supported;    /**< CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, by query only. */
+} uform_vram_member_t;
+
+/** @brief The devices of a VRAM executor; returns zero for any other executor. */
+size_t uform_vram_members(uform_executor_t executor, uform_vram_member_t const **members);
+
+/** @brief Called periodically (about every millisecond) while the executor waits on its streams;
+ *  a status other than OK aborts the wait with that status and message (the watchdog is expected to
+ *  have made the streams finish, e.g. by aborting NCCL communicators). NULL removes it. */
+typedef uform_status_t (*uform_vram_watchdog_t)(void *context);
+void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t watchdog, void *context);
+
+#pragma endregion VRAM seams
+
+#endif // UFORM_INTERNAL_H
