@@ -69,7 +69,7 @@ extern "C" {
 #define UFORM_API __attribute__((visibility("default")))
 #endif
 
-#pragma region Version
+/* ---- Version ---- */
 
 /** @brief The engine's version as numbers; `uform_version` returns the same as a string. */
 #define UFORM_VERSION_MAJOR 0
@@ -82,9 +82,8 @@ extern "C" {
  */
 UFORM_API char const *uform_version(void);
 
-#pragma endregion Version
 
-#pragma region Statuses
+/* ---- Statuses ---- */
 
 /**
  *  @brief What a call ended with. Zero is success; every other value has a message, read with
@@ -154,9 +153,8 @@ UFORM_API char const *uform_status_name(uform_status_t status);
  */
 UFORM_API char const *uform_error_message(void);
 
-#pragma endregion Statuses
 
-#pragma region CPU Classes
+/* ---- CPU Classes ---- */
 
 /**
  *  @brief The CPU family dispatch picks, or a placement pins. Each class stands for an exact set
@@ -276,9 +274,8 @@ UFORM_API char const *uform_cpu_class_name(uform_cpu_class_t cpu_class);
 /** @brief Lower-case name of one feature bit ("avx512bf16"); "invalid" for zero or several bits. */
 UFORM_API char const *uform_cpu_feature_name(uint64_t feature);
 
-#pragma endregion CPU Classes
 
-#pragma region Memory Domains
+/* ---- Memory Domains ---- */
 
 /** @brief One NUMA node this process may allocate on, with the cores it may run on there. */
 typedef struct uform_memory_domain_t {
@@ -306,9 +303,8 @@ UFORM_API uform_status_t uform_memory_domains(uform_memory_domain_t *domains, si
 UFORM_API uform_status_t uform_memory_domain_cores(int32_t node, int32_t *cores, size_t capacity,
                                                    size_t *count);
 
-#pragma endregion Memory Domains
 
-#pragma region GPU Classes and Devices
+/* ---- GPU Classes and Devices ---- */
 
 /**
  *  @brief The GPU family dispatch picks, or a placement pins.
@@ -386,9 +382,8 @@ UFORM_API char const *uform_gpu_class_name(uform_gpu_class_t gpu_class);
 /** @brief Lower-case vendor name ("nvidia"); "invalid" out of range. */
 UFORM_API char const *uform_gpu_vendor_name(uform_gpu_vendor_t vendor);
 
-#pragma endregion GPU Classes and Devices
 
-#pragma region Options
+/* ---- Options ---- */
 
 /**
  *  @brief The host memory domains a RAM-resident model and executor place their bytes in, one NUMA
@@ -419,9 +414,8 @@ typedef struct uform_vram_options_t {
     uform_gpu_class_t gpu_class; /**< The class every named device dispatches as; UNKNOWN derives the devices' own. */
 } uform_vram_options_t;
 
-#pragma endregion Options
 
-#pragma region Executors
+/* ---- Executors ---- */
 
 /** @brief An executor: threads or streams that run calls. NULL is the inline executor. */
 typedef struct uform_executor_s *uform_executor_t;
@@ -549,9 +543,8 @@ UFORM_API uform_status_t uform_executor_describe(uform_executor_t executor,
 UFORM_API uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread,
                                                          int32_t *core, int32_t *node);
 
-#pragma endregion Executors
 
-#pragma region Calls and Outcomes
+/* ---- Calls and Outcomes ---- */
 
 /** @brief How a call's tasks map onto threads. */
 typedef enum uform_schedule_t {
@@ -635,7 +628,9 @@ typedef struct uform_outcome_t {
  *  or the caller is one of its callbacks; DEFERRED_FULL past `deferred_limit` tracked deferred
  *  calls; RESIDENCY_MISMATCH; INVALID_ARGUMENT for a NULL call, a callback missing for the
  *  executor's kind or an out-of-range enum; FORKED in a child; DEVICE_FAULT on a poisoned
- *  executor; LIMIT_EXCEEDED for scratch above `scratch_limit`.
+ *  executor; LIMIT_EXCEEDED for scratch above `scratch_limit`. Whenever it returns a status other
+ *  than OK, nothing was queued and `outcome` (if any) is already finished with that same status and
+ *  message, so an outcome never stays pending after a refused submission.
  *
  *  @code{.c}
  *  uform_outcome_t outcome;
@@ -656,9 +651,8 @@ UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
  *  `uform_outcome_poll`. Parked, not spinning. */
 UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
 
-#pragma endregion Calls and Outcomes
 
-#pragma region Device Calls
+/* ---- Device Calls ---- */
 
 /**
  *  @brief Bytes a VRAM executor currently holds on its device `device_index` (scratch and its own
@@ -694,9 +688,8 @@ typedef enum uform_kernel_t {
 UFORM_API uform_status_t uform_device_launch(uform_device_slot_t const *slot, uform_kernel_t kernel,
                                              uint64_t buffer, uint64_t count, double value);
 
-#pragma endregion Device Calls
 
-#pragma region Meshes
+/* ---- Meshes ---- */
 
 /** @brief How a mesh's NVLink domains reduce. */
 typedef enum uform_multimem_tier_t {
@@ -794,7 +787,6 @@ typedef enum uform_dtype_t {
 UFORM_API uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count,
                                                uform_dtype_t dtype, uform_outcome_t *outcome);
 
-#pragma endregion Meshes
 
 #ifdef __cplusplus
 }

@@ -27,7 +27,7 @@
 #define UFORM_PRINTF(a, b)
 #endif
 
-#pragma region Errors (errors.c)
+/* ---- Errors (errors.c) ---- */
 
 /** @brief Records a formatted message as this thread's `uform_error_message` and returns `status`. */
 uform_status_t uform_fail(uform_status_t status, char const *format, ...) UFORM_PRINTF(2, 3);
@@ -40,9 +40,8 @@ void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char 
 /** @brief Marks an outcome as pending and owned by `executor`, before it is queued. */
 void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
 
-#pragma endregion Errors
 
-#pragma region Fork tracking and waiting (sync.c)
+/* ---- Fork tracking and waiting (sync.c) ---- */
 
 /** @brief Incremented in every child process after `fork()`; executors and meshes record the value
  *  at creation and refuse work when it changed. */
@@ -65,17 +64,15 @@ static inline void uform_spin_pause(void) {
 #endif
 }
 
-#pragma endregion Fork tracking
 
-#pragma region CPU classes (cpu.c)
+/* ---- CPU classes (cpu.c) ---- */
 
 /** @brief Resolves a requested class: UNKNOWN becomes the detected one; a class the CPU cannot run
  *  is UNSUPPORTED naming the missing features; out-of-range is INVALID_ARGUMENT. */
 uform_status_t uform_cpu_resolve_class(uform_cpu_class_t requested, uform_cpu_class_t *resolved);
 
-#pragma endregion CPU classes
 
-#pragma region Placements (numa.c)
+/* ---- Placements (numa.c) ---- */
 
 /** @brief Allowed cores of the chosen domains, in domain order then core order. */
 typedef struct uform_placement_t {
@@ -104,9 +101,8 @@ void uform_numa_free(void *pointer, size_t bytes);
 /** @brief The NUMA node nearest a PCI device ("0000:3b:00.0"), or -1 if unknown. */
 int32_t uform_numa_node_of_pci(char const *pci_bus_id);
 
-#pragma endregion Placements
 
-#pragma region Executors (executor.c)
+/* ---- Executors (executor.c) ---- */
 
 typedef struct uform_backend_t uform_backend_t;
 
@@ -114,8 +110,10 @@ typedef struct uform_backend_t uform_backend_t;
 struct uform_executor_s {
     UFORM_ALIGNED atomic_uint gate;           /**< 0 free, 1 held by a call: the CONTENDED check. */
     UFORM_ALIGNED uform_backend_t const *backend;
+    atomic_uint mood;                         /**< `uform_mood_t` idle workers adopt; set by drains. */
     uint64_t fork_generation;                 /**< `uform_fork_generation()` at construction. */
-    uform_executor_description_t description; /**< Filled by the backend at construction. */
+    uform_executor_description_t description; /**< Filled by the backend at construction; its `mood`
+                                                   is unused, `mood` above is the live one. */
 };
 
 /** @brief What each executor kind implements. `executor.c` validates arguments, checks forks and
@@ -144,9 +142,8 @@ void uform_executor_init(uform_executor_t executor, uform_backend_t const *backe
 /** @brief Runs a host call inline on this thread as thread 0 of a one-thread executor. */
 void uform_run_inline(uform_call_t const *call);
 
-#pragma endregion Executors
 
-#pragma region VRAM seams (vram.c, used by mesh.c)
+/* ---- VRAM seams (vram.c, used by mesh.c) ---- */
 
 /** @brief One device of a VRAM executor, as a mesh needs it. */
 typedef struct uform_vram_member_t {
@@ -168,6 +165,5 @@ size_t uform_vram_members(uform_executor_t executor, uform_vram_member_t const *
 typedef uform_status_t (*uform_vram_watchdog_t)(void *context);
 void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t watchdog, void *context);
 
-#pragma endregion VRAM seams
 
 #endif // UFORM_INTERNAL_H

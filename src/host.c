@@ -1,0 +1,537 @@
+/**
+ *  @file   host.c
+ *  @brief  Host executors: RAM executors with their own pinned threads, and pool executors over a
+ *          borrowed ForkUnion pool. Both share the deferred queue, the tickets and the drain.
+ *
+ *  A call is run as a "round" by a thread 0: the submitting thread for a blocking call, the
+ *  executor's leader thread for a deferred one. On a RAM executor, thread 0 publishes the call by
+ *  bumping `generation`, runs its own share, and waits for `done` to count every worker in. Idle
+ *  workers spin (SPINNING) or park on a futex on `generation` after a short spin (PARKED); the
+ *  publisher makes the wake-up system call only when someone is parked.
+ *
+ *  Tickets order everything: each accepted call takes `submitted`, each finished call bumps
+ *  `finished`. A blocking call first waits until every earlier ticket finished (the deferred calls
+ *  before it), a drain until every ticket before its own snapshot finished. Deferred calls sit in a
+ *  ring of `deferred_limit` slots consumed by the leader in order.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>   // `dlsym`
+#include <errno.h>   // `EINVAL`
+#include <limits.h>  // `INT_MAX`
+#include <pthread.h> // `pthread_create`
+#include <sched.h>   // `cpu_set_t`
+#include <stdlib.h>  // `calloc`
+#include <string.h>  // `strerror`
+
+/** Spins of an idle PARKED worker before it sleeps: about 20-60 microseconds of `pause`. */
+#define UFORM_PARK_SPINS 1024u
+/** The largest `deferred_limit` accepted: slots are preallocated. */
+#define UFORM_DEFERRED_LIMIT_MAX (1u << 20)
+
+typedef struct host_executor_s host_executor_t;
+
+/** ForkUnion's C ABI, as its header declares it, resolved at run time. */
+typedef void (*fu_for_threads_t)(void *context, size_t thread, size_t colocation);
+typedef void (*fu_for_prongs_t)(void *context, size_t task, size_t thread, size_t colocation);
+typedef struct fu_abi_t {
+    size_t (*count_threads)(void *pool);
+    void (*for_threads)(void *pool, fu_for_threads_t callback, void *context);
+    void (*for_n)(void *pool, size_t n, fu_for_prongs_t callback, void *context);
+    void (*for_n_dynamic)(void *pool, size_t n, fu_for_prongs_t callback, void *context);
+} fu_abi_t;
+
+/** A spawned thread's own state, allocated on its NUMA node. */
+typedef struct host_thread_t {
+    host_executor_t *owner;
+    size_t thread; /**< Index among the executor's threads; 0 for the leader. */
+    size_t domain; /**< Index of its node among the executor's domains. */
+    pthread_t handle;
+    bool joinable;
+} host_thread_t;
+
+typedef struct deferred_slot_t {
+    uform_call_t call;
+    uform_outcome_t *outcome;
+} deferred_slot_t;
+
+struct host_executor_s {
+    struct uform_executor_s base;
+
+    // The round: written by thread 0 before `generation` is bumped, read by workers after. Both
+    // share one cache line, so a waking worker takes a single miss for the signal and the call.
+    UFORM_ALIGNED struct {
+        atomic_uint generation;
+        uform_call_t round;
+    } publish;
+    // Worker completions, never reset: a round ends when it reaches `done_target`, so thread 0
+    // writes nothing to this line between rounds.
+    UFORM_ALIGNED atomic_uint done;
+    unsigned done_target; /**< Owned by thread 0 of the rounds. */
+    UFORM_ALIGNED atomic_uint joiner_parked;
+    atomic_uint sleepers; /**< Workers parked on `generation`. */
+    atomic_uint stopping;
+    UFORM_ALIGNED atomic_size_t dynamic_next;
+
+    // Tickets and the deferred ring.
+    UFORM_ALIGNED atomic_uint submitted;
+    UFORM_ALIGNED atomic_uint finished;
+    atomic_uint finished_waiters;
+    UFORM_ALIGNED atomic_uint tail; /**< Slots published by submitters. */
+    atomic_uint leader_parked;
+    UFORM_ALIGNED atomic_uint head; /**< Slots consumed by the leader. */
+    deferred_slot_t *slots;
+    uint32_t slots_count;
+
+    // Threads: [1, threads_count) are workers; the leader is thread 0 of deferred calls.
+    size_t threads_count;
+    host_thread_t **workers; /**< [threads_count], entry 0 unused. */
+    host_thread_t *leader;
+    int32_t *thread_cores;   /**< [threads_count] pinned core, -1 for unpinned. */
+    int32_t *thread_nodes;   /**< [threads_count] node of that core. */
+    size_t *thread_domains;  /**< [threads_count] domain index. */
+    uform_placement_t placement;
+
+    // Pool executors only.
+    void *pool;
+    fu_abi_t fu;
+};
+
+static uint32_t *futex_word(atomic_uint *word) { return (uint32_t *)word; }
+
+_Static_assert(sizeof(atomic_uint) == sizeof(uint32_t), "futexes wait on 32-bit words");
+
+/* ---- Rounds ---- */
+
+static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next, size_t thread, size_t threads,
+                           size_t domain) {
+    uform_task_callback_t task = call->task;
+    void *context = call->context;
+    switch (call->schedule) {
+    case uform_schedule_threads_k: task(context, thread, thread, domain); break;
+    case uform_schedule_static_k: {
+        size_t base = call->tasks / threads, extra = call->tasks % threads;
+        size_t begin = thread * base + (thread < extra ? thread : extra);
+        size_t end = begin + base + (thread < extra ? 1 : 0);
+        for (size_t index = begin; index < end; ++index) task(context, index, thread, domain);
+        break;
+    }
+    case uform_schedule_dynamic_k:
+        for (;;) {
+            size_t index = atomic_fetch_add_explicit(dynamic_next, 1, memory_order_relaxed);
+            if (index >= call->tasks) break;
+            task(context, index, thread, domain);
+        }
+        break;
+    }
+}
+
+/** Waits until `*word` equals `target`, spinning first, then parking unless SPINNING. */
+static void host_wait_until_equal(host_executor_t *self, atomic_uint *word, unsigned target, atomic_uint *parked) {
+    unsigned spins = 0;
+    unsigned value;
+    while ((value = atomic_load_explicit(word, memory_order_acquire)) != target) {
+        if (spins < UFORM_PARK_SPINS ||
+            atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
+            uform_spin_pause();
+            ++spins;
+            continue;
+        }
+        atomic_fetch_add_explicit(parked, 1, memory_order_seq_cst);
+        value = atomic_load_explicit(word, memory_order_seq_cst);
+        if (value != target) uform_futex_wait(futex_word(word), value, NULL);
+        atomic_fetch_sub_explicit(parked, 1, memory_order_relaxed);
+    }
+}
+
+static void host_wake_if_parked(atomic_uint *word, atomic_uint *parked) {
+    if (atomic_load_explicit(parked, memory_order_seq_cst)) uform_futex_wake(futex_word(word), INT_MAX);
+}
+
+/** Pool executors: adapt ForkUnion's callbacks, marking the thread as inside this executor. */
+typedef struct pool_round_t {
+    uform_call_t const *call;
+    uform_executor_t executor;
+} pool_round_t;
+
+static void pool_prong(void *context, size_t task, size_t thread, size_t colocation) {
+    pool_round_t const *round = context;
+    uform_executor_t outer = uform_current_executor;
+    uform_current_executor = round->executor;
+    round->call->task(round->call->context, task, thread, colocation);
+    uform_current_executor = outer;
+}
+
+static void pool_thread(void *context, size_t thread, size_t colocation) {
+    pool_prong(context, thread, thread, colocation);
+}
+
+/** Runs a whole call as thread 0 of a round, on the caller or the leader. */
+static void host_run_round(host_executor_t *self, uform_call_t const *call) {
+    uform_executor_t outer = uform_current_executor;
+    uform_current_executor = &self->base;
+    if (self->pool) {
+        pool_round_t round = {.call = call, .executor = &self->base};
+        switch (call->schedule) {
+        case uform_schedule_threads_k: self->fu.for_threads(self->pool, pool_thread, &round); break;
+        case uform_schedule_static_k: self->fu.for_n(self->pool, call->tasks, pool_prong, &round); break;
+        case uform_schedule_dynamic_k: self->fu.for_n_dynamic(self->pool, call->tasks, pool_prong, &round); break;
+        }
+    }
+    else if (self->threads_count == 1) {
+        atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
+        host_run_share(call, &self->dynamic_next, 0, 1, self->thread_domains[0]);
+    }
+    else if (call->schedule != uform_schedule_threads_k && call->tasks <= 1) {
+        // At most one task: waking workers would only add latency.
+        if (call->tasks == 1) call->task(call->context, 0, 0, self->thread_domains[0]);
+    }
+    else {
+        // Rewriting an unchanged call would only steal the line back from every worker.
+        if (memcmp(&self->publish.round, call, sizeof(*call)) != 0) self->publish.round = *call;
+        if (call->schedule == uform_schedule_dynamic_k)
+            atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
+        self->done_target += (unsigned)(self->threads_count - 1);
+        atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
+        host_wake_if_parked(&self->publish.generation, &self->sleepers);
+        host_run_share(call, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
+        host_wait_until_equal(self, &self->done, self->done_target, &self->joiner_parked);
+    }
+    uform_current_executor = outer;
+}
+
+static void *host_worker_loop(void *argument) {
+    host_thread_t *me = argument;
+    host_executor_t *self = me->owner;
+    uform_current_executor = &self->base; // workers only ever run this executor's callbacks
+    unsigned seen = 0;                    // `generation` starts at zero, before any worker exists
+    for (;;) {
+        unsigned spins = 0, now;
+        while ((now = atomic_load_explicit(&self->publish.generation, memory_order_acquire)) == seen) {
+            if (spins < UFORM_PARK_SPINS ||
+                atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
+                uform_spin_pause();
+                ++spins;
+                continue;
+            }
+            atomic_fetch_add_explicit(&self->sleepers, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(&self->publish.generation, memory_order_seq_cst) == seen)
+                uform_futex_wait(futex_word(&self->publish.generation), seen, NULL);
+            atomic_fetch_sub_explicit(&self->sleepers, 1, memory_order_relaxed);
+        }
+        seen = now;
+        if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
+        host_run_share(&self->publish.round, &self->dynamic_next, me->thread, self->threads_count, me->domain);
+        atomic_fetch_add_explicit(&self->done, 1u, memory_order_seq_cst);
+        host_wake_if_parked(&self->done, &self->joiner_parked);
+    }
+    return NULL;
+}
+
+
+/* ---- Tickets and the deferred queue ---- */
+
+static void host_finish_ticket(host_executor_t *self) {
+    atomic_fetch_add_explicit(&self->finished, 1u, memory_order_seq_cst);
+    host_wake_if_parked(&self->finished, &self->finished_waiters);
+}
+
+/** Waits until every ticket before `ticket` finished; tickets wrap, so compare by difference. */
+static void host_wait_for_ticket(host_executor_t *self, unsigned ticket) {
+    unsigned spins = 0;
+    unsigned value;
+    while ((int)((value = atomic_load_explicit(&self->finished, memory_order_acquire)) - ticket) < 0) {
+        if (spins < UFORM_PARK_SPINS) {
+            uform_spin_pause();
+            ++spins;
+            continue;
+        }
+        atomic_fetch_add_explicit(&self->finished_waiters, 1, memory_order_seq_cst);
+        value = atomic_load_explicit(&self->finished, memory_order_seq_cst);
+        if ((int)(value - ticket) < 0) uform_futex_wait(futex_word(&self->finished), value, NULL);
+        atomic_fetch_sub_explicit(&self->finished_waiters, 1, memory_order_relaxed);
+    }
+}
+
+static void *host_leader_loop(void *argument) {
+    host_thread_t *me = argument;
+    host_executor_t *self = me->owner;
+    unsigned head = 0;
+    for (;;) {
+        unsigned tail = atomic_load_explicit(&self->tail, memory_order_acquire);
+        if (tail == head) {
+            if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
+            atomic_store_explicit(&self->leader_parked, 1u, memory_order_seq_cst);
+            if (atomic_load_explicit(&self->tail, memory_order_seq_cst) == head &&
+                !atomic_load_explicit(&self->stopping, memory_order_seq_cst))
+                uform_futex_wait(futex_word(&self->tail), head, NULL);
+            atomic_store_explicit(&self->leader_parked, 0u, memory_order_relaxed);
+            continue;
+        }
+        deferred_slot_t slot = self->slots[head % self->slots_count];
+        host_run_round(self, &slot.call);
+        uform_outcome_finish(slot.outcome, uform_status_ok_k, NULL);
+        atomic_store_explicit(&self->head, ++head, memory_order_release);
+        host_finish_ticket(self);
+    }
+    return NULL;
+}
+
+static uform_status_t host_call(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome) {
+    host_executor_t *self = (host_executor_t *)executor;
+    if (UFORM_UNLIKELY(!call->task))
+        return uform_fail(uform_status_invalid_argument_k, "uform_executor_call: a host executor needs a task callback");
+    if (outcome) {
+        unsigned tail = atomic_load_explicit(&self->tail, memory_order_relaxed);
+        unsigned head = atomic_load_explicit(&self->head, memory_order_acquire);
+        if (tail - head >= self->slots_count)
+            return uform_fail(uform_status_deferred_full_k,
+                              "uform_executor_call: %u deferred calls are already tracked, the executor's "
+                              "deferred_limit; wait for an outcome or drain, then submit again",
+                              self->slots_count);
+        self->slots[tail % self->slots_count] = (deferred_slot_t) {.call = *call, .outcome = outcome};
+        atomic_fetch_add_explicit(&self->submitted, 1u, memory_order_relaxed);
+        atomic_store_explicit(&self->tail, tail + 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&self->leader_parked, memory_order_seq_cst))
+            uform_futex_wake(futex_word(&self->tail), 1);
+        return uform_status_ok_k;
+    }
+    unsigned ticket = atomic_fetch_add_explicit(&self->submitted, 1u, memory_order_relaxed);
+    if (atomic_load_explicit(&self->finished, memory_order_acquire) != ticket) host_wait_for_ticket(self, ticket);
+    host_run_round(self, call);
+    host_finish_ticket(self);
+    return uform_status_ok_k;
+}
+
+static uform_status_t host_drain(uform_executor_t executor, uform_mood_t mood) {
+    host_executor_t *self = (host_executor_t *)executor;
+    host_wait_for_ticket(self, atomic_load_explicit(&self->submitted, memory_order_acquire));
+    unsigned previous = atomic_exchange_explicit(&self->base.mood, (unsigned)mood, memory_order_seq_cst);
+    // Parked workers re-read the mood only when woken, so a switch to SPINNING wakes them all.
+    if (previous != (unsigned)mood && mood == uform_mood_spinning_k)
+        uform_futex_wake(futex_word(&self->publish.generation), INT_MAX);
+    return uform_status_ok_k;
+}
+
+static uform_status_t host_thread_placement(uform_executor_t executor, size_t thread, int32_t *core, int32_t *node) {
+    host_executor_t *self = (host_executor_t *)executor;
+    if (core) *core = self->thread_cores[thread];
+    if (node) *node = self->thread_nodes[thread];
+    return uform_status_ok_k;
+}
+
+
+/* ---- Lifetime ---- */
+
+static void host_release(host_executor_t *self) {
+    bool forked = self->base.fork_generation != uform_fork_generation();
+    if (!forked) {
+        // Wake everyone with `stopping` set; workers see a new generation, the leader an empty queue.
+        atomic_store_explicit(&self->stopping, 1u, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
+        uform_futex_wake(futex_word(&self->publish.generation), INT_MAX);
+        uform_futex_wake(futex_word(&self->tail), INT_MAX);
+    }
+    // In a forked child the threads do not exist: joining them would be undefined, so only the
+    // memory is released.
+    for (size_t thread = 1; self->workers && thread < self->threads_count; ++thread) {
+        host_thread_t *worker = self->workers[thread];
+        if (!worker) continue;
+        if (worker->joinable && !forked) pthread_join(worker->handle, NULL);
+        uform_numa_free(worker, sizeof(*worker));
+    }
+    if (self->leader) {
+        if (self->leader->joinable && !forked) pthread_join(self->leader->handle, NULL);
+        uform_numa_free(self->leader, sizeof(*self->leader));
+    }
+    free(self->workers);
+    free(self->slots);
+    free(self->thread_cores);
+    free(self->thread_nodes);
+    free(self->thread_domains);
+    uform_placement_free(&self->placement);
+    free(self);
+}
+
+static void host_free(uform_executor_t executor) {
+    host_executor_t *self = (host_executor_t *)executor;
+    if (self->base.fork_generation == uform_fork_generation())
+        host_wait_for_ticket(self, atomic_load_explicit(&self->submitted, memory_order_acquire));
+    host_release(self);
+}
+
+static uform_backend_t const host_backend = {
+    .call = host_call,
+    .drain = host_drain,
+    .poll = NULL,
+    .thread_placement = host_thread_placement,
+    .free = host_free,
+};
+
+static uform_backend_t const pool_backend = {
+    .call = host_call,
+    .drain = host_drain,
+    .poll = NULL,
+    .thread_placement = NULL,
+    .free = host_free,
+};
+
+/** Spawns a thread on `core` (or unpinned for -1), its state on `node`. */
+static uform_status_t host_spawn(host_executor_t *self, host_thread_t **slot, size_t thread, size_t domain,
+                                 int32_t core, int32_t node, void *(*loop)(void *)) {
+    host_thread_t *state = uform_numa_alloc(sizeof(host_thread_t), node);
+    if (!state) return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate thread state on node %d", node);
+    *state = (host_thread_t) {.owner = self, .thread = thread, .domain = domain};
+    *slot = state;
+
+    pthread_attr_t attributes;
+    int error = pthread_attr_init(&attributes);
+    if (!error && core >= 0) {
+        // Pinned before it starts, so its stack is first touched on its own node.
+        cpu_set_t cores;
+        CPU_ZERO(&cores);
+        CPU_SET((size_t)core, &cores);
+        error = pthread_attr_setaffinity_np(&attributes, sizeof(cores), &cores);
+    }
+    if (!error) error = pthread_create(&state->handle, &attributes, loop, state);
+    pthread_attr_destroy(&attributes);
+    if (error)
+        return uform_fail(uform_status_system_error_k,
+                          "uform_executor_for_ram: the OS refused thread %zu%s%d: %s", thread,
+                          core >= 0 ? " pinned to core " : " (unpinned) ", core >= 0 ? core : 0, strerror(error));
+    state->joinable = true;
+    return uform_status_ok_k;
+}
+
+static uform_status_t host_allocate(uform_placement_t *placement, size_t threads, size_t deferred_limit,
+                                    uform_backend_t const *backend, uform_executor_kind_t kind,
+                                    host_executor_t **out) {
+    if (deferred_limit > UFORM_DEFERRED_LIMIT_MAX)
+        return uform_fail(uform_status_invalid_argument_k, "deferred_limit %zu is above the maximum of %u",
+                          deferred_limit, UFORM_DEFERRED_LIMIT_MAX);
+    host_executor_t *self = aligned_alloc(128, (sizeof(host_executor_t) + 127) / 128 * 128);
+    if (!self) return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor");
+    memset(self, 0, sizeof(*self));
+    uform_executor_init(&self->base, backend, kind);
+    self->placement = *placement;
+    *placement = (uform_placement_t) {0};
+    self->threads_count = threads;
+    self->slots_count = (uint32_t)(deferred_limit ? deferred_limit : UFORM_DEFERRED_LIMIT_DEFAULT);
+    self->slots = calloc(self->slots_count, sizeof(deferred_slot_t));
+    self->workers = calloc(threads, sizeof(host_thread_t *));
+    self->thread_cores = calloc(threads, sizeof(int32_t));
+    self->thread_nodes = calloc(threads, sizeof(int32_t));
+    self->thread_domains = calloc(threads, sizeof(size_t));
+    if (!self->slots || !self->workers || !self->thread_cores || !self->thread_nodes || !self->thread_domains) {
+        host_release(self);
+        return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor of %zu threads", threads);
+    }
+    uform_executor_description_t *description = &self->base.description;
+    description->threads_count = threads;
+    description->domains_count = self->placement.domains_count;
+    description->cpu_class = self->placement.cpu_class;
+    description->deferred_limit = self->slots_count;
+    *out = self;
+    return uform_status_ok_k;
+}
+
+/** Picks `threads` of the placement's cores, spreading them over domains in proportion to each
+ *  domain's cores, and keeping each domain's threads contiguous so neighbouring tasks share a node. */
+static void host_choose_cores(host_executor_t *self) {
+    uform_placement_t const *placement = &self->placement;
+    size_t threads = self->threads_count, total = placement->cores_count, assigned = 0;
+    size_t first_core = 0;
+    for (size_t domain = 0; domain < placement->domains_count; ++domain) {
+        size_t domain_cores = 0;
+        while (first_core + domain_cores < total && placement->core_domains[first_core + domain_cores] == domain)
+            ++domain_cores;
+        // Proportional share, rounding so the last domain takes what is left.
+        size_t share = domain + 1 == placement->domains_count ? threads - assigned
+                                                              : (threads * (first_core + domain_cores)) / total - assigned;
+        if (share > domain_cores) share = domain_cores;
+        for (size_t index = 0; index < share && assigned < threads; ++index, ++assigned) {
+            self->thread_cores[assigned] = placement->cores[first_core + index];
+            self->thread_domains[assigned] = domain;
+            self->thread_nodes[assigned] = placement->domain_nodes[domain];
+        }
+        first_core += domain_cores;
+    }
+}
+
+uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads, size_t deferred_limit,
+                                      uform_executor_t *executor) {
+    if (!executor) return uform_fail(uform_status_invalid_argument_k, "uform_executor_for_ram: executor is NULL");
+    uform_placement_t placement;
+    uform_status_t status = uform_placement_resolve(ram, &placement);
+    if (status != uform_status_ok_k) return status;
+    if (threads == 0) threads = uform_default_threads(placement.cores_count);
+    if (threads > placement.cores_count) {
+        uform_placement_free(&placement);
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_executor_for_ram: %zu threads asked, but the chosen domains carry only %zu cores "
+                          "this process may run on; the engine pins one thread per core and never oversubscribes",
+                          threads, placement.cores_count);
+    }
+    host_executor_t *self;
+    status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_ram_k, &self);
+    if (status != uform_status_ok_k) {
+        uform_placement_free(&placement);
+        return status;
+    }
+    host_choose_cores(self);
+    for (size_t thread = 1; thread < threads && status == uform_status_ok_k; ++thread)
+        status = host_spawn(self, &self->workers[thread], thread, self->thread_domains[thread],
+                            self->thread_cores[thread], self->thread_nodes[thread], host_worker_loop);
+    if (status == uform_status_ok_k)
+        status = host_spawn(self, &self->leader, 0, self->thread_domains[0], self->thread_cores[0],
+                            self->thread_nodes[0], host_leader_loop);
+    if (status != uform_status_ok_k) {
+        host_release(self);
+        return status;
+    }
+    *executor = &self->base;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram, size_t deferred_limit,
+                                      uform_executor_t *executor) {
+    if (!executor) return uform_fail(uform_status_invalid_argument_k, "uform_executor_on_pool: executor is NULL");
+    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "uform_executor_on_pool: fu_pool is NULL");
+    fu_abi_t fu;
+    char const *missing = NULL;
+    // Resolved in the whole process (the executable and every library loaded globally), never linked.
+    if (!(*(void **)&fu.count_threads = dlsym(RTLD_DEFAULT, "fu_pool_count_threads"))) missing = "fu_pool_count_threads";
+    else if (!(*(void **)&fu.for_threads = dlsym(RTLD_DEFAULT, "fu_pool_for_threads"))) missing = "fu_pool_for_threads";
+    else if (!(*(void **)&fu.for_n = dlsym(RTLD_DEFAULT, "fu_pool_for_n"))) missing = "fu_pool_for_n";
+    else if (!(*(void **)&fu.for_n_dynamic = dlsym(RTLD_DEFAULT, "fu_pool_for_n_dynamic"))) missing = "fu_pool_for_n_dynamic";
+    if (missing)
+        return uform_fail(uform_status_unsupported_k,
+                          "uform_executor_on_pool: ForkUnion is not loaded in this process (%s was not found); "
+                          "load libfork_union with RTLD_GLOBAL or link it into the executable", missing);
+    size_t threads = fu.count_threads(fu_pool);
+    if (threads == 0)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_executor_on_pool: the pool reports zero threads; spawn it first");
+    uform_placement_t placement;
+    uform_status_t status = uform_placement_resolve(ram, &placement);
+    if (status != uform_status_ok_k) return status;
+    host_executor_t *self;
+    status = host_allocate(&placement, threads, deferred_limit, &pool_backend, uform_executor_kind_pool_k, &self);
+    if (status != uform_status_ok_k) {
+        uform_placement_free(&placement);
+        return status;
+    }
+    self->pool = fu_pool;
+    self->fu = fu;
+    for (size_t thread = 0; thread < threads; ++thread) self->thread_cores[thread] = self->thread_nodes[thread] = -1;
+    // The leader hands deferred calls to the pool; it is the pool's caller, so it stays unpinned.
+    status = host_spawn(self, &self->leader, 0, 0, -1, self->placement.domain_nodes[0], host_leader_loop);
+    if (status != uform_status_ok_k) {
+        host_release(self);
+        return status;
+    }
+    *executor = &self->base;
+    return uform_status_ok_k;
+}
+

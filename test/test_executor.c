@@ -1,0 +1,589 @@
+/**
+ *  @file   test_executor.c
+ *  @brief  RAM and NULL executors: calls, schedules, contention, ordering, deferred limits, drain,
+ *          moods, pinning, re-entry, forks and every bad input of the executor ABI.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t allowed_cores(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof(set), &set);
+    return (size_t)CPU_COUNT(&set);
+}
+
+static double process_cpu_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+static void sleep_seconds(double seconds) {
+    struct timespec pause = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&pause, &pause) != 0) {}
+}
+
+/* ---- Schedules ---- */
+
+typedef struct visits_t {
+    atomic_uint *counts;     // per task
+    atomic_uint *threads;    // per task: thread that ran it + 1
+    size_t threads_count;
+    atomic_uint bad_thread;  // thread index out of range
+} visits_t;
+
+static void visit(void *context, size_t task, size_t thread, size_t domain) {
+    visits_t *visits = context;
+    (void)domain;
+    atomic_fetch_add(&visits->counts[task], 1);
+    atomic_store(&visits->threads[task], (unsigned)thread + 1);
+    if (thread >= visits->threads_count) atomic_fetch_add(&visits->bad_thread, 1);
+}
+
+static void test_schedules(uform_executor_t executor, size_t threads) {
+    size_t const sizes[] = {0, 1, 2, 3, 7, 64, 1000, 100003};
+    for (size_t size_index = 0; size_index < sizeof(sizes) / sizeof(sizes[0]); ++size_index) {
+        size_t tasks = sizes[size_index];
+        for (int schedule = uform_schedule_static_k; schedule <= uform_schedule_threads_k; ++schedule) {
+            size_t expected_tasks = schedule == uform_schedule_threads_k ? threads : tasks;
+            visits_t visits = {.counts = calloc(expected_tasks + 1, sizeof(atomic_uint)),
+                               .threads = calloc(expected_tasks + 1, sizeof(atomic_uint)),
+                               .threads_count = threads};
+            uform_call_t call = {.schedule = (uform_schedule_t)schedule, .tasks = tasks, .task = visit, .context = &visits};
+            CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+            size_t wrong = 0;
+            for (size_t task = 0; task < expected_tasks; ++task) wrong += atomic_load(&visits.counts[task]) != 1;
+            CHECK(wrong == 0);
+            CHECK(atomic_load(&visits.bad_thread) == 0);
+            if (schedule == uform_schedule_threads_k)
+                for (size_t task = 0; task < expected_tasks; ++task) CHECK(atomic_load(&visits.threads[task]) == task + 1);
+            if (schedule == uform_schedule_static_k && tasks >= threads) {
+                // Static: contiguous ranges in thread order, sizes differing by at most one.
+                size_t base = tasks / threads, extra = tasks % threads, task = 0;
+                for (size_t thread = 0; thread < threads; ++thread)
+                    for (size_t count = 0; count < base + (thread < extra); ++count, ++task)
+                        if (atomic_load(&visits.threads[task]) != thread + 1) ++wrong;
+                CHECK(wrong == 0);
+            }
+            free(visits.counts);
+            free(visits.threads);
+        }
+    }
+}
+
+
+/* ---- Contention storm ---- */
+
+typedef struct storm_t {
+    uform_executor_t executor;
+    atomic_int inside;
+    atomic_int overlaps;
+    atomic_size_t work_done;
+    atomic_size_t ok_calls;
+    atomic_size_t contended_calls;
+    atomic_size_t other_statuses;
+    atomic_int go;
+} storm_t;
+
+static void storm_task(void *context, size_t task, size_t thread, size_t domain) {
+    storm_t *storm = context;
+    (void)task, (void)domain;
+    // Thread 0 of each call brackets the call: if two calls were ever inside at once, the counter
+    // would read above one.
+    if (thread == 0) {
+        if (atomic_fetch_add(&storm->inside, 1) != 0) atomic_fetch_add(&storm->overlaps, 1);
+    }
+    atomic_fetch_add(&storm->work_done, 1);
+    if (thread == 0) atomic_fetch_sub(&storm->inside, 1);
+}
+
+static void *storm_thread(void *argument) {
+    storm_t *storm = argument;
+    while (!atomic_load(&storm->go)) sched_yield();
+    for (int call_index = 0; call_index < 10000; ++call_index) {
+        uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = storm};
+        uform_status_t status = uform_executor_call(storm->executor, &call, NULL);
+        if (status == uform_status_ok_k) atomic_fetch_add(&storm->ok_calls, 1);
+        else if (status == uform_status_contended_k) atomic_fetch_add(&storm->contended_calls, 1);
+        else atomic_fetch_add(&storm->other_statuses, 1);
+    }
+    return NULL;
+}
+
+static void test_contention_storm(size_t threads) {
+    for (int repetition = 0; repetition < 3; ++repetition) {
+        storm_t storm = {0};
+        CHECK_STATUS(uform_executor_for_ram(NULL, threads, 0, &storm.executor), uform_status_ok_k);
+        pthread_t racers[8];
+        for (int index = 0; index < 8; ++index) pthread_create(&racers[index], NULL, storm_thread, &storm);
+        atomic_store(&storm.go, 1);
+        for (int index = 0; index < 8; ++index) pthread_join(racers[index], NULL);
+        printf("contention storm, %zu threads: %zu OK, %zu CONTENDED\n", threads, atomic_load(&storm.ok_calls),
+               atomic_load(&storm.contended_calls));
+        CHECK(atomic_load(&storm.overlaps) == 0);
+        CHECK(atomic_load(&storm.other_statuses) == 0);
+        CHECK(atomic_load(&storm.ok_calls) + atomic_load(&storm.contended_calls) == 80000);
+        CHECK(atomic_load(&storm.ok_calls) > 0);
+        // Every OK call ran its callback once per thread; CONTENDED ones ran nothing.
+        CHECK(atomic_load(&storm.work_done) == atomic_load(&storm.ok_calls) * threads);
+        uform_executor_free(storm.executor);
+    }
+}
+
+
+/* ---- Ordering, limits and drain ---- */
+
+typedef struct sequence_t {
+    size_t *record;
+    atomic_size_t next;
+    atomic_int release; // callbacks with `hold` wait for it
+} sequence_t;
+
+typedef struct sequenced_t {
+    sequence_t *sequence;
+    size_t id;
+    int hold;
+} sequenced_t;
+
+static void record_sequence(void *context, size_t task, size_t thread, size_t domain) {
+    sequenced_t *item = context;
+    (void)task, (void)thread, (void)domain;
+    while (item->hold && !atomic_load(&item->sequence->release)) sched_yield();
+    size_t position = atomic_fetch_add(&item->sequence->next, 1);
+    item->sequence->record[position] = item->id;
+}
+
+static void test_submission_order(uform_executor_t executor) {
+    enum { calls_count = 1000 };
+    sequence_t sequence = {.record = calloc(calls_count + 1, sizeof(size_t))};
+    sequenced_t *items = calloc(calls_count, sizeof(sequenced_t));
+    uform_outcome_t *outcomes = calloc(calls_count, sizeof(uform_outcome_t));
+    for (size_t index = 0; index < calls_count; ++index) {
+        items[index] = (sequenced_t) {.sequence = &sequence, .id = index};
+        // Alternate schedules; every third call is blocking, which must wait for the deferred ones.
+        uform_call_t call = {.schedule = uform_schedule_static_k, .tasks = 1, .task = record_sequence, .context = &items[index]};
+        CHECK_STATUS(uform_executor_call(executor, &call, index % 3 == 2 ? NULL : &outcomes[index]), uform_status_ok_k);
+    }
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(atomic_load(&sequence.next) == calls_count);
+    size_t out_of_order = 0;
+    for (size_t index = 0; index < calls_count; ++index) out_of_order += sequence.record[index] != index;
+    CHECK(out_of_order == 0);
+    size_t unfinished = 0;
+    for (size_t index = 0; index < calls_count; ++index)
+        if (index % 3 != 2) unfinished += uform_outcome_poll(&outcomes[index]) != uform_status_ok_k;
+    CHECK(unfinished == 0);
+    free(sequence.record);
+    free(items);
+    free(outcomes);
+}
+
+static void test_deferred_limit(void) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 4, &executor), uform_status_ok_k);
+    uform_executor_description_t description;
+    CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+    CHECK(description.deferred_limit == 4);
+
+    sequence_t sequence = {.record = calloc(8, sizeof(size_t))};
+    sequenced_t items[6];
+    uform_outcome_t outcomes[6];
+    for (size_t index = 0; index < 6; ++index) items[index] = (sequenced_t) {.sequence = &sequence, .id = index, .hold = 1};
+    // Four deferred calls fill the limit (the first one runs and holds), the fifth is refused.
+    for (size_t index = 0; index < 4; ++index) {
+        uform_call_t call = {.tasks = 1, .task = record_sequence, .context = &items[index]};
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
+    }
+    CHECK_STATUS(uform_outcome_poll(&outcomes[0]), uform_status_pending_k);
+    CHECK_STATUS(uform_outcome_wait(&outcomes[0], 0.01), uform_status_pending_k);
+    uform_call_t fifth = {.tasks = 1, .task = record_sequence, .context = &items[4]};
+    CHECK_STATUS(uform_executor_call(executor, &fifth, &outcomes[4]), uform_status_deferred_full_k);
+    CHECK_MESSAGE("deferred_limit");
+    // The refused call's outcome is finished with the same status, and nothing of it ran.
+    CHECK_STATUS(uform_outcome_poll(&outcomes[4]), uform_status_deferred_full_k);
+    CHECK(strstr(outcomes[4].message, "deferred_limit") != NULL);
+    atomic_store(&sequence.release, 1);
+    CHECK_STATUS(uform_outcome_wait(&outcomes[3], -1), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(atomic_load(&sequence.next) == 4);
+    // After the drain the slots are free again.
+    for (size_t index = 0; index < 4; ++index) {
+        uform_call_t call = {.tasks = 1, .task = record_sequence, .context = &items[index]};
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
+    }
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(atomic_load(&sequence.next) == 8);
+    uform_executor_free(executor);
+    free(sequence.record);
+}
+
+typedef struct slow_t {
+    atomic_int finished;
+    double seconds;
+} slow_t;
+
+static void slow_task(void *context, size_t task, size_t thread, size_t domain) {
+    slow_t *slow = context;
+    (void)task, (void)thread, (void)domain;
+    sleep_seconds(slow->seconds);
+    atomic_fetch_add(&slow->finished, 1);
+}
+
+static void test_drain_waits(uform_executor_t executor) {
+    slow_t slow = {.seconds = 0.01};
+    uform_outcome_t outcomes[5];
+    for (int index = 0; index < 5; ++index) {
+        uform_call_t call = {.tasks = 1, .task = slow_task, .context = &slow};
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
+    }
+    CHECK(atomic_load(&slow.finished) < 5); // deferred: returned before the work
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(atomic_load(&slow.finished) == 5);
+    for (int index = 0; index < 5; ++index) CHECK(__atomic_load_n(&outcomes[index].finished, __ATOMIC_ACQUIRE) == 1);
+}
+
+/** A drain on another thread returns only after a blocking call that started before it finished. */
+typedef struct drain_race_t {
+    uform_executor_t executor;
+    slow_t slow;
+    atomic_int started;
+    int finished_seen_by_drain;
+} drain_race_t;
+
+static void started_then_slow(void *context, size_t task, size_t thread, size_t domain) {
+    drain_race_t *race = context;
+    atomic_store(&race->started, 1);
+    slow_task(&race->slow, task, thread, domain);
+}
+
+static void *drain_thread(void *argument) {
+    drain_race_t *race = argument;
+    while (!atomic_load(&race->started)) sched_yield();
+    uform_executor_drain(race->executor, uform_mood_parked_k);
+    race->finished_seen_by_drain = atomic_load(&race->slow.finished);
+    return NULL;
+}
+
+static void test_drain_waits_for_blocking(uform_executor_t executor) {
+    drain_race_t race = {.executor = executor, .slow = {.seconds = 0.05}};
+    pthread_t drainer;
+    pthread_create(&drainer, NULL, drain_thread, &race);
+    uform_call_t call = {.tasks = 1, .task = started_then_slow, .context = &race};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    pthread_join(drainer, NULL);
+    CHECK(race.finished_seen_by_drain == 1);
+}
+
+
+/* ---- Moods ---- */
+
+static void test_moods(size_t threads) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, threads, 0, &executor), uform_status_ok_k);
+    uform_executor_description_t description;
+    CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+    CHECK(description.mood == uform_mood_parked_k);
+
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = &(storm_t) {0}};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    sleep_seconds(0.02); // let the short post-call spin end
+    double cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
+    sleep_seconds(0.2);
+    double parked_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
+    printf("PARKED idle: %.2f%% of one core over 200 ms with %zu threads\n", parked_cores * 100, threads);
+    CHECK(parked_cores < 0.05);
+
+    if (threads >= 2) {
+        CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+        CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+        CHECK(description.mood == uform_mood_spinning_k);
+        cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
+        sleep_seconds(0.2);
+        double spinning_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
+        printf("SPINNING idle: %.2f cores over 200 ms with %zu spinning workers\n", spinning_cores, threads - 1);
+        // Each of the threads-1 workers should burn most of a core; demand at least half of one.
+        CHECK(spinning_cores > 0.5);
+        // And back to parked: the spinning stops.
+        CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+        sleep_seconds(0.02);
+        cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
+        sleep_seconds(0.2);
+        parked_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
+        CHECK(parked_cores < 0.05);
+    }
+    else
+        printf("SPINNING idle check skipped: one allowed core means no worker to spin\n");
+    uform_executor_free(executor);
+}
+
+
+/* ---- Pinning ---- */
+
+typedef struct pins_t {
+    int cpus[256];
+    int affinity_single[256];
+} pins_t;
+
+static void record_cpu(void *context, size_t task, size_t thread, size_t domain) {
+    pins_t *pins = context;
+    (void)task, (void)domain;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
+    pins->affinity_single[thread] = CPU_COUNT(&set) == 1;
+    pins->cpus[thread] = sched_getcpu();
+}
+
+static void test_pinning(size_t threads) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, threads, 0, &executor), uform_status_ok_k);
+    pins_t pins;
+    memset(&pins, -1, sizeof(pins));
+    // Deferred, so thread 0 is the executor's own pinned leader rather than this thread.
+    uform_outcome_t outcome;
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = record_cpu, .context = &pins};
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+    for (size_t thread = 0; thread < threads; ++thread) {
+        int32_t core = -2, node = -2;
+        CHECK_STATUS(uform_executor_thread_placement(executor, thread, &core, &node), uform_status_ok_k);
+        CHECK(core >= 0 && CPU_ISSET((size_t)core, &allowed));
+        CHECK(node >= 0);
+        CHECK(pins.affinity_single[thread] == 1);
+        CHECK(pins.cpus[thread] == core);
+        for (size_t other = 0; other < thread; ++other) {
+            int32_t other_core;
+            uform_executor_thread_placement(executor, other, &other_core, NULL);
+            CHECK(other_core != core);
+        }
+    }
+    CHECK_STATUS(uform_executor_thread_placement(executor, threads, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("out of range");
+    uform_executor_free(executor);
+}
+
+
+/* ---- Traps for embedders ---- */
+
+typedef struct reentry_t {
+    uform_executor_t executor;
+    uform_status_t call_status;
+    uform_status_t drain_status;
+    char message[256];
+} reentry_t;
+
+static void reenter(void *context, size_t task, size_t thread, size_t domain) {
+    reentry_t *reentry = context;
+    (void)task, (void)domain;
+    if (thread != 0) return;
+    uform_call_t inner = {.tasks = 1, .task = visit, .context = NULL};
+    reentry->call_status = uform_executor_call(reentry->executor, &inner, NULL);
+    snprintf(reentry->message, sizeof(reentry->message), "%s", uform_error_message());
+    reentry->drain_status = uform_executor_drain(reentry->executor, uform_mood_parked_k);
+}
+
+static void test_reentry(uform_executor_t executor) {
+    reentry_t reentry = {.executor = executor};
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = reenter, .context = &reentry};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK(reentry.call_status == uform_status_contended_k);
+    CHECK(reentry.drain_status == uform_status_contended_k);
+    CHECK(strstr(reentry.message, "inside a callback") != NULL);
+    // The deferred path: the callback runs on the leader, which is also inside the executor.
+    reentry = (reentry_t) {.executor = executor};
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    CHECK(reentry.call_status == uform_status_contended_k);
+    CHECK(reentry.drain_status == uform_status_contended_k);
+}
+
+static void test_fork(void) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &executor), uform_status_ok_k);
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = &(storm_t) {0}};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        // The child: every use is refused with FORKED, promptly, and free only releases memory.
+        int failures = 0;
+        failures += uform_executor_call(executor, &call, NULL) != uform_status_forked_k;
+        failures += strstr(uform_error_message(), "fork") == NULL;
+        uform_outcome_t outcome;
+        failures += uform_executor_call(executor, &call, &outcome) != uform_status_forked_k;
+        failures += uform_outcome_poll(&outcome) != uform_status_forked_k;
+        failures += uform_executor_drain(executor, uform_mood_parked_k) != uform_status_forked_k;
+        uform_executor_description_t description;
+        failures += uform_executor_describe(executor, &description) != uform_status_forked_k;
+        uform_executor_free(executor);
+        // A fresh executor in the child works (ThreadSanitizer cannot follow threads spawned after a
+        // multi-threaded fork, so that half runs only in the other builds).
+#if !defined(__SANITIZE_THREAD__)
+        uform_executor_t fresh;
+        failures += uform_executor_for_ram(NULL, 1, 0, &fresh) != uform_status_ok_k;
+        failures += uform_executor_call(fresh, &call, NULL) != uform_status_ok_k;
+        uform_executor_free(fresh);
+#endif
+        _exit(failures);
+    }
+    int wait_status = 0;
+    CHECK(waitpid(child, &wait_status, 0) == child);
+    CHECK(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+    // The parent's executor is untouched.
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    uform_executor_free(executor);
+}
+
+
+/* ---- Bad input ---- */
+
+static void test_bad_input(void) {
+    uform_executor_t executor = (uform_executor_t)(uintptr_t)0x1; // must stay untouched on failure
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("executor is NULL");
+
+    int32_t unknown_node[] = {9999};
+    uform_ram_options_t unknown = {.memory_domains = unknown_node, .memory_domains_count = 1};
+    CHECK_STATUS(uform_executor_for_ram(&unknown, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("9999");
+    int32_t negative_node[] = {-1};
+    uform_ram_options_t negative = {.memory_domains = negative_node, .memory_domains_count = 1};
+    CHECK_STATUS(uform_executor_for_ram(&negative, 0, 0, &executor), uform_status_invalid_argument_k);
+    uform_ram_options_t null_with_count = {.memory_domains = NULL, .memory_domains_count = 2};
+    CHECK_STATUS(uform_executor_for_ram(&null_with_count, 0, 0, &executor), uform_status_invalid_argument_k);
+    int32_t duplicate_nodes[] = {0, 0};
+    uform_ram_options_t duplicate = {.memory_domains = duplicate_nodes, .memory_domains_count = 2};
+    CHECK_STATUS(uform_executor_for_ram(&duplicate, 0, 0, &executor), uform_status_invalid_argument_k);
+
+    uform_ram_options_t above = {.cpu_class = uform_cpu_class_wasm64_extended_k};
+    CHECK_STATUS(uform_executor_for_ram(&above, 0, 0, &executor), uform_status_unsupported_k);
+    uform_ram_options_t out_of_range = {.cpu_class = (uform_cpu_class_t)99};
+    CHECK_STATUS(uform_executor_for_ram(&out_of_range, 0, 0, &executor), uform_status_invalid_argument_k);
+
+    size_t cores = allowed_cores();
+    CHECK_STATUS(uform_executor_for_ram(NULL, cores + 1, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("oversubscribes");
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, (size_t)1 << 40, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("deferred_limit");
+    CHECK(executor == (uform_executor_t)(uintptr_t)0x1);
+
+    CHECK_STATUS(uform_executor_on_pool(NULL, NULL, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("fu_pool is NULL");
+    CHECK_STATUS(uform_executor_on_pool((void *)&executor, NULL, 0, NULL), uform_status_invalid_argument_k);
+
+    // Calls: NULL call, enums out of range, no callback, device parts where there are no devices.
+    CHECK_STATUS(uform_executor_call(NULL, NULL, NULL), uform_status_invalid_argument_k);
+    uform_call_t no_callback = {.tasks = 1};
+    CHECK_STATUS(uform_executor_call(NULL, &no_callback, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("neither");
+    uform_call_t bad_schedule = {.schedule = (uform_schedule_t)7, .task = visit};
+    CHECK_STATUS(uform_executor_call(NULL, &bad_schedule, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("schedule 7");
+    uform_call_t bad_residency = {.residency = (uform_residency_t)-1, .task = visit};
+    CHECK_STATUS(uform_executor_call(NULL, &bad_residency, NULL), uform_status_invalid_argument_k);
+    uform_call_t device_call = {.device = (uform_device_callback_t)(uintptr_t)visit};
+    CHECK_STATUS(uform_executor_call(NULL, &device_call, NULL), uform_status_unsupported_k);
+
+    uform_executor_t ram;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &ram), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_call(ram, &device_call, NULL), uform_status_residency_mismatch_k);
+    uform_call_t vram_call = {.residency = uform_residency_vram_k, .tasks = 1, .task = visit};
+    CHECK_STATUS(uform_executor_call(ram, &vram_call, NULL), uform_status_residency_mismatch_k);
+    CHECK_MESSAGE("VRAM-resident");
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_executor_call(ram, &vram_call, &outcome), uform_status_residency_mismatch_k);
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_residency_mismatch_k);
+    CHECK_STATUS(uform_executor_drain(ram, (uform_mood_t)5), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("mood 5");
+    CHECK_STATUS(uform_executor_describe(ram, NULL), uform_status_invalid_argument_k);
+    CHECK_STATUS(uform_outcome_poll(NULL), uform_status_invalid_argument_k);
+    CHECK_STATUS(uform_executor_thread_placement(NULL, 0, NULL, NULL), uform_status_unsupported_k);
+    uform_executor_free(ram);
+    uform_executor_free(NULL); // a no-op
+}
+
+
+/* ---- NULL executor ---- */
+
+typedef struct inline_probe_t {
+    pthread_t caller;
+    int on_caller;
+    size_t calls;
+} inline_probe_t;
+
+static void inline_probe(void *context, size_t task, size_t thread, size_t domain) {
+    inline_probe_t *probe = context;
+    probe->on_caller += pthread_equal(pthread_self(), probe->caller) != 0;
+    probe->calls += task == probe->calls && thread == 0 && domain == 0;
+}
+
+static void test_null_executor(void) {
+    inline_probe_t probe = {.caller = pthread_self()};
+    uform_call_t call = {.residency = uform_residency_vram_k, .tasks = 100, .task = inline_probe, .context = &probe};
+    CHECK_STATUS(uform_executor_call(NULL, &call, NULL), uform_status_ok_k); // accepts every residency
+    CHECK(probe.on_caller == 100 && probe.calls == 100);
+    uform_outcome_t outcome;
+    call.residency = uform_residency_ram_k;
+    CHECK_STATUS(uform_executor_call(NULL, &call, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_ok_k); // finished before returning
+    CHECK(probe.on_caller == 200);
+    CHECK_STATUS(uform_executor_drain(NULL, uform_mood_spinning_k), uform_status_ok_k);
+    uform_executor_description_t description;
+    CHECK_STATUS(uform_executor_describe(NULL, &description), uform_status_ok_k);
+    CHECK(description.kind == uform_executor_kind_inline_k && description.threads_count == 1);
+}
+
+
+int main(void) {
+    size_t cores = allowed_cores();
+    size_t threads = cores < 4 ? cores : 4;
+    printf("allowed cores: %zu, testing with up to %zu threads\n", cores, threads);
+
+    test_null_executor();
+    test_bad_input();
+
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &executor), uform_status_ok_k);
+    uform_executor_description_t description;
+    CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+    CHECK(description.kind == uform_executor_kind_ram_k);
+    CHECK(description.threads_count == uform_default_threads(cores)); // the 7/8 rule
+    CHECK(description.deferred_limit == UFORM_DEFERRED_LIMIT_DEFAULT);
+    uform_cpu_class_t detected;
+    uform_cpu_detect(&detected, NULL);
+    CHECK(description.cpu_class == detected);
+    uform_executor_free(executor);
+
+    for (size_t count = 1; count <= threads; ++count) {
+        CHECK_STATUS(uform_executor_for_ram(NULL, count, 0, &executor), uform_status_ok_k);
+        test_schedules(executor, count);
+        test_submission_order(executor);
+        test_drain_waits(executor);
+        test_drain_waits_for_blocking(executor);
+        test_reentry(executor);
+        CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+        test_schedules(executor, count);
+        test_submission_order(executor);
+        uform_executor_free(executor);
+        test_pinning(count);
+    }
+    test_contention_storm(threads);
+    test_deferred_limit();
+    test_moods(threads);
+    test_fork();
+    CHECK_DONE();
+}
