@@ -515,8 +515,10 @@ UFORM_API uform_status_t uform_executor_drain(uform_executor_t executor, uform_m
 
 /**
  *  @brief Drains, stops and joins the threads, releases streams, scratch and contexts, frees.
- *  NULL is a no-op. In a forked child it releases only host memory. Freeing an executor twice,
- *  or from inside one of its callbacks, is undefined, as for `free`.
+ *  NULL is a no-op, and so is a pointer that is not a live executor: freeing twice is harmless,
+ *  as the engine keeps a registry of live executors. In a forked child it releases only host
+ *  memory. Freeing from inside one of the executor's own callbacks, or while another thread is
+ *  inside a call on it, is undefined.
  */
 UFORM_API void uform_executor_free(uform_executor_t executor);
 

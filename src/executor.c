@@ -8,7 +8,9 @@
  */
 #include "internal.h"
 
-#include <math.h>  // `isnan`
+#include <math.h>    // `isnan`
+#include <pthread.h> // `pthread_mutex_t`
+#include <stdlib.h>  // `realloc`
 
 _Thread_local uform_executor_t uform_current_executor = NULL;
 
@@ -130,8 +132,48 @@ uform_status_t uform_executor_drain(uform_executor_t executor, uform_mood_t mood
     return executor->backend->drain(executor, mood);
 }
 
+/* ---- The registry of live executors, so a second free is a no-op rather than a double free ---- */
+
+static pthread_mutex_t uform_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static uform_executor_t *uform_registry = NULL;
+static size_t uform_registry_count = 0, uform_registry_capacity = 0;
+
+uform_status_t uform_executor_register(uform_executor_t executor) {
+    pthread_mutex_lock(&uform_registry_mutex);
+    if (uform_registry_count == uform_registry_capacity) {
+        size_t capacity = uform_registry_capacity ? uform_registry_capacity * 2 : 16;
+        uform_executor_t *grown = realloc(uform_registry, capacity * sizeof(uform_executor_t));
+        if (!grown) {
+            pthread_mutex_unlock(&uform_registry_mutex);
+            return uform_fail(uform_status_out_of_memory_k, "uform: cannot grow the registry of executors");
+        }
+        uform_registry = grown, uform_registry_capacity = capacity;
+    }
+    uform_registry[uform_registry_count++] = executor;
+    pthread_mutex_unlock(&uform_registry_mutex);
+    return uform_status_ok_k;
+}
+
+/** Removes `executor` from the registry; false if it was not there (already freed, or never ours). */
+static bool uform_executor_unregister(uform_executor_t executor) {
+    bool found = false;
+    pthread_mutex_lock(&uform_registry_mutex);
+    for (size_t index = 0; index < uform_registry_count; ++index)
+        if (uform_registry[index] == executor) {
+            uform_registry[index] = uform_registry[--uform_registry_count];
+            found = true;
+            break;
+        }
+    if (!uform_registry_count) {
+        free(uform_registry);
+        uform_registry = NULL, uform_registry_capacity = 0;
+    }
+    pthread_mutex_unlock(&uform_registry_mutex);
+    return found;
+}
+
 void uform_executor_free(uform_executor_t executor) {
-    if (executor) executor->backend->free(executor);
+    if (executor && uform_executor_unregister(executor)) executor->backend->free(executor);
 }
 
 uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor_description_t *description) {

@@ -377,6 +377,26 @@ static uform_backend_t const pool_backend = {
     .free = host_free,
 };
 
+uform_status_t uform_start_pinned_thread(pthread_t *handle, int32_t core, void *(*loop)(void *), void *argument) {
+    pthread_attr_t attributes;
+    int error = pthread_attr_init(&attributes);
+    if (!error && core >= 0) {
+        cpu_set_t cores;
+        CPU_ZERO(&cores);
+        if (core >= CPU_SETSIZE) error = EINVAL;
+        else CPU_SET((size_t)core, &cores), error = pthread_attr_setaffinity_np(&attributes, sizeof(cores), &cores);
+    }
+    if (!error) error = pthread_create(handle, &attributes, loop, argument);
+    pthread_attr_destroy(&attributes);
+    if (error) {
+        if (core >= 0)
+            return uform_fail(uform_status_system_error_k, "uform: the OS refused a thread pinned to core %d: %s",
+                              core, strerror(error));
+        return uform_fail(uform_status_system_error_k, "uform: the OS refused a thread: %s", strerror(error));
+    }
+    return uform_status_ok_k;
+}
+
 /** Spawns a thread on `core` (or unpinned for -1), its state on `node`. */
 static uform_status_t host_spawn(host_executor_t *self, host_thread_t **slot, size_t thread, size_t domain,
                                  int32_t core, int32_t node, void *(*loop)(void *)) {
@@ -385,21 +405,8 @@ static uform_status_t host_spawn(host_executor_t *self, host_thread_t **slot, si
     *state = (host_thread_t) {.owner = self, .thread = thread, .domain = domain};
     *slot = state;
 
-    pthread_attr_t attributes;
-    int error = pthread_attr_init(&attributes);
-    if (!error && core >= 0) {
-        // Pinned before it starts, so its stack is first touched on its own node.
-        cpu_set_t cores;
-        CPU_ZERO(&cores);
-        CPU_SET((size_t)core, &cores);
-        error = pthread_attr_setaffinity_np(&attributes, sizeof(cores), &cores);
-    }
-    if (!error) error = pthread_create(&state->handle, &attributes, loop, state);
-    pthread_attr_destroy(&attributes);
-    if (error)
-        return uform_fail(uform_status_system_error_k,
-                          "uform_executor_for_ram: the OS refused thread %zu%s%d: %s", thread,
-                          core >= 0 ? " pinned to core " : " (unpinned) ", core >= 0 ? core : 0, strerror(error));
+    uform_status_t status = uform_start_pinned_thread(&state->handle, core, loop, state);
+    if (status != uform_status_ok_k) return status;
     state->joinable = true;
     return uform_status_ok_k;
 }
@@ -486,6 +493,7 @@ uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t thr
     if (status == uform_status_ok_k)
         status = host_spawn(self, &self->leader, 0, self->thread_domains[0], self->thread_cores[0],
                             self->thread_nodes[0], host_leader_loop);
+    if (status == uform_status_ok_k) status = uform_executor_register(&self->base);
     if (status != uform_status_ok_k) {
         host_release(self);
         return status;
@@ -527,6 +535,7 @@ uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *
     for (size_t thread = 0; thread < threads; ++thread) self->thread_cores[thread] = self->thread_nodes[thread] = -1;
     // The leader hands deferred calls to the pool; it is the pool's caller, so it stays unpinned.
     status = host_spawn(self, &self->leader, 0, 0, -1, self->placement.domain_nodes[0], host_leader_loop);
+    if (status == uform_status_ok_k) status = uform_executor_register(&self->base);
     if (status != uform_status_ok_k) {
         host_release(self);
         return status;

@@ -12,6 +12,7 @@
 #include <stdarg.h>    // `va_list`
 #include <stdatomic.h> // `atomic_uint`
 #include <stdbool.h>   // `bool`
+#include <pthread.h>   // `pthread_t`
 #include <time.h>      // `struct timespec`
 
 #define UFORM_CACHE_LINE 64
@@ -138,6 +139,15 @@ extern _Thread_local uform_executor_t uform_current_executor;
 
 /** @brief Fills the common header; call first in every constructor. */
 void uform_executor_init(uform_executor_t executor, uform_backend_t const *backend, uform_executor_kind_t kind);
+
+/** @brief Records a fully constructed executor as live; every constructor calls it last, just
+ *  before handing the executor out (and frees it itself if this fails). `uform_executor_free`
+ *  ignores pointers that are not live, so a second free is a no-op. */
+uform_status_t uform_executor_register(uform_executor_t executor);
+
+/** @brief Starts a thread pinned to `core` (unpinned for -1) before it runs, so its stack is first
+ *  touched on the core's node. A pin the OS refuses is SYSTEM_ERROR naming the core. */
+uform_status_t uform_start_pinned_thread(pthread_t *handle, int32_t core, void *(*loop)(void *), void *argument);
 
 /** @brief Runs a host call inline on this thread as thread 0 of a one-thread executor. */
 void uform_run_inline(uform_call_t const *call);

@@ -513,7 +513,35 @@ static void test_bad_input(void) {
     CHECK_STATUS(uform_outcome_poll(NULL), uform_status_invalid_argument_k);
     CHECK_STATUS(uform_executor_thread_placement(NULL, 0, NULL, NULL), uform_status_unsupported_k);
     uform_executor_free(ram);
+    uform_executor_free(ram);  // a second free is a no-op: the executor is no longer registered
     uform_executor_free(NULL); // a no-op
+}
+
+static void *noop_thread(void *argument) { return argument; }
+
+static void test_refused_pin(void) {
+    // The same path every executor thread starts through: a core the OS refuses (outside the
+    // process's affinity, or beyond any CPU) is SYSTEM_ERROR naming the core, never a silently
+    // unpinned thread.
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+    int32_t outside = -1;
+    for (int32_t core = 0; core < 1024 && outside < 0; ++core)
+        if (!CPU_ISSET((size_t)core, &allowed)) outside = core;
+    pthread_t handle;
+    CHECK_STATUS(uform_start_pinned_thread(&handle, outside, noop_thread, NULL), uform_status_system_error_k);
+    char expected[64];
+    snprintf(expected, sizeof(expected), "core %d", outside);
+    CHECK_MESSAGE(expected);
+    CHECK_STATUS(uform_start_pinned_thread(&handle, 1 << 20, noop_thread, NULL), uform_status_system_error_k);
+    CHECK_MESSAGE("refused");
+    // An allowed core starts fine.
+    int32_t inside = -1;
+    for (int32_t core = 0; core < 1024 && inside < 0; ++core)
+        if (CPU_ISSET((size_t)core, &allowed)) inside = core;
+    CHECK_STATUS(uform_start_pinned_thread(&handle, inside, noop_thread, NULL), uform_status_ok_k);
+    pthread_join(handle, NULL);
 }
 
 
@@ -555,6 +583,7 @@ int main(void) {
 
     test_null_executor();
     test_bad_input();
+    test_refused_pin();
 
     uform_executor_t executor;
     CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &executor), uform_status_ok_k);
