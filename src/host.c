@@ -5,7 +5,7 @@
  *
  *  A call is run as a "round" by a thread 0: the submitting thread for a blocking call, the
  *  executor's leader thread for a deferred one. On a RAM executor, thread 0 publishes the call by
- *  bumping `generation`, runs its own share, and waits for `done` to count every worker in. Idle
+ *  bumping `generation`, runs its own share, and waits for every worker's `finished_generation`. Idle
  *  workers spin (SPINNING) or park on a futex on `generation` after a short spin (PARKED); the
  *  publisher makes the wake-up system call only when someone is parked.
  *
@@ -44,6 +44,10 @@ typedef struct fu_abi_t {
 
 /** A spawned thread's own state, allocated on its NUMA node. */
 typedef struct host_thread_t {
+    /** The last round this worker finished. Each worker reports on a line of its own, homed on its
+     *  own node, and thread 0 scans them all with independent loads: no line is fought over by
+     *  every worker at once, which is what a shared countdown costs at 32 threads and up. */
+    UFORM_ALIGNED atomic_uint finished_generation;
     host_executor_t *owner;
     size_t thread; /**< Index among the executor's threads; 0 for the leader. */
     size_t domain; /**< Index of its node among the executor's domains. */
@@ -65,11 +69,9 @@ struct host_executor_s {
         atomic_uint generation;
         uform_call_t round;
     } publish;
-    // Worker completions, never reset: a round ends when it reaches `done_target`, so thread 0
-    // writes nothing to this line between rounds.
-    UFORM_ALIGNED atomic_uint done;
-    unsigned done_target; /**< Owned by thread 0 of the rounds. */
+    // Thread 0 parked in a long join: workers then bump `join_signal` and wake it.
     UFORM_ALIGNED atomic_uint joiner_parked;
+    atomic_uint join_signal;
     atomic_uint sleepers; /**< Workers parked on `generation`. */
     atomic_uint stopping;
     UFORM_ALIGNED atomic_size_t dynamic_next;
@@ -127,21 +129,29 @@ static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next
     }
 }
 
-/** Waits until `*word` equals `target`, spinning first, then parking unless SPINNING. */
-static void host_wait_until_equal(host_executor_t *self, atomic_uint *word, unsigned target, atomic_uint *parked) {
+/** True once every worker finished round `generation`. The loads are independent, so the CPU
+ *  keeps many of these misses in flight at once rather than one after another. */
+static bool host_all_finished(host_executor_t *self, unsigned generation) {
+    bool all = true;
+    for (size_t thread = 1; thread < self->threads_count; ++thread)
+        all &= atomic_load_explicit(&self->workers[thread]->finished_generation, memory_order_acquire) == generation;
+    return all;
+}
+
+/** Thread 0 waits for the round's workers: spinning first, then parking unless SPINNING. */
+static void host_join(host_executor_t *self, unsigned generation) {
     unsigned spins = 0;
-    unsigned value;
-    while ((value = atomic_load_explicit(word, memory_order_acquire)) != target) {
+    while (!host_all_finished(self, generation)) {
         if (spins < UFORM_PARK_SPINS ||
             atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
             uform_spin_pause();
             ++spins;
             continue;
         }
-        atomic_fetch_add_explicit(parked, 1, memory_order_seq_cst);
-        value = atomic_load_explicit(word, memory_order_seq_cst);
-        if (value != target) uform_futex_wait(futex_word(word), value, NULL);
-        atomic_fetch_sub_explicit(parked, 1, memory_order_relaxed);
+        unsigned signal = atomic_load_explicit(&self->join_signal, memory_order_seq_cst);
+        atomic_store_explicit(&self->joiner_parked, 1u, memory_order_seq_cst);
+        if (!host_all_finished(self, generation)) uform_futex_wait(futex_word(&self->join_signal), signal, NULL);
+        atomic_store_explicit(&self->joiner_parked, 0u, memory_order_relaxed);
     }
 }
 
@@ -192,11 +202,10 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
         if (memcmp(&self->publish.round, call, sizeof(*call)) != 0) self->publish.round = *call;
         if (call->schedule == uform_schedule_dynamic_k)
             atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
-        self->done_target += (unsigned)(self->threads_count - 1);
-        atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
+        unsigned generation = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
         host_wake_if_parked(&self->publish.generation, &self->sleepers);
         host_run_share(call, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
-        host_wait_until_equal(self, &self->done, self->done_target, &self->joiner_parked);
+        host_join(self, generation);
     }
     uform_current_executor = outer;
 }
@@ -223,8 +232,11 @@ static void *host_worker_loop(void *argument) {
         seen = now;
         if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
         host_run_share(&self->publish.round, &self->dynamic_next, me->thread, self->threads_count, me->domain);
-        atomic_fetch_add_explicit(&self->done, 1u, memory_order_seq_cst);
-        host_wake_if_parked(&self->done, &self->joiner_parked);
+        atomic_store_explicit(&me->finished_generation, now, memory_order_seq_cst);
+        if (atomic_load_explicit(&self->joiner_parked, memory_order_seq_cst)) {
+            atomic_fetch_add_explicit(&self->join_signal, 1u, memory_order_seq_cst);
+            uform_futex_wake(futex_word(&self->join_signal), 1);
+        }
     }
     return NULL;
 }
