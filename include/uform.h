@@ -264,8 +264,8 @@ typedef enum uform_cpu_feature_t {
  */
 UFORM_API uform_status_t uform_cpu_detect(uform_cpu_class_t *cpu_class, uint64_t *features);
 
-/** @brief The feature bits a class requires (see the tables above); 0 for SERIAL, UNKNOWN and
- *  classes out of range. */
+/** @brief The feature bits a class requires (see the tables above); 0 for SERIAL, UNKNOWN, the
+ *  WASM classes and MONOVERSIONED (which no native CPU runs) and classes out of range. */
 UFORM_API uint64_t uform_cpu_class_features(uform_cpu_class_t cpu_class);
 
 /** @brief Lower-case class name as the enum spells it ("amd_genoa"); "invalid" out of range. */
@@ -299,7 +299,8 @@ UFORM_API uform_status_t uform_memory_domains(uform_memory_domain_t *domains, si
                                               size_t *count);
 
 /** @brief Lists the cores (logical CPU IDs) of `node` this process may run on, ascending. Fails
- *  with INVALID_ARGUMENT for a node that does not exist or that the process may not use. */
+ *  with INVALID_ARGUMENT for a node that does not exist or that the process may not allocate on. A
+ *  memory-only node (or one none of whose cores the process may run on) is OK with zero cores. */
 UFORM_API uform_status_t uform_memory_domain_cores(int32_t node, int32_t *cores, size_t capacity,
                                                    size_t *count);
 
@@ -397,8 +398,9 @@ UFORM_API char const *uform_gpu_vendor_name(uform_gpu_vendor_t vendor);
  *  @endcode
  */
 typedef struct uform_ram_options_t {
-    int32_t const *memory_domains; /**< NUMA node IDs; NULL derives every node the process may allocate on. */
-    size_t memory_domains_count;   /**< Entries in `memory_domains`; zero derives. */
+    int32_t const *memory_domains; /**< NUMA node IDs; NULL with a zero count derives every node the process
+                                        may allocate on; NULL with a nonzero count is INVALID_ARGUMENT. */
+    size_t memory_domains_count;   /**< Entries in `memory_domains`; zero derives, whatever the pointer. */
     uform_cpu_class_t cpu_class;   /**< The class to dispatch as; UNKNOWN derives the CPU's own. */
 } uform_ram_options_t;
 
