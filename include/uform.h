@@ -120,7 +120,9 @@ typedef enum uform_status_t {
     /** A wait for a peer, a device or NCCL outlasted its timeout; the message names who. */
     uform_status_timeout_k = 7,
     /** A device faulted (a trapping kernel, an illegal address). The executor that drove it is
-     *  poisoned: every later call on it returns this status. Other executors keep working. */
+     *  poisoned: every later call on it returns this status; free it. The fault also breaks the
+     *  device's primary context for the whole process, so other executors on that device fail the
+     *  same way until all of them are freed; other devices and host executors keep working. */
     uform_status_device_fault_k = 8,
     /** A deferred call found `deferred_limit` deferred calls already tracked; nothing was queued.
      *  Wait for an outcome or drain, then submit again. */
@@ -353,8 +355,10 @@ typedef struct uform_gpu_device_t {
 } uform_gpu_device_t;
 
 /**
- *  @brief Lists every GPU the engine can drive. Without a driver or a device, `*count` is zero and
- *  the status OK: no GPU is not an error here (`uform_gpu_status` says why there are none).
+ *  @brief Lists every GPU the engine can drive, in the driver's order (after CUDA_VISIBLE_DEVICES
+ *  and CUDA_DEVICE_ORDER), so an NVIDIA device's UForm ordinal equals its `vendor_ordinal`. Without
+ *  a driver or a device, `*count` is zero and the status OK: no GPU is not an error here
+ *  (`uform_gpu_status` says why there are none).
  *
  *  @code{.c}
  *  uform_gpu_device_t devices[16]; size_t count = 0;
@@ -373,8 +377,8 @@ UFORM_API uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t c
 UFORM_API uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity);
 
 /** @brief OK when at least one GPU can be driven; otherwise UNSUPPORTED with the reason in
- *  `uform_error_message`: built without GPU kernels, no driver library, driver initialisation
- *  failed (with the driver's error), or no device. */
+ *  `uform_error_message`: built without GPU kernels, no driver library, the driver lacks a function
+ *  the engine needs, driver initialisation failed (with the driver's error), or no device. */
 UFORM_API uform_status_t uform_gpu_status(void);
 
 /** @brief Lower-case class name ("nvidia_hopper"); "invalid" out of range. */
@@ -406,9 +410,11 @@ typedef struct uform_ram_options_t {
 
 /**
  *  @brief The devices a VRAM-resident model, trainer and executor place their bytes in. All-zero
- *  derives one free device: among the listed devices, the first of those with the most free memory
- *  on which no process holds a context (by the driver's count of compute apps), else the one with
- *  the most free memory. Copied, never borrowed past the call.
+ *  derives one free device: among the listed devices, those on which no process holds a context
+ *  (by NVML's count of compute processes, this process included) are preferred; among those, the
+ *  one with the most free memory, then the lowest ordinal. Without NVML (`libnvidia-ml.so.1`, loaded
+ *  at run time) it is ordinal 0. Deriving creates no context on any device. Copied, never borrowed
+ *  past the call.
  */
 typedef struct uform_vram_options_t {
     int32_t const *devices;      /**< UForm ordinals (positions in `uform_gpu_devices`); NULL derives one free device. */
@@ -424,8 +430,9 @@ typedef struct uform_executor_s *uform_executor_t;
 
 /** @brief How idle workers wait for the next call. */
 typedef enum uform_mood_t {
-    /** Sleep in the kernel (futex): no CPU burnt while idle; wake-up costs a system call.
-     *  Every executor starts PARKED. */
+    /** Sleep in the kernel (futex) after a short spin of about a thousand `pause`s (tens of
+     *  microseconds), so back-to-back calls stay fast and idle executors burn no CPU; waking a
+     *  parked worker costs a system call. Every executor starts PARKED. */
     uform_mood_parked_k = 0,
     /** Busy-wait with `pause`-class hints: the lowest wake-up latency, a core burnt per worker. */
     uform_mood_spinning_k = 1,
@@ -488,14 +495,21 @@ UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options
  *  @param[in] vram The devices and GPU class; NULL derives one free device.
  *  @param[in] ram Where the host threads live; NULL takes the NUMA node nearest each device.
  *  @param[in] streams Borrowed CUDA streams, one per device; anything but NULL is UNSUPPORTED.
- *  @param[in] scratch_limit Ceiling on bytes the executor holds per device (its scratch and its
- *             own buffers); zero lets scratch grow as calls ask.
+ *  @param[in] scratch_limit Ceiling on device bytes the executor holds per device (scratch is the
+ *             only device memory it allocates); zero lets scratch grow as calls ask.
  *  @param[in] deferred_limit As for `uform_executor_for_ram`.
  *  @param[out] executor Receives the executor.
  *
- *  Contexts are the devices' primary contexts, retained only on the devices named. Fails with
- *  UNSUPPORTED without a driver or device (the message says which), INVALID_ARGUMENT for an
- *  ordinal out of range or repeated, UNSUPPORTED for a class above a device's.
+ *  Contexts are the devices' primary contexts, retained only on the devices named (no context is
+ *  created on any other device), with one non-blocking stream each. Host decoder threads form a RAM
+ *  executor of min(4 per device, 7/8 of the cores) threads, at least one, on the NUMA nodes nearest
+ *  the devices (every allowed node when unknown), or on `ram`'s nodes when given.
+ *
+ *  Arguments are checked before the driver is looked at, so messages are the same with and without
+ *  GPUs: INVALID_ARGUMENT for a negative, out-of-range or repeated ordinal, a class out of range,
+ *  `deferred_limit` above 2^20; UNSUPPORTED for non-NULL `streams`. Then UNSUPPORTED without a
+ *  driver or device (the message says which), for a class above a device's, or in a child forked
+ *  after the driver was initialised.
  */
 UFORM_API uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram,
                                                  uform_ram_options_t const *ram, void *const *streams,
@@ -574,6 +588,7 @@ typedef enum uform_residency_t {
  *  domains (not the NUMA node ID; `uform_executor_thread_placement` maps it).
  */
 typedef void (*uform_task_callback_t)(void *context, size_t task, size_t thread, size_t domain);
+/*  On pool executors `thread` and `domain` are the pool's own thread index and colocation index. */
 
 /** @brief What a device callback is handed for one device of a VRAM executor. */
 typedef struct uform_device_slot_t {
@@ -594,9 +609,12 @@ typedef uform_status_t (*uform_device_callback_t)(void *context, uform_device_sl
  *  @brief One unit of user work. Copied at submission.
  *
  *  On RAM and pool executors, `task` runs per `schedule`; `device` must be NULL. On VRAM executors
- *  the host part `task` (if set) runs first on the host threads, then `device` (if set) is invoked
- *  once per device in device order on the submitting thread, with that device's context current,
- *  and the call completes when every stream has run what it enqueued. On the NULL executor, `task`
+ *  the host part `task` (if set) runs first on the host decoder threads, at submission and blocking
+ *  even for a deferred call (it may overlap earlier deferred device work: that overlap is what
+ *  decoders are for); then `device` (if set) is invoked once per device in device order on the
+ *  submitting thread, with that device's context current, and the call completes when every stream
+ *  has run what it enqueued. A device callback returning a failure fails the call at submission,
+ *  after the work already queued on earlier devices finished, deferred calls included. On the NULL executor, `task`
  *  runs inline as one thread; `device` is UNSUPPORTED (there is no stream).
  */
 typedef struct uform_call_t {
@@ -652,21 +670,25 @@ UFORM_API uform_status_t uform_executor_call(uform_executor_t executor, uform_ca
 UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
 
 /** @brief Waits up to `timeout_seconds` (negative: forever) for the outcome, then returns like
- *  `uform_outcome_poll`. Parked, not spinning. */
+ *  `uform_outcome_poll`. Host outcomes wait parked on a futex. VRAM outcomes poll their devices:
+ *  spinning for 100 microseconds, then sleeping 20-500 microseconds between polls, or spinning
+ *  throughout when the executor's mood is SPINNING. */
 UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
 
 
 /* ---- Device Calls ---- */
 
 /**
- *  @brief Bytes a VRAM executor currently holds on its device `device_index` (scratch and its own
- *  buffers). INVALID_ARGUMENT out of range; UNSUPPORTED on other executors.
+ *  @brief Bytes of scratch a VRAM executor holds on its device `device_index`: the largest call's
+ *  `scratch_bytes` so far rounded up to 256, or 0 before the first call asking for scratch and after
+ *  a release. INVALID_ARGUMENT out of range; UNSUPPORTED on other executors.
  */
 UFORM_API uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index,
                                                       size_t *bytes);
 
 /** @brief Waits for the executor's calls, then frees its scratch on every device; the executor stays
- *  usable and grows scratch again on demand. CONTENDED while another call holds it. */
+ *  usable and grows scratch again on demand. CONTENDED while another call holds it; DEVICE_FAULT on a
+ *  poisoned executor; FORKED in a child; UNSUPPORTED on non-VRAM executors. */
 UFORM_API uform_status_t uform_executor_scratch_release(uform_executor_t executor);
 
 /** @brief The engine's own device kernels, compiled into the library. */
@@ -679,8 +701,10 @@ typedef enum uform_kernel_t {
 } uform_kernel_t;
 
 /**
- *  @brief Enqueues one of the engine's kernels on the slot's stream, from inside a device callback.
- *  INVALID_ARGUMENT for a NULL slot or unknown kernel; UNSUPPORTED in a build without GPU kernels.
+ *  @brief Enqueues one of the engine's kernels on the slot's stream, only from inside a device
+ *  callback with the slot it was handed. INVALID_ARGUMENT for a NULL slot, an unknown kernel, a NULL
+ *  buffer with a nonzero count, or a negative or non-finite sleep; DEVICE_FAULT when the launch hits
+ *  a sticky device error; UNSUPPORTED in a build without GPU kernels or when they cannot load.
  *
  *  @code{.c}
  *  static uform_status_t fill(void *context, uform_device_slot_t const *slot) {

@@ -1,0 +1,768 @@
+/**
+ *  @file   fake_cuda.c
+ *  @brief  A fake CUDA driver, built as `libcuda.so.1` for tests only, so the VRAM executor's device
+ *          paths run (under ASan, UBSan and TSan too) on machines without a GPU. Never installed.
+ *
+ *  It implements exactly the functions the engine resolves (through `cuGetProcAddress_v2`), with the
+ *  semantics the engine relies on, and checks the engine's use of them strictly:
+ *
+ *  - Devices: `FAKE_CUDA_DEVICES` of them (default 2; 0 makes `cuInit` fail with NO_DEVICE), named
+ *    "UForm Fake GPU", compute capability 9.0, 132 SMs, 80 GiB. One primary context each, with a
+ *    reference count; released to zero it is reset (its sticky error cleared), and anything it
+ *    still holds (memory, streams, events, modules) is reported on stderr as "fake_cuda: leak".
+ *  - A thread's current context is thread-local. Creating streams, events, modules or memory, and
+ *    launching, need the right context current: a stream, function or event of another context is
+ *    CUDA_ERROR_INVALID_HANDLE, no current context CUDA_ERROR_INVALID_CONTEXT.
+ *  - Streams are FIFOs on a virtual clock: an operation finishes at max(now, the stream's last
+ *    finish) + its duration (empty 2 us, element-wise 5 us, sleep its nanoseconds, trap 1 us). Any
+ *    call touching a context first applies, in order, every operation that finished by now: fills
+ *    and adds write the (host-allocated) device memory; a kernel touching memory outside every live
+ *    allocation, or a trap, sets the context's sticky error (ILLEGAL_ADDRESS, ILLEGAL_INSTRUCTION),
+ *    drops the queued work, and from then on every call on that context returns that error.
+ *  - Events record their stream's last finish time; queries compare it with now.
+ *  - `cuMemAlloc` above 64 GiB is CUDA_ERROR_OUT_OF_MEMORY.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FAKE_API __attribute__((visibility("default")))
+#define FAKE_MAX_DEVICES 8
+
+typedef enum fake_kernel_t { fake_empty_k, fake_fill_k, fake_sleep_k, fake_trap_k, fake_add_k, fake_kernels_k } fake_kernel_t;
+static char const *const fake_kernel_names[fake_kernels_k] = {"uform_kernel_empty", "uform_kernel_fill_f32",
+                                                             "uform_kernel_sleep", "uform_kernel_trap",
+                                                             "uform_kernel_add_f32"};
+
+typedef struct fake_op_t {
+    fake_kernel_t kernel;
+    double finish;
+    uint64_t buffer, count;
+    float value;
+} fake_op_t;
+
+struct CUctx_st {
+    int device;
+    int references;
+    CUresult error;
+    int allocations, streams, events, modules;
+};
+
+struct CUstream_st {
+    struct CUctx_st *context;
+    fake_op_t *ops;
+    size_t head, count, capacity;
+    double last_finish;
+    struct CUstream_st *next; /**< In the global list of live streams. */
+};
+
+struct CUevent_st {
+    struct CUctx_st *context;
+    double finish;
+};
+
+struct CUmod_st {
+    struct CUctx_st *context;
+    struct CUfunc_st *functions[fake_kernels_k];
+};
+
+struct CUfunc_st {
+    struct CUmod_st *module;
+    fake_kernel_t kernel;
+};
+
+typedef struct fake_allocation_t {
+    uint64_t base, bytes;
+    struct CUctx_st *context;
+} fake_allocation_t;
+
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fake_devices = -1;
+static bool fake_initialised = false;
+static struct CUctx_st fake_contexts[FAKE_MAX_DEVICES];
+static struct CUstream_st *fake_streams = NULL;
+static fake_allocation_t *fake_allocations = NULL;
+static size_t fake_allocations_count = 0, fake_allocations_capacity = 0;
+static atomic_int fake_leaks = 0;
+static _Thread_local struct CUctx_st *fake_current = NULL;
+
+static double fake_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+static bool fake_valid_context(struct CUctx_st *context) {
+    return context >= fake_contexts && context < fake_contexts + FAKE_MAX_DEVICES && context->references > 0;
+}
+
+/** Whether [buffer, buffer + bytes) lies inside one live allocation of `context`. */
+static bool fake_inside(struct CUctx_st *context, uint64_t buffer, uint64_t bytes) {
+    for (size_t index = 0; index < fake_allocations_count; ++index) {
+        fake_allocation_t const *allocation = &fake_allocations[index];
+        if (allocation->context == context && buffer >= allocation->base &&
+            buffer + bytes <= allocation->base + allocation->bytes)
+            return true;
+    }
+    return false;
+}
+
+/** Applies every finished operation of the context's streams, in each stream's order. */
+static void fake_advance(struct CUctx_st *context) {
+    double const now = fake_now();
+    for (struct CUstream_st *stream = fake_streams; stream; stream = stream->next) {
+        if (stream->context != context) continue;
+        while (stream->count && !context->error) {
+            fake_op_t *op = &stream->ops[stream->head];
+            if (op->finish > now) break;
+            if (op->kernel == fake_trap_k) context->error = CUDA_ERROR_ILLEGAL_INSTRUCTION;
+            else if (op->kernel == fake_fill_k || op->kernel == fake_add_k) {
+                if (!fake_inside(context, op->buffer, op->count * sizeof(float)))
+                    context->error = CUDA_ERROR_ILLEGAL_ADDRESS;
+                else {
+                    float *values = (float *)(uintptr_t)op->buffer;
+                    for (uint64_t index = 0; index < op->count; ++index)
+                        values[index] = op->kernel == fake_fill_k ? op->value : values[index] + op->value;
+                }
+            }
+            stream->head = (stream->head + 1) % stream->capacity;
+            --stream->count;
+        }
+        if (context->error) stream->count = 0; // a broken context runs nothing more
+    }
+}
+
+/** Brings `context` up to date and returns its sticky error, or success. Lock held. */
+static CUresult fake_touch(struct CUctx_st *context) {
+    fake_advance(context);
+    return context->error;
+}
+
+/** The current context, up to date; its error, or INVALID_CONTEXT without one. Lock held. */
+static CUresult fake_current_context(struct CUctx_st **context) {
+    if (!fake_current || !fake_valid_context(fake_current)) return CUDA_ERROR_INVALID_CONTEXT;
+    *context = fake_current;
+    return fake_touch(fake_current);
+}
+
+#define FAKE_LOCKED(expression)                                                                    \
+    do {                                                                                           \
+        pthread_mutex_lock(&fake_lock);                                                            \
+        CUresult fake_result_ = (expression);                                                      \
+        pthread_mutex_unlock(&fake_lock);                                                          \
+        return fake_result_;                                                                       \
+    } while (0)
+
+/* ---- Initialisation, devices, errors ---- */
+
+static CUresult fake_init(unsigned flags) {
+    if (flags) return CUDA_ERROR_INVALID_VALUE;
+    char const *devices = getenv("FAKE_CUDA_DEVICES");
+    fake_devices = devices ? atoi(devices) : 2;
+    if (fake_devices > FAKE_MAX_DEVICES) fake_devices = FAKE_MAX_DEVICES;
+    if (fake_devices <= 0) return CUDA_ERROR_NO_DEVICE;
+    for (int device = 0; device < FAKE_MAX_DEVICES; ++device) fake_contexts[device].device = device;
+    fake_initialised = true;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_init(unsigned flags) { FAKE_LOCKED(fake_init(flags)); }
+
+static CUresult cu_driver_get_version(int *version) {
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    *version = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cu_get_error_name(CUresult error, char const **name) {
+    switch (error) {
+    case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_READY: *name = "CUDA_ERROR_NOT_READY"; return CUDA_SUCCESS;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; return CUDA_SUCCESS;
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION: *name = "CUDA_ERROR_ILLEGAL_INSTRUCTION"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_IMAGE: *name = "CUDA_ERROR_INVALID_IMAGE"; return CUDA_SUCCESS;
+    default: *name = NULL; return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult cu_get_error_string(CUresult error, char const **text) {
+    switch (error) {
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION: *text = "an illegal instruction was encountered (fake)"; return CUDA_SUCCESS;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *text = "an illegal memory access was encountered (fake)"; return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY: *text = "out of memory (fake)"; return CUDA_SUCCESS;
+    default: *text = "fake driver error"; return CUDA_SUCCESS;
+    }
+}
+
+static CUresult fake_check_device(CUdevice device) {
+    if (!fake_initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    return device >= 0 && device < fake_devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+static CUresult cu_device_get(CUdevice *device, int ordinal) {
+    CUresult result = fake_check_device(ordinal);
+    if (result == CUDA_SUCCESS) *device = ordinal;
+    return result;
+}
+
+static CUresult cu_device_get_count(int *count) {
+    if (!fake_initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    *count = fake_devices;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cu_device_get_name(char *name, int length, CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result == CUDA_SUCCESS) snprintf(name, (size_t)length, "UForm Fake GPU");
+    return result;
+}
+
+static CUresult cu_device_total_mem(size_t *bytes, CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result == CUDA_SUCCESS) *bytes = (size_t)80 << 30;
+    return result;
+}
+
+static CUresult cu_device_get_attribute(int *value, CUdevice_attribute attribute, CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result != CUDA_SUCCESS) return result;
+    switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: *value = 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult cu_device_get_pci_bus_id(char *text, int length, CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result == CUDA_SUCCESS) snprintf(text, (size_t)length, "0000:%02X:00.0", 0x1A + device);
+    return result;
+}
+
+static CUresult cu_device_get_uuid(CUuuid *uuid, CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result == CUDA_SUCCESS) memset(uuid->bytes, device + 1, sizeof(uuid->bytes));
+    return result;
+}
+
+static CUresult cu_device_can_access_peer(int *can, CUdevice device, CUdevice peer) {
+    CUresult result = fake_check_device(device);
+    if (result == CUDA_SUCCESS) result = fake_check_device(peer);
+    if (result == CUDA_SUCCESS) *can = device != peer;
+    return result;
+}
+
+/* ---- Contexts ---- */
+
+static void fake_report_leak(struct CUctx_st *context, char const *what, int count) {
+    if (count <= 0) return;
+    fprintf(stderr, "fake_cuda: leak: the primary context of device %d was released with %d %s\n", context->device,
+            count, what);
+    atomic_fetch_add(&fake_leaks, 1);
+}
+
+static CUresult fake_primary_retain(CUcontext *context, CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result != CUDA_SUCCESS) return result;
+    fake_contexts[device].references++;
+    *context = &fake_contexts[device];
+    return CUDA_SUCCESS;
+}
+static CUresult cu_primary_retain(CUcontext *context, CUdevice device) { FAKE_LOCKED(fake_primary_retain(context, device)); }
+
+static CUresult fake_primary_release(CUdevice device) {
+    CUresult result = fake_check_device(device);
+    if (result != CUDA_SUCCESS) return result;
+    struct CUctx_st *context = &fake_contexts[device];
+    if (context->references <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--context->references == 0) {
+        fake_report_leak(context, "allocations", context->allocations);
+        fake_report_leak(context, "streams", context->streams);
+        fake_report_leak(context, "events", context->events);
+        fake_report_leak(context, "modules", context->modules);
+        *context = (struct CUctx_st) {.device = device};
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult cu_primary_release(CUdevice device) { FAKE_LOCKED(fake_primary_release(device)); }
+
+static CUresult fake_primary_state(CUdevice device, unsigned *flags, int *active) {
+    CUresult result = fake_check_device(device);
+    if (result != CUDA_SUCCESS) return result;
+    *flags = 0;
+    *active = fake_contexts[device].references > 0;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_primary_state(CUdevice device, unsigned *flags, int *active) {
+    FAKE_LOCKED(fake_primary_state(device, flags, active));
+}
+
+static CUresult cu_ctx_get_current(CUcontext *context) {
+    *context = fake_current;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cu_ctx_set_current(CUcontext context) {
+    fake_current = context;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cu_ctx_push_current(CUcontext context) { return cu_ctx_set_current(context); }
+static CUresult cu_ctx_pop_current(CUcontext *context) {
+    if (context) *context = fake_current;
+    fake_current = NULL;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_ctx_enable_peer_access(CUcontext peer, unsigned flags) {
+    (void)peer, (void)flags;
+    return CUDA_SUCCESS;
+}
+
+/* ---- Streams and events ---- */
+
+static CUresult fake_stream_create(CUstream *out, unsigned flags) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    if (flags != CU_STREAM_NON_BLOCKING && flags != CU_STREAM_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *stream = calloc(1, sizeof(*stream));
+    if (!stream) return CUDA_ERROR_OUT_OF_MEMORY;
+    stream->context = context;
+    stream->next = fake_streams;
+    fake_streams = stream;
+    context->streams++;
+    *out = stream;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_stream_create(CUstream *stream, unsigned flags) { FAKE_LOCKED(fake_stream_create(stream, flags)); }
+
+static bool fake_live_stream(struct CUstream_st *stream) {
+    for (struct CUstream_st *cursor = fake_streams; cursor; cursor = cursor->next)
+        if (cursor == stream) return true;
+    return false;
+}
+
+static CUresult fake_stream_destroy(CUstream stream) {
+    if (!fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    for (struct CUstream_st **link = &fake_streams; *link; link = &(*link)->next)
+        if (*link == stream) {
+            *link = stream->next;
+            break;
+        }
+    stream->context->streams--;
+    free(stream->ops);
+    free(stream);
+    return CUDA_SUCCESS;
+}
+static CUresult cu_stream_destroy(CUstream stream) { FAKE_LOCKED(fake_stream_destroy(stream)); }
+
+static CUresult fake_stream_query(CUstream stream) {
+    if (!fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult result = fake_touch(stream->context);
+    if (result != CUDA_SUCCESS) return result;
+    return stream->count ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+static CUresult cu_stream_query(CUstream stream) { FAKE_LOCKED(fake_stream_query(stream)); }
+
+static CUresult cu_stream_synchronize(CUstream stream) {
+    for (;;) {
+        CUresult result;
+        pthread_mutex_lock(&fake_lock);
+        result = fake_stream_query(stream);
+        pthread_mutex_unlock(&fake_lock);
+        if (result != CUDA_ERROR_NOT_READY) return result;
+        struct timespec pause = {.tv_nsec = 2000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static CUresult cu_stream_wait_event(CUstream stream, CUevent event, unsigned flags) {
+    (void)stream, (void)event, (void)flags;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_event_create(CUevent *out, unsigned flags) {
+    (void)flags;
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    struct CUevent_st *event = calloc(1, sizeof(*event));
+    if (!event) return CUDA_ERROR_OUT_OF_MEMORY;
+    event->context = context;
+    context->events++;
+    *out = event;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_event_create(CUevent *event, unsigned flags) { FAKE_LOCKED(fake_event_create(event, flags)); }
+
+static CUresult fake_event_destroy(CUevent event) {
+    if (!event) return CUDA_ERROR_INVALID_HANDLE;
+    event->context->events--;
+    free(event);
+    return CUDA_SUCCESS;
+}
+static CUresult cu_event_destroy(CUevent event) { FAKE_LOCKED(fake_event_destroy(event)); }
+
+static CUresult fake_event_record(CUevent event, CUstream stream) {
+    if (!event || !fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (event->context != stream->context) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult result = fake_touch(stream->context);
+    if (result != CUDA_SUCCESS) return result;
+    event->finish = stream->count ? stream->last_finish : 0;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_event_record(CUevent event, CUstream stream) { FAKE_LOCKED(fake_event_record(event, stream)); }
+
+static CUresult fake_event_query(CUevent event) {
+    if (!event) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult result = fake_touch(event->context);
+    if (result != CUDA_SUCCESS) return result;
+    return fake_now() >= event->finish ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+static CUresult cu_event_query(CUevent event) { FAKE_LOCKED(fake_event_query(event)); }
+
+static CUresult cu_event_synchronize(CUevent event) {
+    for (;;) {
+        CUresult result;
+        pthread_mutex_lock(&fake_lock);
+        result = fake_event_query(event);
+        pthread_mutex_unlock(&fake_lock);
+        if (result != CUDA_ERROR_NOT_READY) return result;
+        struct timespec pause = {.tv_nsec = 2000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static CUresult cu_event_elapsed_time(float *milliseconds, CUevent start, CUevent end) {
+    *milliseconds = (float)((end->finish - start->finish) * 1e3);
+    return CUDA_SUCCESS;
+}
+
+/* ---- Memory ---- */
+
+static CUresult fake_mem_alloc(CUdeviceptr *pointer, size_t bytes) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > ((size_t)64 << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (fake_allocations_count == fake_allocations_capacity) {
+        size_t capacity = fake_allocations_capacity ? fake_allocations_capacity * 2 : 64;
+        fake_allocation_t *grown = realloc(fake_allocations, capacity * sizeof(fake_allocation_t));
+        if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
+        fake_allocations = grown, fake_allocations_capacity = capacity;
+    }
+    void *memory = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!memory) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(memory, 0x7F, bytes); // poison: unwritten floats read as a huge value
+    fake_allocations[fake_allocations_count++] =
+        (fake_allocation_t) {.base = (uint64_t)(uintptr_t)memory, .bytes = bytes, .context = context};
+    context->allocations++;
+    *pointer = (CUdeviceptr)(uintptr_t)memory;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_mem_alloc(CUdeviceptr *pointer, size_t bytes) { FAKE_LOCKED(fake_mem_alloc(pointer, bytes)); }
+
+static CUresult fake_mem_free(CUdeviceptr pointer) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result == CUDA_ERROR_INVALID_CONTEXT) return result;
+    for (size_t index = 0; index < fake_allocations_count; ++index)
+        if (fake_allocations[index].base == pointer) {
+            if (fake_allocations[index].context != context) return CUDA_ERROR_INVALID_VALUE;
+            free((void *)(uintptr_t)pointer);
+            fake_allocations[index] = fake_allocations[--fake_allocations_count];
+            context->allocations--;
+            return result; // freed even on a broken context, which reports its error
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+static CUresult cu_mem_free(CUdeviceptr pointer) { FAKE_LOCKED(fake_mem_free(pointer)); }
+
+static CUresult cu_mem_get_info(size_t *free_bytes, size_t *total) {
+    *free_bytes = (size_t)64 << 30;
+    *total = (size_t)80 << 30;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_copy(void *to, void const *from, uint64_t device, size_t bytes) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    // A synchronous copy waits for work already due; the tests copy after their calls finished.
+    if (!fake_inside(context, device, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(to, from, bytes);
+    return CUDA_SUCCESS;
+}
+static CUresult cu_memcpy_dtoh(void *host, CUdeviceptr device, size_t bytes) {
+    FAKE_LOCKED(fake_copy(host, (void const *)(uintptr_t)device, device, bytes));
+}
+static CUresult cu_memcpy_htod(CUdeviceptr device, void const *host, size_t bytes) {
+    FAKE_LOCKED(fake_copy((void *)(uintptr_t)device, host, device, bytes));
+}
+static CUresult cu_memcpy_dtoh_async(void *host, CUdeviceptr device, size_t bytes, CUstream stream) {
+    (void)stream;
+    return cu_memcpy_dtoh(host, device, bytes);
+}
+static CUresult cu_memcpy_htod_async(CUdeviceptr device, void const *host, size_t bytes, CUstream stream) {
+    (void)stream;
+    return cu_memcpy_htod(device, host, bytes);
+}
+static CUresult cu_memcpy_peer_async(CUdeviceptr to, CUcontext to_context, CUdeviceptr from, CUcontext from_context,
+                                     size_t bytes, CUstream stream) {
+    (void)to, (void)to_context, (void)from, (void)from_context, (void)bytes, (void)stream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult cu_memset_d8_async(CUdeviceptr device, unsigned char value, size_t count, CUstream stream) {
+    (void)device, (void)value, (void)count, (void)stream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult cu_memset_d32_async(CUdeviceptr device, unsigned value, size_t count, CUstream stream) {
+    (void)device, (void)value, (void)count, (void)stream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- Modules and launches ---- */
+
+static CUresult fake_module_load(CUmodule *out, void const *image) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    uint32_t magic = 0;
+    if (image) memcpy(&magic, image, sizeof(magic));
+    if (magic != 0xBA55ED50u) return CUDA_ERROR_INVALID_IMAGE; // a fatbin's magic
+    struct CUmod_st *module = calloc(1, sizeof(*module));
+    if (!module) return CUDA_ERROR_OUT_OF_MEMORY;
+    module->context = context;
+    for (int kernel = 0; kernel < fake_kernels_k; ++kernel) {
+        module->functions[kernel] = calloc(1, sizeof(struct CUfunc_st));
+        if (module->functions[kernel])
+            *module->functions[kernel] = (struct CUfunc_st) {.module = module, .kernel = (fake_kernel_t)kernel};
+    }
+    context->modules++;
+    *out = module;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_module_load_data(CUmodule *module, void const *image) { FAKE_LOCKED(fake_module_load(module, image)); }
+
+static CUresult fake_module_unload(CUmodule module) {
+    if (!module) return CUDA_ERROR_INVALID_HANDLE;
+    module->context->modules--;
+    for (int kernel = 0; kernel < fake_kernels_k; ++kernel) free(module->functions[kernel]);
+    free(module);
+    return CUDA_SUCCESS;
+}
+static CUresult cu_module_unload(CUmodule module) { FAKE_LOCKED(fake_module_unload(module)); }
+
+static CUresult cu_module_get_function(CUfunction *function, CUmodule module, char const *name) {
+    for (int kernel = 0; kernel < fake_kernels_k; ++kernel)
+        if (!strcmp(name, fake_kernel_names[kernel])) {
+            *function = module->functions[kernel];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult fake_launch(CUfunction function, unsigned grid, unsigned block, unsigned shared, CUstream stream,
+                            void **parameters, void **extra) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    if (!function || !fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (function->module->context != context || stream->context != context) return CUDA_ERROR_INVALID_HANDLE;
+    if (!grid || !block || block > 1024 || shared || extra) return CUDA_ERROR_INVALID_VALUE;
+    fake_op_t op = {.kernel = function->kernel};
+    static double empty_duration = -1; // FAKE_CUDA_EMPTY_NS: the empty kernel's duration, to time host overheads
+    if (empty_duration < 0) empty_duration = getenv("FAKE_CUDA_EMPTY_NS") ? atof(getenv("FAKE_CUDA_EMPTY_NS")) * 1e-9 : 2e-6;
+    double duration = empty_duration;
+    switch (function->kernel) {
+    case fake_fill_k:
+    case fake_add_k:
+        if (!parameters) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(&op.buffer, parameters[0], sizeof(uint64_t));
+        memcpy(&op.count, parameters[1], sizeof(uint64_t));
+        memcpy(&op.value, parameters[2], sizeof(float));
+        duration = 5e-6;
+        break;
+    case fake_sleep_k: {
+        if (!parameters) return CUDA_ERROR_INVALID_VALUE;
+        uint64_t nanoseconds;
+        memcpy(&nanoseconds, parameters[0], sizeof(uint64_t));
+        duration = (double)nanoseconds * 1e-9;
+        break;
+    }
+    case fake_trap_k: duration = 1e-6; break;
+    default: break;
+    }
+    if (stream->count == stream->capacity) {
+        size_t capacity = stream->capacity ? stream->capacity * 2 : 64;
+        fake_op_t *grown = malloc(capacity * sizeof(fake_op_t));
+        if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t index = 0; index < stream->count; ++index)
+            grown[index] = stream->ops[(stream->head + index) % stream->capacity];
+        free(stream->ops);
+        stream->ops = grown, stream->capacity = capacity, stream->head = 0;
+    }
+    double const now = fake_now();
+    double const start = stream->count && stream->last_finish > now ? stream->last_finish : now;
+    op.finish = start + duration;
+    stream->last_finish = op.finish;
+    stream->ops[(stream->head + stream->count++) % stream->capacity] = op;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                                 unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared, CUstream stream,
+                                 void **parameters, void **extra) {
+    if (grid_y != 1 || grid_z != 1 || block_y != 1 || block_z != 1) return CUDA_ERROR_INVALID_VALUE;
+    FAKE_LOCKED(fake_launch(function, grid_x, block_x, shared, stream, parameters, extra));
+}
+
+/* ---- Lookup ---- */
+
+static struct {
+    char const *name;
+    void *function;
+} const fake_table[] = {
+    {"cuInit", (void *)cu_init},
+    {"cuDriverGetVersion", (void *)cu_driver_get_version},
+    {"cuGetErrorName", (void *)cu_get_error_name},
+    {"cuGetErrorString", (void *)cu_get_error_string},
+    {"cuDeviceGet", (void *)cu_device_get},
+    {"cuDeviceGetCount", (void *)cu_device_get_count},
+    {"cuDeviceGetName", (void *)cu_device_get_name},
+    {"cuDeviceTotalMem", (void *)cu_device_total_mem},
+    {"cuDeviceGetAttribute", (void *)cu_device_get_attribute},
+    {"cuDeviceGetPCIBusId", (void *)cu_device_get_pci_bus_id},
+    {"cuDeviceGetUuid", (void *)cu_device_get_uuid},
+    {"cuDeviceCanAccessPeer", (void *)cu_device_can_access_peer},
+    {"cuDevicePrimaryCtxRetain", (void *)cu_primary_retain},
+    {"cuDevicePrimaryCtxRelease", (void *)cu_primary_release},
+    {"cuDevicePrimaryCtxGetState", (void *)cu_primary_state},
+    {"cuCtxGetCurrent", (void *)cu_ctx_get_current},
+    {"cuCtxSetCurrent", (void *)cu_ctx_set_current},
+    {"cuCtxPushCurrent", (void *)cu_ctx_push_current},
+    {"cuCtxPopCurrent", (void *)cu_ctx_pop_current},
+    {"cuCtxEnablePeerAccess", (void *)cu_ctx_enable_peer_access},
+    {"cuStreamCreate", (void *)cu_stream_create},
+    {"cuStreamDestroy", (void *)cu_stream_destroy},
+    {"cuStreamQuery", (void *)cu_stream_query},
+    {"cuStreamSynchronize", (void *)cu_stream_synchronize},
+    {"cuStreamWaitEvent", (void *)cu_stream_wait_event},
+    {"cuEventCreate", (void *)cu_event_create},
+    {"cuEventDestroy", (void *)cu_event_destroy},
+    {"cuEventRecord", (void *)cu_event_record},
+    {"cuEventQuery", (void *)cu_event_query},
+    {"cuEventSynchronize", (void *)cu_event_synchronize},
+    {"cuEventElapsedTime", (void *)cu_event_elapsed_time},
+    {"cuMemAlloc", (void *)cu_mem_alloc},
+    {"cuMemFree", (void *)cu_mem_free},
+    {"cuMemGetInfo", (void *)cu_mem_get_info},
+    {"cuMemcpyHtoD", (void *)cu_memcpy_htod},
+    {"cuMemcpyDtoH", (void *)cu_memcpy_dtoh},
+    {"cuMemcpyHtoDAsync", (void *)cu_memcpy_htod_async},
+    {"cuMemcpyDtoHAsync", (void *)cu_memcpy_dtoh_async},
+    {"cuMemcpyPeerAsync", (void *)cu_memcpy_peer_async},
+    {"cuMemsetD8Async", (void *)cu_memset_d8_async},
+    {"cuMemsetD32Async", (void *)cu_memset_d32_async},
+    {"cuModuleLoadData", (void *)cu_module_load_data},
+    {"cuModuleUnload", (void *)cu_module_unload},
+    {"cuModuleGetFunction", (void *)cu_module_get_function},
+    {"cuLaunchKernel", (void *)cu_launch_kernel},
+};
+
+FAKE_API CUresult cuGetProcAddress_v2(char const *symbol, void **function, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult *status) {
+    (void)version, (void)flags;
+    for (size_t index = 0; index < sizeof(fake_table) / sizeof(fake_table[0]); ++index)
+        if (!strcmp(symbol, fake_table[index].name)) {
+            *function = fake_table[index].function;
+            if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    *function = NULL;
+    if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/** At exit: a non-zero leak count is reported once more, for ctest's FAIL_REGULAR_EXPRESSION. */
+__attribute__((destructor)) static void fake_cuda_exit_report(void) {
+    if (atomic_load(&fake_leaks)) fprintf(stderr, "fake_cuda: leak: %d leak report(s) in this process\n", atomic_load(&fake_leaks));
+}
+
+// Every fake has the exact signature of the ABI version the engine asks for: a mismatch here
+// fails the build (-Werror), instead of becoming undefined behaviour through a cast pointer.
+static void fake_check_signatures(void) __attribute__((unused));
+static void fake_check_signatures(void) {
+    PFN_cuInit_v2000 init = cu_init;
+    PFN_cuDriverGetVersion_v2020 driver_version = cu_driver_get_version;
+    PFN_cuGetErrorName_v6000 error_name = cu_get_error_name;
+    PFN_cuGetErrorString_v6000 error_string = cu_get_error_string;
+    PFN_cuDeviceGet_v2000 device_get = cu_device_get;
+    PFN_cuDeviceGetCount_v2000 device_count = cu_device_get_count;
+    PFN_cuDeviceGetName_v2000 device_name = cu_device_get_name;
+    PFN_cuDeviceTotalMem_v3020 total_mem = cu_device_total_mem;
+    PFN_cuDeviceGetAttribute_v2000 attribute = cu_device_get_attribute;
+    PFN_cuDeviceGetPCIBusId_v4010 bus_id = cu_device_get_pci_bus_id;
+    PFN_cuDeviceGetUuid_v11040 uuid = cu_device_get_uuid;
+    PFN_cuDeviceCanAccessPeer_v4000 can_access = cu_device_can_access_peer;
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain = cu_primary_retain;
+    PFN_cuDevicePrimaryCtxRelease_v11000 release = cu_primary_release;
+    PFN_cuDevicePrimaryCtxGetState_v7000 state = cu_primary_state;
+    PFN_cuCtxGetCurrent_v4000 get_current = cu_ctx_get_current;
+    PFN_cuCtxSetCurrent_v4000 set_current = cu_ctx_set_current;
+    PFN_cuCtxPushCurrent_v4000 push = cu_ctx_push_current;
+    PFN_cuCtxPopCurrent_v4000 pop = cu_ctx_pop_current;
+    PFN_cuCtxEnablePeerAccess_v4000 enable_peer = cu_ctx_enable_peer_access;
+    PFN_cuStreamCreate_v2000 stream_create = cu_stream_create;
+    PFN_cuStreamDestroy_v4000 stream_destroy = cu_stream_destroy;
+    PFN_cuStreamQuery_v2000 stream_query = cu_stream_query;
+    PFN_cuStreamSynchronize_v2000 stream_sync = cu_stream_synchronize;
+    PFN_cuStreamWaitEvent_v3020 stream_wait = cu_stream_wait_event;
+    PFN_cuEventCreate_v2000 event_create = cu_event_create;
+    PFN_cuEventDestroy_v4000 event_destroy = cu_event_destroy;
+    PFN_cuEventRecord_v2000 event_record = cu_event_record;
+    PFN_cuEventQuery_v2000 event_query = cu_event_query;
+    PFN_cuEventSynchronize_v2000 event_sync = cu_event_synchronize;
+    PFN_cuEventElapsedTime_v2000 elapsed = cu_event_elapsed_time;
+    PFN_cuMemAlloc_v3020 alloc = cu_mem_alloc;
+    PFN_cuMemFree_v3020 mem_free = cu_mem_free;
+    PFN_cuMemGetInfo_v3020 info = cu_mem_get_info;
+    PFN_cuMemcpyHtoD_v3020 htod = cu_memcpy_htod;
+    PFN_cuMemcpyDtoH_v3020 dtoh = cu_memcpy_dtoh;
+    PFN_cuMemcpyHtoDAsync_v3020 htod_async = cu_memcpy_htod_async;
+    PFN_cuMemcpyDtoHAsync_v3020 dtoh_async = cu_memcpy_dtoh_async;
+    PFN_cuMemcpyPeerAsync_v4000 peer_async = cu_memcpy_peer_async;
+    PFN_cuMemsetD8Async_v3020 memset8 = cu_memset_d8_async;
+    PFN_cuMemsetD32Async_v3020 memset32 = cu_memset_d32_async;
+    PFN_cuModuleLoadData_v2000 load = cu_module_load_data;
+    PFN_cuModuleUnload_v2000 unload = cu_module_unload;
+    PFN_cuModuleGetFunction_v2000 get_function = cu_module_get_function;
+    PFN_cuLaunchKernel_v4000 launch = cu_launch_kernel;
+    PFN_cuGetProcAddress_v12000 get_proc_address = cuGetProcAddress_v2;
+    (void)init, (void)driver_version, (void)error_name, (void)error_string, (void)device_get, (void)device_count;
+    (void)device_name, (void)total_mem, (void)attribute, (void)bus_id, (void)uuid, (void)can_access, (void)retain;
+    (void)release, (void)state, (void)get_current, (void)set_current, (void)push, (void)pop, (void)enable_peer;
+    (void)stream_create, (void)stream_destroy, (void)stream_query, (void)stream_sync, (void)stream_wait;
+    (void)event_create, (void)event_destroy, (void)event_record, (void)event_query, (void)event_sync, (void)elapsed;
+    (void)alloc, (void)mem_free, (void)info, (void)htod, (void)dtoh, (void)htod_async, (void)dtoh_async;
+    (void)peer_async, (void)memset8, (void)memset32, (void)load, (void)unload, (void)get_function, (void)launch;
+    (void)get_proc_address;
+}
+

@@ -1,0 +1,972 @@
+/**
+ *  @file   test_vram.c
+ *  @brief  VRAM executors: argument checks and the no-driver paths everywhere; with a GPU, streams,
+ *          contexts, blocking and deferred calls, CONTENDED, submission order, DEFERRED_FULL, scratch
+ *          growth, limits and release, classes, host decoders, callback failures, the watchdog seam,
+ *          two devices, and a trapping kernel (in a child process, since a sticky error breaks the
+ *          device's primary context for the whole process).
+ *
+ *  Environment: UFORM_TEST_UNDER_SANITIZER=1 skips the parts that make the driver fail on purpose
+ *  (the trap, an impossible allocation), which compute-sanitizer would count as errors.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "cuda_driver.h"
+
+#include <pthread.h>  // `pthread_create`
+#include <signal.h>   // `kill`
+#include <stdatomic.h>
+#include <sys/wait.h> // `waitpid`
+#include <time.h>     // `nanosleep`
+#include <unistd.h>   // `fork`
+
+static void test_arguments(void) {
+    uform_executor_t const sentinel = (uform_executor_t)(uintptr_t)0x1234;
+    uform_executor_t executor = sentinel;
+    int32_t const repeated[] = {0, 1, 0}, negative[] = {-1}, one[] = {0};
+    CHECK_STATUS(uform_executor_for_vram(NULL, NULL, NULL, 0, 0, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("executor is NULL");
+    uform_vram_options_t vram = {.devices = NULL, .devices_count = 2};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("vram->devices is NULL");
+    vram = (uform_vram_options_t) {.devices = repeated, .devices_count = 3};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("ordinal 0 is repeated");
+    vram = (uform_vram_options_t) {.devices = negative, .devices_count = 1};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("is -1");
+    vram = (uform_vram_options_t) {.devices = one, .devices_count = 1, .gpu_class = (uform_gpu_class_t)99};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("gpu_class 99");
+    // Borrowed streams are refused before the hardware is looked at, so the message is the same
+    // with and without a GPU.
+    void *streams[1] = {(void *)(uintptr_t)0x99};
+    CHECK_STATUS(uform_executor_for_vram(NULL, NULL, streams, 0, 0, &executor), uform_status_unsupported_k);
+    CHECK_MESSAGE("borrowed streams are not wired yet");
+    CHECK_STATUS(uform_executor_for_vram(NULL, NULL, NULL, 0, ((size_t)1 << 20) + 1, &executor),
+                 uform_status_invalid_argument_k);
+    CHECK_MESSAGE("deferred_limit 1048577");
+    CHECK(executor == sentinel); // untouched by every failure
+
+    size_t bytes = 77;
+    CHECK_STATUS(uform_executor_scratch_bytes(NULL, 0, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("bytes is NULL");
+    CHECK_STATUS(uform_executor_scratch_bytes(NULL, 0, &bytes), uform_status_unsupported_k);
+    CHECK_MESSAGE("NULL executor holds no device memory");
+    CHECK_STATUS(uform_executor_scratch_release(NULL), uform_status_unsupported_k);
+    CHECK_MESSAGE("NULL executor");
+    CHECK(bytes == 77);
+
+    uform_executor_t ram = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &ram), uform_status_ok_k);
+    if (ram) {
+        CHECK_STATUS(uform_executor_scratch_bytes(ram, 0, &bytes), uform_status_unsupported_k);
+        CHECK_MESSAGE("RAM or pool executor holds no device memory");
+        CHECK_STATUS(uform_executor_scratch_release(ram), uform_status_unsupported_k);
+        uform_vram_member_t const *members = (uform_vram_member_t const *)(uintptr_t)1;
+        CHECK(uform_vram_members(ram, &members) == 0);
+        CHECK(members == NULL);
+        uform_vram_set_watchdog(ram, NULL, NULL); // a no-op on other executors
+        uform_executor_free(ram);
+    }
+    CHECK(uform_vram_members(NULL, NULL) == 0);
+
+    CHECK_STATUS(uform_device_launch(NULL, uform_kernel_empty_k, 0, 0, 0), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("slot is NULL");
+    uform_device_slot_t const fake = {0};
+    CHECK_STATUS(uform_device_launch(&fake, (uform_kernel_t)99, 0, 0, 0), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("kernel 99");
+    // Outside a device callback: INVALID_ARGUMENT with CUDA, UNSUPPORTED without.
+    uform_status_t status = uform_device_launch(&fake, uform_kernel_empty_k, 0, 0, 0);
+    CHECK(UFORM_WITH_CUDA ? status == uform_status_invalid_argument_k : status == uform_status_unsupported_k);
+    CHECK(strlen(uform_error_message()) > 10);
+}
+
+/** With no GPU the executor is refused with the same reason `uform_gpu_status` gives. */
+static void test_without_gpu(void) {
+    CHECK_STATUS(uform_gpu_status(), uform_status_unsupported_k);
+    char reason[512];
+    snprintf(reason, sizeof(reason), "%s", uform_error_message());
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(NULL, NULL, NULL, 0, 0, &executor), uform_status_unsupported_k);
+    CHECK(executor == NULL);
+    CHECK_MESSAGE("uform_executor_for_vram");
+    CHECK_MESSAGE(reason);
+    printf("%s\n", uform_error_message());
+    int32_t const ordinals[] = {0};
+    uform_vram_options_t vram = {.devices = ordinals, .devices_count = 1};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 1 << 20, 8, &executor), uform_status_unsupported_k);
+    CHECK_MESSAGE(reason);
+}
+
+#if UFORM_WITH_CUDA
+
+static uform_cuda_t const *cuda = NULL;
+static size_t gpus = 0;
+
+/** Loop counts, a tenth under compute-sanitizer, which makes every launch far slower. */
+static size_t scaled(size_t count) { return getenv("UFORM_TEST_UNDER_SANITIZER") ? count / 10 : count; }
+
+static double now_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+static void sleep_seconds(double seconds) {
+    struct timespec pause = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&pause, NULL);
+}
+
+#define CHECK_CU(expression)                                                                       \
+    do {                                                                                           \
+        CUresult check_result_ = (expression);                                                     \
+        if (check_result_ != CUDA_SUCCESS) {                                                       \
+            fprintf(stderr, "%s:%d: %s returned CUresult %d\n", __FILE__, __LINE__, #expression,   \
+                    (int)check_result_);                                                           \
+            ++check_failures;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/** What a device callback should launch, and what it saw, per device index. */
+typedef struct plan_t {
+    uform_kernel_t kernel;
+    uint64_t buffers[8]; /**< Per device index; 0 launches on the slot's scratch. */
+    uint64_t count;      /**< 0 takes the slot's scratch_bytes / 4. */
+    double value, per_device;
+    uform_status_t fail_with; /**< Returned instead of launching, when not OK. */
+    uform_executor_t reenter; /**< Calls and drains this executor from inside, when set. */
+    uform_status_t reentered_call, reentered_drain;
+    // Observed.
+    size_t visits;
+    size_t indices[8];
+    uint64_t scratch[8];
+    int32_t ordinals[8];
+    uform_gpu_class_t classes[8];
+    void *streams[8];
+    void *contexts[8];
+    bool context_current[8];
+} plan_t;
+
+static uform_status_t plan_callback(void *context, uform_device_slot_t const *slot) {
+    plan_t *plan = context;
+    size_t const index = slot->device_index;
+    if (plan->visits < 8) plan->indices[plan->visits] = index;
+    ++plan->visits;
+    if (index < 8) {
+        plan->scratch[index] = slot->scratch;
+        plan->ordinals[index] = slot->ordinal;
+        plan->classes[index] = slot->gpu_class;
+        plan->streams[index] = slot->stream;
+        plan->contexts[index] = slot->cu_context;
+        CUcontext current = NULL;
+        cuda->CtxGetCurrent(&current);
+        plan->context_current[index] = current == (CUcontext)slot->cu_context;
+    }
+    if (plan->reenter) {
+        uform_call_t const call = {.device = plan_callback, .context = plan};
+        plan->reentered_call = uform_executor_call(plan->reenter, &call, NULL);
+        plan->reentered_drain = uform_executor_drain(plan->reenter, uform_mood_parked_k);
+    }
+    if (plan->fail_with != uform_status_ok_k) return plan->fail_with;
+    uint64_t const buffer = index < 8 && plan->buffers[index] ? plan->buffers[index] : slot->scratch;
+    uint64_t const count = plan->count ? plan->count : slot->scratch_bytes / sizeof(float);
+    return uform_device_launch(slot, plan->kernel, buffer, count, plan->value + plan->per_device * (double)index);
+}
+
+static uform_call_t device_call(plan_t *plan, size_t scratch_bytes) {
+    return (uform_call_t) {.residency = uform_residency_vram_k, .device = plan_callback, .context = plan,
+                           .scratch_bytes = scratch_bytes};
+}
+
+static uform_executor_t open_on(int32_t const *ordinals, size_t count, size_t scratch_limit, size_t deferred_limit) {
+    uform_vram_options_t vram = {.devices = ordinals, .devices_count = count};
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, scratch_limit, deferred_limit, &executor), uform_status_ok_k);
+    return executor;
+}
+
+static CUcontext context_of(uform_executor_t executor, size_t index) {
+    uform_vram_member_t const *members = NULL;
+    size_t const count = uform_vram_members(executor, &members);
+    return index < count ? (CUcontext)members[index].cu_context : NULL;
+}
+
+static void copy_back(CUcontext context, float *host, uint64_t device, size_t count) {
+    CUcontext saved = NULL;
+    CHECK_CU(cuda->CtxGetCurrent(&saved));
+    CHECK_CU(cuda->CtxSetCurrent(context));
+    CHECK_CU(cuda->MemcpyDtoH(host, (CUdeviceptr)device, count * sizeof(float)));
+    CHECK_CU(cuda->CtxSetCurrent(saved));
+}
+
+static uint64_t allocate_on(CUcontext context, size_t bytes) {
+    CUcontext saved = NULL;
+    CUdeviceptr pointer = 0;
+    CHECK_CU(cuda->CtxGetCurrent(&saved));
+    CHECK_CU(cuda->CtxSetCurrent(context));
+    CHECK_CU(cuda->MemAlloc(&pointer, bytes));
+    CHECK_CU(cuda->CtxSetCurrent(saved));
+    return pointer;
+}
+
+static void free_on(CUcontext context, uint64_t pointer) {
+    CUcontext saved = NULL;
+    CHECK_CU(cuda->CtxGetCurrent(&saved));
+    CHECK_CU(cuda->CtxSetCurrent(context));
+    CHECK_CU(cuda->MemFree((CUdeviceptr)pointer));
+    CHECK_CU(cuda->CtxSetCurrent(saved));
+}
+
+static size_t count_not_equal(float const *values, size_t count, float expected) {
+    size_t wrong = 0;
+    for (size_t index = 0; index < count; ++index) wrong += values[index] != expected;
+    return wrong;
+}
+
+/** Blocking fill on the scratch, then read it back; returns the number of wrong floats. */
+static size_t fill_and_check(uform_executor_t executor, float value, size_t floats) {
+    plan_t plan = {.kernel = uform_kernel_fill_f32_k, .value = value};
+    uform_call_t call = device_call(&plan, floats * sizeof(float));
+    uform_status_t status = uform_executor_call(executor, &call, NULL);
+    if (status != uform_status_ok_k) {
+        fprintf(stderr, "fill_and_check: %s: %s\n", uform_status_name(status), uform_error_message());
+        return floats;
+    }
+    float *host = calloc(floats, sizeof(float));
+    copy_back(context_of(executor, 0), host, plan.scratch[0], floats);
+    size_t wrong = count_not_equal(host, floats, value);
+    free(host);
+    return wrong;
+}
+
+/* ---- Contexts and streams ---- */
+
+/** An executor on device 1 only leaves device 0 without a context, and releases device 1's. */
+static void test_no_stray_context(void) {
+    unsigned flags = 0;
+    int active0 = -1, active1 = -1;
+    CHECK_CU(cuda->DevicePrimaryCtxGetState(0, &flags, &active0));
+    CHECK_CU(cuda->DevicePrimaryCtxGetState(1, &flags, &active1));
+    if (active0 || active1) {
+        printf("a primary context is already active (%d, %d): stray-context check skipped\n", active0, active1);
+        return;
+    }
+    int32_t const ordinals[] = {1};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    CHECK(fill_and_check(executor, 2.0f, 1024) == 0);
+    CHECK_CU(cuda->DevicePrimaryCtxGetState(0, &flags, &active0));
+    CHECK_CU(cuda->DevicePrimaryCtxGetState(1, &flags, &active1));
+    CHECK(active0 == 0); // nothing on the device not named
+    CHECK(active1 == 1);
+    CUcontext current = (CUcontext)(uintptr_t)1;
+    CHECK_CU(cuda->CtxGetCurrent(&current));
+    CHECK(current == NULL); // nothing left current on this thread
+    uform_executor_free(executor);
+    CHECK_CU(cuda->DevicePrimaryCtxGetState(1, &flags, &active1));
+    CHECK(active1 == 0); // released
+    printf("no stray context: device 0 inactive while an executor drove device 1\n");
+}
+
+static void test_basics(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    uform_executor_description_t description;
+    CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+    uform_gpu_device_t device;
+    size_t count = 0;
+    uform_gpu_devices(&device, 1, &count);
+    CHECK(description.kind == uform_executor_kind_vram_k);
+    CHECK(description.devices_count == 1);
+    CHECK(description.gpu_class == device.gpu_class);
+    CHECK(description.threads_count >= 1 && description.threads_count <= 4);
+    CHECK(description.domains_count >= 1);
+    CHECK(description.deferred_limit == UFORM_DEFERRED_LIMIT_DEFAULT);
+    CHECK(description.scratch_limit == 0);
+    CHECK(description.mood == uform_mood_parked_k);
+    int32_t core = -2, node = -2;
+    CHECK_STATUS(uform_executor_thread_placement(executor, 0, &core, &node), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_thread_placement(executor, description.threads_count, &core, &node),
+                 uform_status_invalid_argument_k);
+    uform_vram_member_t const *members = NULL;
+    CHECK(uform_vram_members(executor, &members) == 1);
+    CHECK(members[0].ordinal == 0 && members[0].cu_device == 0);
+    CHECK(members[0].stream != NULL && members[0].cu_context != NULL);
+    CHECK(members[0].gpu_class == device.gpu_class && members[0].own_class == device.gpu_class);
+    printf("executor on GPU 0: %zu decoder threads on %zu node(s), thread 0 on core %d node %d, class %s, "
+           "multicast %s\n",
+           description.threads_count, description.domains_count, (int)core, (int)node,
+           uform_gpu_class_name(description.gpu_class), members[0].multicast_supported ? "supported" : "absent");
+
+    // Blocking fill and add, read back; the callback sees the stream, context and class.
+    plan_t plan = {.kernel = uform_kernel_fill_f32_k, .value = 3.5};
+    uform_call_t call = device_call(&plan, 1000 * sizeof(float));
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK(plan.visits == 1 && plan.indices[0] == 0 && plan.ordinals[0] == 0);
+    CHECK(plan.streams[0] == members[0].stream && plan.contexts[0] == members[0].cu_context);
+    CHECK(plan.context_current[0]);
+    CHECK(plan.classes[0] == device.gpu_class);
+    CHECK(plan.scratch[0] != 0);
+    float host[1000];
+    copy_back(members[0].cu_context, host, plan.scratch[0], 1000);
+    CHECK(count_not_equal(host, 1000, 3.5f) == 0);
+    plan.kernel = uform_kernel_add_f32_k, plan.value = 1.25;
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    copy_back(members[0].cu_context, host, plan.scratch[0], 1000);
+    CHECK(count_not_equal(host, 1000, 4.75f) == 0);
+    // The caller's (absent) context is restored after every call.
+    CUcontext current = (CUcontext)(uintptr_t)1;
+    CHECK_CU(cuda->CtxGetCurrent(&current));
+    CHECK(current == NULL);
+
+    // Residency: a RAM-resident call is refused, ANY and VRAM run.
+    call.residency = uform_residency_ram_k;
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_residency_mismatch_k);
+    call.residency = uform_residency_any_k;
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+
+    // Moods: SPINNING is recorded and calls still complete.
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+    CHECK(description.mood == uform_mood_spinning_k);
+    CHECK(fill_and_check(executor, -1.0f, 4096) == 0);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    uform_executor_free(executor);
+}
+
+/* ---- Host decoders ---- */
+
+typedef struct host_count_t {
+    atomic_size_t tasks;
+    atomic_size_t bad_threads;
+    size_t threads;
+} host_count_t;
+
+static void count_task(void *context, size_t task, size_t thread, size_t domain) {
+    host_count_t *counter = context;
+    (void)task, (void)domain;
+    atomic_fetch_add(&counter->tasks, 1);
+    if (thread >= counter->threads) atomic_fetch_add(&counter->bad_threads, 1);
+}
+
+typedef struct both_t {
+    host_count_t host; /**< First: the task callback gets the same pointer. */
+    plan_t plan;
+} both_t;
+
+static void both_task(void *context, size_t task, size_t thread, size_t domain) {
+    count_task(&((both_t *)context)->host, task, thread, domain);
+}
+
+static uform_status_t both_device(void *context, uform_device_slot_t const *slot) {
+    both_t *both = context;
+    // The host part ran to completion before the device part.
+    if (atomic_load(&both->host.tasks) != 100) return uform_fail(uform_status_invalid_argument_k, "host part unfinished");
+    return plan_callback(&both->plan, slot);
+}
+
+static void test_host_part(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    uform_executor_description_t description;
+    uform_executor_describe(executor, &description);
+    both_t both = {.host.threads = description.threads_count, .plan = {.kernel = uform_kernel_fill_f32_k, .value = 7}};
+    uform_call_t call = {.schedule = uform_schedule_dynamic_k, .tasks = 100, .task = both_task,
+                         .device = both_device, .context = &both, .scratch_bytes = 256 * sizeof(float)};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK(atomic_load(&both.host.tasks) == 100);
+    CHECK(atomic_load(&both.host.bad_threads) == 0);
+    CHECK(both.plan.visits == 1);
+    float host[256];
+    copy_back(context_of(executor, 0), host, both.plan.scratch[0], 256);
+    CHECK(count_not_equal(host, 256, 7.0f) == 0);
+
+    // Host-only calls, blocking and deferred.
+    host_count_t counter = {.threads = description.threads_count};
+    uform_call_t host_only = {.schedule = uform_schedule_threads_k, .task = count_task, .context = &counter};
+    CHECK_STATUS(uform_executor_call(executor, &host_only, NULL), uform_status_ok_k);
+    CHECK(atomic_load(&counter.tasks) == description.threads_count);
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_executor_call(executor, &host_only, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    CHECK(atomic_load(&counter.tasks) == 2 * description.threads_count);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    uform_executor_free(executor);
+}
+
+/* ---- Deferred calls ---- */
+
+static void test_deferred_overlap(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    CHECK(fill_and_check(executor, 1.0f, 16) == 0); // loads the kernels first
+    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 50e6};
+    uform_call_t call = device_call(&plan, 0);
+    uform_outcome_t outcome;
+    double const start = now_seconds();
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
+    double const submitted = now_seconds();
+    CHECK(submitted - start < 0.010); // returned long before the 50 ms kernel ends
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
+    sleep_seconds(0.010); // host work overlapping the device's
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, 0.001), uform_status_pending_k);
+    CHECK(!outcome.finished);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    double const finished = now_seconds();
+    CHECK(outcome.finished && outcome.status == uform_status_ok_k && outcome.message[0] == '\0');
+    CHECK(finished - start >= 0.045);
+    printf("deferred 50 ms sleep: submit took %.1f us, the outcome finished after %.1f ms\n",
+           (submitted - start) * 1e6, (finished - start) * 1e3);
+    // Polling a finished outcome keeps answering its status.
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_ok_k);
+
+    // A drain finishes what is outstanding.
+    uform_outcome_t outcomes[3];
+    for (size_t index = 0; index < 3; ++index)
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    for (size_t index = 0; index < 3; ++index) CHECK(outcomes[index].finished && outcomes[index].status == uform_status_ok_k);
+    uform_executor_free(executor);
+}
+
+typedef struct contention_t {
+    uform_executor_t executor;
+    atomic_int phase;
+    uform_status_t call, release;
+    double attempted_at;
+} contention_t;
+
+static uform_status_t slow_callback(void *context, uform_device_slot_t const *slot) {
+    contention_t *contention = context;
+    uform_status_t status = uform_device_launch(slot, uform_kernel_sleep_k, 0, 0, 200e6);
+    atomic_store(&contention->phase, 1);
+    return status;
+}
+
+static void *contender(void *argument) {
+    contention_t *contention = argument;
+    while (atomic_load(&contention->phase) == 0) sched_yield();
+    plan_t plan = {.kernel = uform_kernel_empty_k};
+    uform_call_t call = device_call(&plan, 0);
+    contention->call = uform_executor_call(contention->executor, &call, NULL);
+    contention->release = uform_executor_scratch_release(contention->executor);
+    contention->attempted_at = now_seconds();
+    atomic_store(&contention->phase, 2);
+    return NULL;
+}
+
+static void test_contended(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    contention_t contention = {.executor = executor};
+    pthread_t thread;
+    CHECK_FATAL(pthread_create(&thread, NULL, contender, &contention) == 0);
+    uform_call_t call = {.device = slow_callback, .context = &contention};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    double const returned = now_seconds();
+    pthread_join(thread, NULL);
+    CHECK(contention.call == uform_status_contended_k);
+    CHECK(contention.release == uform_status_contended_k);
+    CHECK(contention.attempted_at < returned); // refused while the blocking call ran
+
+    // Re-entry from inside a callback is CONTENDED rather than a deadlock.
+    plan_t plan = {.kernel = uform_kernel_empty_k, .reenter = executor};
+    uform_call_t reentering = device_call(&plan, 0);
+    CHECK_STATUS(uform_executor_call(executor, &reentering, NULL), uform_status_ok_k);
+    CHECK(plan.reentered_call == uform_status_contended_k);
+    CHECK(plan.reentered_drain == uform_status_contended_k);
+    uform_executor_free(executor);
+}
+
+/** 153 deferred calls that only give the right answer in submission order. */
+static void test_order(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    size_t const floats = 4096;
+    CUcontext context = context_of(executor, 0);
+    uint64_t buffer = allocate_on(context, floats * sizeof(float));
+    enum { calls = 153 };
+    static uform_outcome_t outcomes[calls];
+    static plan_t plans[calls];
+    for (size_t index = 0; index < calls; ++index) {
+        plan_t *plan = &plans[index];
+        *plan = (plan_t) {.buffers = {buffer}, .count = floats};
+        if (index == 0) plan->kernel = uform_kernel_sleep_k, plan->value = 20e6, plan->count = 0, plan->buffers[0] = 0;
+        else if (index == 1) plan->kernel = uform_kernel_fill_f32_k, plan->value = 1;
+        else if (index < 52) plan->kernel = uform_kernel_add_f32_k, plan->value = 1;
+        else if (index == 52) plan->kernel = uform_kernel_fill_f32_k, plan->value = -100;
+        else plan->kernel = uform_kernel_add_f32_k, plan->value = 2;
+        uform_call_t call = device_call(plan, 0);
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
+    }
+    CHECK_STATUS(uform_outcome_poll(&outcomes[calls - 1]), uform_status_pending_k); // behind the sleep
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    size_t unfinished = 0;
+    for (size_t index = 0; index < calls; ++index)
+        unfinished += !outcomes[index].finished || outcomes[index].status != uform_status_ok_k;
+    CHECK(unfinished == 0);
+    float *host = calloc(floats, sizeof(float));
+    copy_back(context, host, buffer, floats);
+    CHECK(count_not_equal(host, floats, 100.0f) == 0);
+    free(host);
+    free_on(context, buffer);
+    uform_executor_free(executor);
+}
+
+static void test_deferred_full(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 4);
+    if (!executor) return;
+    CHECK(fill_and_check(executor, 1.0f, 16) == 0);
+    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 30e6};
+    uform_call_t call = device_call(&plan, 0);
+    uform_outcome_t outcomes[5];
+    for (size_t index = 0; index < 4; ++index)
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
+    size_t const visits = plan.visits;
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[4]), uform_status_deferred_full_k);
+    CHECK_MESSAGE("deferred_limit");
+    CHECK(plan.visits == visits); // nothing ran
+    CHECK(outcomes[4].finished && outcomes[4].status == uform_status_deferred_full_k);
+    CHECK_STATUS(uform_outcome_wait(&outcomes[0], -1), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[4]), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    for (size_t index = 0; index < 5; ++index) CHECK(outcomes[index].finished && outcomes[index].status == uform_status_ok_k);
+    uform_executor_free(executor);
+}
+
+/** Thousands of deferred calls through a small ring, reusing outcomes once they finished. */
+static void test_ring_progress(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 16);
+    if (!executor) return;
+    plan_t plan = {.kernel = uform_kernel_empty_k};
+    uform_call_t call = device_call(&plan, 0);
+    uform_outcome_t outcomes[16];
+    size_t failures = 0;
+    double const start = now_seconds();
+    size_t const calls = scaled(5000);
+    for (size_t index = 0; index < calls; ++index) {
+        uform_outcome_t *outcome = &outcomes[index % 16];
+        if (index >= 16 && uform_outcome_wait(outcome, -1) != uform_status_ok_k) ++failures;
+        if (uform_executor_call(executor, &call, outcome) != uform_status_ok_k) ++failures;
+    }
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    for (size_t index = 0; index < 16; ++index) failures += !outcomes[index].finished || outcomes[index].status != 0;
+    CHECK(failures == 0);
+    printf("%zu deferred empty kernels through a ring of 16: %.2f us per call\n", calls,
+           (now_seconds() - start) / (double)calls * 1e6);
+    uform_executor_free(executor);
+}
+
+/* ---- Scratch ---- */
+
+static void test_scratch(void) {
+    int32_t const ordinals[] = {0};
+    size_t const limit = 1 << 20;
+    uform_executor_t executor = open_on(ordinals, 1, limit, 0);
+    if (!executor) return;
+    size_t bytes = 1;
+    CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &bytes), uform_status_ok_k);
+    CHECK(bytes == 0); // nothing allocated before a call asks
+    CHECK_STATUS(uform_executor_scratch_bytes(executor, 1, &bytes), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("device_index 1");
+
+    plan_t plan = {.kernel = uform_kernel_fill_f32_k, .value = 9};
+    uform_call_t call = device_call(&plan, 2 * limit);
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_limit_exceeded_k);
+    CHECK_MESSAGE("scratch_limit");
+    CHECK(plan.visits == 0);
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_limit_exceeded_k);
+    CHECK(outcome.finished && outcome.status == uform_status_limit_exceeded_k);
+
+    // Still usable; scratch then stays one buffer over a thousand calls, blocking and deferred.
+    CHECK(fill_and_check(executor, 5.0f, (limit / 2) / sizeof(float)) == 0);
+    call.scratch_bytes = limit / 2;
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    uint64_t const first = plan.scratch[0];
+    size_t held = 0;
+    CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &held), uform_status_ok_k);
+    CHECK(held >= limit / 2 && held <= limit);
+    size_t moved = 0, grew = 0;
+    uform_outcome_t outcomes[8];
+    size_t const calls = scaled(1000);
+    for (size_t index = 0; index < calls; ++index) {
+        call.scratch_bytes = limit / 2 - (index % 7) * 1000; // varying, never above the first
+        uform_outcome_t *deferred = index % 2 ? &outcomes[index % 8] : NULL;
+        if (deferred && index >= 8) uform_outcome_wait(deferred, -1);
+        CHECK_STATUS(uform_executor_call(executor, &call, deferred), uform_status_ok_k);
+        moved += plan.scratch[0] != first;
+        CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &bytes), uform_status_ok_k);
+        grew += bytes != held;
+    }
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(moved == 0 && grew == 0);
+    printf("scratch: %zu bytes held, same buffer over %zu calls\n", held, calls);
+
+    // Growing up to the limit is allowed and keeps the contents' invariant for the new size.
+    CHECK(fill_and_check(executor, 6.0f, limit / sizeof(float)) == 0);
+    CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &bytes), uform_status_ok_k);
+    CHECK(bytes == limit);
+
+    CHECK_STATUS(uform_executor_scratch_release(executor), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &bytes), uform_status_ok_k);
+    CHECK(bytes == 0);
+    CHECK(fill_and_check(executor, 8.0f, 1000) == 0); // grows again on demand
+    CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &bytes), uform_status_ok_k);
+    CHECK(bytes >= 4000 && bytes < 8192);
+    uform_executor_free(executor);
+
+    if (getenv("UFORM_TEST_UNDER_SANITIZER")) return;
+    // Without a limit, an impossible size is OUT_OF_MEMORY, and the executor stays usable.
+    executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    call = device_call(&plan, (size_t)1 << 52);
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_out_of_memory_k);
+    CHECK_MESSAGE("scratch");
+    CHECK(fill_and_check(executor, 4.0f, 1000) == 0);
+    uform_executor_free(executor);
+}
+
+/* ---- Classes, ordinals, derived devices ---- */
+
+static void test_classes_and_ordinals(void) {
+    uform_gpu_device_t device;
+    size_t count = 0;
+    uform_gpu_devices(&device, 1, &count);
+    int32_t const zero[] = {0};
+    uform_executor_t executor = NULL;
+    uform_vram_options_t vram = {.devices = zero, .devices_count = 1, .gpu_class = uform_gpu_class_nvidia_ampere_k};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    if (executor) {
+        uform_executor_description_t description;
+        uform_executor_describe(executor, &description);
+        CHECK(description.gpu_class == uform_gpu_class_nvidia_ampere_k);
+        plan_t plan = {.kernel = uform_kernel_empty_k};
+        uform_call_t call = device_call(&plan, 0);
+        CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+        CHECK(plan.classes[0] == uform_gpu_class_nvidia_ampere_k);
+        uform_vram_member_t const *members;
+        uform_vram_members(executor, &members);
+        CHECK(members[0].own_class == device.gpu_class && members[0].gpu_class == uform_gpu_class_nvidia_ampere_k);
+        uform_executor_free(executor);
+    }
+    vram.gpu_class = device.gpu_class;
+    executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    uform_executor_free(executor);
+    for (int candidate = uform_gpu_class_nvidia_ampere_k; candidate <= uform_gpu_class_apple_metal10_k; ++candidate) {
+        if (uform_gpu_class_runs(device.gpu_class, (uform_gpu_class_t)candidate)) continue;
+        vram.gpu_class = (uform_gpu_class_t)candidate;
+        executor = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_unsupported_k);
+        CHECK_MESSAGE(uform_gpu_class_name((uform_gpu_class_t)candidate));
+        CHECK(executor == NULL);
+    }
+    int32_t const beyond[] = {(int32_t)gpus};
+    vram = (uform_vram_options_t) {.devices = beyond, .devices_count = 1};
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("out of range");
+
+    // An explicit RAM placement for the decoders: the first allowed node, one class down or equal.
+    uform_memory_domain_t domain;
+    size_t domains = 0;
+    uform_memory_domains(&domain, 1, &domains);
+    if (domains) {
+        uform_ram_options_t ram = {.memory_domains = &domain.node, .memory_domains_count = 1};
+        vram = (uform_vram_options_t) {.devices = zero, .devices_count = 1};
+        executor = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&vram, &ram, NULL, 0, 0, &executor), uform_status_ok_k);
+        int32_t node = -2;
+        if (executor) CHECK_STATUS(uform_executor_thread_placement(executor, 0, NULL, &node), uform_status_ok_k);
+        CHECK(node == domain.node);
+        uform_executor_free(executor);
+        int32_t const unknown_node[] = {4095};
+        ram.memory_domains = unknown_node;
+        CHECK_STATUS(uform_executor_for_vram(&vram, &ram, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    }
+}
+
+static void test_derived(void) {
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(NULL, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    if (!executor) return;
+    uform_vram_member_t const *members;
+    CHECK(uform_vram_members(executor, &members) == 1);
+    bool used_nvml = false;
+    size_t const picked = uform_cuda_pick_free_device(&used_nvml);
+    printf("one free device: ordinal %d (NVML %s)\n", (int)members[0].ordinal, used_nvml ? "used" : "absent");
+    CHECK(members[0].ordinal >= 0 && (size_t)members[0].ordinal < gpus);
+    CHECK(fill_and_check(executor, 2.5f, 100) == 0);
+    if (gpus >= 2 && used_nvml) {
+        // This process now runs on that device, so the other one is the free one.
+        size_t const next = uform_cuda_pick_free_device(NULL);
+        printf("with an executor on %d, one free device is %zu (first pick %zu)\n", (int)members[0].ordinal, next, picked);
+        CHECK(next != (size_t)members[0].ordinal);
+    }
+    uform_executor_free(executor);
+}
+
+/* ---- Failures inside calls ---- */
+
+static void test_callback_failure(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    plan_t plan = {.kernel = uform_kernel_empty_k, .fail_with = uform_status_invalid_argument_k};
+    uform_call_t call = device_call(&plan, 0);
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("device callback returned invalid_argument on device 0");
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_invalid_argument_k);
+    CHECK(outcome.finished && outcome.status == uform_status_invalid_argument_k);
+
+    plan = (plan_t) {.kernel = (uform_kernel_t)99};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("kernel 99");
+    plan = (plan_t) {.kernel = uform_kernel_fill_f32_k, .count = 10};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_invalid_argument_k); // no scratch
+    CHECK_MESSAGE("NULL");
+    plan = (plan_t) {.kernel = uform_kernel_fill_f32_k, .value = 1e300};
+    call.scratch_bytes = 64;
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("range of a float");
+    plan = (plan_t) {.kernel = uform_kernel_sleep_k, .value = -1};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("nanoseconds");
+    uform_device_slot_t const outside = {0};
+    CHECK_STATUS(uform_device_launch(&outside, uform_kernel_empty_k, 0, 0, 0), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("inside a device callback");
+    CHECK(fill_and_check(executor, 3.0f, 100) == 0); // still usable
+    uform_executor_free(executor);
+}
+
+typedef struct watchdog_state_t {
+    atomic_int calls;
+    int fail_after;
+} watchdog_state_t;
+
+static uform_status_t test_watchdog_callback(void *context) {
+    watchdog_state_t *state = context;
+    if (atomic_fetch_add(&state->calls, 1) + 1 >= state->fail_after)
+        return uform_fail(uform_status_timeout_k, "test watchdog gave up after %d checks", state->fail_after);
+    return uform_status_ok_k;
+}
+
+static void test_watchdog(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 0, 0);
+    if (!executor) return;
+    CHECK(fill_and_check(executor, 1.0f, 16) == 0);
+    watchdog_state_t state = {.fail_after = 5};
+    uform_vram_set_watchdog(executor, test_watchdog_callback, &state);
+    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 300e6};
+    uform_call_t call = device_call(&plan, 0);
+    double const start = now_seconds();
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_timeout_k);
+    CHECK_MESSAGE("test watchdog gave up");
+    double const blocking = now_seconds() - start;
+    CHECK(blocking < 0.15); // about 5 ms of watchdog checks, not the 300 ms kernel
+    CHECK(atomic_load(&state.calls) == 5);
+
+    atomic_store(&state.calls, 0);
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_timeout_k);
+    CHECK(strstr(outcome.message, "test watchdog gave up") != NULL);
+    uform_vram_set_watchdog(executor, NULL, NULL);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    printf("watchdog: a blocking wait on a 300 ms kernel ended after %.1f ms\n", blocking * 1e3);
+    CHECK(fill_and_check(executor, 2.0f, 16) == 0);
+    uform_executor_free(executor);
+}
+
+/* ---- Two devices ---- */
+
+static void test_two_devices(void) {
+    int32_t const ordinals[] = {1, 0}; // reversed: device order is the caller's
+    uform_executor_t executor = open_on(ordinals, 2, 0, 0);
+    if (!executor) return;
+    uform_vram_member_t const *members;
+    CHECK(uform_vram_members(executor, &members) == 2);
+    CHECK(members[0].ordinal == 1 && members[1].ordinal == 0);
+    CHECK(members[0].stream != members[1].stream && members[0].cu_context != members[1].cu_context);
+    plan_t plan = {.kernel = uform_kernel_fill_f32_k, .value = 10, .per_device = 1};
+    uform_call_t call = device_call(&plan, 4096 * sizeof(float));
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK(plan.visits == 2 && plan.indices[0] == 0 && plan.indices[1] == 1);
+    CHECK(plan.ordinals[0] == 1 && plan.ordinals[1] == 0);
+    CHECK(plan.context_current[0] && plan.context_current[1]);
+    float host[4096];
+    for (size_t index = 0; index < 2; ++index) {
+        copy_back(members[index].cu_context, host, plan.scratch[index], 4096);
+        CHECK(count_not_equal(host, 4096, 10.0f + (float)index) == 0);
+    }
+    // Deferred work on both, a sleep on each, then a drain.
+    plan_t sleepy = {.kernel = uform_kernel_sleep_k, .value = 20e6};
+    uform_call_t sleeping = device_call(&sleepy, 0);
+    uform_outcome_t outcomes[4];
+    for (size_t index = 0; index < 4; ++index)
+        CHECK_STATUS(uform_executor_call(executor, &sleeping, &outcomes[index]), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcomes[1], -1), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    for (size_t index = 0; index < 4; ++index) CHECK(outcomes[index].finished && outcomes[index].status == 0);
+    uform_executor_description_t description;
+    uform_executor_describe(executor, &description);
+    CHECK(description.devices_count == 2);
+    printf("two devices: work ran on both, %zu decoder threads\n", description.threads_count);
+    uform_executor_free(executor);
+}
+
+/* ---- Faults, in a child process ---- */
+
+static int trap_child(void) {
+    int32_t const zero[] = {0}, one[] = {1};
+    uform_executor_t first = open_on(zero, 1, 0, 0), second = open_on(zero, 1, 0, 0);
+    uform_executor_t other = gpus >= 2 ? open_on(one, 1, 0, 0) : NULL;
+    uform_executor_t ram = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &ram), uform_status_ok_k);
+    CHECK_FATAL(first && second && ram);
+    CHECK(fill_and_check(second, 1.0f, 256) == 0);
+
+    plan_t trap = {.kernel = uform_kernel_trap_k};
+    uform_call_t call = device_call(&trap, 0);
+    uform_outcome_t outcome;
+    double const start = now_seconds();
+    CHECK_STATUS(uform_executor_call(first, &call, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_drain(first, uform_mood_parked_k), uform_status_device_fault_k);
+    CHECK_MESSAGE("CUDA_ERROR");
+    CHECK_MESSAGE("poisoned");
+    printf("drain after a trap: %s\n", uform_error_message());
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_device_fault_k);
+    CHECK(outcome.finished && outcome.status == uform_status_device_fault_k);
+    CHECK(strstr(outcome.message, "CUDA_ERROR") != NULL);
+    // Dead from now on, at once.
+    plan_t fill = {.kernel = uform_kernel_fill_f32_k, .value = 1};
+    uform_call_t filling = device_call(&fill, 1024);
+    double const later = now_seconds();
+    CHECK_STATUS(uform_executor_call(first, &filling, NULL), uform_status_device_fault_k);
+    CHECK(fill.visits == 0);
+    CHECK_STATUS(uform_executor_call(first, &filling, &outcome), uform_status_device_fault_k);
+    CHECK(outcome.finished && outcome.status == uform_status_device_fault_k);
+    CHECK_STATUS(uform_executor_scratch_release(first), uform_status_device_fault_k);
+    CHECK_STATUS(uform_executor_drain(first, uform_mood_parked_k), uform_status_device_fault_k);
+    CHECK(now_seconds() - later < 0.5);
+    // The other executor on the same device shares the broken primary context.
+    CHECK_STATUS(uform_executor_call(second, &filling, NULL), uform_status_device_fault_k);
+    CHECK_MESSAGE("CUDA_ERROR");
+    CHECK_STATUS(uform_executor_call(second, &filling, NULL), uform_status_device_fault_k);
+    // Other devices and RAM executors keep working.
+    if (other) {
+        CHECK(fill_and_check(other, 4.0f, 1024) == 0);
+        CHECK_STATUS(uform_executor_call(other, &call, NULL), uform_status_device_fault_k); // a blocking trap
+        CHECK_MESSAGE("CUDA_ERROR");
+    }
+    host_count_t counter = {.threads = 1};
+    uform_call_t host = {.schedule = uform_schedule_static_k, .tasks = 10, .task = count_task, .context = &counter};
+    CHECK_STATUS(uform_executor_call(ram, &host, NULL), uform_status_ok_k);
+    CHECK(atomic_load(&counter.tasks) == 10);
+    uform_executor_free(first);
+    uform_executor_free(second);
+    uform_executor_free(other);
+    uform_executor_free(ram);
+    double const elapsed = now_seconds() - start;
+    CHECK(elapsed < 20);
+    printf("trap: reported, executors freed, %.1f ms in all\n", elapsed * 1e3);
+
+    // Every executor on the device is gone, so the primary context was discarded: a new one may work.
+    uform_executor_t fresh = open_on(zero, 1, 0, 0);
+    if (fresh) {
+        size_t const wrong = fill_and_check(fresh, 5.0f, 256);
+        printf("after freeing every executor on device 0, a new one %s\n", wrong ? "still fails" : "works again");
+        uform_executor_free(fresh);
+    }
+    return check_failures ? 1 : 0;
+}
+
+static void test_trap(char const *self) {
+    if (getenv("UFORM_TEST_UNDER_SANITIZER")) {
+        printf("trap test skipped under a sanitizer\n");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/proc/self/exe", self, "--trap-child", (char *)NULL);
+        _exit(127);
+    }
+    CHECK_FATAL(child > 0);
+    int status = 0;
+    double const deadline = now_seconds() + 120;
+    pid_t done = 0;
+    while ((done = waitpid(child, &status, WNOHANG)) == 0 && now_seconds() < deadline) sleep_seconds(0.01);
+    if (done == 0) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        fprintf(stderr, "the trap child hung for 120 s\n");
+        ++check_failures;
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+#endif // UFORM_WITH_CUDA
+
+int main(int argc, char **argv) {
+#if UFORM_WITH_CUDA
+    if (argc > 1 && !strcmp(argv[1], "--trap-child")) {
+        uform_gpu_devices(NULL, 0, &gpus);
+        CHECK_FATAL(uform_cuda(&cuda) == uform_status_ok_k && gpus);
+        return trap_child();
+    }
+#else
+    (void)argc;
+#endif
+    test_arguments();
+    size_t count = 0;
+    CHECK_STATUS(uform_gpu_devices(NULL, 0, &count), uform_status_ok_k);
+    if (count == 0) {
+        test_without_gpu();
+        if (check_failures) CHECK_DONE();
+        uform_gpu_status();
+        SKIP("no GPU (%s): the argument and no-driver paths passed, the device checks are skipped",
+             uform_error_message());
+    }
+#if UFORM_WITH_CUDA
+    gpus = count;
+    CHECK_FATAL(uform_cuda(&cuda) == uform_status_ok_k);
+    if (gpus >= 2) test_no_stray_context();
+    test_derived();
+    // From here on, device 0's primary context stays retained, so the executors of each test do not
+    // recreate it (which costs most under compute-sanitizer).
+    CUcontext anchor = NULL;
+    CHECK_CU(cuda->DevicePrimaryCtxRetain(&anchor, 0));
+    test_basics();
+    test_host_part();
+    test_deferred_overlap();
+    test_contended();
+    test_order();
+    test_deferred_full();
+    test_ring_progress();
+    test_scratch();
+    test_classes_and_ordinals();
+    test_callback_failure();
+    test_watchdog();
+    if (gpus >= 2) test_two_devices();
+    else printf("one GPU: the two-device and stray-context checks are skipped\n");
+    if (anchor) CHECK_CU(cuda->DevicePrimaryCtxRelease(0));
+    test_trap(argv[0]);
+#else
+    (void)argv;
+#endif
+    CHECK_DONE();
+}
