@@ -120,9 +120,12 @@ typedef enum uform_status_t {
     /** A wait for a peer, a device or NCCL outlasted its timeout; the message names who. */
     uform_status_timeout_k = 7,
     /** A device faulted (a trapping kernel, an illegal address). The executor that drove it is
-     *  poisoned: every later call on it returns this status; free it. The fault also breaks the
-     *  device's primary context for the whole process, so other executors on that device fail the
-     *  same way until all of them are freed; other devices and host executors keep working. */
+     *  poisoned: every later call on it returns this status, at once; free it. The fault also breaks
+     *  the device's primary context for the whole process, so other executors on that device fail
+     *  the same way. Host executors keep working. Some drivers go further (seen on H200s with driver
+     *  580: a trapping kernel made the process's other GPU and any new context fail too); the
+     *  engine then answers DEVICE_FAULT there as well, never garbage or a hang, and the cure is a
+     *  new process. */
     uform_status_device_fault_k = 8,
     /** A deferred call found `deferred_limit` deferred calls already tracked; nothing was queued.
      *  Wait for an outcome or drain, then submit again. */

@@ -823,6 +823,7 @@ static uform_status_t vram_open_device(vram_executor_t *self, vram_device_t *dev
         what = "cuEventCreate", result = cuda->EventCreate(&device->marks[mark], CU_EVENT_DISABLE_TIMING);
     if (result != CUDA_SUCCESS)
         return uform_cuda_fail(result == CUDA_ERROR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
+                               : uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
                                                                    : uform_status_system_error_k,
                                result, "uform_executor_for_vram: %s failed on device %zu (ordinal %d)", what,
                                device->index, (int)device->ordinal);

@@ -864,11 +864,25 @@ static int trap_child(void) {
     CHECK_STATUS(uform_executor_call(second, &filling, NULL), uform_status_device_fault_k);
     CHECK_MESSAGE("CUDA_ERROR");
     CHECK_STATUS(uform_executor_call(second, &filling, NULL), uform_status_device_fault_k);
-    // Other devices and RAM executors keep working.
+    // Another device: the engine isolates the fault to this executor, but the CUDA driver may
+    // take the whole process's device state down with a trap (seen on H200s with driver 580: the
+    // other GPU's next allocation failed with CUDA_ERROR_LAUNCH_FAILED). Either way the other
+    // executor answers with right values or a clear DEVICE_FAULT, never garbage or a hang.
     if (other) {
-        CHECK(fill_and_check(other, 4.0f, 1024) == 0);
-        CHECK_STATUS(uform_executor_call(other, &call, NULL), uform_status_device_fault_k); // a blocking trap
-        CHECK_MESSAGE("CUDA_ERROR");
+        plan_t probe = {.kernel = uform_kernel_fill_f32_k, .value = 4};
+        uform_call_t probing = device_call(&probe, 1024);
+        uform_status_t const other_status = uform_executor_call(other, &probing, NULL);
+        CHECK(other_status == uform_status_ok_k || other_status == uform_status_device_fault_k);
+        if (other_status == uform_status_ok_k) {
+            CHECK(fill_and_check(other, 4.0f, 1024) == 0);
+            CHECK_STATUS(uform_executor_call(other, &call, NULL), uform_status_device_fault_k); // a blocking trap
+            CHECK_MESSAGE("CUDA_ERROR");
+            printf("trap: the other device kept working\n");
+        }
+        else {
+            CHECK_MESSAGE("CUDA_ERROR");
+            printf("trap: the driver failed the other device too: %s\n", uform_error_message());
+        }
     }
     host_count_t counter = {.threads = 1};
     uform_call_t host = {.schedule = uform_schedule_static_k, .tasks = 10, .task = count_task, .context = &counter};
@@ -883,12 +897,18 @@ static int trap_child(void) {
     printf("trap: reported, executors freed, %.1f ms in all\n", elapsed * 1e3);
 
     // Every executor on the device is gone, so the primary context was discarded: a new one may work.
-    uform_executor_t fresh = open_on(zero, 1, 0, 0);
+    // The driver may also refuse it (seen on H200s): then the refusal is a clear DEVICE_FAULT.
+    uform_vram_options_t again = {.devices = zero, .devices_count = 1};
+    uform_executor_t fresh = NULL;
+    uform_status_t const fresh_status = uform_executor_for_vram(&again, NULL, NULL, 0, 0, &fresh);
+    CHECK(fresh_status == uform_status_ok_k || fresh_status == uform_status_device_fault_k);
     if (fresh) {
         size_t const wrong = fill_and_check(fresh, 5.0f, 256);
         printf("after freeing every executor on device 0, a new one %s\n", wrong ? "still fails" : "works again");
         uform_executor_free(fresh);
     }
+    else
+        printf("after freeing every executor on device 0, the driver refuses a new one: %s\n", uform_error_message());
     return check_failures ? 1 : 0;
 }
 
