@@ -633,7 +633,9 @@ typedef struct uform_call_t {
 /**
  *  @brief Where a deferred call reports. The caller owns the memory, which must stay valid and
  *  unmoved until the outcome finishes (`uform_outcome_poll` stops returning PENDING), a drain
- *  returns, or the executor is freed. Read it only through the functions below.
+ *  returns, or the executor is freed. Read it only through the functions below; a finished outcome
+ *  may still be polled after its executor was freed, as it no longer refers to it. A deferred
+ *  call's slot is free again by the time its outcome reads finished.
  */
 typedef struct uform_outcome_t {
     uint32_t finished;     /**< Nonzero once `status` and `message` are final. */
@@ -651,8 +653,10 @@ typedef struct uform_outcome_t {
  *
  *  Returns without running anything: CONTENDED if another thread is inside a call on this executor
  *  or the caller is one of its callbacks; DEFERRED_FULL past `deferred_limit` tracked deferred
- *  calls; RESIDENCY_MISMATCH; INVALID_ARGUMENT for a NULL call, a callback missing for the
- *  executor's kind or an out-of-range enum; FORKED in a child; DEVICE_FAULT on a poisoned
+ *  calls; RESIDENCY_MISMATCH for a residency the executor's kind does not serve, or a device
+ *  callback on a RAM or pool executor; UNSUPPORTED for a device callback on the NULL executor;
+ *  INVALID_ARGUMENT for a NULL call, no callback at all, no task callback on a host executor, or
+ *  an out-of-range enum; FORKED in a child; DEVICE_FAULT on a poisoned
  *  executor; LIMIT_EXCEEDED for scratch above `scratch_limit`. Whenever it returns a status other
  *  than OK, nothing was queued and `outcome` (if any) is already finished with that same status and
  *  message, so an outcome never stays pending after a refused submission.

@@ -25,7 +25,10 @@ char const *uform_status_name(uform_status_t status) {
 char const *uform_error_message(void) { return uform_thread_message; }
 
 uform_status_t uform_fail_v(uform_status_t status, char const *format, va_list arguments) {
-    vsnprintf(uform_thread_message, sizeof(uform_thread_message), format, arguments);
+    // Formatted aside first: callers may pass `uform_error_message()` itself as an argument.
+    char formatted[sizeof(uform_thread_message)];
+    vsnprintf(formatted, sizeof(formatted), format, arguments);
+    memcpy(uform_thread_message, formatted, sizeof(formatted));
     return status;
 }
 

@@ -283,8 +283,10 @@ static void *host_leader_loop(void *argument) {
         }
         deferred_slot_t slot = self->slots[head % self->slots_count];
         host_run_round(self, &slot.call);
-        uform_outcome_finish(slot.outcome, uform_status_ok_k, NULL);
+        // The slot is free before the outcome says so: a caller who sees its outcome finish may
+        // submit again at once. The ticket comes last, so a drain still finds the outcome final.
         atomic_store_explicit(&self->head, ++head, memory_order_release);
+        uform_outcome_finish(slot.outcome, uform_status_ok_k, NULL);
         host_finish_ticket(self);
     }
     return NULL;
