@@ -488,11 +488,12 @@ uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t thr
     if (status != uform_status_ok_k) return status;
     if (threads == 0) threads = uform_default_threads(placement.cores_count);
     if (threads > placement.cores_count) {
+        size_t const cores = placement.cores_count;
         uform_placement_free(&placement);
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_executor_for_ram: %zu threads asked, but the chosen domains carry only %zu cores "
                           "this process may run on; the engine pins one thread per core and never oversubscribes",
-                          threads, placement.cores_count);
+                          threads, cores);
     }
     host_executor_t *self;
     status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_ram_k, &self);

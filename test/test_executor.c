@@ -477,6 +477,9 @@ static void test_bad_input(void) {
     size_t cores = allowed_cores();
     CHECK_STATUS(uform_executor_for_ram(NULL, cores + 1, 0, &executor), uform_status_invalid_argument_k);
     CHECK_MESSAGE("oversubscribes");
+    char carry[64];
+    snprintf(carry, sizeof(carry), "carry only %zu cores", cores);
+    CHECK_MESSAGE(carry);
     CHECK_STATUS(uform_executor_for_ram(NULL, 1, (size_t)1 << 40, &executor), uform_status_invalid_argument_k);
     CHECK_MESSAGE("deferred_limit");
     CHECK(executor == (uform_executor_t)(uintptr_t)0x1);
@@ -520,30 +523,27 @@ static void test_bad_input(void) {
 static void *noop_thread(void *argument) { return argument; }
 
 static void test_refused_pin(void) {
-    // The same path every executor thread starts through: a core the OS refuses (outside the
-    // process's affinity, or beyond any CPU) is SYSTEM_ERROR naming the core, never a silently
-    // unpinned thread.
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    sched_getaffinity(0, sizeof(allowed), &allowed);
-    int32_t outside = -1;
-    for (int32_t core = 0; core < 1024 && outside < 0; ++core)
-        if (!CPU_ISSET((size_t)core, &allowed)) outside = core;
+    // The same path every executor thread starts through: a core the OS refuses is SYSTEM_ERROR
+    // naming the core, never a silently unpinned thread. A core past every configured CPU is one
+    // the kernel refuses whatever the cpuset; a core past CPU_SETSIZE is refused before asking.
+    int32_t const missing = (int32_t)sysconf(_SC_NPROCESSORS_CONF);
     pthread_t handle;
-    CHECK_STATUS(uform_start_pinned_thread(&handle, outside, noop_thread, NULL), uform_status_system_error_k);
+    CHECK_STATUS(uform_start_pinned_thread(&handle, missing, noop_thread, NULL), uform_status_system_error_k);
     char expected[64];
-    snprintf(expected, sizeof(expected), "core %d", outside);
+    snprintf(expected, sizeof(expected), "core %d", missing);
     CHECK_MESSAGE(expected);
     CHECK_STATUS(uform_start_pinned_thread(&handle, 1 << 20, noop_thread, NULL), uform_status_system_error_k);
     CHECK_MESSAGE("refused");
     // An allowed core starts fine.
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    sched_getaffinity(0, sizeof(allowed), &allowed);
     int32_t inside = -1;
     for (int32_t core = 0; core < 1024 && inside < 0; ++core)
         if (CPU_ISSET((size_t)core, &allowed)) inside = core;
     CHECK_STATUS(uform_start_pinned_thread(&handle, inside, noop_thread, NULL), uform_status_ok_k);
     pthread_join(handle, NULL);
 }
-
 
 /* ---- NULL executor ---- */
 

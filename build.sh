@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds UForm's engine on a Debian machine, installing the Debian packages it needs when missing.
+#
+#   ./build.sh          configure and build into build/ (libuform.so, libuform.a, build/uform, ...)
+#   ./build.sh test     the same, then run the whole test suite: ctest --test-dir build --output-on-failure
+#
+# Environment:
+#   UFORM_BUILD_DIR     the build directory (default: build)
+#   UFORM_SANITIZE      address (AddressSanitizer + UBSan) or thread (ThreadSanitizer); passed to CMake
+#   UFORM_JOBS          parallel compile jobs (default: the number of cores)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+mode=${1:-build}
+case $mode in
+  build | test) ;;
+  -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) echo "usage: ./build.sh [test]" >&2; exit 2 ;;
+esac
+build_dir=${UFORM_BUILD_DIR:-build}
+
+# Debian packages, each with how to tell it is already there. Only what is missing gets installed.
+missing=()
+need() { # need PACKAGE PROBE...
+  local package=$1
+  shift
+  "$@" >/dev/null 2>&1 || missing+=("$package")
+}
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+need cmake command -v cmake
+need ninja-build command -v ninja
+need gcc command -v gcc
+need pkg-config command -v pkg-config
+need python3 command -v python3
+need libc6-dev installed libc6-dev
+need libnuma-dev installed libnuma-dev
+if ((${#missing[@]})); then
+  echo "build.sh: installing missing Debian packages: ${missing[*]}"
+  if ! command -v apt-get >/dev/null; then
+    echo "build.sh: no apt-get here; install these packages yourself: ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo=()
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null || { echo "build.sh: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# Configure: Ninja for a fresh directory; an existing one keeps the generator it was made with.
+configure=(cmake -S . -B "$build_dir")
+[[ -f $build_dir/CMakeCache.txt ]] || configure+=(-G Ninja)
+if [[ -n ${UFORM_SANITIZE:-} ]]; then configure+=("-DUFORM_SANITIZE=$UFORM_SANITIZE"); fi
+"${configure[@]}"
+cmake --build "$build_dir" --parallel "${UFORM_JOBS:-$(nproc)}"
+
+[[ $mode == test ]] || exit 0
+
+# ThreadSanitizer's runtime can refuse the address layout of newer kernels (more mmap randomness
+# than it maps: "unexpected memory mapping", at random). Then the tests run with address-space
+# randomization off (setarch -R) or, where that personality is refused, with vm.mmap_rnd_bits at 28.
+run=()
+if [[ ${UFORM_SANITIZE:-} == thread ]]; then
+  for _ in 1 2 3; do
+    probe=$("$build_dir/uform" --version 2>&1 || true)
+    [[ $probe == *"unexpected memory mapping"* ]] && break
+  done
+  if [[ $probe == *"unexpected memory mapping"* ]]; then
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+      echo "build.sh: ThreadSanitizer cannot map this kernel's layout; running the tests under setarch -R"
+      run=(setarch "$(uname -m)" -R)
+    elif [[ -w /proc/sys/vm/mmap_rnd_bits ]]; then
+      echo "build.sh: ThreadSanitizer cannot map this kernel's layout; setting vm.mmap_rnd_bits=28 (was $(cat /proc/sys/vm/mmap_rnd_bits))"
+      echo 28 >/proc/sys/vm/mmap_rnd_bits
+    else
+      echo "build.sh: ThreadSanitizer cannot map this kernel's layout; run 'sudo sysctl vm.mmap_rnd_bits=28' and retry" >&2
+      exit 1
+    fi
+  fi
+fi
+"${run[@]}" ctest --test-dir "$build_dir" --output-on-failure

@@ -1,0 +1,585 @@
+/**
+ *  @file   mesh.c
+ *  @brief  Meshes: bootstrap (rendezvous, then NCCL), describe, all-reduce as an executor call,
+ *          the watchdog that turns a lost peer into PEER_LOST, and freeing.
+ *
+ *  Decisions (uform.h states the contract; this is how it is kept):
+ *
+ *  Bootstrap
+ *  - Checked first, touching nothing: the output pointer, the options (rendezvous.c's
+ *    `uform_rendezvous_check_options`: index below count, directory and job with peers, the job's
+ *    spelling, the timeout), then the executor (a VRAM executor that carries no other mesh, not
+ *    created before a fork). A NULL, RAM or pool executor is INVALID_ARGUMENT.
+ *  - This process's facts come from the executor's members: its GPU count; its class as pinned
+ *    when any device dispatches as another class than its own (a pin at a device's own class looks
+ *    like no pin, and is treated as none), else the highest class all its devices run (their meet);
+ *    multicast support when every device reports the attribute; the opt-in when this process has
+ *    `UFORM_ALLOW_MULTICAST=1`.
+ *  - With peers the processes meet through the directory (rendezvous.h); without them nothing
+ *    touches the file system. The description follows (rendezvous.c `uform_rendezvous_describe`).
+ *  - A run of one GPU needs no NCCL and creates no communicator: its all-reduce is the identity.
+ *    Every other run loads NCCL (UNSUPPORTED without it, after the rendezvous, so that peers hear
+ *    of it at once through the failure record instead of waiting out their timeout). Process 0
+ *    draws the unique ID and shares it as the blob "nccl-id"; every process then starts one rank
+ *    per GPU (rank = first_gpu_index + device index) in one NCCL group, as a device call on the
+ *    executor (each device's context current), non-blocking, and polls every communicator until
+ *    none is in progress. The wait is bounded by the mesh's timeout, watches the peers' files every
+ *    20 ms (a peer that failed or died ends it), and on expiry aborts every communicator and fails
+ *    with TIMEOUT naming the stage and the ranks still in progress. Any failure after the
+ *    rendezvous is published to the peers. Once NCCL is up, every process has read every file, so
+ *    each removes its own files (process 0 also `run` and the blob).
+ *
+ *  All-reduce
+ *  - Refused before the executor is touched, the outcome (if any) finished with the same status:
+ *    a NULL mesh, `buffers` NULL with a non-zero count or holding a zero pointer, an unknown dtype
+ *    (INVALID_ARGUMENT); a mesh created before a fork (FORKED); a mesh whose communicators were
+ *    aborted (PEER_LOST, with the first failure's message). A zero count is a call that does nothing
+ *    and is OK, ordered like any other.
+ *  - Otherwise it is one call on the executor, blocking or deferred, with CONTENDED and ordering as
+ *    for every call: device 0's callback opens an NCCL group, each device enqueues its in-place
+ *    `ncclAllReduce` (sum) on its communicator and the executor's stream, and the last one closes
+ *    the group, then records one event per device (the watchdog's "is a collective pending").
+ *    Should `ncclGroupEnd` report work still in progress (NCCL connects peers lazily on a first
+ *    collective), the callback polls the communicators until it is enqueued, bounded like
+ *    everything by the timeout.
+ *  - The watchdog (installed on the executor for the mesh's lifetime, run while it waits on its
+ *    streams) polls `ncclCommGetAsyncError` on every communicator; an error (a remote peer gone,
+ *    NCCL's own timeout) or a collective pending for longer than the mesh's timeout since the
+ *    watchdog first saw it pending aborts every communicator and fails the wait with PEER_LOST.
+ *    The mesh stays aborted: later all-reduces fail at once; free it and bootstrap again. Work
+ *    queued ahead of a collective counts towards its time: raise `timeout_seconds` for kernels
+ *    running longer than it.
+ *  - One mesh per executor: the watchdog slot is the executor's.
+ *
+ *  Free: waits for the executor's calls (the watchdog bounds that), removes the watchdog, finalises
+ *  the communicators in one group and destroys them (aborting them instead if finalising fails or
+ *  outlasts the timeout), destroys the events. In a forked child only host memory is released.
+ */
+#include "cuda_driver.h"
+#include "nccl.h"
+#include "rendezvous.h"
+
+#include <pthread.h>  // `pthread_mutex_t`
+#include <stdatomic.h>
+#include <stdio.h>    // `snprintf`
+#include <stdlib.h>   // `calloc`, `getenv`
+#include <string.h>   // `memset`
+#include <time.h>     // `nanosleep`
+
+struct uform_mesh_s {
+    uform_executor_t executor;
+    uint64_t fork_generation;
+    uform_mesh_description_t description;
+    size_t devices_count;
+    uform_vram_member_t const *members; /**< The executor's, valid for its lifetime. */
+    double timeout;
+    uform_nccl_t const *nccl;  /**< NULL for a run of one GPU. */
+    uform_nccl_comm_t *comms;  /**< [devices_count]; NULL entries once aborted. */
+    void **events;             /**< [devices_count] `CUevent`s recorded after each collective. */
+    bool events_recorded;
+    pthread_mutex_t lock;      /**< Guards `comms`, `events` and the fields below. */
+    atomic_bool aborted;
+    char abort_message[400];
+    double pending_since;      /**< When the watchdog first saw a collective pending; 0 if none. */
+    uform_mesh_timings_t timings;
+    struct uform_mesh_s *next; /**< In the list of live meshes. */
+};
+
+/* ---- One mesh per executor ---- */
+
+static pthread_mutex_t uform_meshes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uform_mesh_s *uform_meshes = NULL;
+
+static bool mesh_register(uform_mesh_t mesh) {
+    pthread_mutex_lock(&uform_meshes_lock);
+    bool taken = false;
+    for (uform_mesh_t other = uform_meshes; other && !taken; other = other->next)
+        taken = other->executor == mesh->executor;
+    if (!taken) mesh->next = uform_meshes, uform_meshes = mesh;
+    pthread_mutex_unlock(&uform_meshes_lock);
+    return !taken;
+}
+
+static void mesh_unregister(uform_mesh_t mesh) {
+    pthread_mutex_lock(&uform_meshes_lock);
+    for (uform_mesh_t *cursor = &uform_meshes; *cursor; cursor = &(*cursor)->next)
+        if (*cursor == mesh) {
+            *cursor = mesh->next;
+            break;
+        }
+    pthread_mutex_unlock(&uform_meshes_lock);
+}
+
+/* ---- Helpers ---- */
+
+static void sleep_briefly(double seconds) {
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
+    nanosleep(&pause, NULL);
+}
+
+static uform_status_t nccl_status(uform_nccl_result_t result) {
+    switch (result) {
+    case uform_nccl_remote_error_k: return uform_status_peer_lost_k;
+    case uform_nccl_invalid_argument_k:
+    case uform_nccl_invalid_usage_k: return uform_status_invalid_argument_k;
+    default: return uform_status_system_error_k;
+    }
+}
+
+/** Aborts every communicator (the mutex held) and remembers why, once. */
+static void mesh_abort(uform_mesh_t mesh, char const *why) {
+    if (!atomic_load(&mesh->aborted)) snprintf(mesh->abort_message, sizeof mesh->abort_message, "%s", why);
+    for (size_t d = 0; mesh->comms && d < mesh->devices_count; ++d)
+        if (mesh->comms[d]) {
+            mesh->nccl->CommAbort(mesh->comms[d]);
+            mesh->comms[d] = NULL;
+        }
+    atomic_store(&mesh->aborted, true);
+}
+
+/** Polls every communicator until none reports work in progress: OK, or the first error, or
+ *  TIMEOUT after `seconds`. `stalled` (may be NULL) receives the device indices still in progress
+ *  on a timeout, as text. `rendezvous` (may be NULL) is watched every 20 ms. */
+static uform_status_t mesh_settle(uform_mesh_t mesh, double seconds, char const *stage, uform_rendezvous_t *rendezvous) {
+    double start = uform_now_seconds(), next_watch = start + 0.02, interval = 20e-6;
+    for (;;) {
+        bool busy = false;
+        char stalled[160] = "";
+        size_t used = 0;
+        for (size_t d = 0; d < mesh->devices_count; ++d) {
+            if (!mesh->comms[d]) continue;
+            uform_nccl_result_t error = uform_nccl_success_k;
+            uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(mesh->comms[d], &error);
+            if (result == uform_nccl_success_k && error == uform_nccl_in_progress_k) {
+                busy = true;
+                if (used + 24 < sizeof stalled)
+                    used += (size_t)snprintf(stalled + used, sizeof stalled - used, "%s%zu", used ? ", " : "",
+                                             mesh->description.first_gpu_index + d);
+                continue;
+            }
+            if (result != uform_nccl_success_k) error = result;
+            if (error != uform_nccl_success_k)
+                return uform_nccl_fail(nccl_status(error), error, mesh->comms[d], "%s: rank %zu", stage,
+                                       mesh->description.first_gpu_index + d);
+        }
+        if (!busy) return uform_status_ok_k;
+        double now = uform_now_seconds();
+        if (rendezvous && now >= next_watch) {
+            next_watch = now + 0.02;
+            uform_status_t status = uform_rendezvous_watch(rendezvous);
+            if (status != uform_status_ok_k) {
+                char message[512];
+                snprintf(message, sizeof message, "%s", uform_error_message());
+                return uform_fail(status, "%s stopped: %s", stage, message);
+            }
+        }
+        if (now - start >= seconds)
+            return uform_fail(uform_status_timeout_k, "%s did not finish within %g s; ranks still in progress: %s",
+                              stage, seconds, stalled);
+        sleep_briefly(interval);
+        interval = interval * 2 > 2e-3 ? 2e-3 : interval * 2;
+    }
+}
+
+/* ---- The watchdog ---- */
+
+static uform_status_t mesh_watchdog(void *context) {
+    uform_mesh_t mesh = context;
+    if (pthread_mutex_trylock(&mesh->lock) != 0) return uform_status_ok_k; // a call is enqueueing: later
+    uform_status_t status = uform_status_ok_k;
+    if (!atomic_load(&mesh->aborted) && mesh->comms) {
+        for (size_t d = 0; d < mesh->devices_count && status == uform_status_ok_k; ++d) {
+            uform_nccl_result_t error = uform_nccl_success_k;
+            uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(mesh->comms[d], &error);
+            if (result != uform_nccl_success_k) error = result;
+            if (error != uform_nccl_success_k && error != uform_nccl_in_progress_k)
+                status = uform_nccl_fail(uform_status_peer_lost_k, error, mesh->comms[d],
+                                         "mesh all-reduce failed on rank %zu; communicators aborted",
+                                         mesh->description.first_gpu_index + d);
+        }
+#if UFORM_WITH_CUDA
+        uform_cuda_t const *cuda = NULL;
+        bool pending = false;
+        if (status == uform_status_ok_k && mesh->events_recorded && uform_cuda(&cuda) == uform_status_ok_k)
+            for (size_t d = 0; d < mesh->devices_count && !pending; ++d) {
+                CUcontext popped;
+                cuda->CtxPushCurrent((CUcontext)mesh->members[d].cu_context);
+                pending = cuda->EventQuery((CUevent)mesh->events[d]) == CUDA_ERROR_NOT_READY;
+                cuda->CtxPopCurrent(&popped);
+            }
+        double now = uform_now_seconds();
+        if (!pending) mesh->pending_since = 0;
+        else if (!mesh->pending_since) mesh->pending_since = now;
+        else if (now - mesh->pending_since > mesh->timeout)
+            status = uform_fail(uform_status_peer_lost_k,
+                                "mesh all-reduce did not finish within %g s: a peer is gone or stalled; "
+                                "communicators aborted",
+                                mesh->timeout);
+#endif
+        if (status != uform_status_ok_k) mesh_abort(mesh, uform_error_message());
+    }
+    pthread_mutex_unlock(&mesh->lock);
+    return status;
+}
+
+/* ---- Bootstrap ---- */
+
+typedef struct init_context_t {
+    uform_mesh_t mesh;
+    uform_nccl_unique_id_t id;
+    uform_nccl_result_t result;
+    size_t failed_device;
+} init_context_t;
+
+/** Device call: one rank per device inside one group, with the device's context current. */
+static uform_status_t mesh_init_device(void *context, uform_device_slot_t const *slot) {
+    init_context_t *init = context;
+    uform_mesh_t mesh = init->mesh;
+    size_t d = slot->device_index;
+    if (d == 0) mesh->nccl->GroupStart();
+    uform_nccl_config_t config = UFORM_NCCL_CONFIG_NONBLOCKING;
+    uform_nccl_result_t result =
+        mesh->nccl->CommInitRankConfig(&mesh->comms[d], (int)mesh->description.gpus_per_colocated_domain, init->id,
+                                       (int)(mesh->description.first_gpu_index + d), &config);
+    if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k && init->result == uform_nccl_success_k)
+        init->result = result, init->failed_device = d;
+#if UFORM_WITH_CUDA
+    uform_cuda_t const *cuda = NULL;
+    if (uform_cuda(&cuda) == uform_status_ok_k) {
+        CUevent event = NULL;
+        if (cuda->EventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) mesh->events[d] = event;
+    }
+#endif
+    if (d + 1 == mesh->devices_count) {
+        uform_nccl_result_t end = mesh->nccl->GroupEnd();
+        if (end != uform_nccl_success_k && end != uform_nccl_in_progress_k && init->result == uform_nccl_success_k)
+            init->result = end, init->failed_device = d;
+    }
+    return uform_status_ok_k; // failures are read from `init` once every device was visited
+}
+
+/** Starts NCCL: the unique ID through the directory, one rank per GPU, polled to the end. */
+static uform_status_t mesh_start_nccl(uform_mesh_t mesh, uform_rendezvous_t *rendezvous) {
+    uform_status_t status = uform_nccl(&mesh->nccl);
+    if (status != uform_status_ok_k) return status;
+    mesh->comms = calloc(mesh->devices_count, sizeof *mesh->comms);
+    mesh->events = calloc(mesh->devices_count, sizeof *mesh->events);
+    if (!mesh->comms || !mesh->events) return uform_fail(uform_status_out_of_memory_k, "out of memory starting NCCL");
+    if (mesh->description.gpus_per_colocated_domain > (size_t)INT32_MAX)
+        return uform_fail(uform_status_invalid_argument_k, "a mesh of %zu GPUs is more than NCCL numbers",
+                          mesh->description.gpus_per_colocated_domain);
+    init_context_t init = {.mesh = mesh};
+    double start = uform_now_seconds();
+    if (mesh->description.host_domain_index == 0) {
+        uform_nccl_result_t result = mesh->nccl->GetUniqueId(&init.id);
+        if (result != uform_nccl_success_k)
+            return uform_nccl_fail(nccl_status(result), result, NULL, "ncclGetUniqueId");
+    }
+    if (rendezvous) {
+        status = uform_rendezvous_share_blob(rendezvous, "nccl-id", init.id.internal, sizeof init.id.internal);
+        if (status != uform_status_ok_k) return status;
+    }
+    mesh->timings.blob_seconds = uform_now_seconds() - start;
+    start = uform_now_seconds();
+    uform_call_t call = {.residency = uform_residency_vram_k, .device = mesh_init_device, .context = &init};
+    status = uform_executor_call(mesh->executor, &call, NULL);
+    if (status != uform_status_ok_k) return status;
+    char stage[200];
+    snprintf(stage, sizeof stage, "NCCL initialisation (ncclCommInitRankConfig of %zu ranks, %zu in this process)",
+             mesh->description.gpus_per_colocated_domain, mesh->devices_count);
+    if (init.result != uform_nccl_success_k)
+        status = uform_nccl_fail(nccl_status(init.result), init.result, mesh->comms[init.failed_device],
+                                 "%s: rank %zu", stage, mesh->description.first_gpu_index + init.failed_device);
+    else status = mesh_settle(mesh, mesh->timeout, stage, rendezvous);
+    mesh->timings.nccl_seconds = uform_now_seconds() - start;
+    if (status != uform_status_ok_k) {
+        char message[512];
+        snprintf(message, sizeof message, "%s; communicators aborted", uform_error_message());
+        pthread_mutex_lock(&mesh->lock);
+        mesh_abort(mesh, message);
+        pthread_mutex_unlock(&mesh->lock);
+        return uform_fail(status, "%s", message);
+    }
+    return uform_status_ok_k;
+}
+
+static void mesh_release(uform_mesh_t mesh, bool forked) {
+#if UFORM_WITH_CUDA
+    uform_cuda_t const *cuda = NULL;
+    if (!forked && mesh->events && uform_cuda(&cuda) == uform_status_ok_k)
+        for (size_t d = 0; d < mesh->devices_count; ++d) {
+            if (!mesh->events[d]) continue;
+            cuda->CtxPushCurrent((CUcontext)mesh->members[d].cu_context);
+            cuda->EventDestroy((CUevent)mesh->events[d]);
+            CUcontext popped;
+            cuda->CtxPopCurrent(&popped);
+        }
+#else
+    (void)forked;
+#endif
+    pthread_mutex_destroy(&mesh->lock);
+    free(mesh->comms);
+    free(mesh->events);
+    free(mesh);
+}
+
+uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_options_t const *options, uform_mesh_t *mesh) {
+    if (!mesh) return uform_fail(uform_status_invalid_argument_k, "uform_mesh_bootstrap: mesh is NULL");
+    uform_status_t status = uform_rendezvous_check_options(options);
+    if (status != uform_status_ok_k) return status;
+    uform_mesh_options_t const alone = {0};
+    if (!options) options = &alone;
+    uform_vram_member_t const *members = NULL;
+    size_t devices = uform_vram_members(executor, &members);
+    if (devices == 0) {
+        uform_executor_description_t description = {0};
+        if (executor) uform_executor_describe(executor, &description);
+        char const *kinds[] = {"NULL (inline)", "RAM", "pool", "VRAM"};
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_mesh_bootstrap: the executor must be a VRAM executor (uform_executor_for_vram), "
+                          "whose devices are this process's members; this one is a %s executor",
+                          executor ? kinds[description.kind & 3] : kinds[0]);
+    }
+    if (executor->fork_generation != uform_fork_generation())
+        return uform_fail(uform_status_forked_k,
+                          "uform_mesh_bootstrap: the executor was created before a fork(); create one in this process");
+
+    // This process's facts.
+    uform_rendezvous_facts_t facts = {.gpus_count = devices, .multimem_span = options->gpus_per_multimem_domain};
+    char const *allow = getenv("UFORM_ALLOW_MULTICAST");
+    facts.multicast_allowed = allow && strcmp(allow, "1") == 0;
+    facts.multicast_supported = true;
+    facts.gpu_floor = members[0].own_class;
+    for (size_t d = 0; d < devices; ++d) {
+        facts.multicast_supported = facts.multicast_supported && members[d].multicast_supported;
+        if (members[d].gpu_class != members[d].own_class) facts.gpu_class_pinned = true;
+        if (d) facts.gpu_floor = uform_gpu_class_common(facts.gpu_floor, members[d].own_class);
+    }
+    if (facts.gpu_floor == uform_gpu_class_unknown_k)
+        return uform_fail(uform_status_config_mismatch_k,
+                          "uform_mesh_bootstrap: the executor's GPUs have no class in common (%s and others)",
+                          uform_gpu_class_name(members[0].own_class));
+    facts.gpu_class = facts.gpu_class_pinned ? members[0].gpu_class : facts.gpu_floor;
+
+    uform_mesh_t created = calloc(1, sizeof *created);
+    if (!created) return uform_fail(uform_status_out_of_memory_k, "uform_mesh_bootstrap: out of memory");
+    pthread_mutex_init(&created->lock, NULL);
+    created->executor = executor;
+    created->fork_generation = uform_fork_generation();
+    created->devices_count = devices;
+    created->members = members;
+    created->timeout = options->timeout_seconds > 0 ? options->timeout_seconds : 120.0;
+    if (!mesh_register(created)) {
+        mesh_release(created, false);
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_mesh_bootstrap: this executor already carries a mesh; free that one first");
+    }
+
+    uform_rendezvous_t *rendezvous = NULL;
+    double start = uform_now_seconds();
+    if (options->host_domain_count > 1) {
+        status = uform_rendezvous_join(options, &facts, &rendezvous);
+        if (status == uform_status_ok_k) status = uform_rendezvous_describe(rendezvous, &created->description);
+    }
+    else uform_rendezvous_describe_alone(&facts, &created->description);
+    created->timings.rendezvous_seconds = uform_now_seconds() - start;
+    if (status == uform_status_ok_k && created->description.gpus_per_colocated_domain > 1)
+        status = mesh_start_nccl(created, rendezvous);
+    if (status != uform_status_ok_k) {
+        char message[512];
+        snprintf(message, sizeof message, "%s", uform_error_message());
+        uform_rendezvous_publish_failure(rendezvous, status, message);
+        uform_rendezvous_leave(rendezvous, false);
+        mesh_unregister(created);
+        mesh_release(created, false);
+        return uform_fail(status, "%s", message);
+    }
+    uform_rendezvous_leave(rendezvous, true); // NCCL is up: every peer read every file
+    if (created->comms) uform_vram_set_watchdog(executor, mesh_watchdog, created);
+    *mesh = created;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_mesh_describe(uform_mesh_t mesh, uform_mesh_description_t *description) {
+    if (description) memset(description, 0, sizeof *description);
+    if (!mesh || !description)
+        return uform_fail(uform_status_invalid_argument_k, "uform_mesh_describe: %s is NULL", mesh ? "description" : "mesh");
+    if (mesh->fork_generation != uform_fork_generation())
+        return uform_fail(uform_status_forked_k, "uform_mesh_describe: the mesh was created before a fork(); only "
+                                                 "uform_mesh_free may be called on it");
+    *description = mesh->description;
+    return uform_status_ok_k;
+}
+
+void uform_mesh_free(uform_mesh_t mesh) {
+    if (!mesh) return;
+    mesh_unregister(mesh);
+    bool forked = mesh->fork_generation != uform_fork_generation();
+    if (forked) {
+        mesh_release(mesh, true);
+        return;
+    }
+    uform_executor_drain(mesh->executor, uform_mood_parked_k); // the watchdog bounds a stuck collective
+    uform_vram_set_watchdog(mesh->executor, NULL, NULL);
+    pthread_mutex_lock(&mesh->lock);
+    if (mesh->comms && !atomic_load(&mesh->aborted)) {
+        mesh->nccl->GroupStart();
+        for (size_t d = 0; d < mesh->devices_count; ++d) mesh->nccl->CommFinalize(mesh->comms[d]);
+        mesh->nccl->GroupEnd();
+        if (mesh_settle(mesh, mesh->timeout, "NCCL finalisation (ncclCommFinalize)", NULL) != uform_status_ok_k)
+            mesh_abort(mesh, uform_error_message());
+        for (size_t d = 0; d < mesh->devices_count; ++d)
+            if (mesh->comms[d]) mesh->nccl->CommDestroy(mesh->comms[d]), mesh->comms[d] = NULL;
+    }
+    pthread_mutex_unlock(&mesh->lock);
+    mesh_release(mesh, false);
+}
+
+/* ---- All-reduce ---- */
+
+typedef struct reduce_context_t {
+    uform_mesh_t mesh;
+    uint64_t const *buffers;
+    size_t count;
+    int dtype;
+    bool group_open;
+} reduce_context_t;
+
+/** Records one event per device after the collective just enqueued (the mutex held). */
+static void mesh_record_events(uform_mesh_t mesh) {
+#if UFORM_WITH_CUDA
+    uform_cuda_t const *cuda = NULL;
+    if (uform_cuda(&cuda) != uform_status_ok_k) return;
+    bool recorded = true;
+    for (size_t d = 0; d < mesh->devices_count; ++d) {
+        CUcontext popped;
+        cuda->CtxPushCurrent((CUcontext)mesh->members[d].cu_context);
+        recorded = recorded && mesh->events[d] &&
+                   cuda->EventRecord((CUevent)mesh->events[d], (CUstream)mesh->members[d].stream) == CUDA_SUCCESS;
+        cuda->CtxPopCurrent(&popped);
+    }
+    mesh->events_recorded = recorded;
+#else
+    (void)mesh;
+#endif
+}
+
+/**
+ *  Device call: device 0 takes the mesh's mutex and opens an NCCL group, every device adds its
+ *  in-place sum, the last closes the group, waits for NCCL to have enqueued it, records the events
+ *  and releases the mutex. A device that fails closes the group and releases the mutex itself, as
+ *  later devices are not visited. The mutex keeps the watchdog from aborting the communicators
+ *  between the group's start and end.
+ */
+static uform_status_t mesh_reduce_device(void *context, uform_device_slot_t const *slot) {
+    reduce_context_t *reduce = context;
+    uform_mesh_t mesh = reduce->mesh;
+    size_t d = slot->device_index;
+    if (!mesh->comms || reduce->count == 0) return uform_status_ok_k; // one GPU, or nothing to do
+    uform_status_t status = uform_status_ok_k;
+    if (d == 0) {
+        pthread_mutex_lock(&mesh->lock);
+        // A communicator that already reports an error (a lost peer) takes no more work.
+        for (size_t other = 0; other < mesh->devices_count && !atomic_load(&mesh->aborted); ++other) {
+            uform_nccl_result_t error = uform_nccl_success_k;
+            uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(mesh->comms[other], &error);
+            if (result != uform_nccl_success_k) error = result;
+            if (error != uform_nccl_success_k && error != uform_nccl_in_progress_k) {
+                uform_nccl_fail(uform_status_peer_lost_k, error, mesh->comms[other],
+                                "mesh all-reduce: rank %zu failed; communicators aborted",
+                                mesh->description.first_gpu_index + other);
+                mesh_abort(mesh, uform_error_message());
+            }
+        }
+    }
+    if (atomic_load(&mesh->aborted) || !mesh->comms[d])
+        status = uform_fail(uform_status_peer_lost_k, "mesh all-reduce: the communicators were aborted: %s",
+                            mesh->abort_message);
+    else {
+        if (d == 0) mesh->nccl->GroupStart(), reduce->group_open = true;
+        void *buffer = (void *)(uintptr_t)reduce->buffers[d];
+        uform_nccl_result_t result = mesh->nccl->AllReduce(buffer, buffer, reduce->count, reduce->dtype, UFORM_NCCL_SUM,
+                                                           mesh->comms[d], slot->stream);
+        if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k)
+            status = uform_nccl_fail(nccl_status(result), result, mesh->comms[d],
+                                     "ncclAllReduce of %zu elements on rank %zu", reduce->count,
+                                     mesh->description.first_gpu_index + d);
+    }
+    if (status == uform_status_ok_k && d + 1 < mesh->devices_count) return status; // the group stays open
+    if (reduce->group_open) {
+        // NCCL drops a group that recorded an error; otherwise an error or a stall here leaves the
+        // communicators in an unknown state, so they are aborted.
+        uform_nccl_result_t result = mesh->nccl->GroupEnd();
+        reduce->group_open = false;
+        if (status == uform_status_ok_k) {
+            if (result == uform_nccl_in_progress_k)
+                status = mesh_settle(mesh, mesh->timeout, "mesh all-reduce (ncclGroupEnd)", NULL);
+            else if (result != uform_nccl_success_k)
+                status = uform_nccl_fail(nccl_status(result), result, NULL, "mesh all-reduce (ncclGroupEnd)");
+            if (status != uform_status_ok_k) {
+                char message[512];
+                snprintf(message, sizeof message, "%s; communicators aborted", uform_error_message());
+                mesh_abort(mesh, message);
+                status = uform_fail(status == uform_status_timeout_k ? uform_status_peer_lost_k : status, "%s", message);
+            }
+        }
+    }
+    if (status == uform_status_ok_k) mesh_record_events(mesh);
+    pthread_mutex_unlock(&mesh->lock);
+    return status;
+}
+
+/** Refuses an all-reduce before the executor is involved, finishing its outcome alike. */
+static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
+    if (outcome) {
+        uform_outcome_begin(outcome, NULL);
+        uform_outcome_finish(outcome, status, uform_error_message());
+    }
+    return status;
+}
+
+uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count, uform_dtype_t dtype,
+                                     uform_outcome_t *outcome) {
+    if (!mesh) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_mesh_all_reduce: mesh is NULL"));
+    static int const nccl_types[] = {
+        [uform_dtype_f32_k] = uform_nccl_float32_k, [uform_dtype_bf16_k] = uform_nccl_bfloat16_k,
+        [uform_dtype_f16_k] = uform_nccl_float16_k, [uform_dtype_f64_k] = uform_nccl_float64_k,
+        [uform_dtype_i32_k] = uform_nccl_int32_k,
+    };
+    if ((unsigned)dtype >= sizeof nccl_types / sizeof nccl_types[0])
+        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                          "uform_mesh_all_reduce: dtype %d is not a uform_dtype_t (0 to %zu)", (int)dtype,
+                                          sizeof nccl_types / sizeof nccl_types[0] - 1));
+    if (count && !buffers)
+        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                          "uform_mesh_all_reduce: buffers is NULL for %zu elements", count));
+    for (size_t d = 0; count && d < mesh->devices_count; ++d)
+        if (!buffers[d])
+            return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                              "uform_mesh_all_reduce: buffers[%zu] is 0; pass one CUdeviceptr per "
+                                              "device of the executor (%zu)",
+                                              d, mesh->devices_count));
+    if (mesh->fork_generation != uform_fork_generation())
+        return refuse(outcome, uform_fail(uform_status_forked_k, "uform_mesh_all_reduce: the mesh was created before "
+                                                                 "a fork(); only uform_mesh_free may be called on it"));
+    if (atomic_load(&mesh->aborted))
+        return refuse(outcome, uform_fail(uform_status_peer_lost_k,
+                                          "uform_mesh_all_reduce: the mesh's communicators were aborted after: %s; "
+                                          "free it and bootstrap again",
+                                          mesh->abort_message));
+    // Device callbacks run inside `uform_executor_call`, deferred calls too: the context lives here.
+    reduce_context_t reduce = {.mesh = mesh, .buffers = buffers, .count = count, .dtype = nccl_types[dtype]};
+    uform_call_t call = {.residency = uform_residency_vram_k, .device = mesh_reduce_device, .context = &reduce};
+    return uform_executor_call(mesh->executor, &call, outcome);
+}
+
+/* ---- Seams for tests and benchmarks ---- */
+
+void uform_mesh_timings(uform_mesh_t mesh, uform_mesh_timings_t *timings) {
+    if (timings) *timings = mesh ? mesh->timings : (uform_mesh_timings_t){0};
+}
+
+size_t uform_mesh_comms(uform_mesh_t mesh, uform_nccl_comm_t const **comms) {
+    if (comms) *comms = mesh ? mesh->comms : NULL;
+    return mesh && mesh->comms ? mesh->devices_count : 0;
+}

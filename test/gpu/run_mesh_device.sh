@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Meshes on a machine with two or more NVIDIA GPUs (made for the 2 x H200 machine; any count works).
+#
+#   bash test/gpu/run_mesh_device.sh
+#
+# Builds with cmake + ninja into build-device/ (UFORM_WITH_CUDA=ON; an existing build-device, as
+# test/gpu/run_device.sh leaves it, is reused and brought up to date), then runs, each logged:
+#   1. test_rendezvous (the directory exchange, GPU-free) and test_mesh with the real GPUs: one
+#      process over every GPU, one process per GPU (started by the test), a mismatched pair failing
+#      on both sides, a peer killed between all-reduces (PEER_LOST within the timeout). A skip
+#      there is a failure on this machine.
+#   2. torch.distributed's all_reduce bus bandwidth (bench/bench_allreduce_torch.py, one process
+#      per GPU, file store), then bench_allreduce: the mesh against NCCL called directly, in both
+#      shapes, with torch's column beside, and the bootstrap times of two processes.
+#
+# NCCL: the copy PyTorch uses (the nvidia-nccl wheel) when there is one, so the three columns run
+# one NCCL, else the system's libnccl.so.2. Logs go to $OUT when set (at most 8 files), else
+# build-device/mesh-logs; summary.txt ends with every step's status and the benchmark lines.
+# Exits non-zero if a required step failed. Designed for well under 6 minutes on 2 GPUs.
+# Never touches multicast: NCCL_NVLS_ENABLE=0 and friends stay set for everything it starts, and
+# UFORM_ALLOW_MULTICAST is unset.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
+DEPS=$ROOT/build-gpu/device-deps
+LOGS=${OUT:-$BUILD/mesh-logs}
+mkdir -p "$BUILD" "$LOGS"
+SUMMARY=$LOGS/summary.txt
+: >"$SUMMARY"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+unset UFORM_ALLOW_MULTICAST
+FAILED=0
+STARTED=$(date +%s)
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+# step NAME LOG REQUIRED COMMAND...: runs, appends to LOG, notes the status and time.
+step() {
+    local name=$1 log=$2 required=$3
+    shift 3
+    local start
+    start=$(date +%s)
+    echo "==== $name: $*" >>"$log"
+    "$@" >>"$log" 2>&1
+    local rc=$?
+    note "$name: $([[ $rc == 0 ]] && echo ok || echo "FAILED (rc $rc)") in $(($(date +%s) - start)) s"
+    if [[ $rc != 0 && $required == required ]]; then FAILED=1; fi
+    return $rc
+}
+
+# 0. The machine, and which NCCL everything uses.
+NCCL_WHEEL=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+if [[ -n $NCCL_WHEEL && -f $NCCL_WHEEL ]]; then
+    export UFORM_NCCL_LIBRARY=$NCCL_WHEEL
+fi
+{
+    date -u
+    nvidia-smi
+    nvidia-smi topo -m
+    SYSTEM_NCCL=$(ldconfig -p | grep 'libnccl.so.2 ' | head -1)
+    echo "NCCL for libuform: ${UFORM_NCCL_LIBRARY:-the system copy: $SYSTEM_NCCL}"
+    python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), torch.cuda.device_count(), "GPUs")'
+    echo "cores: $(nproc)"
+} >"$LOGS/machine.txt" 2>&1
+GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs), $(nproc) cores; NCCL: ${UFORM_NCCL_LIBRARY:-system libnccl.so.2}"
+((GPUS >= 2)) || note "fewer than two GPUs: the multi-process shapes and the benchmark do not run"
+
+# 1. Build: configure once (libnuma from carried Debian packages where the image lacks it), then
+#    bring the targets this run needs up to date.
+if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+    CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
+    if [[ ! -e /usr/include/numa.h ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnuma.so '; then
+        if compgen -G "$DEPS/*.deb" >/dev/null; then
+            for package in "$DEPS"/*.deb; do dpkg -x "$package" "$BUILD/deps"; done
+            CONFIGURE+=(-DCMAKE_PREFIX_PATH="$BUILD/deps/usr")
+        else
+            note "libnuma: numa.h is missing and no packages were carried (bash test/gpu/run_device.sh --fetch-deps)"
+        fi
+    fi
+    step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" || { cat "$SUMMARY"; exit 1; }
+fi
+if [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]]; then
+    export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_rendezvous test_mesh bench_allreduce; then
+    tail -40 "$LOGS/build.log"
+    cat "$SUMMARY"
+    exit 1
+fi
+
+# 2. Tests. test_mesh exits 77 when it finds no GPU: a failure here.
+step test_rendezvous "$LOGS/test_mesh.log" required timeout 60 "$BUILD/test/test_rendezvous"
+step test_mesh "$LOGS/test_mesh.log" required timeout 240 "$BUILD/test/test_mesh"
+grep -E '^(one process|process [0-9]|[0-9]+ processes|mismatch|peer death|NCCL|SKIPPED|bootstrap of)' "$LOGS/test_mesh.log" |
+    cut -c1-400 | sed 's/^/  /' | tee -a "$SUMMARY"
+
+# 3. Benchmarks: torch first, then ours with its column beside.
+if ((GPUS >= 2)); then
+    step torch_bench "$LOGS/bench.log" optional timeout 150 python3 "$ROOT/bench/bench_allreduce_torch.py" \
+        --output "$LOGS/torch.txt"
+    step bench_allreduce "$LOGS/bench.log" required timeout 240 "$BUILD/bench/bench_allreduce" --torch "$LOGS/torch.txt"
+    grep -E '^(torch_init|torch_version|allreduce_busbw|bootstrap shape|bench_allreduce:)' "$LOGS/bench.log" |
+        sed 's/^/  /' | tee -a "$SUMMARY"
+    grep -A9 -E '^one process.*ranks' "$LOGS/bench.log" >>"$SUMMARY"
+fi
+
+note "total: $(($(date +%s) - STARTED)) s, $([[ $FAILED == 0 ]] && echo 'all required steps passed' || echo 'SOME REQUIRED STEPS FAILED')"
+echo
+echo "==== summary ($LOGS/summary.txt)"
+cat "$SUMMARY"
+exit $FAILED

@@ -1,0 +1,614 @@
+/**
+ *  @file   test_rendezvous.c
+ *  @brief  The mesh's directory exchange across real processes, without GPUs: each test forks 2 to
+ *          16 children over a fresh temporary directory; each child joins with invented GPU facts
+ *          and reports its status, message and description through a pipe.
+ */
+#define _GNU_SOURCE // `nftw`
+#include "check.h"
+#include "rendezvous.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CHILDREN 16
+
+static char root[256];    // the temporary directory every test works under
+static char host[128];    // this machine's host name, as messages name it
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/** What one child does. */
+typedef struct spec_t {
+    size_t index, count;
+    size_t gpus;
+    uform_gpu_class_t gpu_class, floor;
+    bool pinned;
+    size_t span;
+    bool multicast_supported, multicast_allowed;
+    uint32_t format_version;
+    double timeout, delay;
+    char const *kill_stage, *kill_name; // SIGKILL itself at this hook point
+    char const *fake_host;              // simulate another host
+    bool skip_blob;
+} spec_t;
+
+/** What one child reports. */
+typedef struct result_t {
+    int reported; // 0 when the child died without reporting
+    uform_status_t status;
+    char message[512];
+    uform_mesh_description_t description;
+    double join_seconds, blob_seconds;
+    unsigned blob_sum;
+    pid_t pid;
+} result_t;
+
+static spec_t defaults(size_t index, size_t count, size_t gpus) {
+    spec_t spec = {.index = index, .count = count, .gpus = gpus, .gpu_class = uform_gpu_class_nvidia_hopper_k,
+                   .floor = uform_gpu_class_nvidia_hopper_k, .timeout = 5.0};
+    return spec;
+}
+
+static char const *kill_stage, *kill_name;
+static void kill_hook(char const *stage, char const *name) {
+    if (strcmp(stage, kill_stage) == 0 && strcmp(name, kill_name) == 0) raise(SIGKILL);
+}
+
+/** Children stay alive, as mesh processes do through NCCL's start, until the parent has every
+ *  report: they read this pipe until the parent closes it. */
+static int release_fd = -1;
+
+static void child(char const *job, spec_t const *spec, int fd) {
+    alarm(30);
+    if (spec->delay > 0) {
+        struct timespec pause = {.tv_sec = (time_t)spec->delay,
+                                 .tv_nsec = (long)((spec->delay - floor(spec->delay)) * 1e9)};
+        nanosleep(&pause, NULL);
+    }
+    if (spec->kill_stage) {
+        if (strcmp(spec->kill_stage, "start") == 0) raise(SIGKILL);
+        kill_stage = spec->kill_stage, kill_name = spec->kill_name;
+        uform_rendezvous_test_hook = kill_hook;
+    }
+    uform_mesh_options_t options = {.host_domain_index = spec->index, .host_domain_count = spec->count,
+                                    .gpus_per_multimem_domain = spec->span, .directory = root, .job = job,
+                                    .timeout_seconds = spec->timeout};
+    uform_rendezvous_facts_t facts = {.gpus_count = spec->gpus, .gpu_class = spec->gpu_class,
+                                      .gpu_class_pinned = spec->pinned, .gpu_floor = spec->floor,
+                                      .multimem_span = spec->span, .multicast_supported = spec->multicast_supported,
+                                      .multicast_allowed = spec->multicast_allowed,
+                                      .format_version = spec->format_version};
+    if (spec->fake_host) snprintf(facts.host, sizeof facts.host, "%s", spec->fake_host);
+    result_t result = {.reported = 1, .pid = getpid()};
+    uform_rendezvous_t *rv = NULL;
+    double start = now();
+    result.status = uform_rendezvous_join(&options, &facts, &rv);
+    result.join_seconds = now() - start;
+    if (result.status == uform_status_ok_k) result.status = uform_rendezvous_describe(rv, &result.description);
+    if (result.status == uform_status_ok_k && !spec->skip_blob) {
+        unsigned char blob[128];
+        for (size_t i = 0; i < sizeof blob; ++i) blob[i] = spec->index == 0 ? (unsigned char)(i * 7 + 3) : 0;
+        start = now();
+        result.status = uform_rendezvous_share_blob(rv, "nccl-id", blob, sizeof blob);
+        result.blob_seconds = now() - start;
+        for (size_t i = 0; i < sizeof blob; ++i) result.blob_sum = result.blob_sum * 31 + blob[i];
+    }
+    if (result.status != uform_status_ok_k) snprintf(result.message, sizeof result.message, "%s", uform_error_message());
+    uform_rendezvous_leave(rv, false);
+    ssize_t written = write(fd, &result, sizeof result);
+    close(fd);
+    char byte;
+    while (read(release_fd, &byte, 1) < 0 && errno == EINTR) {}
+    exit(written == (ssize_t)sizeof result ? 0 : 3);
+}
+
+/** Runs one child per spec at once and collects every report (a killed child reports nothing). */
+static double run_group(char const *job, spec_t const *specs, size_t count, result_t *results) {
+    int fds[MAX_CHILDREN], release[2];
+    CHECK_FATAL(pipe(release) == 0);
+    release_fd = release[0];
+    double start = now();
+    for (size_t i = 0; i < count; ++i) {
+        int pipe_fds[2];
+        CHECK_FATAL(pipe(pipe_fds) == 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK_FATAL(pid >= 0);
+        if (pid == 0) {
+            for (size_t j = 0; j < i; ++j) close(fds[j]);
+            close(pipe_fds[0]);
+            close(release[1]);
+            child(job, &specs[i], pipe_fds[1]);
+        }
+        close(pipe_fds[1]);
+        fds[i] = pipe_fds[0];
+        memset(&results[i], 0, sizeof results[i]);
+        results[i].pid = pid;
+    }
+    for (size_t i = 0; i < count; ++i) {
+        result_t report;
+        size_t got = 0;
+        while (got < sizeof report) {
+            ssize_t n = read(fds[i], (char *)&report + got, sizeof report - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        close(fds[i]);
+        if (got == sizeof report) results[i] = report;
+    }
+    double wall = now() - start;
+    close(release[0]);
+    close(release[1]);
+    for (size_t i = 0; i < count; ++i) {
+        int wait_status = 0;
+        waitpid(results[i].pid, &wait_status, 0);
+        if (results[i].reported) CHECK(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+    }
+    return wall;
+}
+
+static bool contains(result_t const *result, char const *needle) { return strstr(result->message, needle) != NULL; }
+
+#define EXPECT(result, expected_status, ...)                                                                    \
+    do {                                                                                                         \
+        result_t const *r_ = (result);                                                                           \
+        if (!r_->reported || r_->status != (expected_status)) {                                                  \
+            fprintf(stderr, "%s:%d: pid %d reported=%d status %s, expected %s: %s\n", __FILE__, __LINE__,        \
+                    (int)r_->pid, r_->reported, uform_status_name(r_->status), uform_status_name(expected_status), \
+                    r_->message);                                                                                \
+            ++check_failures;                                                                                    \
+        }                                                                                                        \
+        if (getenv("UFORM_TEST_VERBOSE") && r_->message[0]) printf("  %s: %s\n", uform_status_name(r_->status), r_->message); \
+        char const *needles_[] = {__VA_ARGS__};                                                                  \
+        for (size_t n_ = 0; n_ < sizeof needles_ / sizeof needles_[0]; ++n_)                                     \
+            if (needles_[n_] && !contains(r_, needles_[n_])) {                                                   \
+                fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, r_->message,         \
+                        needles_[n_]);                                                                           \
+                ++check_failures;                                                                                \
+            }                                                                                                    \
+    } while (0)
+
+static void plant(char const *job, char const *name, char const *text, mode_t mode) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, job);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%s", root, job, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    CHECK_FATAL(fd >= 0);
+    CHECK_FATAL(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    fchmod(fd, mode);
+    close(fd);
+}
+
+static int remove_entry(char const *path, struct stat const *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* ---- Tests ---- */
+
+static void test_options(void) {
+    uform_mesh_options_t options = {.host_domain_index = 0, .host_domain_count = 2, .directory = root, .job = "ok-job_1.2"};
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_ok_k);
+    CHECK_STATUS(uform_rendezvous_check_options(NULL), uform_status_ok_k);
+    char const *bad_jobs[] = {"", ".", "..", "a/b", "a b", "../x", "ümlaut", NULL};
+    for (size_t i = 0; bad_jobs[i]; ++i) {
+        options.job = bad_jobs[i];
+        CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("job");
+    }
+    char long_job[130];
+    memset(long_job, 'j', 129), long_job[129] = '\0';
+    options.job = long_job;
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("129");
+    long_job[128] = '\0';
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_ok_k);
+    options.job = NULL;
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    options.job = "j", options.directory = NULL;
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("directory");
+    options.directory = root, options.host_domain_index = 2;
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("host_domain_index 2");
+    options.host_domain_index = 0, options.timeout_seconds = -1;
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    options.timeout_seconds = NAN;
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    // No peers: no directory needed.
+    uform_mesh_options_t alone = {.host_domain_count = 1};
+    CHECK_STATUS(uform_rendezvous_check_options(&alone), uform_status_ok_k);
+    alone.host_domain_index = 1;
+    CHECK_STATUS(uform_rendezvous_check_options(&alone), uform_status_invalid_argument_k);
+    // A rendezvous needs two processes and GPU facts.
+    uform_rendezvous_facts_t facts = {.gpus_count = 1, .gpu_class = uform_gpu_class_nvidia_hopper_k,
+                                      .gpu_floor = uform_gpu_class_nvidia_hopper_k};
+    uform_rendezvous_t *rv = NULL;
+    CHECK_STATUS(uform_rendezvous_join(&alone, &facts, &rv), uform_status_invalid_argument_k);
+    options.timeout_seconds = 1, options.job = "j";
+    facts.gpus_count = 0;
+    CHECK_STATUS(uform_rendezvous_join(&options, &facts, &rv), uform_status_invalid_argument_k);
+    CHECK(rv == NULL);
+}
+
+static void test_alone(void) {
+    // A run of one process describes itself.
+    uform_rendezvous_facts_t alone = {.gpus_count = 3, .gpu_class = uform_gpu_class_nvidia_ampere_k,
+                                      .gpu_class_pinned = true, .gpu_floor = uform_gpu_class_nvidia_hopper_k,
+                                      .multicast_supported = true, .multicast_allowed = true};
+    uform_mesh_description_t description;
+    uform_rendezvous_describe_alone(&alone, &description);
+    CHECK(description.gpus_per_host_domain == 3 && description.gpus_per_colocated_domain == 3);
+    CHECK(description.gpus_per_multimem_domain == 3 && description.first_gpu_index == 0);
+    CHECK(description.gpu_class == uform_gpu_class_nvidia_ampere_k);
+    CHECK(description.multimem_tier == uform_multimem_tier_switch_reduced_k);
+    alone.multicast_allowed = false, alone.multimem_span = 8;
+    uform_rendezvous_describe_alone(&alone, &description);
+    CHECK(description.multimem_tier == uform_multimem_tier_peer_read_k);
+    CHECK(description.gpus_per_multimem_domain == 8);
+}
+
+static void test_two_agree(void) {
+    spec_t specs[2] = {defaults(0, 2, 2), defaults(1, 2, 1)};
+    result_t results[2];
+    double wall = run_group("two", specs, 2, results);
+    EXPECT(&results[0], uform_status_ok_k, NULL);
+    EXPECT(&results[1], uform_status_ok_k, NULL);
+    uform_mesh_description_t const *d0 = &results[0].description, *d1 = &results[1].description;
+    CHECK(d0->host_domain_index == 0 && d0->first_gpu_index == 0 && d0->gpus_per_host_domain == 2);
+    CHECK(d1->host_domain_index == 1 && d1->first_gpu_index == 2 && d1->gpus_per_host_domain == 1);
+    CHECK(d0->gpus_per_colocated_domain == 3 && d1->gpus_per_colocated_domain == 3);
+    CHECK(d0->gpus_per_multimem_domain == 3 && d1->gpus_per_multimem_domain == 3); // one host: its GPUs
+    CHECK(d0->multimem_tier == uform_multimem_tier_peer_read_k && d1->gpu_class == uform_gpu_class_nvidia_hopper_k);
+    CHECK(results[0].blob_sum == results[1].blob_sum && results[0].blob_sum != 0);
+    double slowest = fmax(results[0].join_seconds + results[0].blob_seconds,
+                          results[1].join_seconds + results[1].blob_seconds);
+    printf("bootstrap of two processes: join+blob %.1f ms (slowest process), %.1f ms wall with fork\n",
+           slowest * 1e3, wall * 1e3);
+    CHECK(slowest < 1.0);
+    // The files are owner-only and no temporary is left.
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/two/process-0", root);
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    snprintf(path, sizeof path, "%s/two", root);
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0700);
+}
+
+static void test_sixteen(void) {
+    spec_t specs[16];
+    result_t results[16];
+    size_t total = 0;
+    for (size_t i = 0; i < 16; ++i) specs[i] = defaults(i, 16, i % 3 + 1), total += i % 3 + 1;
+    double wall = run_group("sixteen", specs, 16, results);
+    size_t first = 0;
+    double slowest = 0;
+    for (size_t i = 0; i < 16; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.first_gpu_index == first);
+        CHECK(results[i].description.gpus_per_colocated_domain == total);
+        CHECK(results[i].description.gpus_per_host_domain == i % 3 + 1);
+        CHECK(results[i].blob_sum == results[0].blob_sum);
+        first += i % 3 + 1;
+        slowest = fmax(slowest, results[i].join_seconds);
+    }
+    printf("bootstrap of sixteen processes: %.1f ms slowest join, %.1f ms wall\n", slowest * 1e3, wall * 1e3);
+}
+
+static void test_classes_and_tiers(void) {
+    // Derived classes meet: Blackwell RTX and Hopper both run Ada.
+    spec_t specs[3] = {defaults(0, 3, 1), defaults(1, 3, 1), defaults(2, 3, 1)};
+    specs[1].gpu_class = specs[1].floor = uform_gpu_class_nvidia_blackwellrtx_k;
+    result_t results[3];
+    run_group("meet", specs, 3, results);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.gpu_class == uform_gpu_class_nvidia_ada_k);
+    }
+    // A pin every GPU can run wins over derived classes.
+    specs[0].pinned = true, specs[0].gpu_class = uform_gpu_class_nvidia_ampere_k;
+    specs[1] = defaults(1, 3, 1);
+    run_group("pin", specs, 3, results);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.gpu_class == uform_gpu_class_nvidia_ampere_k);
+    }
+    // Multicast counts only when every process supports it and every one opted in.
+    for (size_t i = 0; i < 3; ++i) specs[i] = defaults(i, 3, 1), specs[i].multicast_supported = specs[i].multicast_allowed = true;
+    run_group("multicast", specs, 3, results);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.multimem_tier == uform_multimem_tier_switch_reduced_k);
+    }
+    specs[2].multicast_supported = false;
+    run_group("multicast-partial", specs, 3, results);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.multimem_tier == uform_multimem_tier_peer_read_k);
+    }
+}
+
+static void test_hosts(void) {
+    // Two simulated hosts of two processes each, 4 GPUs per host: the derived span is 4.
+    spec_t specs[4];
+    result_t results[4];
+    char const *hosts[4] = {"alpha", "alpha", "beta", "beta"};
+    size_t gpus[4] = {1, 3, 2, 2};
+    for (size_t i = 0; i < 4; ++i) specs[i] = defaults(i, 4, gpus[i]), specs[i].fake_host = hosts[i];
+    run_group("hosts", specs, 4, results);
+    size_t first = 0;
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.gpus_per_multimem_domain == 4);
+        CHECK(results[i].description.first_gpu_index == first);
+        CHECK(results[i].description.gpus_per_colocated_domain == 8);
+        first += gpus[i];
+    }
+    // Uneven hosts cannot derive one span: every process fails alike...
+    specs[3].gpus = 1;
+    run_group("hosts-uneven", specs, 4, results);
+    for (size_t i = 0; i < 4; ++i) EXPECT(&results[i], uform_status_config_mismatch_k, "gpus_per_multimem_domain", "alpha", "beta");
+    // ...unless the span is given.
+    for (size_t i = 0; i < 4; ++i) specs[i].span = 2;
+    run_group("hosts-given", specs, 4, results);
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.gpus_per_multimem_domain == 2);
+    }
+}
+
+/** Runs two processes where the second differs by `change`; both must fail naming the field. */
+static void mismatch_case(char const *job, spec_t second, char const *a, char const *b, char const *c) {
+    spec_t specs[2] = {defaults(0, 2, 1), second};
+    specs[1].index = 1;
+    result_t results[2];
+    run_group(job, specs, 2, results);
+    for (size_t i = 0; i < 2; ++i) EXPECT(&results[i], uform_status_config_mismatch_k, a, b, c);
+}
+
+static void test_mismatches(void) {
+    spec_t second = defaults(1, 3, 1); // believes in three processes
+    mismatch_case("mismatch-count", second, "host_domain_count", "2 vs 3", "processes 0 and 1");
+    second = defaults(1, 2, 1), second.span = 4;
+    mismatch_case("mismatch-span", second, "gpus_per_multimem_domain", "0 vs 4", "processes 0 and 1");
+    second = defaults(1, 2, 1), second.multicast_allowed = true;
+    mismatch_case("mismatch-multicast", second, "UFORM_ALLOW_MULTICAST", "0 and 1", NULL);
+    // Pinned classes that differ.
+    spec_t first = defaults(0, 2, 1);
+    first.pinned = true, first.gpu_class = uform_gpu_class_nvidia_ampere_k;
+    second = defaults(1, 2, 1), second.pinned = true, second.gpu_class = uform_gpu_class_nvidia_ada_k;
+    spec_t specs[2] = {first, second};
+    result_t results[2];
+    run_group("mismatch-pins", specs, 2, results);
+    for (size_t i = 0; i < 2; ++i)
+        EXPECT(&results[i], uform_status_config_mismatch_k, "pin different GPU classes", "nvidia_ampere vs nvidia_ada");
+    // A pin the other process's GPUs cannot run.
+    specs[0] = defaults(0, 2, 1), specs[0].pinned = true;
+    specs[1] = defaults(1, 2, 1), specs[1].gpu_class = specs[1].floor = uform_gpu_class_nvidia_ampere_k;
+    run_group("mismatch-pin-unrunnable", specs, 2, results);
+    for (size_t i = 0; i < 2; ++i)
+        EXPECT(&results[i], uform_status_config_mismatch_k, "process 0 pins GPU class nvidia_hopper",
+               "process 1 (nvidia_ampere) cannot run");
+    // Derived classes with nothing in common.
+    specs[0] = defaults(0, 2, 1);
+    specs[1] = defaults(1, 2, 1), specs[1].gpu_class = specs[1].floor = uform_gpu_class_amd_cdna3_k;
+    run_group("mismatch-vendors", specs, 2, results);
+    for (size_t i = 0; i < 2; ++i)
+        EXPECT(&results[i], uform_status_config_mismatch_k, "no GPU class in common", "nvidia_hopper", "amd_cdna3");
+    // A process writing another format version: the others refuse its file.
+    specs[0] = defaults(0, 2, 1), specs[0].timeout = 1;
+    specs[1] = defaults(1, 2, 1), specs[1].timeout = 1, specs[1].format_version = 2;
+    run_group("mismatch-format", specs, 2, results);
+    EXPECT(&results[0], uform_status_corrupt_file_k, "process-1", "format version 2", "version 1");
+    CHECK(results[1].status != uform_status_ok_k);
+}
+
+static void test_missing(void) {
+    // Process 2 never comes: both others fail at the deadline naming it.
+    spec_t specs[2] = {defaults(0, 3, 1), defaults(1, 3, 1)};
+    specs[0].timeout = specs[1].timeout = 0.5;
+    result_t results[2];
+    double wall = run_group("missing", specs, 2, results);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT(&results[i], uform_status_timeout_k, "process 2 of 3 did not write its facts", "within 0.5 s");
+        CHECK(results[i].join_seconds >= 0.49 && results[i].join_seconds < 1.5);
+    }
+    printf("missing peer: failed after %.2f s and %.2f s (timeout 0.5 s, wall %.2f s)\n", results[0].join_seconds,
+           results[1].join_seconds, wall);
+    // Killed before it wrote anything.
+    spec_t three[3] = {defaults(0, 3, 1), defaults(1, 3, 1), defaults(2, 3, 1)};
+    result_t results3[3];
+    for (size_t i = 0; i < 3; ++i) three[i].timeout = 0.5;
+    three[2].kill_stage = "start";
+    run_group("killed-before", three, 3, results3);
+    CHECK(!results3[2].reported);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT(&results3[i], uform_status_timeout_k, "process 2 of 3 did not write its facts");
+        CHECK(results3[i].join_seconds < 1.5);
+    }
+}
+
+static void test_killed(void) {
+    char pid_text[256], host_text[160];
+    // Killed while writing: its temporary is written and synced, the rename never happens.
+    spec_t specs[3] = {defaults(0, 3, 1), defaults(1, 3, 1), defaults(2, 3, 1)};
+    result_t results[3];
+    for (size_t i = 0; i < 3; ++i) specs[i].timeout = 0.5;
+    specs[1].kill_stage = "temporary-written", specs[1].kill_name = "process-1";
+    run_group("killed-during", specs, 3, results);
+    CHECK(!results[1].reported);
+    EXPECT(&results[0], uform_status_timeout_k, "process 1 of 3 did not write its facts");
+    EXPECT(&results[2], uform_status_timeout_k, "process 1 of 3 did not write its facts");
+    CHECK(results[0].join_seconds < 1.5 && results[2].join_seconds < 1.5);
+    // Its leftover temporary does not trouble a later run of the same job.
+    for (size_t i = 0; i < 3; ++i) specs[i] = defaults(i, 3, 1);
+    run_group("killed-during", specs, 3, results);
+    for (size_t i = 0; i < 3; ++i) EXPECT(&results[i], uform_status_ok_k, NULL);
+
+    // Killed after its facts are in place: survivors on this host fail at once, naming it.
+    for (size_t i = 0; i < 3; ++i) specs[i] = defaults(i, 3, 1), specs[i].timeout = 5;
+    specs[1].kill_stage = "renamed", specs[1].kill_name = "process-1";
+    run_group("killed-after", specs, 3, results);
+    CHECK(!results[1].reported);
+    snprintf(pid_text, sizeof pid_text, "pid %d)", (int)results[1].pid);
+    snprintf(host_text, sizeof host_text, "host %s,", host);
+    for (size_t i = 0; i < 3; i += 2) {
+        EXPECT(&results[i], uform_status_timeout_k, "process 1 of 3", pid_text, host_text);
+        CHECK(results[i].join_seconds < 2.0); // far below the 5 s timeout
+    }
+    printf("peer killed after writing: survivors failed after %.3f s and %.3f s (timeout 5 s)\n",
+           results[0].join_seconds, results[2].join_seconds);
+
+    // Process 0 killed after writing `run`: nobody can be acknowledged; they fail by the deadline
+    // naming the writer of `run`.
+    for (size_t i = 0; i < 3; ++i) specs[i] = defaults(i, 3, 1), specs[i].timeout = 0.5;
+    specs[0].kill_stage = "renamed", specs[0].kill_name = "run";
+    run_group("killed-zero", specs, 3, results);
+    CHECK(!results[0].reported);
+    snprintf(pid_text, sizeof pid_text, "pid %d on host %s, which is gone", (int)results[0].pid, host);
+    for (size_t i = 1; i < 3; ++i) {
+        EXPECT(&results[i], uform_status_timeout_k, "not acknowledged by process 0", pid_text);
+        CHECK(results[i].join_seconds < 1.5);
+    }
+}
+
+static void test_duplicates(void) {
+    // Two live processes claim index 1 (index 2 never comes, so nobody can finish first).
+    spec_t specs[3] = {defaults(0, 3, 1), defaults(1, 3, 1), defaults(1, 3, 1)};
+    result_t results[3];
+    for (size_t i = 0; i < 3; ++i) specs[i].timeout = 2;
+    run_group("duplicates", specs, 3, results);
+    char first[32], second[32];
+    snprintf(first, sizeof first, "pid %d ", (int)results[1].pid);
+    snprintf(second, sizeof second, "pid %d ", (int)results[2].pid);
+    for (size_t i = 1; i < 3; ++i) {
+        EXPECT(&results[i], uform_status_corrupt_file_k, "process index 1 is claimed by two processes", first, second);
+        CHECK(results[i].join_seconds < 1.0);
+    }
+    EXPECT(&results[0], uform_status_corrupt_file_k, "process index 1 is claimed by two processes");
+}
+
+static void test_stale(void) {
+    // A finished run of three leaves its files behind.
+    spec_t specs[3] = {defaults(0, 3, 4), defaults(1, 3, 4), defaults(2, 3, 4)};
+    result_t results[3];
+    run_group("stale", specs, 3, results);
+    for (size_t i = 0; i < 3; ++i) EXPECT(&results[i], uform_status_ok_k, NULL);
+    // A new run of two, whose process 1 starts first and reads the old `run`: it must neither join
+    // the old run nor fail on it, and the old process-2 must not count.
+    specs[0] = defaults(0, 2, 1), specs[0].delay = 0.3;
+    specs[1] = defaults(1, 2, 2);
+    run_group("stale", specs, 2, results);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT(&results[i], uform_status_ok_k, NULL);
+        CHECK(results[i].description.gpus_per_colocated_domain == 3);
+    }
+    CHECK(results[1].description.first_gpu_index == 1);
+    CHECK(results[1].join_seconds >= 0.25); // it waited for the new process 0
+    // Only process 1 restarts: the old run's files do not satisfy it; it fails by the deadline
+    // saying the `run` it found is an earlier run's.
+    specs[0] = defaults(1, 2, 1), specs[0].timeout = 0.5;
+    run_group("stale", specs, 1, results);
+    EXPECT(&results[0], uform_status_timeout_k, "not acknowledged by process 0", "is gone", "earlier run");
+}
+
+/** Plants a hostile file, then runs two processes: both must fail with CORRUPT_FILE naming it. */
+static void hostile_case(char const *job, char const *name, char const *why) {
+    spec_t specs[2] = {defaults(0, 2, 1), defaults(1, 2, 1)};
+    specs[0].timeout = specs[1].timeout = 2;
+    result_t results[2];
+    run_group(job, specs, 2, results);
+    char file[64];
+    snprintf(file, sizeof file, "%s/%s'", job, name);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT(&results[i], uform_status_corrupt_file_k, file, why);
+        CHECK(results[i].join_seconds < 1.0);
+    }
+}
+
+static void test_hostile(void) {
+    plant("hostile-garbage", "process-5", "\x7f" "ELF garbage\n\n\n", 0600);
+    hostile_case("hostile-garbage", "process-5", "garbage");
+    plant("hostile-truncated", "process-5", "uform-mesh 1 facts 0123456789abcdef\ntoken 1\nindex 5\n", 0600);
+    hostile_case("hostile-truncated", "process-5", "truncated");
+    plant("hostile-no-newline", "process-5", "uform-mesh 1 facts 0123456789abcdef\nend", 0600);
+    hostile_case("hostile-no-newline", "process-5", "truncated");
+    char *huge = malloc(UFORM_RENDEZVOUS_FILE_LIMIT + 100);
+    memset(huge, 'x', UFORM_RENDEZVOUS_FILE_LIMIT + 99), huge[UFORM_RENDEZVOUS_FILE_LIMIT + 99] = '\0';
+    plant("hostile-huge", "process-5", huge, 0600);
+    free(huge);
+    hostile_case("hostile-huge", "process-5", "oversized");
+    plant("hostile-mode", "process-5", "uform-mesh 1 facts 0123456789abcdef\nend\n", 0666);
+    hostile_case("hostile-mode", "process-5", "writable by group or others");
+    char path[512], target[512];
+    plant("hostile-symlink", "elsewhere", "uform-mesh 1 facts 0123456789abcdef\nend\n", 0600);
+    snprintf(path, sizeof path, "%s/hostile-symlink/process-5", root);
+    snprintf(target, sizeof target, "%s/hostile-symlink/elsewhere", root);
+    CHECK_FATAL(symlink(target, path) == 0);
+    hostile_case("hostile-symlink", "process-5", "symbolic link");
+    plant("hostile-fifo", "unused", "", 0600);
+    snprintf(path, sizeof path, "%s/hostile-fifo/process-5", root);
+    CHECK_FATAL(mkfifo(path, 0600) == 0);
+    hostile_case("hostile-fifo", "process-5", "not a regular file");
+    // Another format version under a foreign nonce is an earlier run's: ignored.
+    plant("hostile-old-format", "process-5", "uform-mesh 0 facts 0123456789abcdef\nwhatever\n", 0600);
+    spec_t specs[2] = {defaults(0, 2, 1), defaults(1, 2, 1)};
+    result_t results[2];
+    run_group("hostile-old-format", specs, 2, results);
+    for (size_t i = 0; i < 2; ++i) EXPECT(&results[i], uform_status_ok_k, NULL);
+    // A garbage `run` stops a process that reads it before process 0 replaced it.
+    plant("hostile-run", "run", "not a mesh file\n", 0600);
+    specs[0] = defaults(1, 2, 1);
+    run_group("hostile-run", specs, 1, results);
+    EXPECT(&results[0], uform_status_corrupt_file_k, "hostile-run/run'", "garbage");
+    // A garbage acknowledgement likewise.
+    plant("hostile-ack", "run",
+          "uform-mesh 1 run 00000000000000aa\ntoken 00000000000000bb\ncount 2\nhost elsewhere\nboot_id -\n"
+          "pid_namespace 0\npid 1\npid_start 0\nstarted 0\nend\n",
+          0600);
+    plant("hostile-ack", "ack-1", "uform-mesh 1 ack 00000000000000aa\nindex 1\nend\n", 0600);
+    run_group("hostile-ack", specs, 1, results);
+    EXPECT(&results[0], uform_status_corrupt_file_k, "hostile-ack/ack-1'", "garbage");
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    alarm(120);
+    snprintf(root, sizeof root, "/tmp/uform-rendezvous-XXXXXX");
+    CHECK_FATAL(mkdtemp(root) != NULL);
+    gethostname(host, sizeof host - 1);
+    double start = now();
+    test_options();
+    test_alone();
+    test_two_agree();
+    test_sixteen();
+    test_classes_and_tiers();
+    test_hosts();
+    test_mismatches();
+    test_missing();
+    test_killed();
+    test_duplicates();
+    test_stale();
+    test_hostile();
+    printf("all rendezvous tests took %.2f s\n", now() - start);
+    if (!check_failures) nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS); // kept for a look on failure
+    CHECK_DONE();
+}
