@@ -776,9 +776,20 @@ typedef struct uform_mesh_description_t {
  *  rename, mode 0600) and waits for the others. Disagreeing peers fail every process with
  *  CONFIG_MISMATCH naming the field and the processes; absent peers fail with TIMEOUT naming the
  *  indices (and the host and PID of one that wrote its facts and died); two processes claiming
- *  one index, or a hostile file, fail with CORRUPT_FILE. Then NCCL (`libnccl.so.2`, loaded at run
- *  time; without it UNSUPPORTED) starts one rank per GPU, its unique ID passed through the same
- *  directory, bounded by the same timeout. Every process keeps `NCCL_NVLS_ENABLE=0`.
+ *  one index, or a hostile file, fail with CORRUPT_FILE. Then NCCL (`libnccl.so.2`, or the path in
+ *  the environment variable `UFORM_NCCL_LIBRARY`, loaded at run time; without it UNSUPPORTED)
+ *  starts one rank per GPU, its unique ID passed through the same directory. Joining, the ID's
+ *  exchange and NCCL's initialisation are each bounded by the timeout, so the worst case is three
+ *  times it; an expired NCCL start is aborted and named by stage. A run with one GPU in all needs
+ *  no NCCL. Each process removes its files once NCCL is up.
+ *
+ *  Stale files: process 0 draws a fresh nonce for every run and acknowledges each peer's facts
+ *  under it, so files of an earlier run of the same job are never taken for this one's.
+ *
+ *  The engine sets `NCCL_NVLS_ENABLE=0` before loading NCCL (unless `UFORM_ALLOW_MULTICAST=1`)
+ *  and never creates multicast objects. One mesh per executor: a second is INVALID_ARGUMENT. While
+ *  a mesh lives, its executor's waits also watch NCCL: a lost peer, or a collective pending past
+ *  the timeout, aborts the communicators and fails the wait with PEER_LOST.
  *
  *  @code{.c}
  *  uform_mesh_options_t options = {.host_domain_index = rank, .host_domain_count = 2,
@@ -821,6 +832,23 @@ typedef enum uform_dtype_t {
  */
 UFORM_API uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count,
                                                uform_dtype_t dtype, uform_outcome_t *outcome);
+
+/**
+ *  @brief `uform_mesh_all_reduce` over host memory: `buffers` holds one host pointer per device of
+ *  this process, each of `count` elements. Each is copied onto its device's scratch, reduced there
+ *  and copied back, all on the device's stream within the one call, so the executor's
+ *  `scratch_limit` must allow `count` elements (else LIMIT_EXCEEDED). The host buffers must stay
+ *  valid until the call finishes; with pageable (unregistered) memory the copies back are
+ *  synchronous, so even a deferred call has finished when it returns.
+ *
+ *  @code{.c}
+ *  float gradients[2][1024]; // one host buffer per GPU of this process
+ *  void *buffers[2] = {gradients[0], gradients[1]};
+ *  uform_mesh_all_reduce_host(mesh, buffers, 1024, uform_dtype_f32_k, NULL);
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_mesh_all_reduce_host(uform_mesh_t mesh, void *const *buffers, size_t count,
+                                                    uform_dtype_t dtype, uform_outcome_t *outcome);
 
 
 #ifdef __cplusplus

@@ -444,13 +444,45 @@ void uform_mesh_free(uform_mesh_t mesh) {
 
 /* ---- All-reduce ---- */
 
+/** Where a host buffer is staged on one device: its scratch, stream and context. */
+typedef struct reduce_staging_t {
+    uint64_t scratch;
+    void *stream;
+    void *cu_context;
+} reduce_staging_t;
+
 typedef struct reduce_context_t {
     uform_mesh_t mesh;
-    uint64_t const *buffers;
+    uint64_t const *buffers;     /**< Device buffers, or NULL when `host_buffers` are given. */
+    void *const *host_buffers;   /**< Host buffers staged through each device's scratch. */
+    reduce_staging_t *staging;   /**< [devices] filled as the callbacks visit the devices. */
     size_t count;
+    size_t bytes;                /**< `count` elements in bytes. */
     int dtype;
     bool group_open;
 } reduce_context_t;
+
+#if UFORM_WITH_CUDA
+/** Copies each host buffer back from its device's scratch, on that device's stream, after the
+ *  collective was enqueued there. Pageable host memory makes these copies synchronous. */
+static uform_status_t mesh_stage_out(reduce_context_t *reduce) {
+    uform_cuda_t const *cuda = NULL;
+    uform_status_t status = uform_cuda(&cuda);
+    for (size_t d = 0; status == uform_status_ok_k && d < reduce->mesh->devices_count; ++d) {
+        CUcontext popped;
+        cuda->CtxPushCurrent((CUcontext)reduce->staging[d].cu_context);
+        CUresult result = cuda->MemcpyDtoHAsync(reduce->host_buffers[d], (CUdeviceptr)reduce->staging[d].scratch,
+                                                reduce->bytes, (CUstream)reduce->staging[d].stream);
+        cuda->CtxPopCurrent(&popped);
+        if (result != CUDA_SUCCESS)
+            status = uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
+                                                                       : uform_status_system_error_k,
+                                     result, "mesh all-reduce: copying %zu bytes back to host buffer %zu", reduce->bytes,
+                                     d);
+    }
+    return status;
+}
+#endif
 
 /** Records one event per device after the collective just enqueued (the mutex held). */
 static void mesh_record_events(uform_mesh_t mesh) {
@@ -503,8 +535,30 @@ static uform_status_t mesh_reduce_device(void *context, uform_device_slot_t cons
         status = uform_fail(uform_status_peer_lost_k, "mesh all-reduce: the communicators were aborted: %s",
                             mesh->abort_message);
     else {
-        if (d == 0) mesh->nccl->GroupStart(), reduce->group_open = true;
-        void *buffer = (void *)(uintptr_t)reduce->buffers[d];
+#if UFORM_WITH_CUDA
+        if (reduce->host_buffers) {
+            // NCCL's group defers only NCCL calls: this copy lands on the stream before the
+            // collective. Should it fail with the group already open (device 1 and up), the
+            // partial group that closes below stalls on the peers and the watchdog turns that into
+            // PEER_LOST within the timeout; a failing copy means a faulted device anyway.
+            reduce->staging[d] = (reduce_staging_t) {slot->scratch, slot->stream, slot->cu_context};
+            uform_cuda_t const *cuda = NULL;
+            status = uform_cuda(&cuda);
+            CUresult result = status == uform_status_ok_k
+                                  ? cuda->MemcpyHtoDAsync((CUdeviceptr)slot->scratch, reduce->host_buffers[d],
+                                                          reduce->bytes, (CUstream)slot->stream)
+                                  : CUDA_SUCCESS;
+            if (result != CUDA_SUCCESS)
+                status = uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
+                                                                           : uform_status_system_error_k,
+                                         result, "mesh all-reduce: copying %zu bytes in from host buffer %zu",
+                                         reduce->bytes, d);
+        }
+#endif
+        if (status == uform_status_ok_k && d == 0) mesh->nccl->GroupStart(), reduce->group_open = true;
+    }
+    if (status == uform_status_ok_k && !atomic_load(&mesh->aborted) && mesh->comms[d]) {
+        void *buffer = reduce->buffers ? (void *)(uintptr_t)reduce->buffers[d] : (void *)(uintptr_t)slot->scratch;
         uform_nccl_result_t result = mesh->nccl->AllReduce(buffer, buffer, reduce->count, reduce->dtype, UFORM_NCCL_SUM,
                                                            mesh->comms[d], slot->stream);
         if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k)
@@ -532,6 +586,9 @@ static uform_status_t mesh_reduce_device(void *context, uform_device_slot_t cons
         }
     }
     if (status == uform_status_ok_k) mesh_record_events(mesh);
+#if UFORM_WITH_CUDA
+    if (status == uform_status_ok_k && reduce->host_buffers) status = mesh_stage_out(reduce);
+#endif
     pthread_mutex_unlock(&mesh->lock);
     return status;
 }
@@ -545,39 +602,71 @@ static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
     return status;
 }
 
-uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count, uform_dtype_t dtype,
-                                     uform_outcome_t *outcome) {
-    if (!mesh) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_mesh_all_reduce: mesh is NULL"));
+/** Both all-reduce entries: device buffers, or host buffers staged through each device's scratch. */
+static uform_status_t mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, void *const *host_buffers,
+                                      size_t count, uform_dtype_t dtype, uform_outcome_t *outcome, char const *verb) {
+    if (!mesh) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: mesh is NULL", verb));
     static int const nccl_types[] = {
         [uform_dtype_f32_k] = uform_nccl_float32_k, [uform_dtype_bf16_k] = uform_nccl_bfloat16_k,
         [uform_dtype_f16_k] = uform_nccl_float16_k, [uform_dtype_f64_k] = uform_nccl_float64_k,
         [uform_dtype_i32_k] = uform_nccl_int32_k,
     };
+    static size_t const element_bytes[] = {
+        [uform_dtype_f32_k] = 4, [uform_dtype_bf16_k] = 2, [uform_dtype_f16_k] = 2,
+        [uform_dtype_f64_k] = 8, [uform_dtype_i32_k] = 4,
+    };
     if ((unsigned)dtype >= sizeof nccl_types / sizeof nccl_types[0])
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_mesh_all_reduce: dtype %d is not a uform_dtype_t (0 to %zu)", (int)dtype,
-                                          sizeof nccl_types / sizeof nccl_types[0] - 1));
-    if (count && !buffers)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_mesh_all_reduce: buffers is NULL for %zu elements", count));
+        return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: dtype %d is not a uform_dtype_t (0 to %zu)",
+                                          verb, (int)dtype, sizeof nccl_types / sizeof nccl_types[0] - 1));
+    bool const host = host_buffers != NULL;
+    if (count && !buffers && !host_buffers)
+        return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: buffers is NULL for %zu elements", verb,
+                                          count));
     for (size_t d = 0; count && d < mesh->devices_count; ++d)
-        if (!buffers[d])
+        if (host ? !host_buffers[d] : !buffers[d])
             return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                              "uform_mesh_all_reduce: buffers[%zu] is 0; pass one CUdeviceptr per "
-                                              "device of the executor (%zu)",
-                                              d, mesh->devices_count));
+                                              "%s: buffers[%zu] is %s; pass one %s per device of the executor (%zu)",
+                                              verb, d, host ? "NULL" : "0", host ? "host buffer" : "CUdeviceptr",
+                                              mesh->devices_count));
+    if (count > SIZE_MAX / element_bytes[dtype])
+        return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: %zu elements overflow a size_t of bytes",
+                                          verb, count));
     if (mesh->fork_generation != uform_fork_generation())
-        return refuse(outcome, uform_fail(uform_status_forked_k, "uform_mesh_all_reduce: the mesh was created before "
-                                                                 "a fork(); only uform_mesh_free may be called on it"));
+        return refuse(outcome, uform_fail(uform_status_forked_k,
+                                          "%s: the mesh was created before a fork(); only uform_mesh_free may be called "
+                                          "on it",
+                                          verb));
     if (atomic_load(&mesh->aborted))
         return refuse(outcome, uform_fail(uform_status_peer_lost_k,
-                                          "uform_mesh_all_reduce: the mesh's communicators were aborted after: %s; "
-                                          "free it and bootstrap again",
-                                          mesh->abort_message));
+                                          "%s: the mesh's communicators were aborted after: %s; free it and bootstrap "
+                                          "again",
+                                          verb, mesh->abort_message));
     // Device callbacks run inside `uform_executor_call`, deferred calls too: the context lives here.
-    reduce_context_t reduce = {.mesh = mesh, .buffers = buffers, .count = count, .dtype = nccl_types[dtype]};
+    reduce_context_t reduce = {.mesh = mesh, .buffers = host ? NULL : buffers, .host_buffers = host ? host_buffers : NULL,
+                               .count = count, .bytes = count * element_bytes[dtype], .dtype = nccl_types[dtype]};
     uform_call_t call = {.residency = uform_residency_vram_k, .device = mesh_reduce_device, .context = &reduce};
-    return uform_executor_call(mesh->executor, &call, outcome);
+    if (host && count && mesh->comms) {
+        reduce.staging = calloc(mesh->devices_count, sizeof(reduce_staging_t));
+        if (!reduce.staging)
+            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "%s: cannot allocate staging records", verb));
+        call.scratch_bytes = reduce.bytes;
+    }
+    uform_status_t status = uform_executor_call(mesh->executor, &call, outcome);
+    free(reduce.staging);
+    return status;
+}
+
+uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count, uform_dtype_t dtype,
+                                     uform_outcome_t *outcome) {
+    return mesh_all_reduce(mesh, buffers, NULL, count, dtype, outcome, "uform_mesh_all_reduce");
+}
+
+uform_status_t uform_mesh_all_reduce_host(uform_mesh_t mesh, void *const *buffers, size_t count, uform_dtype_t dtype,
+                                          uform_outcome_t *outcome) {
+    if (count && !buffers)
+        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                          "uform_mesh_all_reduce_host: buffers is NULL for %zu elements", count));
+    return mesh_all_reduce(mesh, NULL, buffers, count, dtype, outcome, "uform_mesh_all_reduce_host");
 }
 
 /* ---- Seams for tests and benchmarks ---- */

@@ -89,6 +89,9 @@ static void test_arguments(void) {
     uform_outcome_t outcome;
     memset(&outcome, 0, sizeof outcome);
     CHECK_STATUS(uform_mesh_all_reduce(NULL, buffers, 1, uform_dtype_f32_k, &outcome), uform_status_invalid_argument_k);
+    void *host_buffers[1] = {&outcome};
+    CHECK_STATUS(uform_mesh_all_reduce_host(NULL, host_buffers, 1, uform_dtype_f32_k, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_mesh_all_reduce_host: mesh is NULL");
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_invalid_argument_k);
     CHECK(strstr(outcome.message, "mesh is NULL") != NULL);
 }
@@ -281,6 +284,36 @@ static int exercise(uform_executor_t executor, uform_mesh_t mesh, char const *la
         }
         CHECK(worst <= 1.0 / 128); // bf16 carries 8 significant bits
         free(host);
+    }
+
+    // Host buffers, staged through each device's scratch: blocking, then deferred.
+    {
+        float *host[16];
+        void *pointers[16] = {0};
+        for (size_t d = 0; d < buffers.devices; ++d) {
+            host[d] = malloc(count * sizeof(float));
+            for (size_t i = 0; i < count; ++i) host[d][i] = (float)(description.first_gpu_index + d + 1) + (float)(i % 7);
+            pointers[d] = host[d];
+        }
+        CHECK_STATUS(uform_mesh_all_reduce_host(mesh, pointers, count, uform_dtype_f32_k, NULL), uform_status_ok_k);
+        size_t wrong = 0;
+        for (size_t d = 0; d < buffers.devices; ++d)
+            for (size_t i = 0; i < count; ++i) wrong += host[d][i] != sum + (float)(i % 7) * (float)total;
+        CHECK(wrong == 0);
+        uform_outcome_t outcome;
+        CHECK_STATUS(uform_mesh_all_reduce_host(mesh, pointers, count, uform_dtype_f32_k, &outcome), uform_status_ok_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, 60), uform_status_ok_k);
+        for (size_t d = 0; d < buffers.devices; ++d)
+            for (size_t i = 0; i < count; ++i)
+                wrong += host[d][i] != (sum + (float)(i % 7) * (float)total) * (float)total;
+        CHECK(wrong == 0);
+        void *missing[16] = {0};
+        CHECK_STATUS(uform_mesh_all_reduce_host(mesh, missing, count, uform_dtype_f32_k, NULL),
+                     uform_status_invalid_argument_k);
+        CHECK_MESSAGE("buffers[0] is NULL");
+        CHECK_STATUS(uform_mesh_all_reduce_host(mesh, NULL, count, uform_dtype_f32_k, NULL), uform_status_invalid_argument_k);
+        CHECK_STATUS(uform_mesh_all_reduce_host(mesh, NULL, 0, uform_dtype_f32_k, NULL), uform_status_ok_k);
+        for (size_t d = 0; d < buffers.devices; ++d) free(host[d]);
     }
 
     // Arguments.

@@ -277,6 +277,19 @@ class TestMesh(unittest.TestCase):
                 driver.cuDevicePrimaryCtxRelease(device)
             mesh.close()
 
+    def test_all_reduce_of_host_memory_over_one_gpu_is_the_identity(self):
+        import array
+
+        with Executor.for_vram(self.library, VramOptions.on([0])) as executor:
+            mesh = self.bootstrap(executor)
+            values = array.array("f", [float(i % 97) for i in range(4096)])
+            expected = list(values)
+            self.assertIsNone(mesh.all_reduce([values]))  # count taken from the array
+            outcome = mesh.all_reduce([values], dtype=DType.F32, defer=True)
+            self.assertTrue(outcome.wait(WAIT))
+            self.assertEqual(list(values), expected)
+            mesh.close()
+
     def test_all_reduce_of_a_torch_tensor(self):
         try:
             import torch

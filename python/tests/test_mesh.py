@@ -64,9 +64,29 @@ class TestAllReduceBuffers(unittest.TestCase):
         self.assertIs(caught.exception.kind, kind, caught.exception)
         self.assertIn(needle, caught.exception.message)
 
-    def test_host_memory_is_refused(self):
-        self.check([bytearray(16)], Status.INVALID_ARGUMENT, "host memory", count=4)
-        self.check([memoryview(bytearray(16))], Status.INVALID_ARGUMENT, "host memory", count=4)
+    def test_host_memory_reaches_the_closed_mesh(self):
+        import array
+
+        for buffers, arguments in (
+            ([bytearray(16)], {"count": 4}),
+            ([memoryview(bytearray(16))], {}),
+            ([array.array("f", [1.0, 2.0])], {}),
+            ([array.array("i", [1, 2])], {"dtype": DType.I32}),
+            ([array.array("d", [1.0]), array.array("d", [2.0])], {"dtype": DType.F64}),
+        ):
+            self.check(buffers, Status.INVALID_ARGUMENT, "closed", **arguments)
+
+    def test_host_memory_checks(self):
+        import array
+
+        self.check([bytes(16)], Status.INVALID_ARGUMENT, "read-only", count=4)
+        self.check([array.array("d", [1.0])], Status.INVALID_ARGUMENT, "do not match")
+        self.check([bytearray(6)], Status.INVALID_ARGUMENT, "not whole")
+        self.check([memoryview(bytearray(32)).cast("f")[::2]], Status.INVALID_ARGUMENT, "not contiguous")
+        self.check([array.array("f", [1.0]), 0x1000], Status.INVALID_ARGUMENT, "mix host memory and device memory",
+                   count=1)
+        self.check([array.array("f", [1.0, 2.0]), array.array("f", [1.0])], Status.INVALID_ARGUMENT,
+                   "buffers[1] holds 1 elements")
 
     def test_raw_pointers_need_a_count(self):
         self.check([0x7F0000000000], Status.INVALID_ARGUMENT, "count is required")

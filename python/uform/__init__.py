@@ -1400,6 +1400,44 @@ _TYPESTRS = {
 }
 
 
+_HOST_FORMATS = {
+    DType.F32: ("f",),
+    DType.F16: ("e",),
+    DType.BF16: None,  # no buffer-protocol format of its own: any 2-byte element is accepted
+    DType.F64: ("d",),
+    DType.I32: ("i", "l"),
+}
+
+
+def _host_buffer(buffer, position: int, dtype: DType):
+    """`(ctypes view, elements)` of one host all-reduce buffer: any writable, C-contiguous object
+    with the buffer protocol (bytearray, array.array, NumPy arrays, ...) whose elements are of
+    ``dtype``'s size (and format, where the format names one). The ctypes view pins the buffer for
+    the call and carries its address."""
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        return None
+    if view.readonly:
+        raise Error(Status.INVALID_ARGUMENT, f"buffers[{position}] is read-only; all_reduce sums in place")
+    if not view.c_contiguous:
+        raise Error(Status.INVALID_ARGUMENT, f"buffers[{position}] is not contiguous")
+    _, expected_size = _TYPESTRS[dtype]
+    formats = _HOST_FORMATS[dtype]
+    element_format = view.format.lstrip("@=<")
+    raw_bytes = element_format in ("B", "b", "c")
+    if raw_bytes:
+        if view.nbytes % expected_size:
+            raise Error(Status.INVALID_ARGUMENT, f"buffers[{position}] holds {view.nbytes} bytes, not whole {dtype!s} elements")
+    elif view.itemsize != expected_size or (formats is not None and element_format not in formats):
+        raise Error(
+            Status.INVALID_ARGUMENT,
+            f"buffers[{position}] holds {view.format!r} elements of {view.itemsize} bytes, which do not match {dtype!s}",
+        )
+    pinned = (ctypes.c_char * max(view.nbytes, 1)).from_buffer(view.cast("B")) if view.nbytes else None
+    return pinned, view.nbytes // expected_size
+
+
 def _device_buffer(buffer, position: int, dtype: DType):
     """`(address, elements or None)` of one all-reduce buffer: an integer device pointer, or an
     object exposing ``__cuda_array_interface__`` (torch CUDA tensors, CuPy and Numba arrays),
@@ -1408,14 +1446,9 @@ def _device_buffer(buffer, position: int, dtype: DType):
         return _size(buffer, f"buffers[{position}]"), None
     interface = getattr(buffer, "__cuda_array_interface__", None)
     if interface is None:
-        if isinstance(buffer, (bytes, bytearray, memoryview)) or hasattr(buffer, "__array_interface__"):
-            raise Error(
-                Status.INVALID_ARGUMENT,
-                f"buffers[{position}] is host memory; all_reduce sums device memory: pass a device pointer "
-                "or an object with __cuda_array_interface__",
-            )
         raise TypeError(
-            f"buffers[{position}] must be a device pointer (int) or expose __cuda_array_interface__, not {buffer!r}"
+            f"buffers[{position}] must be a device pointer (int), expose __cuda_array_interface__, "
+            f"or be host memory with the buffer protocol, not {buffer!r}"
         )
     address, read_only = interface["data"]
     if read_only:
@@ -1524,26 +1557,48 @@ class Mesh:
         as a call on the mesh's executor: blocking (returns None), or deferred with ``defer=True``
         (returns an `Outcome`), raising `Error(CONTENDED)` as every call does.
 
-        ``buffers`` holds one device buffer per device of this process, in the executor's device
-        order: integer device pointers (``CUdeviceptr``), or objects exposing
-        ``__cuda_array_interface__`` (torch CUDA tensors, CuPy arrays), which must be contiguous,
-        writable and of ``dtype``'s element type; host memory (bytes, NumPy arrays, anything with
-        only the buffer protocol) is refused with INVALID_ARGUMENT, since NCCL reads device memory.
-        ``count=None`` takes the element count of the array objects, which must agree. Producers
-        of those buffers must have finished (e.g. ``torch.cuda.synchronize()``): the engine reduces
-        on its own streams and does not wait on the interface's ``stream``. The buffer objects stay
-        alive until the call finishes."""
+        ``buffers`` holds one buffer per device of this process, in the executor's device order,
+        all of one kind:
+
+        - device memory: integer device pointers (``CUdeviceptr``), or objects exposing
+          ``__cuda_array_interface__`` (torch CUDA tensors, CuPy arrays), contiguous, writable and
+          of ``dtype``'s element type, reduced in place (`uform_mesh_all_reduce`). Producers must
+          have finished (e.g. ``torch.cuda.synchronize()``): the engine reduces on its own streams
+          and does not wait on the interface's ``stream``;
+        - host memory: writable, contiguous objects with the buffer protocol (bytearray,
+          array.array, NumPy arrays), staged through each device's scratch and copied back
+          (`uform_mesh_all_reduce_host`); with pageable memory even a deferred call has finished
+          when it returns.
+
+        ``count=None`` takes the element count of the array objects, which must agree. The buffer
+        objects stay alive (and host buffers pinned against resizing) until the call finishes."""
         dtype = _enum(DType, dtype, "dtype")
         if isinstance(buffers, (str, bytes)) or not isinstance(buffers, Iterable):
             raise TypeError(f"buffers must be a sequence of device buffers, not {buffers!r}")
         buffers = list(buffers)
         addresses = []
         sizes = []
+        pinned = []
+        kinds = set()
         for position, buffer in enumerate(buffers):
+            host = None
+            if not isinstance(buffer, int) and getattr(buffer, "__cuda_array_interface__", None) is None:
+                host = _host_buffer(buffer, position, dtype)
+            if host is not None:
+                view, elements = host
+                pinned.append(view)
+                addresses.append(ctypes.addressof(view) if view is not None else 0)
+                sizes.append((position, elements))
+                kinds.add("host")
+                continue
             address, elements = _device_buffer(buffer, position, dtype)
             addresses.append(address)
+            kinds.add("device")
             if elements is not None:
                 sizes.append((position, elements))
+        if len(kinds) > 1:
+            raise Error(Status.INVALID_ARGUMENT, "buffers mix host memory and device memory; pass one kind")
+        host_memory = kinds == {"host"}
         if count is None:
             if not sizes or len(sizes) != len(buffers):
                 raise Error(Status.INVALID_ARGUMENT, "count is required when buffers are raw device pointers")
@@ -1561,11 +1616,16 @@ class Mesh:
                     Status.INVALID_ARGUMENT, f"buffers[{position}] holds {elements} elements, fewer than count={count}"
                 )
         record = _Record()
-        array = (ctypes.c_uint64 * max(len(addresses), 1))(*addresses)
-        record.keep.extend([array, buffers])
+        if host_memory:
+            array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+        else:
+            array = (ctypes.c_uint64 * max(len(addresses), 1))(*addresses)
+        record.keep.extend([array, buffers, pinned])
         native = self._native
 
         def invoke(_executor_handle, outcome):
+            if host_memory:
+                return native.uform_mesh_all_reduce_host(self._handle, array, count, dtype, outcome)
             return native.uform_mesh_all_reduce(self._handle, array, count, dtype, outcome)
 
         with self._using():

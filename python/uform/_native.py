@@ -206,6 +206,7 @@ PROTOTYPES = {
     "uform_mesh_describe": (c_enum, [c_void_p, _P(MeshDescriptionStruct)]),
     "uform_mesh_free": (None, [c_void_p]),
     "uform_mesh_all_reduce": (c_enum, [c_void_p, _P(c_uint64), c_size_t, c_enum, _P(OutcomeStruct)]),
+    "uform_mesh_all_reduce_host": (c_enum, [c_void_p, _P(c_void_p), c_size_t, c_enum, _P(OutcomeStruct)]),
 }
 
 
