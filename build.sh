@@ -8,6 +8,7 @@
 #   UFORM_BUILD_DIR     the build directory (default: build)
 #   UFORM_SANITIZE      address (AddressSanitizer + UBSan) or thread (ThreadSanitizer); passed to CMake
 #   UFORM_JOBS          parallel compile jobs (default: the number of cores)
+#   UFORM_CMAKE_ARGS    extra CMake arguments, split on spaces (e.g. -DUFORM_WITH_CUDA=OFF)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -32,6 +33,7 @@ need ninja-build command -v ninja
 need gcc command -v gcc
 need pkg-config command -v pkg-config
 need python3 command -v python3
+need python3-pip python3 -m pip --version
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
 if ((${#missing[@]})); then
@@ -54,6 +56,8 @@ fi
 configure=(cmake -S . -B "$build_dir")
 [[ -f $build_dir/CMakeCache.txt ]] || configure+=(-G Ninja)
 if [[ -n ${UFORM_SANITIZE:-} ]]; then configure+=("-DUFORM_SANITIZE=$UFORM_SANITIZE"); fi
+# Extra CMake arguments, split on spaces (for instance -DUFORM_WITH_CUDA=OFF).
+if [[ -n ${UFORM_CMAKE_ARGS:-} ]]; then read -r -a extra <<<"$UFORM_CMAKE_ARGS" && configure+=("${extra[@]}"); fi
 "${configure[@]}"
 cmake --build "$build_dir" --parallel "${UFORM_JOBS:-$(nproc)}"
 

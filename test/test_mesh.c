@@ -27,6 +27,8 @@
 
 extern char **environ;
 
+#if UFORM_WITH_CUDA // helpers of the GPU half only
+
 static double now(void) { return uform_now_seconds(); }
 
 static int remove_entry(char const *path, struct stat const *st, int flag, struct FTW *ftw) {
@@ -36,6 +38,8 @@ static int remove_entry(char const *path, struct stat const *st, int flag, struc
 
 /** Removes a temporary directory the test made, with everything in it. */
 static void remove_tree(char const *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+#endif
 
 /* ---- Without a GPU ---- */
 
