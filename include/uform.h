@@ -488,6 +488,17 @@ UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, 
  *  `fu_pool_for_n_dynamic`) is found in the process at run time with `dlsym`; the engine never
  *  links nor ships ForkUnion. Without it: UNSUPPORTED. A NULL pool: INVALID_ARGUMENT. Deferred
  *  calls are handed to the pool by one parked leader thread the executor owns.
+ *
+ *  @code{.c}
+ *  fu_pool_t *pool = fu_pool_new("shared");          // the caller's pool, also used by USearch
+ *  fu_pool_spawn(pool, 16, fu_caller_inclusive_k);
+ *  uform_executor_t executor;
+ *  if (uform_executor_on_pool(pool, NULL, 0, &executor) == uform_status_ok_k) {
+ *      uform_executor_call(executor, &call, NULL);   // runs on the pool's threads
+ *      uform_executor_free(executor);                // before the pool goes
+ *  }
+ *  fu_pool_delete(pool);
+ *  @endcode
  */
 UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram,
                                                 size_t deferred_limit, uform_executor_t *executor);
@@ -513,6 +524,23 @@ UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options
  *  `deferred_limit` above 2^20; UNSUPPORTED for non-NULL `streams`. Then UNSUPPORTED without a
  *  driver or device (the message says which), for a class above a device's, or in a child forked
  *  after the driver was initialised.
+ *
+ *  @code{.c}
+ *  static uform_status_t enqueue(void *context, uform_device_slot_t const *slot) {
+ *      return uform_device_launch(slot, uform_kernel_fill_f32_k, slot->scratch, 1024, 1.0);
+ *  }
+ *  int32_t const gpus[] = {0, 1};
+ *  uform_vram_options_t vram = {.devices = gpus, .devices_count = 2};
+ *  uform_executor_t executor;
+ *  if (uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor) == uform_status_ok_k) {
+ *      uform_call_t call = {.residency = uform_residency_vram_k, .device = enqueue,
+ *                           .scratch_bytes = 1024 * sizeof(float)};
+ *      uform_outcome_t outcome;
+ *      uform_executor_call(executor, &call, &outcome);  // returns once both streams have the work
+ *      uform_outcome_wait(&outcome, -1);                  // the devices finished it
+ *      uform_executor_free(executor);
+ *  }
+ *  @endcode
  */
 UFORM_API uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram,
                                                  uform_ram_options_t const *ram, void *const *streams,
