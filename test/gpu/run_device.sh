@@ -40,20 +40,8 @@ JOBS=$(nproc)
 FAILED=0
 STARTED=$(date +%s)
 
-note() { echo "$*" | tee -a "$SUMMARY"; }
-# step NAME LOG REQUIRED COMMAND...: runs, appends to LOG, notes the status and time.
-step() {
-    local name=$1 log=$2 required=$3
-    shift 3
-    local start
-    start=$(date +%s)
-    echo "==== $name: $*" >>"$log"
-    "$@" >>"$log" 2>&1
-    local rc=$?
-    note "$name: $([[ $rc == 0 ]] && echo ok || echo "FAILED (rc $rc)") in $(($(date +%s) - start)) s"
-    if [[ $rc != 0 && $required == required ]]; then FAILED=1; fi
-    return $rc
-}
+# shellcheck source=test/gpu/steps.sh
+source "$ROOT/test/gpu/steps.sh"
 
 # 0. The machine.
 {
