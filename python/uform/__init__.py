@@ -805,22 +805,33 @@ class _Record:
             _report_unretrieved(self.error)
 
 
+_PYTHON_CALLABLE = object()  # `_native_callback`'s answer for a Python callable, which needs a trampoline
+
+
+def _native_callback(callback, record: "_Record", name: str, prototype):
+    """The C callback for ``callback`` when it needs no trampoline: None for None, the address
+    itself for a raw C function pointer (an int, a `c_void_p`, or a ctypes function object, kept
+    alive in ``record``). `_PYTHON_CALLABLE` for a Python callable; TypeError for anything else."""
+    if callback is None:
+        return None
+    if isinstance(callback, ctypes._CFuncPtr):
+        record.keep.append(callback)
+        return prototype(ctypes.cast(callback, ctypes.c_void_p).value)
+    if isinstance(callback, (int, ctypes.c_void_p)) and not isinstance(callback, bool):
+        address = _address(callback, name)
+        return prototype(address) if address else None
+    if not callable(callback):
+        raise TypeError(f"{name} must be a callable, a C function address or None, not {callback!r}")
+    return _PYTHON_CALLABLE
+
+
 def _task_thunk(task, record: _Record, executor: "Executor"):
     """The `uform_task_callback_t` for `task`: NULL for None; the address itself for a raw C
     function pointer (an int, a `c_void_p`, or a ctypes function object); otherwise a trampoline
     into the Python callable `task(task_index, thread, domain)` that takes the GIL per task."""
-    if task is None:
-        return None
-    if isinstance(task, ctypes._CFuncPtr):
-        record.keep.append(task)
-        return TaskCallback(ctypes.cast(task, ctypes.c_void_p).value)
-    if isinstance(task, (int, ctypes.c_void_p)) and not isinstance(task, bool):
-        address = _address(task, "task")
-        if not address:
-            return None
-        return TaskCallback(address)
-    if not callable(task):
-        raise TypeError(f"task must be a callable, a C function address or None, not {task!r}")
+    native = _native_callback(task, record, "task", TaskCallback)
+    if native is not _PYTHON_CALLABLE:
+        return native
 
     def trampoline(_context, index, thread, domain):
         if record.error is not None:
@@ -842,18 +853,9 @@ def _task_thunk(task, record: _Record, executor: "Executor"):
 def _device_thunk(device, record: _Record, executor: "Executor"):
     """The `uform_device_callback_t` for `device`, as `_task_thunk`; the Python callable receives a
     `DeviceSlot` and returns None, or raises (`Error` passes its kind to the engine)."""
-    if device is None:
-        return None
-    if isinstance(device, ctypes._CFuncPtr):
-        record.keep.append(device)
-        return DeviceCallback(ctypes.cast(device, ctypes.c_void_p).value)
-    if isinstance(device, (int, ctypes.c_void_p)) and not isinstance(device, bool):
-        address = _address(device, "device")
-        if not address:
-            return None
-        return DeviceCallback(address)
-    if not callable(device):
-        raise TypeError(f"device must be a callable, a C function address or None, not {device!r}")
+    native = _native_callback(device, record, "device", DeviceCallback)
+    if native is not _PYTHON_CALLABLE:
+        return native
     native = executor._native
 
     def trampoline(_context, pointer):
