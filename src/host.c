@@ -92,6 +92,10 @@ struct host_executor_s {
     atomic_uint finished_waiters;
     UFORM_ALIGNED atomic_uint tail; /**< Slots published by submitters. */
     atomic_uint leader_parked;
+    /** The leader sleeps on this word, bumped by every wake-up meant for it (a submission while it
+     *  is parked, or the executor stopping), so no wake-up can slip in between its last look at the
+     *  queue and its sleep. */
+    atomic_uint leader_bell;
     UFORM_ALIGNED atomic_uint head; /**< Slots consumed by the leader. */
     deferred_slot_t *slots;
     uint32_t slots_count;
@@ -288,10 +292,11 @@ static void *host_leader_loop(void *argument) {
         unsigned tail = atomic_load_explicit(&self->tail, memory_order_acquire);
         if (tail == head) {
             if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
+            unsigned const bell = atomic_load_explicit(&self->leader_bell, memory_order_seq_cst);
             atomic_store_explicit(&self->leader_parked, 1u, memory_order_seq_cst);
             if (atomic_load_explicit(&self->tail, memory_order_seq_cst) == head &&
                 !atomic_load_explicit(&self->stopping, memory_order_seq_cst))
-                uform_futex_wait(futex_word(&self->tail), head, NULL);
+                uform_futex_wait(futex_word(&self->leader_bell), bell, NULL);
             atomic_store_explicit(&self->leader_parked, 0u, memory_order_relaxed);
             continue;
         }
@@ -321,8 +326,10 @@ static uform_status_t host_call(uform_executor_t executor, uform_call_t const *c
         self->slots[tail % self->slots_count] = (deferred_slot_t) {.call = *call, .outcome = outcome};
         atomic_fetch_add_explicit(&self->submitted, 1u, memory_order_relaxed);
         atomic_store_explicit(&self->tail, tail + 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&self->leader_parked, memory_order_seq_cst))
-            uform_futex_wake(futex_word(&self->tail), 1);
+        if (atomic_load_explicit(&self->leader_parked, memory_order_seq_cst)) {
+            atomic_fetch_add_explicit(&self->leader_bell, 1u, memory_order_seq_cst);
+            uform_futex_wake(futex_word(&self->leader_bell), 1);
+        }
         return uform_status_ok_k;
     }
     unsigned ticket = atomic_fetch_add_explicit(&self->submitted, 1u, memory_order_relaxed);
@@ -359,7 +366,8 @@ static void host_release(host_executor_t *self) {
         atomic_store_explicit(&self->stopping, 1u, memory_order_seq_cst);
         atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
         uform_futex_wake(futex_word(&self->publish.generation), INT_MAX);
-        uform_futex_wake(futex_word(&self->tail), INT_MAX);
+        atomic_fetch_add_explicit(&self->leader_bell, 1u, memory_order_seq_cst);
+        uform_futex_wake(futex_word(&self->leader_bell), INT_MAX);
     }
     // In a forked child the threads do not exist: joining them would be undefined, so only the
     // memory is released.

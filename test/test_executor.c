@@ -576,6 +576,25 @@ static void test_null_executor(void) {
 }
 
 
+/** Executors made and freed back to back, idle or with a deferred call in flight: a wake-up lost
+ *  between a thread's last look and its sleep would hang a free here. */
+static void test_lifecycle_storm(size_t threads) {
+    storm_t storm = {0};
+    size_t completed = 0;
+    for (int round = 0; round < 400; ++round) {
+        uform_executor_t executor;
+        CHECK_STATUS(uform_executor_for_ram(NULL, 1 + (size_t)round % threads, 4, &executor), uform_status_ok_k);
+        uform_outcome_t outcome;
+        uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = &storm};
+        if (round % 3 == 1) CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
+        if (round % 3 == 2) CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+        if (round % 5 == 0) CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+        uform_executor_free(executor);
+        if (round % 3 == 1) completed += uform_outcome_poll(&outcome) == uform_status_ok_k; // free drained it
+    }
+    CHECK(completed == 133);
+}
+
 int main(void) {
     size_t cores = allowed_cores();
     size_t threads = cores < 4 ? cores : 4;
@@ -610,6 +629,7 @@ int main(void) {
         uform_executor_free(executor);
         test_pinning(count);
     }
+    test_lifecycle_storm(threads);
     test_contention_storm(threads);
     test_deferred_limit();
     test_moods(threads);
