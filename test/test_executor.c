@@ -616,23 +616,32 @@ int main(void) {
     CHECK(description.cpu_class == detected);
     uform_executor_free(executor);
 
-    for (size_t count = 1; count <= threads; ++count) {
-        CHECK_STATUS(uform_executor_for_ram(NULL, count, 0, &executor), uform_status_ok_k);
-        test_schedules(executor, count);
-        test_submission_order(executor);
-        test_drain_waits(executor);
-        test_drain_waits_for_blocking(executor);
-        test_reentry(executor);
-        CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
-        test_schedules(executor, count);
-        test_submission_order(executor);
-        uform_executor_free(executor);
-        test_pinning(count);
+    // Every way a round can wake and join its workers (host.c picks by worker count), each run on
+    // whatever cores this machine has by lowering the limits.
+    static struct { size_t shared, mailbox; char const *name; } const modes[] = {
+        {2, 6, "default"}, {64, 64, "shared"}, {0, 64, "mailbox"}, {0, 0, "lines"}};
+    for (size_t mode = 0; mode < sizeof(modes) / sizeof(modes[0]); ++mode) {
+        uform_host_join_limits(modes[mode].shared, modes[mode].mailbox);
+        printf("join mode: %s\n", modes[mode].name);
+        for (size_t count = 1; count <= threads; ++count) {
+            CHECK_STATUS(uform_executor_for_ram(NULL, count, 0, &executor), uform_status_ok_k);
+            test_schedules(executor, count);
+            test_submission_order(executor);
+            test_drain_waits(executor);
+            test_drain_waits_for_blocking(executor);
+            test_reentry(executor);
+            CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+            test_schedules(executor, count);
+            test_submission_order(executor);
+            uform_executor_free(executor);
+            test_pinning(count);
+        }
+        test_lifecycle_storm(threads);
+        test_contention_storm(threads);
+        test_moods(threads);
     }
-    test_lifecycle_storm(threads);
-    test_contention_storm(threads);
+    uform_host_join_limits(2, 6);
     test_deferred_limit();
-    test_moods(threads);
     test_fork();
     CHECK_DONE();
 }
