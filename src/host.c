@@ -33,26 +33,21 @@
 typedef struct host_executor_s host_executor_t;
 
 /**
- *  How a round's workers are woken and how they answer, by how many there are (measured on the
- *  32-core H200 host, medians of 5 runs; `bench/RESULTS.md`):
+ *  How a round's workers answer, by how many there are. All wake on the publish line.
  *
- *  - SHARED, up to 2 workers: they wake on the publish line and count in on it too, so signal and
- *    answer bounce one line, the cheapest exchange between two cores (2-thread round 220-250 ns
- *    against 380-460 ns with a line per worker, on the 2-core VM).
- *  - MAILBOX, 3 to 6 workers: each is woken and answers on a line of its own, so nobody waits for
- *    a line the others fight over (4 to 7 threads: 9-16% faster than LINES).
- *  - LINES, 7 workers and up: they wake on the publish line, one store read by all, and answer on
- *    lines of their own, which thread 0 scans with independent loads (32 threads: 1.2-1.5 us
- *    against 2.5 us with mailboxes and 7.3 us with one shared count).
+ *  - SHARED, up to 2 workers: they count in on the publish line too, so signal and answer bounce
+ *    one line, the cheapest exchange between two cores (2-thread round 220-250 ns against 380-460 ns
+ *    with a line per worker, on the 2-core VM).
+ *  - LINES, 3 workers and up: they answer on lines of their own, which thread 0 scans with
+ *    independent loads (32 threads on the H200 host: 1.2-1.5 us against 7.3 us with one shared
+ *    count). A mailbox per worker, woken and answering on its own line, measured faster at 4 to 7
+ *    threads in one benchmark and slower in another, and slower from 12 up: not adopted.
  */
-typedef enum host_join_t { host_join_shared_k, host_join_mailbox_k, host_join_lines_k } host_join_t;
+typedef enum host_join_t { host_join_shared_k, host_join_lines_k } host_join_t;
 
-static atomic_size_t host_shared_join_workers = 2, host_mailbox_join_workers = 6;
+static atomic_size_t host_shared_join_workers = 2;
 
-void uform_host_join_limits(size_t shared_workers, size_t mailbox_workers) {
-    atomic_store(&host_shared_join_workers, shared_workers);
-    atomic_store(&host_mailbox_join_workers, mailbox_workers);
-}
+void uform_host_join_limits(size_t shared_workers) { atomic_store(&host_shared_join_workers, shared_workers); }
 
 /** ForkUnion's C ABI, as its header declares it, resolved at run time. */
 typedef void (*fu_for_threads_t)(void *context, size_t thread, size_t colocation);
@@ -70,8 +65,6 @@ typedef struct host_thread_t {
      *  own node, and thread 0 scans them all with independent loads: no line is fought over by
      *  every worker at once, which is what a shared countdown costs at 32 threads and up. */
     UFORM_ALIGNED atomic_uint finished_generation;
-    /** MAILBOX executors: the round to run, written by thread 0 into the worker's own line. */
-    atomic_uint wake_generation;
     host_executor_t *owner;
     size_t thread; /**< Index among the executor's threads; 0 for the leader. */
     size_t domain; /**< Index of its node among the executor's domains. */
@@ -94,7 +87,7 @@ struct host_executor_s {
         atomic_uint finished_count; /**< Small executors: worker completions, never reset. */
         uform_call_t round;
     } publish;
-    host_join_t join; /**< How rounds signal and join, fixed at construction by the worker count. */
+    host_join_t join; /**< How rounds join, fixed at construction by the worker count. */
     unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. */
     // Thread 0 parked in a long join: workers then bump `join_signal` and wake it.
     UFORM_ALIGNED atomic_uint joiner_parked;
@@ -236,12 +229,7 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
         if (call->schedule == uform_schedule_dynamic_k)
             atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
         self->finished_target += (unsigned)(self->threads_count - 1);
-        unsigned generation = atomic_load_explicit(&self->publish.generation, memory_order_relaxed) + 1;
-        if (self->join == host_join_mailbox_k)
-            for (size_t thread = 1; thread < self->threads_count; ++thread)
-                atomic_store_explicit(&self->workers[thread]->wake_generation, generation, memory_order_release);
-        // Bumped in every mode: parked workers sleep on it, mailbox ones included.
-        atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
+        unsigned generation = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
         host_wake_if_parked(&self->publish.generation, &self->sleepers);
         host_run_share(call, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
         host_join(self, generation);
@@ -254,23 +242,18 @@ static void *host_worker_loop(void *argument) {
     host_executor_t *self = me->owner;
     uform_current_executor = &self->base; // workers only ever run this executor's callbacks
     unsigned seen = 0;                    // `generation` starts at zero, before any worker exists
-    // The word announcing rounds: the worker's own mailbox, or the publish line.
-    atomic_uint *signal = self->join == host_join_mailbox_k ? &me->wake_generation : &self->publish.generation;
     for (;;) {
         unsigned spins = 0, now;
-        while ((now = atomic_load_explicit(signal, memory_order_acquire)) == seen) {
+        while ((now = atomic_load_explicit(&self->publish.generation, memory_order_acquire)) == seen) {
             if (spins < UFORM_PARK_SPINS ||
                 atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
                 uform_spin_pause();
                 ++spins;
                 continue;
             }
-            // Every mode parks on the publish line, which each round bumps after its mailboxes.
-            unsigned const published = atomic_load_explicit(&self->publish.generation, memory_order_seq_cst);
             atomic_fetch_add_explicit(&self->sleepers, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(signal, memory_order_seq_cst) == seen &&
-                atomic_load_explicit(&self->publish.generation, memory_order_seq_cst) == published)
-                uform_futex_wait(futex_word(&self->publish.generation), published, NULL);
+            if (atomic_load_explicit(&self->publish.generation, memory_order_seq_cst) == seen)
+                uform_futex_wait(futex_word(&self->publish.generation), seen, NULL);
             atomic_fetch_sub_explicit(&self->sleepers, 1, memory_order_relaxed);
         }
         seen = now;
@@ -392,9 +375,6 @@ static void host_release(host_executor_t *self) {
     if (!forked) {
         // Wake everyone with `stopping` set; workers see a new generation, the leader an empty queue.
         atomic_store_explicit(&self->stopping, 1u, memory_order_seq_cst);
-        unsigned const last = atomic_load_explicit(&self->publish.generation, memory_order_relaxed) + 1;
-        for (size_t thread = 1; self->workers && thread < self->threads_count; ++thread)
-            if (self->workers[thread]) atomic_store_explicit(&self->workers[thread]->wake_generation, last, memory_order_seq_cst);
         atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
         uform_futex_wake(futex_word(&self->publish.generation), INT_MAX);
         atomic_fetch_add_explicit(&self->leader_bell, 1u, memory_order_seq_cst);
@@ -491,10 +471,7 @@ static uform_status_t host_allocate(uform_placement_t *placement, size_t threads
     self->placement = *placement;
     *placement = (uform_placement_t) {0};
     self->threads_count = threads;
-    size_t const workers = threads - 1;
-    self->join = workers <= atomic_load(&host_shared_join_workers)    ? host_join_shared_k
-                 : workers <= atomic_load(&host_mailbox_join_workers) ? host_join_mailbox_k
-                                                                      : host_join_lines_k;
+    self->join = threads - 1 <= atomic_load(&host_shared_join_workers) ? host_join_shared_k : host_join_lines_k;
     self->slots_count = (uint32_t)(deferred_limit ? deferred_limit : UFORM_DEFERRED_LIMIT_DEFAULT);
     self->slots = calloc(self->slots_count, sizeof(deferred_slot_t));
     self->workers = calloc(threads, sizeof(host_thread_t *));

@@ -149,11 +149,10 @@ uform_status_t uform_executor_register(uform_executor_t executor);
  *  touched on the core's node. A pin the OS refuses is SYSTEM_ERROR naming the core. */
 uform_status_t uform_start_pinned_thread(pthread_t *handle, int32_t core, void *(*loop)(void *), void *argument);
 
-/** @brief How RAM executors made from now on wake and join their workers: up to `shared_workers`
- *  workers share the publish line, up to `mailbox_workers` get a wake and answer line each, more
- *  wake on the publish line and answer on their own (host.c says why). Defaults 2 and 6; tests
- *  lower them to run every mode on few cores. */
-void uform_host_join_limits(size_t shared_workers, size_t mailbox_workers);
+/** @brief How RAM executors made from now on join their workers: up to `shared_workers` workers
+ *  count in on the publish line, more answer on lines of their own (host.c says why). Default 2;
+ *  tests change it to run both joins on few cores. */
+void uform_host_join_limits(size_t shared_workers);
 
 /** @brief Runs a host call inline on this thread as thread 0 of a one-thread executor. */
 void uform_run_inline(uform_call_t const *call);

@@ -616,12 +616,11 @@ int main(void) {
     CHECK(description.cpu_class == detected);
     uform_executor_free(executor);
 
-    // Every way a round can wake and join its workers (host.c picks by worker count), each run on
-    // whatever cores this machine has by lowering the limits.
-    static struct { size_t shared, mailbox; char const *name; } const modes[] = {
-        {2, 6, "default"}, {64, 64, "shared"}, {0, 64, "mailbox"}, {0, 0, "lines"}};
+    // Both ways a round can join its workers (host.c picks by worker count), each run on whatever
+    // cores this machine has by moving the limit.
+    static struct { size_t shared; char const *name; } const modes[] = {{2, "default"}, {64, "shared"}, {0, "lines"}};
     for (size_t mode = 0; mode < sizeof(modes) / sizeof(modes[0]); ++mode) {
-        uform_host_join_limits(modes[mode].shared, modes[mode].mailbox);
+        uform_host_join_limits(modes[mode].shared);
         printf("join mode: %s\n", modes[mode].name);
         for (size_t count = 1; count <= threads; ++count) {
             CHECK_STATUS(uform_executor_for_ram(NULL, count, 0, &executor), uform_status_ok_k);
@@ -640,7 +639,7 @@ int main(void) {
         test_contention_storm(threads);
         test_moods(threads);
     }
-    uform_host_join_limits(2, 6);
+    uform_host_join_limits(2);
     test_deferred_limit();
     test_fork();
     CHECK_DONE();
