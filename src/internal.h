@@ -56,6 +56,9 @@ void uform_futex_wake(uint32_t *address, int count);
 /** @brief Seconds on the monotonic clock. */
 double uform_now_seconds(void);
 
+/** @brief Sleeps `seconds` (resuming after signals), for polling loops and tests. */
+void uform_sleep_seconds(double seconds);
+
 /** @brief A `pause`-class hint for spin loops. */
 static inline void uform_spin_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -64,7 +64,6 @@
 #include <stdio.h>    // `snprintf`
 #include <stdlib.h>   // `calloc`, `getenv`
 #include <string.h>   // `memset`
-#include <time.h>     // `nanosleep`
 
 struct uform_mesh_s {
     uform_executor_t executor;
@@ -111,11 +110,6 @@ static void mesh_unregister(uform_mesh_t mesh) {
 }
 
 /* ---- Helpers ---- */
-
-static void sleep_briefly(double seconds) {
-    struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
-    nanosleep(&pause, NULL);
-}
 
 static uform_status_t nccl_status(uform_nccl_result_t result) {
     switch (result) {
@@ -183,7 +177,7 @@ static uform_status_t mesh_settle(uform_mesh_t mesh, double seconds, char const 
             for (int spin = 0; spin < 32; ++spin) uform_spin_pause();
             continue;
         }
-        sleep_briefly(interval);
+        uform_sleep_seconds(interval);
         interval = interval * 2 > 2e-3 ? 2e-3 : interval * 2;
     }
 }

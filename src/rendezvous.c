@@ -20,7 +20,7 @@
 #include <string.h>     // `strcmp`
 #include <sys/random.h> // `getrandom`
 #include <sys/stat.h>   // `fstatat`, `mkdirat`
-#include <time.h>       // `nanosleep`, `clock_gettime`
+#include <time.h>       // `clock_gettime`
 #include <unistd.h>     // `gethostname`, `fsync`
 
 void (*uform_rendezvous_test_hook)(char const *stage, char const *name) = NULL;
@@ -53,11 +53,6 @@ static double wall_seconds(void) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static void sleep_seconds(double seconds) {
-    struct timespec pause = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    nanosleep(&pause, NULL);
 }
 
 /** Parses a decimal without sign, spaces or overflow. */
@@ -1150,7 +1145,7 @@ static uform_status_t join_loop(uform_rendezvous_t *rv, double deadline) {
         }
         interval = changed ? 0.001 : (interval * 1.5 > interval_limit ? interval_limit : interval * 1.5);
         double left = deadline - uform_now_seconds();
-        sleep_seconds(left < interval ? (left > 0 ? left : 0) : interval);
+        uform_sleep_seconds(left < interval ? (left > 0 ? left : 0) : interval);
     }
     free(absent);
     free((void *)facts);
@@ -1424,7 +1419,7 @@ uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *n
             return uform_fail(uform_status_timeout_k,
                               "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
                               rv->path, zero->host, zero->pid, name, rv->timeout);
-        sleep_seconds(interval);
+        uform_sleep_seconds(interval);
         interval = interval * 1.5 > 0.01 ? 0.01 : interval * 1.5;
     }
 }

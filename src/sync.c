@@ -29,6 +29,12 @@ void uform_futex_wake(uint32_t *address, int count) {
     syscall(SYS_futex, address, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
 
+void uform_sleep_seconds(double seconds) {
+    if (!(seconds > 0)) return;
+    struct timespec pause = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&pause, &pause) != 0) {}
+}
+
 double uform_now_seconds(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);

@@ -27,11 +27,6 @@ static double process_cpu_seconds(void) {
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
-static void sleep_seconds(double seconds) {
-    struct timespec pause = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    while (nanosleep(&pause, &pause) != 0) {}
-}
-
 /* ---- Schedules ---- */
 
 typedef struct visits_t {
@@ -234,7 +229,7 @@ typedef struct slow_t {
 static void slow_task(void *context, size_t task, size_t thread, size_t domain) {
     slow_t *slow = context;
     (void)task, (void)thread, (void)domain;
-    sleep_seconds(slow->seconds);
+    uform_sleep_seconds(slow->seconds);
     atomic_fetch_add(&slow->finished, 1);
 }
 
@@ -296,9 +291,9 @@ static void test_moods(size_t threads) {
     uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = &(storm_t) {0}};
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
-    sleep_seconds(0.02); // let the short post-call spin end
+    uform_sleep_seconds(0.02); // let the short post-call spin end
     double cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
-    sleep_seconds(0.2);
+    uform_sleep_seconds(0.2);
     double parked_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
     printf("PARKED idle: %.2f%% of one core over 200 ms with %zu threads\n", parked_cores * 100, threads);
     CHECK(parked_cores < 0.05);
@@ -308,16 +303,16 @@ static void test_moods(size_t threads) {
         CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
         CHECK(description.mood == uform_mood_spinning_k);
         cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
-        sleep_seconds(0.2);
+        uform_sleep_seconds(0.2);
         double spinning_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
         printf("SPINNING idle: %.2f cores over 200 ms with %zu spinning workers\n", spinning_cores, threads - 1);
         // Each of the threads-1 workers should burn most of a core; demand at least half of one.
         CHECK(spinning_cores > 0.5);
         // And back to parked: the spinning stops.
         CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
-        sleep_seconds(0.02);
+        uform_sleep_seconds(0.02);
         cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
-        sleep_seconds(0.2);
+        uform_sleep_seconds(0.2);
         parked_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
         CHECK(parked_cores < 0.05);
     }

@@ -27,11 +27,7 @@
 static char root[256];    // the temporary directory every test works under
 static char host[128];    // this machine's host name, as messages name it
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now(void) { return uform_now_seconds(); }
 
 /** What one child does. */
 typedef struct spec_t {

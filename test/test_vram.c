@@ -17,7 +17,6 @@
 #include <signal.h>   // `kill`
 #include <stdatomic.h>
 #include <sys/wait.h> // `waitpid`
-#include <time.h>     // `nanosleep`
 #include <unistd.h>   // `fork`
 
 static void test_arguments(void) {
@@ -107,16 +106,6 @@ static size_t gpus = 0;
 /** Loop counts, a tenth under compute-sanitizer, which makes every launch far slower. */
 static size_t scaled(size_t count) { return getenv("UFORM_TEST_UNDER_SANITIZER") ? count / 10 : count; }
 
-static double now_seconds(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static void sleep_seconds(double seconds) {
-    struct timespec pause = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    nanosleep(&pause, NULL);
-}
 
 #define CHECK_CU(expression)                                                                       \
     do {                                                                                           \
@@ -407,17 +396,17 @@ static void test_deferred_overlap(void) {
     plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 50e6};
     uform_call_t call = device_call(&plan, 0);
     uform_outcome_t outcome;
-    double const start = now_seconds();
+    double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
-    double const submitted = now_seconds();
+    double const submitted = uform_now_seconds();
     CHECK(submitted - start < 0.010); // returned long before the 50 ms kernel ends
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
-    sleep_seconds(0.010); // host work overlapping the device's
+    uform_sleep_seconds(0.010); // host work overlapping the device's
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
     CHECK_STATUS(uform_outcome_wait(&outcome, 0.001), uform_status_pending_k);
     CHECK(!outcome.finished);
     CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
-    double const finished = now_seconds();
+    double const finished = uform_now_seconds();
     CHECK(outcome.finished && outcome.status == uform_status_ok_k && outcome.message[0] == '\0');
     CHECK(finished - start >= 0.045);
     printf("deferred 50 ms sleep: submit took %.1f us, the outcome finished after %.1f ms\n",
@@ -455,7 +444,7 @@ static void *contender(void *argument) {
     uform_call_t call = device_call(&plan, 0);
     contention->call = uform_executor_call(contention->executor, &call, NULL);
     contention->release = uform_executor_scratch_release(contention->executor);
-    contention->attempted_at = now_seconds();
+    contention->attempted_at = uform_now_seconds();
     atomic_store(&contention->phase, 2);
     return NULL;
 }
@@ -469,7 +458,7 @@ static void test_contended(void) {
     CHECK_FATAL(pthread_create(&thread, NULL, contender, &contention) == 0);
     uform_call_t call = {.device = slow_callback, .context = &contention};
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
-    double const returned = now_seconds();
+    double const returned = uform_now_seconds();
     pthread_join(thread, NULL);
     CHECK(contention.call == uform_status_contended_k);
     CHECK(contention.release == uform_status_contended_k);
@@ -551,7 +540,7 @@ static void test_ring_progress(void) {
     uform_call_t call = device_call(&plan, 0);
     uform_outcome_t outcomes[16];
     size_t failures = 0;
-    double const start = now_seconds();
+    double const start = uform_now_seconds();
     size_t const calls = scaled(5000);
     for (size_t index = 0; index < calls; ++index) {
         uform_outcome_t *outcome = &outcomes[index % 16];
@@ -562,7 +551,7 @@ static void test_ring_progress(void) {
     for (size_t index = 0; index < 16; ++index) failures += !outcomes[index].finished || outcomes[index].status != 0;
     CHECK(failures == 0);
     printf("%zu deferred empty kernels through a ring of 16: %.2f us per call\n", calls,
-           (now_seconds() - start) / (double)calls * 1e6);
+           (uform_now_seconds() - start) / (double)calls * 1e6);
     uform_executor_free(executor);
 }
 
@@ -770,10 +759,10 @@ static void test_watchdog(void) {
     uform_vram_set_watchdog(executor, test_watchdog_callback, &state);
     plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 300e6};
     uform_call_t call = device_call(&plan, 0);
-    double const start = now_seconds();
+    double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_timeout_k);
     CHECK_MESSAGE("test watchdog gave up");
-    double const blocking = now_seconds() - start;
+    double const blocking = uform_now_seconds() - start;
     CHECK(blocking < 0.15); // about 5 ms of watchdog checks, not the 300 ms kernel
     CHECK(atomic_load(&state.calls) == 5);
 
@@ -840,7 +829,7 @@ static int trap_child(void) {
     plan_t trap = {.kernel = uform_kernel_trap_k};
     uform_call_t call = device_call(&trap, 0);
     uform_outcome_t outcome;
-    double const start = now_seconds();
+    double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(first, &call, &outcome), uform_status_ok_k);
     CHECK_STATUS(uform_executor_drain(first, uform_mood_parked_k), uform_status_device_fault_k);
     CHECK_MESSAGE("CUDA_ERROR");
@@ -852,14 +841,14 @@ static int trap_child(void) {
     // Dead from now on, at once.
     plan_t fill = {.kernel = uform_kernel_fill_f32_k, .value = 1};
     uform_call_t filling = device_call(&fill, 1024);
-    double const later = now_seconds();
+    double const later = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(first, &filling, NULL), uform_status_device_fault_k);
     CHECK(fill.visits == 0);
     CHECK_STATUS(uform_executor_call(first, &filling, &outcome), uform_status_device_fault_k);
     CHECK(outcome.finished && outcome.status == uform_status_device_fault_k);
     CHECK_STATUS(uform_executor_scratch_release(first), uform_status_device_fault_k);
     CHECK_STATUS(uform_executor_drain(first, uform_mood_parked_k), uform_status_device_fault_k);
-    CHECK(now_seconds() - later < 0.5);
+    CHECK(uform_now_seconds() - later < 0.5);
     // The other executor on the same device shares the broken primary context.
     CHECK_STATUS(uform_executor_call(second, &filling, NULL), uform_status_device_fault_k);
     CHECK_MESSAGE("CUDA_ERROR");
@@ -892,7 +881,7 @@ static int trap_child(void) {
     uform_executor_free(second);
     uform_executor_free(other);
     uform_executor_free(ram);
-    double const elapsed = now_seconds() - start;
+    double const elapsed = uform_now_seconds() - start;
     CHECK(elapsed < 20);
     printf("trap: reported, executors freed, %.1f ms in all\n", elapsed * 1e3);
 
@@ -926,9 +915,9 @@ static void test_trap(char const *self) {
     }
     CHECK_FATAL(child > 0);
     int status = 0;
-    double const deadline = now_seconds() + 120;
+    double const deadline = uform_now_seconds() + 120;
     pid_t done = 0;
-    while ((done = waitpid(child, &status, WNOHANG)) == 0 && now_seconds() < deadline) sleep_seconds(0.01);
+    while ((done = waitpid(child, &status, WNOHANG)) == 0 && uform_now_seconds() < deadline) uform_sleep_seconds(0.01);
     if (done == 0) {
         kill(child, SIGKILL);
         waitpid(child, &status, 0);
