@@ -1016,7 +1016,27 @@ class _Using:
         return False
 
 
-class Executor:
+class _Closing:
+    """Lifetimes shared by `Executor` and `Mesh`: closed at the end of a ``with`` block and when
+    garbage-collected; subclasses provide ``close`` and ``_closed``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_closed", True):
+            return
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - nothing to raise into from a finalizer
+            pass
+
+
+class Executor(_Closing):
     """The threads or streams a verb runs on (`uform_executor_t`), freed when it goes out of scope,
     when `close` is called, or at the end of a ``with`` block, whichever comes first.
 
@@ -1350,21 +1370,6 @@ class Executor:
                 record.settle(record.outcome.status if finished else Status.PENDING)
         _live_executors.discard(self)
 
-    def __enter__(self) -> "Executor":
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.close()
-        return False
-
-    def __del__(self):
-        if getattr(self, "_closed", True):
-            return
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - nothing to raise into from a finalizer
-            pass
-
     def __repr__(self) -> str:
         if self._closed:
             return "<Executor closed>"
@@ -1477,7 +1482,7 @@ def _device_buffer(buffer, position: int, dtype: DType):
     return int(address or 0), elements
 
 
-class Mesh:
+class Mesh(_Closing):
     """One process's place among the processes of a run (`uform_mesh_t`). Holds its executor,
     which therefore outlives it; closing the executor closes its meshes first. Freed when it goes
     out of scope, by `close`, or at the end of a ``with`` block."""
@@ -1649,21 +1654,6 @@ class Mesh:
         if self._executor is not None:
             self._executor._meshes.discard(self)
         self._native.uform_mesh_free(handle)
-
-    def __enter__(self) -> "Mesh":
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.close()
-        return False
-
-    def __del__(self):
-        if getattr(self, "_closed", True):
-            return
-        try:
-            self.close()
-        except Exception:  # pragma: no cover
-            pass
 
     def __repr__(self) -> str:
         return "<Mesh closed>" if self._closed else f"<Mesh 0x{self._handle:x}>"
