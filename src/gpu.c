@@ -77,6 +77,25 @@ uform_gpu_class_t uform_gpu_class_common(uform_gpu_class_t a, uform_gpu_class_t 
     return uform_gpu_class_unknown_k;
 }
 
+/* ---- Argument checks, the same with and without CUDA ---- */
+
+static uform_status_t gpu_check_listing(uform_gpu_device_t const *devices, size_t capacity, size_t const *count) {
+    if (!count) return uform_fail(uform_status_invalid_argument_k, "uform_gpu_devices: count is NULL");
+    if (capacity && !devices)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_gpu_devices: devices is NULL but capacity is %zu; pass capacity 0 to query the count",
+                          capacity);
+    return uform_status_ok_k;
+}
+
+static uform_status_t gpu_check_name_buffer(char const *name, size_t capacity) {
+    if (!name || !capacity)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_gpu_device_name: the name buffer is %s; pass a buffer of at least one byte",
+                          name ? "of capacity 0" : "NULL");
+    return uform_status_ok_k;
+}
+
 #if UFORM_WITH_CUDA
 
 #include <ctype.h>   // `tolower`
@@ -286,11 +305,8 @@ uint64_t uform_cuda_fork_generation(void) {
 /* ---- The public listing ---- */
 
 uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, size_t *count) {
-    if (!count) return uform_fail(uform_status_invalid_argument_k, "uform_gpu_devices: count is NULL");
-    if (capacity && !devices)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_gpu_devices: devices is NULL but capacity is %zu; pass capacity 0 to query the count",
-                          capacity);
+    uform_status_t const status = gpu_check_listing(devices, capacity, count);
+    if (status != uform_status_ok_k) return status;
     uform_gpu_ensure();
     size_t const total = uform_gpu.devices_count;
     for (size_t index = 0; index < total && index < capacity; ++index) {
@@ -308,10 +324,8 @@ uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, s
 }
 
 uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity) {
-    if (!name || !capacity)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_gpu_device_name: the name buffer is %s; pass a buffer of at least one byte",
-                          name ? "of capacity 0" : "NULL");
+    uform_status_t const status = gpu_check_name_buffer(name, capacity);
+    if (status != uform_status_ok_k) return status;
     uform_gpu_ensure();
     if (ordinal >= uform_gpu.devices_count) {
         if (!uform_gpu.devices_count)
@@ -409,20 +423,15 @@ uform_status_t uform_cuda(uform_cuda_t const **driver) {
 }
 
 uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, size_t *count) {
-    if (!count) return uform_fail(uform_status_invalid_argument_k, "uform_gpu_devices: count is NULL");
-    if (capacity && !devices)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_gpu_devices: devices is NULL but capacity is %zu; pass capacity 0 to query the count",
-                          capacity);
+    uform_status_t const status = gpu_check_listing(devices, capacity, count);
+    if (status != uform_status_ok_k) return status;
     *count = 0;
     return uform_status_ok_k;
 }
 
 uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity) {
-    if (!name || !capacity)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_gpu_device_name: the name buffer is %s; pass a buffer of at least one byte",
-                          name ? "of capacity 0" : "NULL");
+    uform_status_t const status = gpu_check_name_buffer(name, capacity);
+    if (status != uform_status_ok_k) return status;
     return uform_fail(uform_status_invalid_argument_k,
                       "uform_gpu_device_name: ordinal %zu is out of range, no GPU is listed: %s", ordinal,
                       UFORM_NO_GPU_REASON);
