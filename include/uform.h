@@ -879,6 +879,136 @@ UFORM_API uform_status_t uform_mesh_all_reduce_host(uform_mesh_t mesh, void *con
                                                     uform_dtype_t dtype, uform_outcome_t *outcome);
 
 
+
+/* ---- Models and Encoders ---- */
+
+/** @brief An open model: one tower (text or image) of a model directory, immutable once open, so
+ *  any number of executors on any threads may use it at once. Free with `uform_model_free`. */
+typedef struct uform_model_s *uform_model_t;
+
+/** @brief Which tower of a model directory to open. */
+typedef enum uform_modality_t {
+    uform_modality_text_k = 0,  /**< Texts to embeddings. */
+    uform_modality_image_k = 1, /**< Images to embeddings. */
+} uform_modality_t;
+
+/**
+ *  @brief How to open a model. Copied, never borrowed past `uform_model_open`.
+ *
+ *  A model directory holds one of two layouts:
+ *  - UForm3: `config.json` with `text_encoder` and `image_encoder` sections,
+ *    `text_encoder.safetensors`, `image_encoder.safetensors`, `tokenizer.json`;
+ *  - sentence-transformers / Hugging Face BERT: `config.json` (`"model_type": "bert"`),
+ *    `model.safetensors`, `tokenizer.json` or `vocab.txt`, and optionally `modules.json` with
+ *    `1_Pooling/config.json` (pooling) and a `Normalize` module (L2 normalisation).
+ */
+typedef struct uform_model_options_t {
+    char const *path;                 /**< The model directory. */
+    uform_modality_t modality;        /**< Which tower to open. */
+    uform_residency_t residency;      /**< RAM or VRAM; ANY is INVALID_ARGUMENT. */
+    uform_ram_options_t const *ram;   /**< RAM: one weights replica per chosen NUMA domain; NULL derives. */
+    uform_vram_options_t const *vram; /**< VRAM: one weights copy per chosen device; NULL derives. */
+    uform_dtype_t weights_dtype;      /**< What the weights are held and multiplied as: f32, bf16 or f16. */
+} uform_model_options_t;
+
+/** @brief What an open model is. */
+typedef struct uform_model_description_t {
+    uform_modality_t modality;
+    uform_residency_t residency;
+    uform_dtype_t weights_dtype;
+    size_t dimensions;               /**< The embedding width. */
+    size_t matryoshka_dimensions[8]; /**< Narrower widths the config names, ascending; zeros after the last. */
+    size_t context;                  /**< Text: tokens per text, specials included; longer texts are truncated. */
+    size_t image_size;               /**< Image: the side in pixels the tower sees. */
+    size_t layers;                   /**< Transformer layers run per item. */
+    size_t parameters;               /**< Parameters held per replica. */
+    size_t replicas;                 /**< Weights replicas: one per memory domain (RAM) or device (VRAM). */
+} uform_model_description_t;
+
+/**
+ *  @brief Opens one tower of a model directory.
+ *
+ *  Fails with INVALID_ARGUMENT for NULL pointers, an unknown modality, residency or dtype, or
+ *  ANY residency; CORRUPT_FILE naming the file and the tensor or key for a truncated or lying
+ *  safetensors file, malformed JSON, a missing tensor or one of the wrong shape; UNSUPPORTED for a
+ *  layout, activation, dtype or tokenizer model the engine does not run; SYSTEM_ERROR for a file
+ *  that cannot be opened or mapped; OUT_OF_MEMORY.
+ *
+ *  @code{.c}
+ *  uform_model_options_t options = {.path = "all-MiniLM-L6-v2", .modality = uform_modality_text_k,
+ *                                   .residency = uform_residency_ram_k,
+ *                                   .weights_dtype = uform_dtype_f32_k};
+ *  uform_model_t model = NULL;
+ *  if (uform_model_open(&options, &model) != uform_status_ok_k)
+ *      fprintf(stderr, "uform: %s\n", uform_error_message());
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_model_open(uform_model_options_t const *options, uform_model_t *model);
+
+/** @brief Describes an open model. INVALID_ARGUMENT for NULL. */
+UFORM_API uform_status_t uform_model_describe(uform_model_t model, uform_model_description_t *description);
+
+/** @brief Releases the model's weights. NULL is a no-op. The model must not be in use by a call. */
+UFORM_API void uform_model_free(uform_model_t model);
+
+/**
+ *  @brief Tokenizes one UTF-8 text as the model's encoder sees it: specials added, truncated to
+ *  the model's context. `*count` receives the number of ids, the first `min(capacity, count)` are
+ *  written (`ids` may be NULL when `capacity` is zero). INVALID_ARGUMENT for invalid UTF-8 (the
+ *  message gives the byte offset) or NULL pointers; UNSUPPORTED for an image model.
+ */
+UFORM_API uform_status_t uform_model_tokenize(uform_model_t model, char const *text, size_t length,
+                                              int32_t *ids, size_t capacity, size_t *count);
+
+/** @brief Where a verb writes its embeddings: row `i` at `data + i * stride` bytes. */
+typedef struct uform_embeddings_t {
+    void *data;          /**< Rows of `dimensions` elements of `dtype`. */
+    size_t stride;       /**< Bytes between rows; 0 packs them. */
+    size_t dimensions;   /**< 0 takes the model's width; fewer truncates (Matryoshka). */
+    uform_dtype_t dtype; /**< f32, f16 or bf16. */
+    int normalize;       /**< Nonzero L2-normalises each row after truncation; the layout's own
+                              normalisation (sentence-transformers' Normalize) applies regardless. */
+} uform_embeddings_t;
+
+/** @brief One image: encoded bytes (JPEG, PNG) when `width` is 0, else 8-bit RGB pixels with
+ *  `stride` bytes per row (0: `3 * width`). */
+typedef struct uform_image_t {
+    void const *data;
+    size_t size;
+    size_t width, height, stride;
+} uform_image_t;
+
+/**
+ *  @brief Encodes `count` UTF-8 texts into `embeddings`, as a call on `executor`: blocking when
+ *  `outcome` is NULL, deferred otherwise, with CONTENDED, DEFERRED_FULL, FORKED and submission
+ *  order exactly as `uform_executor_call`. RESIDENCY_MISMATCH when the executor's kind does not
+ *  serve the model's residency or its memory domains are not among the model's.
+ *
+ *  `lengths` may be NULL for NUL-terminated texts. With `statuses` (one per text), a bad text
+ *  (invalid UTF-8) gets INVALID_ARGUMENT and a zero row while the rest are encoded and the call
+ *  succeeds; without it, the first bad text fails the whole call, naming its index, and nothing is
+ *  written. Texts, lengths, embeddings and statuses must stay valid until a deferred call finishes.
+ *
+ *  @code{.c}
+ *  char const *texts[] = {"a cat on a mat", "a dog in the fog"};
+ *  float rows[2][384];
+ *  uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+ *  uform_status_t status = uform_encode_texts(executor, model, texts, NULL, 2, &out, NULL, NULL);
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_model_t model,
+                                            char const *const *texts, size_t const *lengths, size_t count,
+                                            uform_embeddings_t const *embeddings, uform_status_t *statuses,
+                                            uform_outcome_t *outcome);
+
+/** @brief Encodes `count` images, as `uform_encode_texts` does texts; an undecodable image gets
+ *  CORRUPT_FILE as its per-item status. */
+UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model,
+                                             uform_image_t const *images, size_t count,
+                                             uform_embeddings_t const *embeddings, uform_status_t *statuses,
+                                             uform_outcome_t *outcome);
+
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,29 @@
+/**
+ *  @file   model.h
+ *  @brief  The open model behind `uform_model_t`: options, replicas of the tower per memory domain,
+ *          the tokenizer. Internal only. Written by `src/models/` (files), read by the verbs.
+ */
+#ifndef UFORM_MODELS_MODEL_H
+#define UFORM_MODELS_MODEL_H
+
+#include "models/tower.h"
+#include "text/tokenizer.h"
+
+struct uform_model_s {
+    uform_modality_t modality;
+    uform_residency_t residency;
+    uform_dtype_t weights_dtype;
+    uform_model_description_t description;
+    /* RAM: one replica per memory domain, in the order of `replica_nodes` (NUMA node IDs). A thread
+     * running on node N reads the replica whose node is N. */
+    size_t replicas_count;
+    int32_t *replica_nodes;
+    uform_text_tower_t *text_replicas; /**< Text towers, `replicas_count` of them; NULL for images. */
+    uform_tokenizer_t *tokenizer;      /**< Text towers only. */
+    void *owned;                       /**< Whatever the loader must release (mappings, buffers). */
+};
+
+/** @brief The replica a thread on `node` reads: the one on its node, else replica 0. */
+uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *model, int32_t node);
+
+#endif // UFORM_MODELS_MODEL_H
