@@ -767,6 +767,14 @@ typedef enum uform_multimem_tier_t {
 /** @brief One process's place among the processes of a run. */
 typedef struct uform_mesh_s *uform_mesh_t;
 
+/** @brief The most processes one mesh joins (`host_domain_count`); above it bootstrap is
+ *  INVALID_ARGUMENT at once. Each peer costs a joining process about 120 bytes. */
+#define UFORM_MESH_PROCESSES_MAX 65536
+
+/** @brief The most GPUs one process of a mesh drives; a peer's file claiming more (or none) is
+ *  CORRUPT_FILE, so a mesh never asks NCCL for more than 2^26 ranks. */
+#define UFORM_MESH_GPUS_PER_PROCESS_MAX 1024
+
 /**
  *  @brief Where this process sits among the processes training one model, and how they meet.
  *  All-zero is a run with no peers.

@@ -167,9 +167,11 @@ static uform_status_t mesh_settle(uform_mesh_t mesh, double seconds, char const 
                 return uform_fail(status, "%s stopped: %s", stage, message);
             }
         }
-        if (now - start >= seconds)
-            return uform_fail(uform_status_timeout_k, "%s did not finish within %g s; ranks still in progress: %s",
-                              stage, seconds, stalled);
+        if (now - start >= seconds) // this process's ranks wait on others: name them as waiting, not as stalled
+            return uform_fail(uform_status_timeout_k,
+                              "%s did not finish within %g s; this process's ranks %s (of %zu in the run) are still "
+                              "waiting, so a rank of another process never joined or stalled",
+                              stage, seconds, stalled, mesh->description.gpus_per_colocated_domain);
         // NCCL usually finishes enqueueing a collective within microseconds: spin for the first
         // 200 us (a sleep that short overshoots by tens of microseconds, which doubled the cost of
         // a 1 MiB all-reduce), then back off to sleeps for the long stalls of initialisation.

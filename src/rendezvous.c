@@ -1,102 +1,178 @@
 /**
  *  @file   rendezvous.c
- *  @brief  The directory exchange of meshes: facts, the stale-run scheme, agreement, the blob.
- *          See rendezvous.h for the files and the scheme.
+ *  @brief  The directory exchange's protocol: joining (the stale-run scheme, acknowledgements,
+ *          disputes, agreement, completion), describing, the blob, watching and leaving. The file
+ *          format and I/O live in rendezvous_files.c, liveness in rendezvous_liveness.c; the scheme
+ *          is described in rendezvous.h.
  */
-#include "rendezvous.h"
+#include "rendezvous_private.h"
 
 #include "cuda_driver.h" // `uform_gpu_class_common`, `uform_gpu_class_runs`
 
-#include <ctype.h>      // `isxdigit`
-#include <dirent.h>     // `fdopendir`, `readdir`
-#include <errno.h>      // `errno`
-#include <fcntl.h>      // `openat`, `O_NOFOLLOW`
-#include <inttypes.h>   // `PRIx64`
-#include <limits.h>     // `PATH_MAX`
-#include <math.h>       // `isfinite`
-#include <signal.h>     // `kill`
-#include <stdio.h>      // `snprintf`
-#include <stdlib.h>     // `calloc`
-#include <string.h>     // `strcmp`
-#include <sys/random.h> // `getrandom`
-#include <sys/stat.h>   // `fstatat`, `mkdirat`
-#include <time.h>       // `clock_gettime`
-#include <unistd.h>     // `gethostname`, `fsync`
+#include <ctype.h>    // `isalnum`
+#include <errno.h>    // `errno`
+#include <fcntl.h>    // `AT_SYMLINK_NOFOLLOW`
+#include <inttypes.h> // `PRIx64`
+#include <limits.h>   // `PATH_MAX`
+#include <math.h>     // `isfinite`
+#include <stdio.h>    // `snprintf`
+#include <stdlib.h>   // `calloc`
+#include <string.h>   // `strcmp`
+#include <time.h>     // `clock_gettime`
+#include <unistd.h>   // `getpid`
 
-void (*uform_rendezvous_test_hook)(char const *stage, char const *name) = NULL;
+#define RV_FAILURE_HOLD 2.0      /**< Process 0 keeps acknowledging late arrivals this long after a failure. */
+#define RV_DISPUTE_HOLD 0.5      /**< A dispute stays published this long, then its writer removes it. */
+#define RV_SWEEP_BUDGET 1024     /**< Peer files process 0 looks up per poll (and others when finishing). */
+#define RV_LIVENESS_PERIOD 0.02  /**< How often peers on this host are checked for being alive. */
+#define RV_DEADLINE_PASS 0.1     /**< Longest a process spends naming absent peers at its deadline. */
+#define GPU_CLASS_LAST uform_gpu_class_apple_metal10_k
+#define SPAN_LIMIT ((uint64_t)UFORM_MESH_PROCESSES_MAX * UFORM_MESH_GPUS_PER_PROCESS_MAX)
+#define NO_ORIGIN UINT32_MAX
 
-static void hook(char const *stage, char const *name) {
-    if (uform_rendezvous_test_hook) uform_rendezvous_test_hook(stage, name);
+/* ---- Peers, compact: about 120 bytes each ---- */
+
+typedef enum kind_t { kind_none_k = 0, kind_stale_k, kind_facts_k, kind_failed_k } kind_t;
+enum { flag_pinned_k = 1, flag_multicast_supported_k = 2, flag_multicast_allowed_k = 4 };
+
+typedef struct peer_t {
+    rv_key_t key;
+    uint64_t token, first_token, acked_token;
+    int64_t pid, first_pid;
+    uint64_t pid_start;
+    uint64_t span;
+    uint32_t gpus, count, origin, first_origin;
+    uint8_t kind, gpu_class, gpu_floor, flags;
+    int32_t failed_status;
+    char *message; /**< A failure record's message, quoted; NULL otherwise. */
+} peer_t;
+
+/** Where a process runs: host name, boot ID and PID namespace, interned (few distinct per run). */
+typedef struct origin_t {
+    char host[128];
+    char boot_id[40];
+    uint64_t pid_namespace;
+} origin_t;
+
+struct uform_rendezvous_t {
+    rv_directory_t dir;
+    size_t index, count;
+    double timeout, deadline;
+    rv_identity_t identity;
+    uform_rendezvous_facts_t self;
+    uint64_t nonce, token;
+    bool trusted, written, quiet; /**< quiet: publish no failure record (disputed, or published). */
+    bool joined;
+    bool complete; /**< Others: process 0 declared the run complete under the nonce. */
+    int64_t adopted_pid;    /**< Others: who wrote the `run` whose nonce this process adopted... */
+    char adopted_host[128]; /**< ...and on which host. */
+    rv_key_t own_key, ack_key, complete_key, dispute_key;
+    peer_t *peers; /**< [count]; the own entry is this process. */
+    origin_t *origins;
+    size_t origins_count, origins_capacity;
+    uint32_t *origin_table; /**< Open addressing over `origins`, capacity a power of two. */
+    size_t origin_table_capacity;
+    size_t facts_count, failed_count; /**< Over `peers` under the nonce (process 0, and after joining). */
+    size_t cursor;                    /**< The next peer a budgeted sweep looks up. */
+    size_t final_cursor;              /**< Others: the next peer read once `complete` is seen. */
+    double next_liveness;
+    struct {
+        rv_key_t key;
+        bool valid;
+        uint32_t version;
+        uint64_t nonce, token, count, pid_start, pid_namespace;
+        int64_t pid;
+        char host[128], boot_id[40];
+    } run;
+    char blob_names[8][48];
+    rv_key_t blob_keys[8];
+    size_t blob_count;
+};
+
+/* ---- Origins ---- */
+
+static uint64_t hash_text(uint64_t hash, char const *text) {
+    for (; *text; ++text) hash = (hash ^ (unsigned char)*text) * 0x100000001B3ull;
+    return hash * 0x100000001B3ull;
 }
 
-#define RV_MESSAGE 480 // fits `uform_fail`'s 512-byte buffer with a prefix
-
-/* ---- Small helpers ---- */
-
-static uint64_t random_u64(void) {
-    uint64_t value = 0;
-    while (value == 0) {
-        if (getrandom(&value, sizeof value, 0) != (ssize_t)sizeof value) {
-            // No entropy source: mix the clock, the PID and a counter; tokens only need uniqueness.
-            static _Atomic uint64_t counter = 0;
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            value = ((uint64_t)now.tv_nsec << 20) ^ (uint64_t)now.tv_sec ^ ((uint64_t)getpid() << 40) ^
-                    (counter += 0x9E3779B97F4A7C15ull);
-            value ^= value >> 31, value *= 0xBF58476D1CE4E5B9ull, value ^= value >> 29;
+static uint32_t origin_intern(uform_rendezvous_t *rv, char const *host, char const *boot_id, uint64_t pid_namespace) {
+    uint64_t hash = hash_text(hash_text(0xCBF29CE484222325ull, host), boot_id) ^ (pid_namespace * 0x9E3779B97F4A7C15ull);
+    if (rv->origins_count * 2 >= rv->origin_table_capacity) { // grow and rehash
+        size_t capacity = rv->origin_table_capacity ? rv->origin_table_capacity * 2 : 64;
+        uint32_t *table = malloc(capacity * sizeof *table);
+        origin_t *origins = realloc(rv->origins, capacity / 2 * sizeof *origins);
+        if (!table || !origins) {
+            free(table);
+            if (origins) rv->origins = origins;
+            return NO_ORIGIN;
         }
+        rv->origins = origins, rv->origins_capacity = capacity / 2;
+        for (size_t i = 0; i < capacity; ++i) table[i] = NO_ORIGIN;
+        for (uint32_t id = 0; id < rv->origins_count; ++id) {
+            origin_t const *o = &rv->origins[id];
+            uint64_t h = hash_text(hash_text(0xCBF29CE484222325ull, o->host), o->boot_id) ^
+                         (o->pid_namespace * 0x9E3779B97F4A7C15ull);
+            size_t at = (size_t)h & (capacity - 1);
+            while (table[at] != NO_ORIGIN) at = (at + 1) & (capacity - 1);
+            table[at] = id;
+        }
+        free(rv->origin_table);
+        rv->origin_table = table, rv->origin_table_capacity = capacity;
     }
-    return value;
-}
-
-static double wall_seconds(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-/** Parses a decimal without sign, spaces or overflow. */
-static bool parse_unsigned(char const *text, uint64_t limit, uint64_t *value) {
-    if (!text || !*text || strlen(text) > 20) return false;
-    uint64_t result = 0;
-    for (char const *c = text; *c; ++c) {
-        if (*c < '0' || *c > '9') return false;
-        uint64_t digit = (uint64_t)(*c - '0');
-        if (result > (UINT64_MAX - digit) / 10) return false;
-        result = result * 10 + digit;
+    size_t mask = rv->origin_table_capacity - 1;
+    for (size_t at = (size_t)hash & mask;; at = (at + 1) & mask) {
+        uint32_t id = rv->origin_table[at];
+        if (id == NO_ORIGIN) {
+            id = (uint32_t)rv->origins_count++;
+            origin_t *o = &rv->origins[id];
+            snprintf(o->host, sizeof o->host, "%s", host);
+            snprintf(o->boot_id, sizeof o->boot_id, "%s", boot_id);
+            o->pid_namespace = pid_namespace;
+            rv->origin_table[at] = id;
+            return id;
+        }
+        origin_t const *o = &rv->origins[id];
+        if (o->pid_namespace == pid_namespace && strcmp(o->host, host) == 0 && strcmp(o->boot_id, boot_id) == 0)
+            return id;
     }
-    if (result > limit) return false;
-    *value = result;
-    return true;
 }
 
-static bool parse_hex(char const *text, uint64_t *value) {
-    size_t length = strlen(text);
-    if (length == 0 || length > 16) return false;
-    uint64_t result = 0;
-    for (size_t i = 0; i < length; ++i) {
-        char c = text[i];
-        if (!isxdigit((unsigned char)c)) return false;
-        result = (result << 4) | (uint64_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
-    *value = result;
-    return true;
+static char const *host_of(uform_rendezvous_t const *rv, uint32_t origin) {
+    return origin < rv->origins_count ? rv->origins[origin].host : "unknown";
 }
 
-/** Writes "1, 3-5, 9" into `out` for the indices where `absent[i]`, truncating with "...". */
-static void format_indices(bool const *absent, size_t count, char *out, size_t capacity) {
+/** A host name from a file, quoted for messages. */
+static void quoted_host(uform_rendezvous_t const *rv, uint32_t origin, char *out, size_t capacity) {
+    rv_quote(host_of(rv, origin), 64, out, capacity);
+}
+
+static int peer_liveness(uform_rendezvous_t const *rv, peer_t const *peer) {
+    if (peer->origin >= rv->origins_count) return -1;
+    origin_t const *o = &rv->origins[peer->origin];
+    return rv_liveness(&rv->identity, o->boot_id, o->pid_namespace, peer->pid, peer->pid_start);
+}
+
+/* ---- Messages ---- */
+
+/** Writes "1, 3-5, 9" into `out` for the peers not arrived (neither facts nor failure). */
+static void format_absent(uform_rendezvous_t const *rv, char *out, size_t capacity, size_t *missing) {
     size_t used = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < count; ++i) {
-        if (!absent[i]) continue;
+    *missing = 0;
+    for (size_t i = 0; i < rv->count; ++i) {
+        if (rv->peers[i].kind == kind_facts_k || rv->peers[i].kind == kind_failed_k) continue;
         size_t j = i;
-        while (j + 1 < count && absent[j + 1]) ++j;
+        while (j + 1 < rv->count && rv->peers[j + 1].kind != kind_facts_k && rv->peers[j + 1].kind != kind_failed_k) ++j;
+        *missing += j - i + 1;
         char piece[48];
         if (j == i) snprintf(piece, sizeof piece, "%s%zu", used ? ", " : "", i);
         else snprintf(piece, sizeof piece, "%s%zu-%zu", used ? ", " : "", i, j);
         size_t length = strlen(piece);
-        if (used + length + 4 >= capacity) {
-            snprintf(out + used, capacity - used, ", ...");
+        if (used + length + 6 >= capacity) {
+            if (used + 6 < capacity) snprintf(out + used, capacity - used, ", ...");
+            for (size_t k = j + 1; k < rv->count; ++k)
+                *missing += rv->peers[k].kind != kind_facts_k && rv->peers[k].kind != kind_failed_k;
             return;
         }
         memcpy(out + used, piece, length + 1);
@@ -105,435 +181,1028 @@ static void format_indices(bool const *absent, size_t count, char *out, size_t c
     }
 }
 
-/* ---- Who this process is ---- */
-
-typedef struct identity_t {
-    char host[128];
-    char boot_id[40];
-    uint64_t pid_namespace;
-} identity_t;
-
-/** Reads state and start time (field 22, clock ticks since boot) of a process from /proc. Returns
- *  1 when read, 0 when the process does not exist, -1 when /proc cannot tell. */
-static int read_proc_stat(int64_t pid, char *state, uint64_t *start) {
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%" PRId64 "/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? 0 : -1;
-    ssize_t length = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (length <= 0) return -1;
-    text[length] = '\0';
-    char *close_paren = strrchr(text, ')'); // the command name may hold spaces and parentheses
-    if (!close_paren || close_paren[1] != ' ') return -1;
-    char *cursor = close_paren + 2;
-    *state = *cursor;
-    // Fields after the name start at 3 (state); the start time is field 22.
-    for (int field = 3; field < 22; ++field) {
-        cursor = strchr(cursor, ' ');
-        if (!cursor) return -1;
-        ++cursor;
-    }
-    *start = strtoull(cursor, NULL, 10);
-    return 1;
+static uform_status_t duplicate_claim(uform_rendezvous_t const *rv, char const *name, size_t index, int64_t pid_a,
+                                      char const *host_a, int64_t pid_b, char const *host_b) {
+    char a[160], b[160];
+    rv_quote(host_a, 64, a, sizeof a);
+    rv_quote(host_b, 64, b, sizeof b);
+    return uform_fail(uform_status_corrupt_file_k,
+                      "mesh file '%.200s/%s': process index %zu is claimed by two processes: pid %" PRId64
+                      " on host %s and pid %" PRId64 " on host %s",
+                      rv->dir.path, name, index, pid_a, a, pid_b, b);
 }
 
-static void read_identity(identity_t *identity) {
-    memset(identity, 0, sizeof *identity);
-    if (gethostname(identity->host, sizeof identity->host - 1) != 0) snprintf(identity->host, sizeof identity->host, "unknown");
-    for (char *c = identity->host; *c; ++c)
-        if (*c <= ' ' || *c > '~') *c = '?';
-    if (!identity->host[0]) snprintf(identity->host, sizeof identity->host, "unknown");
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t length = read(fd, identity->boot_id, sizeof identity->boot_id - 1);
-        close(fd);
-        if (length < 0) length = 0;
-        identity->boot_id[length] = '\0';
-        for (char *c = identity->boot_id; *c; ++c)
-            if (!isxdigit((unsigned char)*c) && *c != '-') {
-                *c = '\0';
-                break;
-            }
-    }
-    struct stat namespace_stat;
-    if (stat("/proc/self/ns/pid", &namespace_stat) == 0) identity->pid_namespace = (uint64_t)namespace_stat.st_ino;
+/** The failure a peer published, quoted as that peer's text. */
+static uform_status_t peer_failed(uform_rendezvous_t const *rv, size_t index) {
+    peer_t const *peer = &rv->peers[index];
+    char host[160];
+    quoted_host(rv, peer->origin, host, sizeof host);
+    return uform_fail((uform_status_t)peer->failed_status, "mesh process %zu (host %s, pid %" PRId64 ") failed with %s: %s",
+                      index, host, peer->pid, uform_status_name((uform_status_t)peer->failed_status),
+                      peer->message ? peer->message : "\"\"");
 }
 
-/** Whether a process a file describes still runs: 1 alive, 0 gone, -1 cannot tell (another host
- *  or PID namespace, or no /proc). */
-static int process_liveness(identity_t const *self, char const *boot_id, uint64_t pid_namespace, int64_t pid,
-                            uint64_t pid_start) {
-    if (!self->boot_id[0] || strcmp(self->boot_id, boot_id) != 0) return -1;
-    if (!self->pid_namespace || self->pid_namespace != pid_namespace) return -1;
-    if (pid <= 0) return -1;
-    char state = 0;
-    uint64_t start = 0;
-    int read = read_proc_stat(pid, &state, &start);
-    if (read == 0) return 0;
-    if (read > 0) {
-        if (state == 'Z' || state == 'X' || state == 'x') return 0; // killed, not yet reaped
-        if (pid_start && start != pid_start) return 0;            // the PID was reused
-        return 1;
-    }
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
-    return 1;
+static uform_status_t peer_gone(uform_rendezvous_t const *rv, size_t index, char const *absent) {
+    char host[160];
+    quoted_host(rv, rv->peers[index].origin, host, sizeof host);
+    return uform_fail(uform_status_timeout_k,
+                      "mesh '%.200s': process %zu of %zu (host %s, pid %" PRId64 ") wrote its facts and is gone%s%s",
+                      rv->dir.path, index, rv->count, host, rv->peers[index].pid, absent ? "; absent: " : "",
+                      absent ? absent : "");
 }
 
-/* ---- Files: records, reading and writing ---- */
+/* ---- Agreement: every pair is compared with process 0, field by field ---- */
 
-#define RECORD_PAIRS 32
-
-/** One parsed file: its header and its key-value lines, pointing into the read text. */
-typedef struct record_t {
-    uint32_t version;
-    char kind[16];
-    uint64_t nonce;
-    size_t pairs;
-    char const *keys[RECORD_PAIRS];
-    char const *values[RECORD_PAIRS];
-} record_t;
-
-static char const *record_get(record_t const *record, char const *key) {
-    for (size_t i = 0; i < record->pairs; ++i)
-        if (strcmp(record->keys[i], key) == 0) return record->values[i];
-    return NULL;
-}
-
-typedef enum load_t { load_absent_k, load_ok_k, load_other_version_k } load_t;
-
-struct uform_rendezvous_t;
-static uform_status_t corrupt(struct uform_rendezvous_t const *rv, char const *name, char const *format, ...)
-    UFORM_PRINTF(3, 4);
-
-/** Splits `text` (NUL-terminated, modified in place) into a record. Returns load_ok_k,
- *  load_other_version_k (only `version` and `nonce` are valid) or writes why it is garbage. */
-static int parse_record(char *text, size_t length, record_t *record, char *why, size_t why_size) {
-    memset(record, 0, sizeof *record);
-    if (strlen(text) != length) return snprintf(why, why_size, "holds NUL bytes"), -1;
-    char *line = text;
-    char *newline = strchr(line, '\n');
-    if (!newline) return snprintf(why, why_size, "is garbage or truncated (no complete header line)"), -1;
-    *newline = '\0';
-    char magic[16], kind[16], nonce[24];
-    unsigned version = 0;
-    int consumed = 0;
-    if (sscanf(line, "%15s %u %15s %23s%n", magic, &version, kind, nonce, &consumed) != 4 ||
-        strcmp(magic, "uform-mesh") != 0 || line[consumed] != '\0')
-        return snprintf(why, why_size, "is garbage (no 'uform-mesh' header)"), -1;
-    if (!parse_hex(nonce, &record->nonce)) return snprintf(why, why_size, "is garbage (bad nonce '%.20s')", nonce), -1;
-    record->version = version;
-    snprintf(record->kind, sizeof record->kind, "%s", kind);
-    if (version != UFORM_RENDEZVOUS_FORMAT) return load_other_version_k;
-    bool ended = false;
-    for (line = newline + 1; *line; line = newline + 1) {
-        newline = strchr(line, '\n');
-        if (!newline) return snprintf(why, why_size, "is truncated (its last line has no newline)"), -1;
-        *newline = '\0';
-        if (ended) return snprintf(why, why_size, "is garbage (text after 'end')"), -1;
-        if (strcmp(line, "end") == 0) {
-            ended = true;
-            continue;
-        }
-        char *space = strchr(line, ' ');
-        if (!space || space == line) return snprintf(why, why_size, "is garbage (line '%.40s')", line), -1;
-        *space = '\0';
-        if (record_get(record, line)) return snprintf(why, why_size, "is garbage (key '%.40s' twice)", line), -1;
-        if (record->pairs == RECORD_PAIRS) return snprintf(why, why_size, "is garbage (too many lines)"), -1;
-        record->keys[record->pairs] = line;
-        record->values[record->pairs] = space + 1;
-        ++record->pairs;
-    }
-    if (!ended) return snprintf(why, why_size, "is truncated (no 'end' line)"), -1;
-    return load_ok_k;
-}
-
-/** The cache key of a file: a rename always brings a new inode, so a changed key means new text. */
-typedef struct file_key_t {
-    bool exists;
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-} file_key_t;
-
-static bool key_equal(file_key_t const *key, struct stat const *st) {
-    // No ctime: a rename changes it, and the writer compares what it wrote before its rename.
-    return key->exists && key->dev == st->st_dev && key->ino == st->st_ino && key->size == st->st_size &&
-           key->mtime.tv_sec == st->st_mtim.tv_sec && key->mtime.tv_nsec == st->st_mtim.tv_nsec;
-}
-
-static void key_set(file_key_t *key, struct stat const *st) {
-    key->exists = true, key->dev = st->st_dev, key->ino = st->st_ino, key->size = st->st_size;
-    key->mtime = st->st_mtim;
-}
-
-/* ---- The run ---- */
-
-typedef enum slot_kind_t {
-    slot_none_k = 0, /**< No file. */
-    slot_stale_k,    /**< A file of another nonce: an earlier run's; ignored. */
-    slot_facts_k,    /**< Facts under the current nonce. */
-    slot_failed_k,   /**< A failure record under the current nonce: that process gave up. */
-} slot_kind_t;
-
-/** What is known of one `process-<i>` file. */
-typedef struct slot_t {
-    size_t index;
-    file_key_t key;
-    slot_kind_t kind;
-    uform_rendezvous_facts_t facts; /**< Valid for slot_facts_k. */
-    uint64_t first_token;           /**< The first token seen under the current nonce. */
-    int64_t first_pid;
-    char first_host[128];
-    uint64_t acked_token; /**< Process 0: the token its `ack-<i>` carries. */
-    bool present;         /**< Seen by the latest directory scan. */
-    uform_status_t failed_status; /**< For slot_failed_k: the status that process failed with... */
-    char failed_message[400];     /**< ...and its message. */
-} slot_t;
-
-/** What is known of `run`. */
-typedef struct run_info_t {
-    file_key_t key;
-    bool valid;          /**< Parsed, this format. */
-    uint32_t version;    /**< Of the file, also when another format. */
-    uint64_t nonce, token;
-    int64_t pid;
-    uint64_t pid_start, pid_namespace;
-    char host[128], boot_id[40];
-} run_info_t;
-
-struct uform_rendezvous_t {
-    int dirfd;
-    DIR *dir;
-    char path[PATH_MAX]; /**< `directory/job`, for messages. */
-    size_t index, count;
-    double timeout;
-    identity_t identity;
-    uform_rendezvous_facts_t self;
-    uint64_t nonce;    /**< The adopted run nonce; zero before one was read. */
-    uint64_t token;    /**< This process's, drawn at start. */
-    bool trusted;      /**< Process 0, or acknowledged by it under `nonce`. */
-    bool written;      /**< Own facts are on disk under `nonce`. */
-    bool disputed;     /**< Own file holds a dispute record: publish no failure over it. */
-    file_key_t own_key; /**< The key of the facts file this process last wrote. */
-    slot_t *slots;     /**< [count] */
-    slot_t *extras;    /**< Files claiming indices at or above `count`. */
-    size_t extras_count, extras_capacity;
-    run_info_t run;
-    file_key_t ack_key;
-    char *text; /**< Scratch for reading: UFORM_RENDEZVOUS_FILE_LIMIT + 2 bytes. */
-    char blob_names[8][48];
-    size_t blob_count;
-    uform_rendezvous_facts_t *peers; /**< After joining: [count]. */
-};
-
-static uform_status_t corrupt(struct uform_rendezvous_t const *rv, char const *name, char const *format, ...) {
-    char why[RV_MESSAGE];
-    va_list arguments;
-    va_start(arguments, format);
-    vsnprintf(why, sizeof why, format, arguments);
-    va_end(arguments);
-    return uform_fail(uform_status_corrupt_file_k, "mesh file '%.200s/%s' %s", rv->path, name, why);
-}
-
-/** Reads a file of the job directory into `rv->text` and parses it. Symlinks, non-regular files,
- *  files writable by others, oversized and malformed files are CORRUPT_FILE. */
-static uform_status_t load_file(uform_rendezvous_t *rv, char const *name, struct stat *st, record_t *record,
-                                load_t *load) {
-    *load = load_absent_k;
-    if (fstatat(rv->dirfd, name, st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT) return uform_status_ok_k;
-        return uform_fail(uform_status_system_error_k, "cannot inspect mesh file '%.200s/%s': %s", rv->path, name,
-                          strerror(errno));
-    }
-    if (S_ISLNK(st->st_mode)) return corrupt(rv, name, "is a symbolic link; mesh files are never followed");
-    if (!S_ISREG(st->st_mode)) return corrupt(rv, name, "is not a regular file");
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
-        return corrupt(rv, name, "is writable by group or others (mode %04o); mesh files are 0600",
-                       (unsigned)(st->st_mode & 07777));
-    if (st->st_size > (off_t)UFORM_RENDEZVOUS_FILE_LIMIT)
-        return corrupt(rv, name, "is oversized (%lld bytes, the limit is %u)", (long long)st->st_size,
-                       UFORM_RENDEZVOUS_FILE_LIMIT);
-    int fd = openat(rv->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return uform_status_ok_k;
-        if (errno == ELOOP) return corrupt(rv, name, "is a symbolic link; mesh files are never followed");
-        return uform_fail(uform_status_system_error_k, "cannot open mesh file '%.200s/%s': %s", rv->path, name,
-                          strerror(errno));
-    }
-    // Read from the opened file, which may differ from what fstatat saw if it was replaced since.
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        close(fd);
-        return corrupt(rv, name, "is not a regular file");
-    }
-    size_t length = 0;
-    while (length <= UFORM_RENDEZVOUS_FILE_LIMIT) {
-        ssize_t got = read(fd, rv->text + length, UFORM_RENDEZVOUS_FILE_LIMIT + 1 - length);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            int error = errno;
-            close(fd);
-            return uform_fail(uform_status_system_error_k, "cannot read mesh file '%.200s/%s': %s", rv->path, name,
-                              strerror(error));
-        }
-        if (got == 0) break;
-        length += (size_t)got;
-    }
-    close(fd);
-    if (length > UFORM_RENDEZVOUS_FILE_LIMIT)
-        return corrupt(rv, name, "is oversized (over %u bytes)", UFORM_RENDEZVOUS_FILE_LIMIT);
-    rv->text[length] = '\0';
-    char why[160];
-    int parsed = parse_record(rv->text, length, record, why, sizeof why);
-    if (parsed < 0) return corrupt(rv, name, "%s", why);
-    *load = (load_t)parsed;
+static uform_status_t check_pair(peer_t const *a, size_t ia, peer_t const *b, size_t ib) {
+    if (a->count != b->count)
+        return uform_fail(uform_status_config_mismatch_k,
+                          "mesh processes %zu and %zu disagree on host_domain_count: %u vs %u", ia, ib, a->count, b->count);
+    if (a->span != b->span)
+        return uform_fail(uform_status_config_mismatch_k,
+                          "mesh processes %zu and %zu disagree on gpus_per_multimem_domain: %" PRIu64 " vs %" PRIu64
+                          " (zero derives)",
+                          ia, ib, a->span, b->span);
+    bool allowed_a = a->flags & flag_multicast_allowed_k, allowed_b = b->flags & flag_multicast_allowed_k;
+    if (allowed_a != allowed_b)
+        return uform_fail(uform_status_config_mismatch_k,
+                          "mesh processes %zu and %zu disagree on UFORM_ALLOW_MULTICAST: %s vs %s", ia, ib,
+                          allowed_a ? "1" : "not 1", allowed_b ? "1" : "not 1");
+    uform_gpu_class_t class_a = (uform_gpu_class_t)a->gpu_class, class_b = (uform_gpu_class_t)b->gpu_class;
+    uform_gpu_class_t floor_a = (uform_gpu_class_t)a->gpu_floor, floor_b = (uform_gpu_class_t)b->gpu_floor;
+    bool pinned_a = a->flags & flag_pinned_k, pinned_b = b->flags & flag_pinned_k;
+    if (pinned_a && pinned_b && class_a != class_b)
+        return uform_fail(uform_status_config_mismatch_k, "mesh processes %zu and %zu pin different GPU classes: %s vs %s",
+                          ia, ib, uform_gpu_class_name(class_a), uform_gpu_class_name(class_b));
+    if (pinned_a && !uform_gpu_class_runs(floor_b, class_a))
+        return uform_fail(uform_status_config_mismatch_k,
+                          "mesh process %zu pins GPU class %s, which the GPUs of process %zu (%s) cannot run", ia,
+                          uform_gpu_class_name(class_a), ib, uform_gpu_class_name(floor_b));
+    if (pinned_b && !uform_gpu_class_runs(floor_a, class_b))
+        return uform_fail(uform_status_config_mismatch_k,
+                          "mesh process %zu pins GPU class %s, which the GPUs of process %zu (%s) cannot run", ib,
+                          uform_gpu_class_name(class_b), ia, uform_gpu_class_name(floor_a));
+    uform_gpu_class_t common = uform_gpu_class_common(floor_a, floor_b);
+    if (!pinned_a && !pinned_b && common == uform_gpu_class_unknown_k)
+        return uform_fail(uform_status_config_mismatch_k, "mesh processes %zu (%s) and %zu (%s) have no GPU class in common",
+                          ia, uform_gpu_class_name(floor_a), ib, uform_gpu_class_name(floor_b));
+    if (class_a != class_b) // describe and dispatch must agree: one class for the whole run
+        return uform_fail(uform_status_config_mismatch_k,
+                          "mesh processes %zu and %zu dispatch as different GPU classes: %s (%s) vs %s (%s); a mesh "
+                          "runs one class, so pin one that every process's GPUs run (uform_vram_options_t::gpu_class, "
+                          "such as %s) on every process",
+                          ia, ib, uform_gpu_class_name(class_a), pinned_a ? "pinned" : "its GPUs' own",
+                          uform_gpu_class_name(class_b), pinned_b ? "pinned" : "its GPUs' own",
+                          uform_gpu_class_name(pinned_a ? class_a : pinned_b ? class_b : common));
     return uform_status_ok_k;
 }
 
-/** Writes `text` to `name` atomically: a dot-named temporary (O_EXCL, 0600), fsync, rename,
- *  directory fsync. Fills `key` with the written file's identity when asked. */
-static uform_status_t write_file(uform_rendezvous_t *rv, char const *name, char const *text, file_key_t *key) {
-    char temporary[96];
-    snprintf(temporary, sizeof temporary, ".tmp.%s.%lld.%016" PRIx64, name, (long long)getpid(), random_u64());
-    int fd = openat(rv->dirfd, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return uform_fail(uform_status_system_error_k, "cannot create '%.200s/%s': %s", rv->path, temporary,
-                          strerror(errno));
-    size_t length = strlen(text), written = 0;
-    int error = 0;
-    if (fchmod(fd, 0600) != 0) error = errno;
-    while (!error && written < length) {
-        ssize_t put = write(fd, text + written, length - written);
-        if (put < 0 && errno == EINTR) continue;
-        if (put <= 0) error = put < 0 ? errno : EIO;
-        else written += (size_t)put;
-    }
-    if (!error && fsync(fd) != 0) error = errno;
-    struct stat st;
-    if (!error && fstat(fd, &st) != 0) error = errno;
-    if (close(fd) != 0 && !error) error = errno;
-    if (!error) {
-        hook("temporary-written", name);
-        if (renameat(rv->dirfd, temporary, rv->dirfd, name) != 0) error = errno;
-    }
-    if (error) {
-        unlinkat(rv->dirfd, temporary, 0);
-        return uform_fail(uform_status_system_error_k, "cannot write mesh file '%.200s/%s': %s", rv->path, name,
-                          strerror(error));
-    }
-    fsync(rv->dirfd); // the rename's durability; a failure here changes nothing a live run sees
-    if (key) key_set(key, &st);
-    hook("renamed", name);
-    return uform_status_ok_k;
-}
+/* ---- Files as text ---- */
 
-/* ---- Facts as text ---- */
-
-static void facts_to_text(uform_rendezvous_facts_t const *facts, char *text, size_t capacity) {
+static void facts_to_text(uform_rendezvous_t const *rv, char *text, size_t capacity) {
+    uform_rendezvous_facts_t const *facts = &rv->self;
     snprintf(text, capacity,
-             "uform-mesh %u facts %016" PRIx64 "\n"
-             "token %016" PRIx64 "\n"
-             "index %zu\n"
-             "count %zu\n"
-             "gpus %zu\n"
-             "gpu_class %d\n"
-             "gpu_class_pinned %d\n"
-             "gpu_floor %d\n"
-             "multimem_span %zu\n"
-             "multicast_supported %d\n"
-             "multicast_allowed %d\n"
-             "host %s\n"
-             "boot_id %s\n"
-             "pid_namespace %" PRIu64 "\n"
-             "pid %" PRId64 "\n"
-             "pid_start %" PRIu64 "\n"
-             "started %.6f\n"
-             "end\n",
-             facts->format_version ? facts->format_version : UFORM_RENDEZVOUS_FORMAT, facts->nonce, facts->token,
-             facts->process_index, facts->process_count, facts->gpus_count, (int)facts->gpu_class,
-             facts->gpu_class_pinned ? 1 : 0, (int)facts->gpu_floor, facts->multimem_span,
-             facts->multicast_supported ? 1 : 0, facts->multicast_allowed ? 1 : 0, facts->host,
+             "uform-mesh %u facts %016" PRIx64 "\ntoken %016" PRIx64 "\nindex %zu\ncount %zu\ngpus %zu\n"
+             "gpu_class %d\ngpu_class_pinned %d\ngpu_floor %d\nmultimem_span %zu\nmulticast_supported %d\n"
+             "multicast_allowed %d\nhost %s\nboot_id %s\npid_namespace %" PRIu64 "\npid %" PRId64 "\n"
+             "pid_start %" PRIu64 "\nstarted %.6f\nend\n",
+             facts->format_version ? facts->format_version : UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->token, rv->index,
+             rv->count, facts->gpus_count, (int)facts->gpu_class, facts->gpu_class_pinned ? 1 : 0, (int)facts->gpu_floor,
+             facts->multimem_span, facts->multicast_supported ? 1 : 0, facts->multicast_allowed ? 1 : 0, facts->host,
              facts->boot_id[0] ? facts->boot_id : "-", facts->pid_namespace, facts->pid, facts->pid_start,
              facts->started);
 }
 
-#define GPU_CLASS_LAST uform_gpu_class_apple_metal10_k
-#define SIZE_LIMIT ((uint64_t)1 << 40)
-
-/** Reads the fields every file about a process carries (host, boot ID, namespace, PID, start). */
-static bool parse_process_fields(record_t const *record, char *host, char *boot_id, uint64_t *pid_namespace,
-                                 int64_t *pid, uint64_t *pid_start, char const **bad) {
-    char const *value;
-    uint64_t number;
-    if (!(value = record_get(record, *bad = "host")) || !*value || strlen(value) >= 128) return false;
-    snprintf(host, 128, "%s", value);
-    if (!(value = record_get(record, *bad = "boot_id")) || strlen(value) >= 40) return false;
-    snprintf(boot_id, 40, "%s", strcmp(value, "-") == 0 ? "" : value);
-    if (!parse_unsigned(record_get(record, *bad = "pid_namespace"), UINT64_MAX, pid_namespace)) return false;
-    if (!parse_unsigned(record_get(record, *bad = "pid"), INT64_MAX, &number) || number == 0) return false;
-    *pid = (int64_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "pid_start"), UINT64_MAX, pid_start)) return false;
-    return true;
+/** Reads an unsigned field, or writes why not into `bad`. */
+static bool field(rv_record_t const *record, char const *key, uint64_t low, uint64_t high, uint64_t *value, char *bad,
+                  size_t capacity) {
+    char const *text = rv_record_get(record, key);
+    if (rv_parse_unsigned(text, high, value) && *value >= low) return true;
+    char quoted[64];
+    rv_quote(text ? text : "", 24, quoted, sizeof quoted);
+    snprintf(bad, capacity, "its field '%s' is %s, not a number from %" PRIu64 " to %" PRIu64, key, quoted, low, high);
+    return false;
 }
 
-static bool parse_facts(record_t const *record, uform_rendezvous_facts_t *facts, char const **bad) {
-    memset(facts, 0, sizeof *facts);
-    uint64_t number;
-    char const *value;
-    facts->format_version = record->version;
-    facts->nonce = record->nonce;
-    if (!parse_hex((value = record_get(record, *bad = "token")) ? value : "", &facts->token) || !facts->token)
-        return false;
-    if (!parse_unsigned(record_get(record, *bad = "count"), SIZE_LIMIT, &number) || number < 2) return false;
-    facts->process_count = (size_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "index"), facts->process_count - 1, &number)) return false;
-    facts->process_index = (size_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "gpus"), SIZE_LIMIT, &number) || number == 0) return false;
-    facts->gpus_count = (size_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "gpu_class"), GPU_CLASS_LAST, &number) || number == 0) return false;
-    facts->gpu_class = (uform_gpu_class_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "gpu_class_pinned"), 1, &number)) return false;
-    facts->gpu_class_pinned = number != 0;
-    if (!parse_unsigned(record_get(record, *bad = "gpu_floor"), GPU_CLASS_LAST, &number) || number == 0) return false;
-    facts->gpu_floor = (uform_gpu_class_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "multimem_span"), SIZE_LIMIT, &number)) return false;
-    facts->multimem_span = (size_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "multicast_supported"), 1, &number)) return false;
-    facts->multicast_supported = number != 0;
-    if (!parse_unsigned(record_get(record, *bad = "multicast_allowed"), 1, &number)) return false;
-    facts->multicast_allowed = number != 0;
-    if (!parse_process_fields(record, facts->host, facts->boot_id, &facts->pid_namespace, &facts->pid,
-                              &facts->pid_start, bad))
-        return false;
-    if (!(value = record_get(record, *bad = "started"))) return false;
+static bool text_field(rv_record_t const *record, char const *key, size_t capacity_out, char *out, char *bad,
+                       size_t capacity) {
+    char const *text = rv_record_get(record, key);
+    if (text && *text && strlen(text) < capacity_out) {
+        snprintf(out, capacity_out, "%s", text);
+        return true;
+    }
+    snprintf(bad, capacity, "its field '%s' is empty or longer than %zu bytes", key, capacity_out - 1);
+    return false;
+}
+
+/** Parses a `facts` record of `process-<index>` into `peer` (origin interned). */
+static uform_status_t parse_facts(uform_rendezvous_t *rv, char const *name, rv_record_t const *record, size_t index,
+                                  peer_t *peer) {
+    static char const *const keys[] = {"token", "index", "count", "gpus", "gpu_class", "gpu_class_pinned", "gpu_floor",
+                                       "multimem_span", "multicast_supported", "multicast_allowed", "host", "boot_id",
+                                       "pid_namespace", "pid", "pid_start", "started", NULL};
+    char bad[200], host[128], boot_id[40];
+    uint64_t v[12];
+    if (!rv_record_keys(record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, name, "is garbage (it %s)", bad);
+    char const *gpus_text = rv_record_get(record, "gpus");
+    if (rv_parse_unsigned(gpus_text, UINT64_MAX, &v[0]) && (v[0] == 0 || v[0] > UFORM_MESH_GPUS_PER_PROCESS_MAX))
+        return rv_corrupt(&rv->dir, name, "claims %" PRIu64 " GPUs; a mesh process drives 1 to %d", v[0],
+                          UFORM_MESH_GPUS_PER_PROCESS_MAX);
+    if (!rv_parse_hex(rv_record_get(record, "token"), &v[1]) || !v[1])
+        return rv_corrupt(&rv->dir, name, "is garbage (its field 'token' is not 1 to 16 hex digits)");
+    if (!field(record, "index", index, index, &v[2], bad, sizeof bad) ||
+        !field(record, "count", 2, UFORM_MESH_PROCESSES_MAX, &v[3], bad, sizeof bad) ||
+        !field(record, "gpus", 1, UFORM_MESH_GPUS_PER_PROCESS_MAX, &v[0], bad, sizeof bad) ||
+        !field(record, "gpu_class", 1, GPU_CLASS_LAST, &v[4], bad, sizeof bad) ||
+        !field(record, "gpu_class_pinned", 0, 1, &v[5], bad, sizeof bad) ||
+        !field(record, "gpu_floor", 1, GPU_CLASS_LAST, &v[6], bad, sizeof bad) ||
+        !field(record, "multimem_span", 0, SPAN_LIMIT, &v[7], bad, sizeof bad) ||
+        !field(record, "multicast_supported", 0, 1, &v[8], bad, sizeof bad) ||
+        !field(record, "multicast_allowed", 0, 1, &v[9], bad, sizeof bad) ||
+        !field(record, "pid_namespace", 0, UINT64_MAX, &v[10], bad, sizeof bad) ||
+        !field(record, "pid", 1, INT64_MAX, &v[11], bad, sizeof bad) ||
+        !field(record, "pid_start", 0, UINT64_MAX, &peer->pid_start, bad, sizeof bad) ||
+        !text_field(record, "host", sizeof host, host, bad, sizeof bad) ||
+        !text_field(record, "boot_id", sizeof boot_id, boot_id, bad, sizeof bad))
+        return rv_corrupt(&rv->dir, name, "is garbage (%s)", bad);
     char *end = NULL;
-    facts->started = strtod(value, &end);
-    if (!end || *end || !isfinite(facts->started)) return false;
-    if (record->pairs != 16) return (*bad = "(unknown keys)"), false;
-    return true;
+    double started = strtod(rv_record_get(record, "started"), &end);
+    if (!end || *end || !isfinite(started)) return rv_corrupt(&rv->dir, name, "is garbage (its field 'started')");
+    peer->token = v[1], peer->count = (uint32_t)v[3], peer->gpus = (uint32_t)v[0];
+    peer->gpu_class = (uint8_t)v[4], peer->gpu_floor = (uint8_t)v[6], peer->span = v[7];
+    peer->flags = (uint8_t)((v[5] ? flag_pinned_k : 0) | (v[8] ? flag_multicast_supported_k : 0) |
+                            (v[9] ? flag_multicast_allowed_k : 0));
+    peer->pid = (int64_t)v[11];
+    peer->origin = origin_intern(rv, host, strcmp(boot_id, "-") == 0 ? "" : boot_id, v[10]);
+    if (peer->origin == NO_ORIGIN) return uform_fail(uform_status_out_of_memory_k, "out of memory reading '%s'", name);
+    return uform_status_ok_k;
 }
 
-static bool parse_failure(record_t const *record, uform_rendezvous_facts_t *facts, uform_status_t *status,
-                          char *message, char const **bad) {
-    memset(facts, 0, sizeof *facts);
-    uint64_t number;
-    char const *value;
-    if (!parse_hex((value = record_get(record, *bad = "token")) ? value : "", &facts->token) || !facts->token)
-        return false;
-    if (!parse_unsigned(record_get(record, *bad = "index"), SIZE_LIMIT, &number)) return false;
-    facts->process_index = (size_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "status"), uform_status_pending_k, &number) || number == 0)
-        return false;
-    *status = (uform_status_t)number;
-    if (!parse_unsigned(record_get(record, *bad = "pid"), INT64_MAX, &number) || number == 0) return false;
-    facts->pid = (int64_t)number;
-    if (!(value = record_get(record, *bad = "host")) || !*value || strlen(value) >= 128) return false;
-    snprintf(facts->host, sizeof facts->host, "%s", value);
-    if (!(value = record_get(record, *bad = "message")) || strlen(value) >= 400) return false;
-    snprintf(message, 400, "%s", value);
-    if (record->pairs != 6) return (*bad = "(unknown keys)"), false;
-    return true;
+/** Parses a `failed` record into `peer`: token, PID, host, status and the quoted message. */
+static uform_status_t parse_failure(uform_rendezvous_t *rv, char const *name, rv_record_t const *record, size_t index,
+                                    peer_t *peer) {
+    static char const *const keys[] = {"index", "token", "status", "pid", "host", "message", NULL};
+    char bad[200], host[128];
+    uint64_t token = 0, status = 0, pid = 0, at = 0;
+    if (!rv_record_keys(record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, name, "is garbage (it %s)", bad);
+    if (!rv_parse_hex(rv_record_get(record, "token"), &token) || !token)
+        return rv_corrupt(&rv->dir, name, "is garbage (its field 'token' is not 1 to 16 hex digits)");
+    if (!field(record, "index", index, index, &at, bad, sizeof bad) ||
+        !field(record, "status", 1, uform_status_pending_k - 1, &status, bad, sizeof bad) ||
+        !field(record, "pid", 1, INT64_MAX, &pid, bad, sizeof bad) ||
+        !text_field(record, "host", sizeof host, host, bad, sizeof bad))
+        return rv_corrupt(&rv->dir, name, "is garbage (%s)", bad);
+    char quoted[RV_QUOTE_LIMIT * 4 + 16];
+    rv_quote(rv_record_get(record, "message"), RV_QUOTE_LIMIT, quoted, sizeof quoted);
+    free(peer->message);
+    peer->message = strdup(quoted);
+    peer->token = token, peer->pid = (int64_t)pid, peer->failed_status = (int32_t)status;
+    // A failure record names its host but not its boot: keep the origin of the facts it replaced.
+    if (peer->origin == NO_ORIGIN || strcmp(host_of(rv, peer->origin), host) != 0)
+        peer->origin = origin_intern(rv, host, "", 0);
+    if (!peer->message || peer->origin == NO_ORIGIN)
+        return uform_fail(uform_status_out_of_memory_k, "out of memory reading '%s'", name);
+    return uform_status_ok_k;
+}
+
+/* ---- Writing ---- */
+
+static uform_status_t write_own_facts(uform_rendezvous_t *rv) {
+    char name[40], text[1024];
+    snprintf(name, sizeof name, "process-%zu", rv->index);
+    facts_to_text(rv, text, sizeof text);
+    uform_status_t status = rv_write(&rv->dir, name, text, &rv->own_key);
+    if (status == uform_status_ok_k) rv->written = true;
+    return status;
+}
+
+static uform_status_t write_run(uform_rendezvous_t *rv) {
+    char text[768];
+    snprintf(text, sizeof text,
+             "uform-mesh %u run %016" PRIx64 "\ntoken %016" PRIx64 "\ncount %zu\nhost %s\nboot_id %s\n"
+             "pid_namespace %" PRIu64 "\npid %" PRId64 "\npid_start %" PRIu64 "\nstarted %.6f\nend\n",
+             UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->token, rv->count, rv->self.host,
+             rv->self.boot_id[0] ? rv->self.boot_id : "-", rv->self.pid_namespace, rv->self.pid, rv->self.pid_start,
+             rv->self.started);
+    uform_status_t status = rv_write(&rv->dir, "run", text, &rv->run.key);
+    if (status == uform_status_ok_k)
+        rv->run.valid = true, rv->run.nonce = rv->nonce, rv->run.token = rv->token, rv->run.count = rv->count;
+    return status;
+}
+
+/**
+ *  Publishes a dispute over `index` for every process of the run (the `dispute` file, read by all at
+ *  every poll, trusted or not), keeps it up for RV_DISPUTE_HOLD so they all see it, removes it, and
+ *  fails with CORRUPT_FILE naming both claimants.
+ */
+static uform_status_t dispute(uform_rendezvous_t *rv, char const *name, size_t index, int64_t pid_a, char const *host_a,
+                              int64_t pid_b, char const *host_b) {
+    char text[1024];
+    uint64_t nonce = rv->nonce ? rv->nonce : rv->run.valid ? rv->run.nonce : 0;
+    snprintf(text, sizeof text,
+             "uform-mesh %u disputed %016" PRIx64 "\nindex %zu\npid_a %" PRId64 "\nhost_a %s\npid_b %" PRId64
+             "\nhost_b %s\nwriter_pid %" PRId64 "\nwriter_pid_start %" PRIu64 "\nwriter_boot_id %s\n"
+             "writer_pid_namespace %" PRIu64 "\nend\n",
+             UFORM_RENDEZVOUS_FORMAT, nonce, index, pid_a, host_a, pid_b, host_b, rv->self.pid, rv->self.pid_start,
+             rv->identity.boot_id[0] ? rv->identity.boot_id : "-", rv->identity.pid_namespace);
+    rv_key_t key = {0};
+    rv->quiet = true;
+    if (rv_write(&rv->dir, "dispute", text, &key) == uform_status_ok_k) {
+        double left = rv->deadline + 0.1 - uform_now_seconds();
+        uform_sleep_seconds(left < RV_DISPUTE_HOLD ? (left > 0 ? left : 0) : RV_DISPUTE_HOLD);
+        rv_remove(&rv->dir, "dispute", &key);
+    }
+    return duplicate_claim(rv, name, index, pid_a, host_a, pid_b, host_b);
+}
+
+/** Fails when a `dispute` is up that concerns this run: under its nonce or the nonce `run` names, or
+ *  written by a process on this host that still runs (its writer removes it after a short hold). */
+static uform_status_t check_dispute(uform_rendezvous_t *rv) {
+    struct stat st;
+    if (fstatat(rv->dir.fd, "dispute", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        rv->dispute_key.exists = false;
+        return uform_status_ok_k;
+    }
+    if (rv_key_equal(&rv->dispute_key, &st)) return uform_status_ok_k; // judged before: not ours
+    rv_record_t record;
+    rv_load_t load;
+    uform_status_t status = rv_load(&rv->dir, "dispute", &st, &record, &load);
+    if (status != uform_status_ok_k || load != rv_loaded_k) return status;
+    rv_key_set(&rv->dispute_key, &st);
+    static char const *const keys[] = {"index", "pid_a", "host_a", "pid_b", "host_b", "writer_pid", "writer_pid_start",
+                                       "writer_boot_id", "writer_pid_namespace", NULL};
+    char bad[200], host_a[128], host_b[128], boot_id[40];
+    uint64_t index, pid_a, pid_b, writer_pid, writer_start, writer_namespace;
+    if (strcmp(record.kind, "disputed") != 0) return rv_corrupt(&rv->dir, "dispute", "is of unexpected kind '%.15s'", record.kind);
+    if (!rv_record_keys(&record, keys, bad, sizeof bad) ||
+        !field(&record, "index", 0, UFORM_MESH_PROCESSES_MAX, &index, bad, sizeof bad) ||
+        !field(&record, "pid_a", 1, INT64_MAX, &pid_a, bad, sizeof bad) ||
+        !field(&record, "pid_b", 1, INT64_MAX, &pid_b, bad, sizeof bad) ||
+        !field(&record, "writer_pid", 1, INT64_MAX, &writer_pid, bad, sizeof bad) ||
+        !field(&record, "writer_pid_start", 0, UINT64_MAX, &writer_start, bad, sizeof bad) ||
+        !field(&record, "writer_pid_namespace", 0, UINT64_MAX, &writer_namespace, bad, sizeof bad) ||
+        !text_field(&record, "host_a", sizeof host_a, host_a, bad, sizeof bad) ||
+        !text_field(&record, "host_b", sizeof host_b, host_b, bad, sizeof bad) ||
+        !text_field(&record, "writer_boot_id", sizeof boot_id, boot_id, bad, sizeof bad))
+        return rv_corrupt(&rv->dir, "dispute", "is garbage (%s)", bad);
+    bool ours = record.nonce && (record.nonce == rv->nonce || (rv->run.valid && record.nonce == rv->run.nonce));
+    if (!ours && rv_liveness(&rv->identity, boot_id, writer_namespace, (int64_t)writer_pid, writer_start) != 1)
+        return uform_status_ok_k; // an earlier run's, whose writer is gone or elsewhere
+    rv->quiet = true;
+    return duplicate_claim(rv, "dispute", (size_t)index, (int64_t)pid_a, host_a, (int64_t)pid_b, host_b);
+}
+
+/* ---- Reading peers ---- */
+
+static void peer_set_kind(uform_rendezvous_t *rv, peer_t *peer, kind_t kind) {
+    if (peer->kind == kind) return;
+    rv->facts_count -= peer->kind == kind_facts_k, rv->failed_count -= peer->kind == kind_failed_k;
+    rv->facts_count += kind == kind_facts_k, rv->failed_count += kind == kind_failed_k;
+    peer->kind = (uint8_t)kind;
+}
+
+/** Looks `process-<index>` up by name and, when it changed, reads and classifies it against the
+ *  nonce. A second token under the nonce, or a file over this process's own, is a dispute. */
+static uform_status_t refresh_peer(uform_rendezvous_t *rv, size_t index, bool *changed) {
+    char name[40];
+    snprintf(name, sizeof name, "process-%zu", index);
+    peer_t *peer = &rv->peers[index];
+    bool own = index == rv->index;
+    struct stat st;
+    if (fstatat(rv->dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno != ENOENT)
+            return uform_fail(uform_status_system_error_k, "cannot inspect mesh file '%.200s/%s': %s", rv->dir.path,
+                              name, strerror(errno));
+        if (peer->key.exists) *changed = true;
+        peer->key.exists = false;
+        if (!own) peer_set_kind(rv, peer, kind_none_k);
+        return uform_status_ok_k;
+    }
+    if (rv_key_equal(&peer->key, &st)) return uform_status_ok_k;
+    *changed = true;
+    if (own && rv_key_equal(&rv->own_key, &st)) { // the file this process wrote
+        rv_key_set(&peer->key, &st);
+        return uform_status_ok_k;
+    }
+    rv_record_t record;
+    rv_load_t load;
+    peer->key.exists = false; // read again next time unless this read succeeds
+    uform_status_t status = rv_load(&rv->dir, name, &st, &record, &load);
+    if (status != uform_status_ok_k) return status;
+    if (load == rv_absent_k) return own ? uform_status_ok_k : (peer_set_kind(rv, peer, kind_none_k), uform_status_ok_k);
+    if (load == rv_other_version_k || record.nonce != rv->nonce) {
+        if (record.nonce == rv->nonce || (own && rv->written))
+            return rv_corrupt(&rv->dir, name, "is of format version %u%s; this library reads and writes version %u",
+                              record.version, record.nonce == rv->nonce ? " under this run's nonce" : "",
+                              UFORM_RENDEZVOUS_FORMAT);
+        if (!own) peer_set_kind(rv, peer, kind_stale_k);
+        rv_key_set(&peer->key, &st);
+        return uform_status_ok_k;
+    }
+    bool failed = strcmp(record.kind, "failed") == 0;
+    if (!failed && strcmp(record.kind, "facts") != 0)
+        return rv_corrupt(&rv->dir, name, "is of unexpected kind '%.15s'", record.kind);
+    peer_t read = *peer;
+    read.message = NULL;
+    status = failed ? parse_failure(rv, name, &record, index, &read) : parse_facts(rv, name, &record, index, &read);
+    if (status != uform_status_ok_k) {
+        free(read.message);
+        return status;
+    }
+    if (own) { // another process wrote over this process's facts: it claims the same index
+        free(read.message);
+        if (read.token == rv->token) return rv_key_set(&peer->key, &st), uform_status_ok_k;
+        return dispute(rv, name, index, rv->self.pid, rv->self.host, read.pid, host_of(rv, read.origin));
+    }
+    if (peer->first_token && peer->first_token != read.token) {
+        free(read.message);
+        return dispute(rv, name, index, peer->first_pid, host_of(rv, peer->first_origin), read.pid,
+                       host_of(rv, read.origin));
+    }
+    if (!peer->first_token) peer->first_token = read.token, peer->first_pid = read.pid, peer->first_origin = read.origin;
+    free(peer->message);
+    uint8_t kind = peer->kind;
+    *peer = read;
+    peer->kind = kind;
+    peer_set_kind(rv, peer, failed ? kind_failed_k : kind_facts_k);
+    rv_key_set(&peer->key, &st);
+    return uform_status_ok_k;
+}
+
+/* ---- The run file, acknowledgements, completion ---- */
+
+/** Reads `run` when it changed. */
+static uform_status_t refresh_run(uform_rendezvous_t *rv) {
+    struct stat st;
+    if (fstatat(rv->dir.fd, "run", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        memset(&rv->run, 0, sizeof rv->run);
+        return uform_status_ok_k;
+    }
+    if (rv_key_equal(&rv->run.key, &st)) return uform_status_ok_k;
+    rv_record_t record;
+    rv_load_t load;
+    memset(&rv->run, 0, sizeof rv->run);
+    uform_status_t status = rv_load(&rv->dir, "run", &st, &record, &load);
+    if (status != uform_status_ok_k || load == rv_absent_k) return status;
+    rv_key_set(&rv->run.key, &st);
+    rv->run.version = record.version, rv->run.nonce = record.nonce;
+    if (load == rv_other_version_k) return uform_status_ok_k;
+    if (strcmp(record.kind, "run") != 0) return rv_corrupt(&rv->dir, "run", "is of unexpected kind '%.15s'", record.kind);
+    static char const *const keys[] = {"token", "count", "host", "boot_id", "pid_namespace", "pid", "pid_start",
+                                       "started", NULL};
+    char bad[200];
+    uint64_t pid = 0;
+    if (!rv_record_keys(&record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, "run", "is garbage (it %s)", bad);
+    if (!rv_parse_hex(rv_record_get(&record, "token"), &rv->run.token) || !rv->run.token || !record.nonce)
+        return rv_corrupt(&rv->dir, "run", "is garbage (its nonce or field 'token' is not 1 to 16 hex digits)");
+    if (!field(&record, "count", 2, UFORM_MESH_PROCESSES_MAX, &rv->run.count, bad, sizeof bad) ||
+        !field(&record, "pid", 1, INT64_MAX, &pid, bad, sizeof bad) ||
+        !field(&record, "pid_start", 0, UINT64_MAX, &rv->run.pid_start, bad, sizeof bad) ||
+        !field(&record, "pid_namespace", 0, UINT64_MAX, &rv->run.pid_namespace, bad, sizeof bad) ||
+        !text_field(&record, "host", sizeof rv->run.host, rv->run.host, bad, sizeof bad) ||
+        !text_field(&record, "boot_id", sizeof rv->run.boot_id, rv->run.boot_id, bad, sizeof bad))
+        return rv_corrupt(&rv->dir, "run", "is garbage (%s)", bad);
+    if (strcmp(rv->run.boot_id, "-") == 0) rv->run.boot_id[0] = '\0';
+    rv->run.pid = (int64_t)pid;
+    rv->run.valid = true;
+    return uform_status_ok_k;
+}
+
+/** Whether `ack-<index>` acknowledges this process's token under the adopted nonce. */
+static uform_status_t refresh_ack(uform_rendezvous_t *rv) {
+    char name[40];
+    snprintf(name, sizeof name, "ack-%zu", rv->index);
+    struct stat st;
+    if (fstatat(rv->dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && rv_key_equal(&rv->ack_key, &st))
+        return uform_status_ok_k;
+    rv_record_t record;
+    rv_load_t load;
+    rv->ack_key.exists = false;
+    uform_status_t status = rv_load(&rv->dir, name, &st, &record, &load);
+    if (status != uform_status_ok_k || load != rv_loaded_k) return status; // absent, or an earlier format's
+    if (strcmp(record.kind, "ack") != 0) return rv_corrupt(&rv->dir, name, "is of unexpected kind '%.15s'", record.kind);
+    static char const *const keys[] = {"index", "token", NULL};
+    char bad[200];
+    uint64_t token = 0, index = 0;
+    if (!rv_record_keys(&record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, name, "is garbage (it %s)", bad);
+    if (!rv_parse_hex(rv_record_get(&record, "token"), &token) ||
+        !field(&record, "index", rv->index, rv->index, &index, bad, sizeof bad))
+        return rv_corrupt(&rv->dir, name, "is garbage (its token or index)");
+    rv_key_set(&rv->ack_key, &st);
+    if (record.nonce == rv->nonce && token == rv->token) rv->trusted = true;
+    return uform_status_ok_k;
+}
+
+static uform_status_t write_ack(uform_rendezvous_t *rv, size_t index) {
+    char name[40], text[256];
+    snprintf(name, sizeof name, "ack-%zu", index);
+    snprintf(text, sizeof text, "uform-mesh %u ack %016" PRIx64 "\nindex %zu\ntoken %016" PRIx64 "\nend\n",
+             UFORM_RENDEZVOUS_FORMAT, rv->nonce, index, rv->peers[index].token);
+    uform_status_t status = rv_write(&rv->dir, name, text, NULL);
+    if (status == uform_status_ok_k) rv->peers[index].acked_token = rv->peers[index].token;
+    return status;
+}
+
+/** Whether process 0 declared the run complete under the nonce. */
+static uform_status_t refresh_complete(uform_rendezvous_t *rv, bool *complete) {
+    struct stat st;
+    if (fstatat(rv->dir.fd, "complete", &st, AT_SYMLINK_NOFOLLOW) != 0) return uform_status_ok_k;
+    if (rv_key_equal(&rv->complete_key, &st)) return uform_status_ok_k; // judged before: an earlier run's
+    rv_record_t record;
+    rv_load_t load;
+    uform_status_t status = rv_load(&rv->dir, "complete", &st, &record, &load);
+    if (status != uform_status_ok_k || load != rv_loaded_k) return status;
+    rv_key_set(&rv->complete_key, &st);
+    if (record.nonce != rv->nonce) return uform_status_ok_k;
+    static char const *const keys[] = {"count", NULL};
+    char bad[200];
+    uint64_t count = 0;
+    if (strcmp(record.kind, "complete") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
+        !field(&record, "count", rv->count, rv->count, &count, bad, sizeof bad))
+        return rv_corrupt(&rv->dir, "complete", "is garbage under this run's nonce");
+    *complete = true;
+    return uform_status_ok_k;
+}
+
+/* ---- Joining ---- */
+
+/** The agreement of a newly read peer with process 0 (or of process 0 with this process). */
+static uform_status_t check_with_zero(uform_rendezvous_t *rv, size_t index) {
+    if (rv->peers[0].kind != kind_facts_k || rv->peers[index].kind != kind_facts_k || index == 0)
+        return uform_status_ok_k;
+    return check_pair(&rv->peers[0], 0, &rv->peers[index], index);
+}
+
+/** A peer on this host that wrote its facts is gone: look its file up once more (it may have
+ *  published its failure on the way out), then report whichever is true. */
+static uform_status_t confirm_gone(uform_rendezvous_t *rv, size_t index) {
+    bool changed = false;
+    uform_status_t status = refresh_peer(rv, index, &changed);
+    if (status != uform_status_ok_k) return status;
+    if (rv->peers[index].kind == kind_failed_k) return peer_failed(rv, index);
+    if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // replaced: judged on the next poll
+    char absent[200];
+    size_t missing = 0;
+    format_absent(rv, absent, sizeof absent, &missing);
+    return peer_gone(rv, index, rv->index == 0 ? (missing ? absent : "none") : NULL);
+}
+
+/** Process 0's budgeted sweep: looks up to RV_SWEEP_BUDGET peers up by name, acknowledges new
+ *  facts, and checks them against its own; `liveness` also checks those on this host. */
+static uform_status_t sweep(uform_rendezvous_t *rv, bool liveness, bool *changed, bool whole) {
+    size_t visits = whole ? rv->count : (rv->count < RV_SWEEP_BUDGET ? rv->count : RV_SWEEP_BUDGET);
+    for (size_t visit = 0; visit < visits; ++visit) {
+        size_t index = rv->cursor;
+        rv->cursor = rv->cursor + 1 == rv->count ? 0 : rv->cursor + 1;
+        if (index == rv->index) continue;
+        bool peer_changed = false;
+        uform_status_t status = refresh_peer(rv, index, &peer_changed);
+        if (status != uform_status_ok_k) return status;
+        peer_t *peer = &rv->peers[index];
+        if (peer_changed) {
+            *changed = true;
+            if (peer->kind == kind_facts_k && !rv->joined && peer->acked_token != peer->token &&
+                (status = write_ack(rv, index)) != uform_status_ok_k)
+                return status;
+            if (peer->kind == kind_failed_k) return peer_failed(rv, index);
+            if ((status = check_with_zero(rv, index)) != uform_status_ok_k) return status;
+        }
+        if (liveness && peer->kind == kind_facts_k && peer_liveness(rv, peer) == 0 &&
+            (status = confirm_gone(rv, index)) != uform_status_ok_k)
+            return status;
+    }
+    return uform_status_ok_k;
+}
+
+/** Process 0's final check before declaring the run complete: every peer on this host alive. */
+static uform_status_t check_all_alive(uform_rendezvous_t *rv) {
+    rv_hook("liveness", "");
+    for (size_t index = 0; index < rv->count; ++index) {
+        if (index == rv->index || rv->peers[index].kind != kind_facts_k || peer_liveness(rv, &rv->peers[index]) != 0)
+            continue;
+        uform_status_t status = confirm_gone(rv, index);
+        if (status != uform_status_ok_k) return status;
+        if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // replaced: not complete yet
+    }
+    return uform_status_ok_k;
+}
+
+/** Others, once `complete` is up: read every peer's facts (budgeted per poll) and check each
+ *  against process 0's, in index order. Sets `*done` when every one was read. */
+static uform_status_t read_all(uform_rendezvous_t *rv, bool *done) {
+    for (size_t visit = 0; visit < RV_SWEEP_BUDGET && rv->final_cursor < rv->count; ++visit) {
+        size_t index = rv->final_cursor;
+        bool changed = false;
+        uform_status_t status = index == rv->index ? uform_status_ok_k : refresh_peer(rv, index, &changed);
+        if (status != uform_status_ok_k) return status;
+        if (rv->peers[index].kind == kind_failed_k) return peer_failed(rv, index);
+        if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // not (yet) readable: next poll
+        if ((status = check_with_zero(rv, index)) != uform_status_ok_k) return status;
+        ++rv->final_cursor;
+    }
+    *done = rv->final_cursor == rv->count;
+    return uform_status_ok_k;
+}
+
+/** The TIMEOUT of a process never acknowledged: what its `run` says. */
+static uform_status_t unacknowledged(uform_rendezvous_t const *rv) {
+    char why[400];
+    if (!rv->run.key.exists) snprintf(why, sizeof why, "process 0 never wrote 'run'");
+    else if (!rv->run.valid)
+        snprintf(why, sizeof why, "'run' is of format version %u, an earlier run's or another library's", rv->run.version);
+    else {
+        int alive = rv_liveness(&rv->identity, rv->run.boot_id, rv->run.pid_namespace, rv->run.pid, rv->run.pid_start);
+        char host[160], counts[96] = "";
+        rv_quote(rv->run.host, 64, host, sizeof host);
+        if (rv->run.count != rv->count)
+            snprintf(counts, sizeof counts, "; 'run' names a run of %" PRIu64 " processes, this process expects %zu",
+                     rv->run.count, rv->count);
+        snprintf(why, sizeof why,
+                 "'run' was written by pid %" PRId64 " on host %s, which %s: an earlier run's process 0, or one that "
+                 "already failed%s",
+                 rv->run.pid, host,
+                 alive == 0 ? "is gone" : alive > 0 ? "still runs but never acknowledged this process" : "may be gone",
+                 counts);
+    }
+    return uform_fail(uform_status_timeout_k,
+                      "mesh '%.200s': process %zu of %zu was not acknowledged by process 0 within %g s; %s", rv->dir.path,
+                      rv->index, rv->count, rv->timeout, why);
+}
+
+/** The TIMEOUT of a trusted process: the peers still absent, looked up within RV_DEADLINE_PASS. */
+static uform_status_t absent_at_deadline(uform_rendezvous_t *rv) {
+    double stop = uform_now_seconds() + RV_DEADLINE_PASS;
+    bool cut = false;
+    if (rv->index != 0)
+        for (size_t index = 0; index < rv->count && !cut; ++index) {
+            bool changed = false;
+            if (index != rv->index && refresh_peer(rv, index, &changed) != uform_status_ok_k)
+                peer_set_kind(rv, &rv->peers[index], kind_none_k);
+            cut = (index & 255) == 255 && uform_now_seconds() >= stop;
+        }
+    char list[200];
+    size_t missing = 0;
+    format_absent(rv, list, sizeof list, &missing);
+    bool one = missing == 1;
+    return uform_fail(uform_status_timeout_k, "mesh '%.200s': process%s %s of %zu did not write %s facts within %g s%s",
+                      rv->dir.path, one ? "" : "es", list, rv->count, one ? "its" : "their", rv->timeout,
+                      cut ? " (the listing was cut short)" : "");
+}
+
+/** One poll of process 0. Returns a failure, or OK with `*joined` once the run is complete. */
+static uform_status_t poll_zero(uform_rendezvous_t *rv, bool liveness, bool may_complete, bool *changed,
+                                bool *joined) {
+    uform_status_t status = refresh_run(rv);
+    if (status != uform_status_ok_k) return status;
+    if (!rv->run.key.exists) return write_run(rv); // removed by someone: put it back
+    if (rv->run.valid && rv->run.token != rv->token)
+        return dispute(rv, "run", 0, rv->self.pid, rv->self.host, rv->run.pid, rv->run.host);
+    if (!rv->run.valid || rv->run.nonce != rv->nonce)
+        return rv_corrupt(&rv->dir, "run",
+                          "was rewritten under another nonce (%016" PRIx64 ", not this run's %016" PRIx64
+                          ") with this process's token",
+                          rv->run.nonce, rv->nonce);
+    if ((status = refresh_peer(rv, 0, changed)) != uform_status_ok_k) return status;
+    if ((status = sweep(rv, liveness, changed, false)) != uform_status_ok_k) return status;
+    if (rv->facts_count < rv->count || !may_complete) return uform_status_ok_k;
+    if ((status = check_all_alive(rv)) != uform_status_ok_k || rv->facts_count < rv->count) return status;
+    char text[128];
+    snprintf(text, sizeof text, "uform-mesh %u complete %016" PRIx64 "\ncount %zu\nend\n", UFORM_RENDEZVOUS_FORMAT,
+             rv->nonce, rv->count);
+    if ((status = rv_write(&rv->dir, "complete", text, &rv->complete_key)) == uform_status_ok_k) *joined = true;
+    return status;
+}
+
+/** One poll of any other process. */
+static uform_status_t poll_other(uform_rendezvous_t *rv, bool liveness, bool *changed, bool *joined) {
+    uform_status_t status = refresh_run(rv);
+    if (status != uform_status_ok_k) return status;
+    if (rv->run.valid && rv->run.nonce != rv->nonce) {
+        if (rv->trusted) { // two processes claim index 0: the one that acknowledged this one, and the writer
+            char a[160], b[160];
+            rv_quote(rv->adopted_host, 64, a, sizeof a);
+            rv_quote(rv->run.host, 64, b, sizeof b);
+            return uform_fail(uform_status_corrupt_file_k,
+                              "mesh file '%.200s/run': process index 0 is claimed by two processes: pid %" PRId64
+                              " on host %s, which acknowledged this process, and pid %" PRId64 " on host %s, which "
+                              "rewrote 'run' under another nonce",
+                              rv->dir.path, rv->adopted_pid, a, rv->run.pid, b);
+        }
+        rv->nonce = rv->run.nonce; // a new run, or the first one seen: start over under it
+        rv->adopted_pid = rv->run.pid;
+        snprintf(rv->adopted_host, sizeof rv->adopted_host, "%s", rv->run.host);
+        for (size_t i = 0; i < rv->count; ++i) {
+            peer_t *peer = &rv->peers[i];
+            if (i == rv->index) continue;
+            peer_set_kind(rv, peer, kind_none_k);
+            peer->key.exists = false, peer->first_token = 0;
+        }
+        rv->ack_key.exists = false;
+        *changed = true;
+        if ((status = write_own_facts(rv)) != uform_status_ok_k) return status;
+    }
+    if (!rv->written) return uform_status_ok_k;
+    if ((status = refresh_peer(rv, rv->index, changed)) != uform_status_ok_k) return status;
+    if (!rv->trusted) {
+        if ((status = refresh_ack(rv)) != uform_status_ok_k || !rv->trusted) return status;
+        *changed = true;
+    }
+    // Trusted: process 0 is the one peer watched at every poll; the others are read at the end.
+    if ((status = refresh_peer(rv, 0, changed)) != uform_status_ok_k) return status;
+    if (rv->peers[0].kind == kind_failed_k) return peer_failed(rv, 0);
+    if (rv->peers[0].kind == kind_facts_k &&
+        (status = check_pair(&rv->peers[0], 0, &rv->peers[rv->index], rv->index)) != uform_status_ok_k)
+        return status;
+    if (liveness && rv->peers[0].kind == kind_facts_k && peer_liveness(rv, &rv->peers[0]) == 0 &&
+        (status = confirm_gone(rv, 0)) != uform_status_ok_k)
+        return status;
+    if (!rv->complete && (status = refresh_complete(rv, &rv->complete)) != uform_status_ok_k) return status;
+    if (rv->complete) status = read_all(rv, joined);
+    return status;
+}
+
+static uform_status_t join_loop(uform_rendezvous_t *rv) {
+    double interval = 0.001, hold_until = 0;
+    // Polls cost the same at any count; only the shared file system's load grows with it.
+    double interval_limit = 0.010 * (double)(rv->count / 1024 + 1);
+    if (interval_limit > 0.1) interval_limit = 0.1;
+    char held_message[512] = "";
+    uform_status_t held = uform_status_ok_k;
+    for (;;) {
+        rv_hook("waiting", "");
+        bool changed = false, joined = false;
+        double now = uform_now_seconds();
+        bool liveness = now >= rv->next_liveness;
+        if (liveness) rv->next_liveness = now + RV_LIVENESS_PERIOD;
+        uform_status_t status = check_dispute(rv);
+        if (status == uform_status_ok_k)
+            status = rv->index == 0 ? poll_zero(rv, liveness, !held, &changed, &joined)
+                                    : poll_other(rv, liveness, &changed, &joined);
+        if (status == uform_status_ok_k && joined) return uform_status_ok_k;
+        now = uform_now_seconds();
+        if (status != uform_status_ok_k) {
+            // Others fail at once; process 0 first lets every expected process in (briefly, still
+            // acknowledging), so late arrivals hear of the failure too. Disputes are not held.
+            bool hold = rv->index == 0 && !rv->quiet && status != uform_status_system_error_k &&
+                        status != uform_status_out_of_memory_k && rv->facts_count + rv->failed_count < rv->count;
+            if (!hold) return status;
+            if (!held) {
+                held = status;
+                snprintf(held_message, sizeof held_message, "%s", uform_error_message());
+                hold_until = now + RV_FAILURE_HOLD < rv->deadline ? now + RV_FAILURE_HOLD : rv->deadline;
+            }
+        }
+        if (held && (now >= hold_until || rv->facts_count + rv->failed_count >= rv->count))
+            return uform_fail(held, "%s", held_message);
+        if (now >= rv->deadline) {
+            if (held) return uform_fail(held, "%s", held_message);
+            return rv->trusted ? absent_at_deadline(rv) : unacknowledged(rv);
+        }
+        interval = changed ? 0.001 : (interval * 1.5 > interval_limit ? interval_limit : interval * 1.5);
+        double left = rv->deadline - uform_now_seconds();
+        uform_sleep_seconds(left < interval ? (left > 0 ? left : 0) : interval);
+    }
+}
+
+static uform_status_t check_local(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local) {
+    if (options->host_domain_count < 2)
+        return uform_fail(uform_status_invalid_argument_k, "a rendezvous needs at least two processes, not %zu",
+                          options->host_domain_count);
+    if (local->gpus_count == 0 || local->gpus_count > UFORM_MESH_GPUS_PER_PROCESS_MAX)
+        return uform_fail(uform_status_invalid_argument_k, "a mesh process drives 1 to %d GPUs, not %zu",
+                          UFORM_MESH_GPUS_PER_PROCESS_MAX, local->gpus_count);
+    if (local->gpu_class <= uform_gpu_class_unknown_k || local->gpu_class > GPU_CLASS_LAST ||
+        local->gpu_floor <= uform_gpu_class_unknown_k || local->gpu_floor > GPU_CLASS_LAST)
+        return uform_fail(uform_status_invalid_argument_k, "mesh facts need known GPU classes, not %d and %d",
+                          (int)local->gpu_class, (int)local->gpu_floor);
+    return uform_status_ok_k;
+}
+
+/** This process's own peer entry, from its facts. */
+static void own_peer(uform_rendezvous_t *rv) {
+    peer_t *peer = &rv->peers[rv->index];
+    uform_rendezvous_facts_t const *f = &rv->self;
+    peer->token = peer->first_token = rv->token, peer->pid = f->pid, peer->pid_start = f->pid_start;
+    peer->span = f->multimem_span, peer->gpus = (uint32_t)f->gpus_count, peer->count = (uint32_t)rv->count;
+    peer->gpu_class = (uint8_t)f->gpu_class, peer->gpu_floor = (uint8_t)f->gpu_floor;
+    peer->flags = (uint8_t)((f->gpu_class_pinned ? flag_pinned_k : 0) |
+                            (f->multicast_supported ? flag_multicast_supported_k : 0) |
+                            (f->multicast_allowed ? flag_multicast_allowed_k : 0));
+    peer_set_kind(rv, peer, kind_facts_k);
+}
+
+/** Claims the index: what an earlier run left is removed, unless a live process on this host still
+ *  owns it, which makes two claimants. Also removes this index's stale acknowledgement and the
+ *  temporaries killed writers of this boot left. */
+static uform_status_t claim_index(uform_rendezvous_t *rv) {
+    char name[40];
+    snprintf(name, sizeof name, "process-%zu", rv->index);
+    rv_remove_stale_temporaries(&rv->dir, &rv->identity);
+    struct stat st;
+    rv_record_t record;
+    rv_load_t load = rv_absent_k;
+    uform_status_t status = rv_load(&rv->dir, name, &st, &record, &load);
+    if (status == uform_status_ok_k && load == rv_loaded_k && strcmp(record.kind, "facts") == 0) {
+        peer_t old = {.origin = NO_ORIGIN};
+        if (parse_facts(rv, name, &record, rv->index, &old) == uform_status_ok_k && old.pid != rv->self.pid &&
+            peer_liveness(rv, &old) == 1) {
+            refresh_run(rv); // the dispute carries the nonce peers follow, where `run` names one
+            return dispute(rv, name, rv->index, old.pid, host_of(rv, old.origin), rv->self.pid, rv->self.host);
+        }
+    }
+    // Whatever else is there (garbage included) is an earlier run's: removed when this user owns it.
+    rv_remove(&rv->dir, name, NULL);
+    if (fstatat(rv->dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return rv_corrupt(&rv->dir, name, "is left by an earlier run and cannot be removed: %s owned by uid %u",
+                          S_ISREG(st.st_mode) ? "a file" : "not a regular file", (unsigned)st.st_uid);
+    snprintf(name, sizeof name, "ack-%zu", rv->index);
+    rv_remove(&rv->dir, name, NULL);
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_rendezvous_join(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local,
+                                     uform_rendezvous_t **rendezvous) {
+    if (!options || !local || !rendezvous)
+        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_join needs options, facts and an output");
+    uform_status_t status = uform_rendezvous_check_options(options);
+    if (status == uform_status_ok_k) status = check_local(options, local);
+    if (status != uform_status_ok_k) return status;
+
+    double start = uform_now_seconds();
+    uform_rendezvous_t *rv = calloc(1, sizeof *rv);
+    if (rv) rv->peers = calloc(options->host_domain_count, sizeof *rv->peers);
+    if (!rv || !rv->peers) {
+        free(rv);
+        return uform_fail(uform_status_out_of_memory_k, "out of memory joining a mesh of %zu processes",
+                          options->host_domain_count);
+    }
+    rv->dir.fd = -1;
+    rv->index = options->host_domain_index;
+    rv->count = options->host_domain_count;
+    rv->timeout = options->timeout_seconds > 0 ? options->timeout_seconds : 120.0;
+    rv->deadline = start + rv->timeout;
+    for (size_t i = 0; i < rv->count; ++i) rv->peers[i].origin = rv->peers[i].first_origin = NO_ORIGIN;
+    rv_read_identity(&rv->identity);
+    rv->token = rv_random_u64();
+    rv->self = *local;
+    rv->self.token = rv->token;
+    rv->self.process_index = rv->index;
+    rv->self.process_count = rv->count;
+    rv->self.pid = (int64_t)getpid();
+    char state;
+    if (rv_read_proc_stat(rv->self.pid, &state, &rv->self.pid_start) <= 0) rv->self.pid_start = 0;
+    rv->self.pid_namespace = rv->identity.pid_namespace;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    rv->self.started = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9;
+    // A caller may name the host itself (tests simulate several hosts); otherwise this one's.
+    if (!local->host[0]) snprintf(rv->self.host, sizeof rv->self.host, "%s", rv->identity.host);
+    if (!local->boot_id[0] && !local->host[0])
+        snprintf(rv->self.boot_id, sizeof rv->self.boot_id, "%s", rv->identity.boot_id);
+    for (char *c = rv->self.host; *c; ++c)
+        if (*c <= ' ' || *c > '~') *c = '?';
+    for (char *c = rv->self.boot_id; *c; ++c)
+        if (*c <= ' ' || *c > '~') *c = '?';
+    rv->peers[rv->index].origin = origin_intern(rv, rv->self.host, rv->self.boot_id, rv->self.pid_namespace);
+    if (rv->peers[rv->index].origin == NO_ORIGIN) status = uform_fail(uform_status_out_of_memory_k, "out of memory");
+    own_peer(rv);
+
+    if (status == uform_status_ok_k) status = rv_open_directory(&rv->dir, options->directory, options->job, &rv->identity);
+    if (status == uform_status_ok_k) status = claim_index(rv);
+    if (status == uform_status_ok_k && rv->index == 0) {
+        rv->nonce = rv_random_u64();
+        rv->trusted = true;
+        status = write_own_facts(rv);
+        if (status == uform_status_ok_k) status = write_run(rv);
+    }
+    if (status == uform_status_ok_k) status = join_loop(rv);
+    if (status != uform_status_ok_k) {
+        char message[512];
+        snprintf(message, sizeof message, "%s", uform_error_message());
+        uform_rendezvous_publish_failure(rv, status, message);
+        uform_rendezvous_leave(rv, false);
+        return uform_fail(status, "%s", message);
+    }
+    rv->joined = true;
+    *rendezvous = rv;
+    return uform_status_ok_k;
+}
+
+/* ---- Describing ---- */
+
+void uform_rendezvous_describe_alone(uform_rendezvous_facts_t const *local, uform_mesh_description_t *description) {
+    memset(description, 0, sizeof *description);
+    description->gpus_per_host_domain = local->gpus_count;
+    description->gpus_per_colocated_domain = local->gpus_count;
+    description->gpus_per_multimem_domain = local->multimem_span ? local->multimem_span : local->gpus_count;
+    description->multimem_tier = local->multicast_supported && local->multicast_allowed
+                                     ? uform_multimem_tier_switch_reduced_k
+                                     : uform_multimem_tier_peer_read_k;
+    description->gpu_class = local->gpu_class;
+}
+
+/** Processes share a host when they share a boot ID (one kernel: one NVLink domain, also across
+ *  containers); without boot IDs, when they share a host name. */
+static bool same_host(origin_t const *a, origin_t const *b) {
+    if (a->boot_id[0] && b->boot_id[0]) return strcmp(a->boot_id, b->boot_id) == 0;
+    return strcmp(a->host, b->host) == 0;
+}
+
+uform_status_t uform_rendezvous_describe(uform_rendezvous_t const *rv, uform_mesh_description_t *description) {
+    if (!rv || !rv->joined || !description)
+        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_describe needs a joined run and an output");
+    peer_t const *peers = rv->peers;
+    uform_mesh_description_t result = {0};
+    result.host_domain_index = rv->index;
+    result.gpus_per_host_domain = peers[rv->index].gpus;
+    bool switch_reduced = true;
+    for (size_t i = 0; i < rv->count; ++i) {
+        result.gpus_per_colocated_domain += peers[i].gpus;
+        if (i < rv->index) result.first_gpu_index += peers[i].gpus;
+        switch_reduced = switch_reduced && (peers[i].flags & flag_multicast_supported_k) &&
+                         (peers[i].flags & flag_multicast_allowed_k);
+    }
+    if (peers[0].span) result.gpus_per_multimem_domain = peers[0].span;
+    else {
+        // Derived: the run's GPUs on each host, which must be the same number on every host. Hosts
+        // are few: each origin is mapped to the first origin on its host.
+        size_t *gpus = calloc(rv->origins_count, sizeof *gpus), *first = calloc(rv->origins_count, sizeof *first);
+        uint32_t *host = malloc(rv->origins_count * sizeof *host);
+        if (!gpus || !first || !host) {
+            free(gpus), free(first), free(host);
+            return uform_fail(uform_status_out_of_memory_k, "out of memory describing a mesh");
+        }
+        for (uint32_t o = 0; o < rv->origins_count; ++o) {
+            host[o] = o;
+            for (uint32_t earlier = 0; earlier < o && host[o] == o; ++earlier)
+                if (host[earlier] == earlier && same_host(&rv->origins[o], &rv->origins[earlier])) host[o] = earlier;
+        }
+        for (size_t i = rv->count; i-- > 0;) gpus[host[peers[i].origin]] += peers[i].gpus, first[host[peers[i].origin]] = i;
+        size_t reference = gpus[host[peers[0].origin]];
+        uform_status_t status = uform_status_ok_k;
+        for (size_t i = 0; i < rv->count && status == uform_status_ok_k; ++i) {
+            uint32_t h = host[peers[i].origin];
+            if (first[h] != i || gpus[h] == reference) continue;
+            char a[160], b[160];
+            quoted_host(rv, peers[0].origin, a, sizeof a);
+            quoted_host(rv, peers[i].origin, b, sizeof b);
+            status = uform_fail(uform_status_config_mismatch_k,
+                                "mesh hosts hold different numbers of the run's GPUs, so gpus_per_multimem_domain "
+                                "cannot be derived: host %s (process 0) has %zu, host %s (process %zu) has %zu; set it "
+                                "explicitly",
+                                a, reference, b, i, gpus[h]);
+        }
+        free(gpus), free(first), free(host);
+        if (status != uform_status_ok_k) {
+            memset(description, 0, sizeof *description);
+            return status;
+        }
+        result.gpus_per_multimem_domain = reference;
+    }
+    result.multimem_tier = switch_reduced ? uform_multimem_tier_switch_reduced_k : uform_multimem_tier_peer_read_k;
+    result.gpu_class = (uform_gpu_class_t)peers[0].gpu_class; // every process dispatches as it (agreement)
+    *description = result;
+    return uform_status_ok_k;
+}
+
+/* ---- After joining ---- */
+
+uform_status_t uform_rendezvous_watch(uform_rendezvous_t *rv) {
+    if (!rv || !rv->joined) return uform_status_ok_k;
+    bool changed = false;
+    uform_status_t status = uform_status_ok_k;
+    if (rv->index == 0) status = sweep(rv, true, &changed, false);
+    else {
+        status = refresh_peer(rv, 0, &changed);
+        if (status == uform_status_ok_k && rv->peers[0].kind == kind_failed_k) status = peer_failed(rv, 0);
+        if (status == uform_status_ok_k && rv->peers[0].kind == kind_facts_k && peer_liveness(rv, &rv->peers[0]) == 0)
+            status = confirm_gone(rv, 0);
+    }
+    if (status == uform_status_timeout_k) { // a peer that wrote its facts and is gone: lost
+        char message[512];
+        snprintf(message, sizeof message, "%s", uform_error_message());
+        status = uform_fail(uform_status_peer_lost_k, "%s", message);
+    }
+    return status;
+}
+
+uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *name, void *bytes, size_t size) {
+    if (!rv || !rv->joined || !name || !bytes || size == 0 || size > UFORM_RENDEZVOUS_BLOB_LIMIT)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_rendezvous_share_blob needs a joined run, a name and 1 to %u bytes",
+                          UFORM_RENDEZVOUS_BLOB_LIMIT);
+    size_t name_length = strlen(name);
+    bool name_ok = name_length > 0 && name_length <= 32;
+    for (size_t i = 0; i < name_length && name_ok; ++i)
+        name_ok = (isalnum((unsigned char)name[i]) && (unsigned char)name[i] < 128) || name[i] == '_' || name[i] == '-';
+    if (!name_ok) return uform_fail(uform_status_invalid_argument_k, "blob name '%.40s' is not 1 to 32 of [A-Za-z0-9_-]", name);
+    char file[48];
+    snprintf(file, sizeof file, "blob-%s", name);
+    if (rv->index == 0) {
+        size_t text_size = size * 2 + 256;
+        char *text = malloc(text_size);
+        if (!text) return uform_fail(uform_status_out_of_memory_k, "out of memory sharing blob '%s'", name);
+        int used = snprintf(text, text_size, "uform-mesh %u blob %016" PRIx64 "\nsize %zu\nbytes ",
+                            UFORM_RENDEZVOUS_FORMAT, rv->nonce, size);
+        for (size_t i = 0; i < size; ++i) used += snprintf(text + used, text_size - (size_t)used, "%02x", ((unsigned char *)bytes)[i]);
+        snprintf(text + used, text_size - (size_t)used, "\nend\n");
+        rv_key_t key = {0};
+        uform_status_t status = rv_write(&rv->dir, file, text, &key);
+        free(text);
+        if (status == uform_status_ok_k && rv->blob_count < 8)
+            snprintf(rv->blob_names[rv->blob_count], sizeof rv->blob_names[0], "%s", file),
+                rv->blob_keys[rv->blob_count++] = key;
+        return status;
+    }
+    double start = uform_now_seconds(), interval = 0.001, next_watch = 0;
+    for (;;) {
+        struct stat st;
+        rv_record_t record;
+        rv_load_t load;
+        uform_status_t status = rv_load(&rv->dir, file, &st, &record, &load);
+        if (status != uform_status_ok_k) return status;
+        if (load == rv_other_version_k && record.nonce == rv->nonce)
+            return rv_corrupt(&rv->dir, file, "is of format version %u; this library reads and writes version %u",
+                              record.version, UFORM_RENDEZVOUS_FORMAT);
+        if (load == rv_loaded_k && record.nonce == rv->nonce) {
+            static char const *const keys[] = {"size", "bytes", NULL};
+            char bad[200];
+            uint64_t declared = 0;
+            char const *hex = rv_record_get(&record, "bytes");
+            if (strcmp(record.kind, "blob") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
+                !field(&record, "size", 1, UFORM_RENDEZVOUS_BLOB_LIMIT, &declared, bad, sizeof bad) ||
+                strlen(hex) != declared * 2)
+                return rv_corrupt(&rv->dir, file, "is garbage");
+            if (declared != size)
+                return rv_corrupt(&rv->dir, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
+            for (size_t i = 0; i < size; ++i) {
+                uint64_t byte;
+                char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+                if (!rv_parse_hex(pair, &byte)) return rv_corrupt(&rv->dir, file, "is garbage (bad hex)");
+                ((unsigned char *)bytes)[i] = (unsigned char)byte;
+            }
+            return uform_status_ok_k;
+        }
+        if (uform_now_seconds() >= next_watch) { // a peer that failed or died ends the wait
+            next_watch = uform_now_seconds() + 0.01;
+            if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
+                char message[512];
+                snprintf(message, sizeof message, "%s", uform_error_message());
+                return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
+                                  "%s (waiting for blob '%s')", message, name);
+            }
+        }
+        if (uform_now_seconds() - start >= rv->timeout) {
+            char host[160];
+            quoted_host(rv, rv->peers[0].origin, host, sizeof host);
+            return uform_fail(uform_status_timeout_k,
+                              "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
+                              rv->dir.path, host, rv->peers[0].pid, name, rv->timeout);
+        }
+        uform_sleep_seconds(interval);
+        interval = interval * 1.5 > 0.01 ? 0.01 : interval * 1.5;
+    }
+}
+
+void uform_rendezvous_publish_failure(uform_rendezvous_t *rv, uform_status_t status, char const *message) {
+    if (!rv || status == uform_status_ok_k || !rv->written || rv->quiet || rv->dir.fd < 0) return;
+    if (!message) message = "";
+    char prefix[PATH_MAX + 16], name[40], text[1024], line[400];
+    snprintf(prefix, sizeof prefix, "mesh '%s': ", rv->dir.path);
+    if (strncmp(message, prefix, strlen(prefix)) == 0) message += strlen(prefix);
+    snprintf(line, sizeof line, "%s", message);
+    for (char *c = line; *c; ++c)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = ' ';
+    snprintf(name, sizeof name, "process-%zu", rv->index);
+    snprintf(text, sizeof text,
+             "uform-mesh %u failed %016" PRIx64 "\nindex %zu\ntoken %016" PRIx64 "\nstatus %d\npid %" PRId64
+             "\nhost %s\nmessage %s\nend\n",
+             UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->index, rv->token,
+             status > 0 && status < uform_status_pending_k ? (int)status : (int)uform_status_system_error_k,
+             rv->self.pid, rv->self.host, line);
+    if (rv_write(&rv->dir, name, text, &rv->own_key) == uform_status_ok_k) rv->quiet = true; // written once
+}
+
+void uform_rendezvous_leave(uform_rendezvous_t *rv, bool remove_files) {
+    if (!rv) return;
+    if (remove_files && rv->dir.fd >= 0 && rv->nonce) {
+        char name[40];
+        snprintf(name, sizeof name, "process-%zu", rv->index);
+        rv_remove(&rv->dir, name, &rv->own_key);
+        snprintf(name, sizeof name, "ack-%zu", rv->index);
+        rv_remove(&rv->dir, name, rv->ack_key.exists ? &rv->ack_key : NULL);
+        if (rv->index == 0) {
+            for (size_t i = 0; i < rv->blob_count; ++i) rv_remove(&rv->dir, rv->blob_names[i], &rv->blob_keys[i]);
+            rv_remove(&rv->dir, "complete", &rv->complete_key);
+            rv_remove(&rv->dir, "run", &rv->run.key);
+        }
+        fsync(rv->dir.fd);
+    }
+    rv_close_directory(&rv->dir);
+    for (size_t i = 0; i < rv->count; ++i) free(rv->peers[i].message);
+    free(rv->peers);
+    free(rv->origins);
+    free(rv->origin_table);
+    free(rv);
 }
 
 /* ---- Options ---- */
@@ -557,6 +1226,11 @@ static uform_status_t check_job(char const *job) {
 
 uform_status_t uform_rendezvous_check_options(uform_mesh_options_t const *options) {
     if (!options) return uform_status_ok_k;
+    if (options->host_domain_count > UFORM_MESH_PROCESSES_MAX)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_mesh_options_t::host_domain_count %zu is above the maximum of %d processes "
+                          "(UFORM_MESH_PROCESSES_MAX)",
+                          options->host_domain_count, UFORM_MESH_PROCESSES_MAX);
     if (options->host_domain_count > 1 && options->host_domain_index >= options->host_domain_count)
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_mesh_options_t::host_domain_index %zu is not below host_domain_count %zu",
@@ -565,13 +1239,11 @@ uform_status_t uform_rendezvous_check_options(uform_mesh_options_t const *option
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_mesh_options_t::host_domain_index %zu needs a host_domain_count above it, not %zu",
                           options->host_domain_index, options->host_domain_count);
-    if (options->host_domain_count > SIZE_LIMIT)
-        return uform_fail(uform_status_invalid_argument_k, "uform_mesh_options_t::host_domain_count %zu is implausible",
-                          options->host_domain_count);
-    if (options->gpus_per_multimem_domain > SIZE_LIMIT)
+    if (options->gpus_per_multimem_domain > SPAN_LIMIT)
         return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::gpus_per_multimem_domain %zu is implausible",
-                          options->gpus_per_multimem_domain);
+                          "uform_mesh_options_t::gpus_per_multimem_domain %zu is above the most GPUs a mesh holds "
+                          "(%" PRIu64 ")",
+                          options->gpus_per_multimem_domain, (uint64_t)SPAN_LIMIT);
     if (!isfinite(options->timeout_seconds) || options->timeout_seconds < 0)
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_mesh_options_t::timeout_seconds must be zero (120 s) or positive, not %g",
@@ -584,876 +1256,4 @@ uform_status_t uform_rendezvous_check_options(uform_mesh_options_t const *option
         return uform_fail(uform_status_invalid_argument_k, "uform_mesh_options_t::directory is too long (%zu bytes)",
                           strlen(options->directory));
     return check_job(options->job);
-}
-
-/** Opens (creating, 0700, as `mkdir -p` would) `directory/job` as a directory descriptor. */
-static uform_status_t open_job_directory(uform_rendezvous_t *rv, char const *directory, char const *job) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s", directory);
-    for (char *slash = path + 1;; ++slash) {
-        bool end = *slash == '\0';
-        if (*slash != '/' && !end) continue;
-        *slash = '\0';
-        if (mkdir(path, 0700) != 0 && errno != EEXIST)
-            return uform_fail(uform_status_system_error_k, "cannot create mesh directory '%.200s': %s", path,
-                              strerror(errno));
-        if (end) break;
-        *slash = '/';
-    }
-    int parent = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (parent < 0)
-        return uform_fail(uform_status_system_error_k, "cannot open mesh directory '%.200s': %s", path, strerror(errno));
-    if (mkdirat(parent, job, 0700) != 0 && errno != EEXIST) {
-        int error = errno;
-        close(parent);
-        return uform_fail(uform_status_system_error_k, "cannot create mesh job directory '%.200s/%s': %s", directory,
-                          job, strerror(error));
-    }
-    rv->dirfd = openat(parent, job, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int error = errno;
-    close(parent);
-    snprintf(rv->path, sizeof rv->path, "%s/%s", directory, job);
-    if (rv->dirfd < 0) {
-        if (error == ELOOP || error == ENOTDIR)
-            return uform_fail(uform_status_corrupt_file_k, "mesh job directory '%.200s' is %s", rv->path,
-                              error == ELOOP ? "a symbolic link" : "not a directory");
-        return uform_fail(uform_status_system_error_k, "cannot open mesh job directory '%.200s': %s", rv->path,
-                          strerror(error));
-    }
-    int dup_fd = dup(rv->dirfd);
-    rv->dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!rv->dir) {
-        if (dup_fd >= 0) close(dup_fd);
-        return uform_fail(uform_status_system_error_k, "cannot list mesh job directory '%.200s': %s", rv->path,
-                          strerror(errno));
-    }
-    return uform_status_ok_k;
-}
-
-/* ---- Joining ---- */
-
-static void slot_reset(slot_t *slot) {
-    size_t index = slot->index;
-    memset(slot, 0, sizeof *slot);
-    slot->index = index;
-}
-
-static slot_t *slot_for(uform_rendezvous_t *rv, size_t index) {
-    if (index < rv->count) return &rv->slots[index];
-    for (size_t i = 0; i < rv->extras_count; ++i)
-        if (rv->extras[i].index == index) return &rv->extras[i];
-    if (rv->extras_count == rv->extras_capacity) {
-        size_t capacity = rv->extras_capacity ? rv->extras_capacity * 2 : 8;
-        slot_t *grown = realloc(rv->extras, capacity * sizeof *grown);
-        if (!grown) return NULL;
-        rv->extras = grown, rv->extras_capacity = capacity;
-    }
-    slot_t *slot = &rv->extras[rv->extras_count++];
-    memset(slot, 0, sizeof *slot);
-    slot->index = index;
-    return slot;
-}
-
-static uform_status_t duplicate_claim(uform_rendezvous_t const *rv, size_t index, int64_t pid_a, char const *host_a,
-                                      int64_t pid_b, char const *host_b) {
-    return uform_fail(uform_status_corrupt_file_k,
-                      "mesh file '%.200s/process-%zu': process index %zu is claimed by two processes: pid %" PRId64
-                      " on host %s and pid %" PRId64 " on host %s",
-                      rv->path, index, index, pid_a, host_a, pid_b, host_b);
-}
-
-/** Replaces this process's facts file with a record naming both claimants, so the other claimant
- *  (whose file this was) fails too, then fails with CORRUPT_FILE. */
-static uform_status_t dispute(uform_rendezvous_t *rv, int64_t other_pid, char const *other_host) {
-    char name[40], text[768];
-    snprintf(name, sizeof name, "process-%zu", rv->index);
-    snprintf(text, sizeof text,
-             "uform-mesh %u disputed %016" PRIx64 "\nindex %zu\npid_a %" PRId64 "\nhost_a %s\npid_b %" PRId64
-             "\nhost_b %s\nend\n",
-             UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->index, rv->self.pid, rv->self.host, other_pid, other_host);
-    write_file(rv, name, text, NULL); // best effort: the status below is what matters here
-    rv->own_key.exists = false;
-    rv->disputed = true;
-    return duplicate_claim(rv, rv->index, rv->self.pid, rv->self.host, other_pid, other_host);
-}
-
-static uform_status_t disputed_record(uform_rendezvous_t *rv, char const *name, record_t const *record) {
-    uint64_t index = 0, pid_a = 0, pid_b = 0;
-    char const *host_a = record_get(record, "host_a"), *host_b = record_get(record, "host_b");
-    if (!parse_unsigned(record_get(record, "index"), SIZE_LIMIT, &index) ||
-        !parse_unsigned(record_get(record, "pid_a"), INT64_MAX, &pid_a) ||
-        !parse_unsigned(record_get(record, "pid_b"), INT64_MAX, &pid_b) || !host_a || !host_b)
-        return corrupt(rv, name, "is garbage (a malformed dispute record)");
-    return duplicate_claim(rv, (size_t)index, (int64_t)pid_a, host_a, (int64_t)pid_b, host_b);
-}
-
-static uform_status_t write_own_facts(uform_rendezvous_t *rv) {
-    char name[40], text[1024];
-    snprintf(name, sizeof name, "process-%zu", rv->index);
-    rv->self.nonce = rv->nonce;
-    facts_to_text(&rv->self, text, sizeof text);
-    uform_status_t status = write_file(rv, name, text, &rv->own_key);
-    if (status == uform_status_ok_k) rv->written = true;
-    return status;
-}
-
-/** Reads `process-<index>` into its slot when it changed, classifying it against the nonce. */
-static uform_status_t refresh_slot(uform_rendezvous_t *rv, slot_t *slot, bool *changed) {
-    char name[40];
-    snprintf(name, sizeof name, "process-%zu", slot->index);
-    struct stat st;
-    if (fstatat(rv->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno != ENOENT)
-            return uform_fail(uform_status_system_error_k, "cannot inspect mesh file '%.200s/%s': %s", rv->path, name,
-                              strerror(errno));
-        if (slot->key.exists) *changed = true;
-        slot->key.exists = false;
-        slot->kind = slot_none_k;
-        return uform_status_ok_k;
-    }
-    if (key_equal(&slot->key, &st)) return uform_status_ok_k;
-    *changed = true;
-    bool own = slot->index == rv->index;
-    if (own && key_equal(&rv->own_key, &st)) { // the file this process wrote
-        key_set(&slot->key, &st);
-        slot->kind = slot_facts_k;
-        slot->facts = rv->self;
-        return uform_status_ok_k;
-    }
-    record_t record;
-    load_t load;
-    uform_status_t status = load_file(rv, name, &st, &record, &load);
-    if (status != uform_status_ok_k) return status;
-    if (load == load_absent_k) {
-        slot->key.exists = false;
-        slot->kind = slot_none_k;
-        return uform_status_ok_k;
-    }
-    key_set(&slot->key, &st);
-    if (load == load_other_version_k) {
-        if (own || record.nonce == rv->nonce)
-            return corrupt(rv, name, "is of format version %u; this library reads and writes version %u",
-                           record.version, UFORM_RENDEZVOUS_FORMAT);
-        slot->kind = slot_stale_k;
-        return uform_status_ok_k;
-    }
-    if (strcmp(record.kind, "disputed") == 0) {
-        if (!own && record.nonce != rv->nonce) return (slot->kind = slot_stale_k), uform_status_ok_k;
-        return disputed_record(rv, name, &record);
-    }
-    uform_rendezvous_facts_t facts;
-    char const *bad = "";
-    bool failed = strcmp(record.kind, "failed") == 0;
-    if (failed) {
-        if (!parse_failure(&record, &facts, &slot->failed_status, slot->failed_message, &bad))
-            return corrupt(rv, name, "is garbage (field '%s')", bad);
-    }
-    else if (strcmp(record.kind, "facts") != 0) return corrupt(rv, name, "is of unexpected kind '%s'", record.kind);
-    else if (!parse_facts(&record, &facts, &bad)) return corrupt(rv, name, "is garbage (field '%s')", bad);
-    if (facts.process_index != slot->index)
-        return corrupt(rv, name, "claims index %zu in its text", facts.process_index);
-    if (own) { // another process wrote over this process's facts: it claims the same index
-        if (facts.token != rv->token) return dispute(rv, facts.pid, facts.host);
-        slot->kind = slot_facts_k;
-        slot->facts = rv->self;
-        return uform_status_ok_k;
-    }
-    if (record.nonce != rv->nonce) return (slot->kind = slot_stale_k), uform_status_ok_k;
-    if (slot->first_token && slot->first_token != facts.token)
-        return duplicate_claim(rv, slot->index, slot->first_pid, slot->first_host, facts.pid, facts.host);
-    if (!slot->first_token) {
-        slot->first_token = facts.token, slot->first_pid = facts.pid;
-        snprintf(slot->first_host, sizeof slot->first_host, "%s", facts.host);
-    }
-    slot->kind = failed ? slot_failed_k : slot_facts_k;
-    if (failed) { // keep the facts read before, if any; name and PID come with the record
-        slot->facts.pid = facts.pid, slot->facts.token = facts.token, slot->facts.process_index = facts.process_index;
-        snprintf(slot->facts.host, sizeof slot->facts.host, "%s", facts.host);
-    }
-    else slot->facts = facts;
-    return uform_status_ok_k;
-}
-
-/** The failure a peer published, as this process reports it. */
-static uform_status_t peer_failed(uform_rendezvous_t const *rv, slot_t const *slot) {
-    return uform_fail(slot->failed_status, "mesh '%.160s': process %zu (host %.64s, pid %" PRId64 ") failed: %s",
-                      rv->path, slot->index, slot->facts.host, slot->facts.pid, slot->failed_message);
-}
-
-/** Replaces this process's facts with a record of its failure, so peers still waiting stop at once
- *  with the same status. Best effort: the caller fails anyway. */
-static void publish_failure(uform_rendezvous_t *rv, uform_status_t status, char const *message) {
-    if (!rv->written || rv->disputed || rv->dirfd < 0) return;
-    char prefix[PATH_MAX + 16], name[40], text[1024], line[400];
-    snprintf(prefix, sizeof prefix, "mesh '%s': ", rv->path);
-    if (strncmp(message, prefix, strlen(prefix)) == 0) message += strlen(prefix);
-    snprintf(line, sizeof line, "%s", message);
-    for (char *c = line; *c; ++c)
-        if (*c == '\n' || *c == '\r') *c = ' ';
-    snprintf(name, sizeof name, "process-%zu", rv->index);
-    snprintf(text, sizeof text,
-             "uform-mesh %u failed %016" PRIx64 "\nindex %zu\ntoken %016" PRIx64 "\nstatus %d\npid %" PRId64
-             "\nhost %s\nmessage %s\nend\n",
-             UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->index, rv->token, (int)status, rv->self.pid, rv->self.host, line);
-    if (write_file(rv, name, text, &rv->own_key) == uform_status_ok_k) rv->disputed = true; // written once
-}
-
-void uform_rendezvous_publish_failure(uform_rendezvous_t *rendezvous, uform_status_t status, char const *message) {
-    if (rendezvous && status != uform_status_ok_k) publish_failure(rendezvous, status, message ? message : "");
-}
-
-/** Reads `run` when it changed. Garbage is CORRUPT_FILE; another format version is kept as not
- *  (yet) this run's. */
-static uform_status_t refresh_run(uform_rendezvous_t *rv, bool *changed) {
-    struct stat st;
-    if (fstatat(rv->dirfd, "run", &st, AT_SYMLINK_NOFOLLOW) == 0 && key_equal(&rv->run.key, &st))
-        return uform_status_ok_k;
-    record_t record;
-    load_t load;
-    uform_status_t status = load_file(rv, "run", &st, &record, &load);
-    if (status != uform_status_ok_k) return status;
-    *changed = true;
-    memset(&rv->run, 0, sizeof rv->run);
-    if (load == load_absent_k) return uform_status_ok_k;
-    key_set(&rv->run.key, &st);
-    rv->run.version = record.version;
-    rv->run.nonce = record.nonce;
-    if (load == load_other_version_k) return uform_status_ok_k;
-    if (strcmp(record.kind, "run") != 0) return corrupt(rv, "run", "is of unexpected kind '%s'", record.kind);
-    char const *bad = "", *token = record_get(&record, "token");
-    uint64_t count = 0;
-    if (!token || !parse_hex(token, &rv->run.token) || !rv->run.token || record.nonce == 0 ||
-        !parse_unsigned(record_get(&record, "count"), SIZE_LIMIT, &count) ||
-        !parse_process_fields(&record, rv->run.host, rv->run.boot_id, &rv->run.pid_namespace, &rv->run.pid,
-                              &rv->run.pid_start, &bad) ||
-        record.pairs != 8)
-        return corrupt(rv, "run", "is garbage (field '%s')", *bad ? bad : "token, count or unknown keys");
-    rv->run.valid = true;
-    return uform_status_ok_k;
-}
-
-static uform_status_t write_run(uform_rendezvous_t *rv) {
-    char text[768];
-    snprintf(text, sizeof text,
-             "uform-mesh %u run %016" PRIx64 "\ntoken %016" PRIx64 "\ncount %zu\nhost %s\nboot_id %s\n"
-             "pid_namespace %" PRIu64 "\npid %" PRId64 "\npid_start %" PRIu64 "\nstarted %.6f\nend\n",
-             UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->token, rv->count, rv->self.host,
-             rv->self.boot_id[0] ? rv->self.boot_id : "-", rv->self.pid_namespace, rv->self.pid, rv->self.pid_start,
-             rv->self.started);
-    return write_file(rv, "run", text, &rv->run.key);
-}
-
-/** Whether `ack-<index>` acknowledges this process's token under the adopted nonce. */
-static uform_status_t refresh_ack(uform_rendezvous_t *rv, bool *acknowledged) {
-    char name[40];
-    snprintf(name, sizeof name, "ack-%zu", rv->index);
-    struct stat st;
-    if (fstatat(rv->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && key_equal(&rv->ack_key, &st))
-        return uform_status_ok_k;
-    record_t record;
-    load_t load;
-    uform_status_t status = load_file(rv, name, &st, &record, &load);
-    if (status != uform_status_ok_k) return status;
-    rv->ack_key.exists = false;
-    if (load != load_ok_k) return uform_status_ok_k; // absent, or another format (an earlier run's)
-    key_set(&rv->ack_key, &st);
-    if (strcmp(record.kind, "ack") != 0) return corrupt(rv, name, "is of unexpected kind '%s'", record.kind);
-    uint64_t token = 0, index = 0;
-    char const *value = record_get(&record, "token");
-    if (!value || !parse_hex(value, &token) || !parse_unsigned(record_get(&record, "index"), SIZE_LIMIT, &index) ||
-        index != rv->index || record.pairs != 2)
-        return corrupt(rv, name, "is garbage");
-    if (record.nonce == rv->nonce && token == rv->token) *acknowledged = true;
-    return uform_status_ok_k;
-}
-
-static uform_status_t write_ack(uform_rendezvous_t *rv, slot_t *slot) {
-    char name[40], text[256];
-    snprintf(name, sizeof name, "ack-%zu", slot->index);
-    snprintf(text, sizeof text, "uform-mesh %u ack %016" PRIx64 "\nindex %zu\ntoken %016" PRIx64 "\nend\n",
-             UFORM_RENDEZVOUS_FORMAT, rv->nonce, slot->index, slot->facts.token);
-    uform_status_t status = write_file(rv, name, text, NULL);
-    if (status == uform_status_ok_k) slot->acked_token = slot->facts.token;
-    return status;
-}
-
-/** Lists `process-<i>` files and refreshes every slot seen. A hostile file of another index is
- *  recorded as `*hostile` (the first one, its message in `hostile_message`) and the listing goes on,
- *  so process 0 still sees and acknowledges everyone; other failures return at once. */
-static uform_status_t scan(uform_rendezvous_t *rv, bool *changed, uform_status_t *hostile, char *hostile_message) {
-    for (size_t i = 0; i < rv->count; ++i) rv->slots[i].present = false;
-    for (size_t i = 0; i < rv->extras_count; ++i) rv->extras[i].present = false;
-    rewinddir(rv->dir);
-    for (size_t pass = 0; pass < 2; ++pass) {
-        // Pass 0 refreshes listed files; pass 1 refreshes remembered files the listing missed
-        // (removed, or a listing that raced a rename).
-        struct dirent *entry = NULL;
-        size_t next = 0;
-        for (;;) {
-            slot_t *slot = NULL;
-            if (pass == 0) {
-                if (!(entry = readdir(rv->dir))) break;
-                uint64_t index;
-                char const *digits = entry->d_name + 8;
-                if (strncmp(entry->d_name, "process-", 8) != 0 || !parse_unsigned(digits, SIZE_LIMIT, &index) ||
-                    (digits[0] == '0' && digits[1]))
-                    continue;
-                if (!(slot = slot_for(rv, (size_t)index)))
-                    return uform_fail(uform_status_out_of_memory_k, "out of memory listing '%.200s'", rv->path);
-                slot->present = true;
-            }
-            else {
-                if (next == rv->count + rv->extras_count) break;
-                slot = next < rv->count ? &rv->slots[next] : &rv->extras[next - rv->count];
-                ++next;
-                if (slot->present || !slot->key.exists) continue;
-            }
-            uform_status_t status = refresh_slot(rv, slot, changed);
-            if (status == uform_status_ok_k) continue;
-            if (status != uform_status_corrupt_file_k || slot->index == rv->index) return status;
-            slot->kind = slot_none_k;
-            slot->key.exists = false; // read it again next time: it may have been replaced
-            if (*hostile == uform_status_ok_k) {
-                *hostile = status;
-                snprintf(hostile_message, 512, "%s", uform_error_message());
-            }
-        }
-    }
-    return uform_status_ok_k;
-}
-
-/** The facts under the current nonce, lowest index first. */
-static size_t gather(uform_rendezvous_t *rv, uform_rendezvous_facts_t const **facts, size_t capacity) {
-    size_t count = 0;
-    for (size_t i = 0; i < rv->count && count < capacity; ++i)
-        if (rv->slots[i].kind == slot_facts_k) facts[count++] = &rv->slots[i].facts;
-    // Extras are few: sort them by index with an insertion pass.
-    size_t first_extra = count;
-    for (size_t i = 0; i < rv->extras_count && count < capacity; ++i) {
-        if (rv->extras[i].kind != slot_facts_k) continue;
-        size_t at = count++;
-        while (at > first_extra && facts[at - 1]->process_index > rv->extras[i].index) facts[at] = facts[at - 1], --at;
-        facts[at] = &rv->extras[i].facts;
-    }
-    return count;
-}
-
-/** Checks the fields every process must agree on, field by field over processes in index order,
- *  so every process that sees the same files names the same disagreement. */
-static uform_status_t check_agreement(uform_rendezvous_facts_t const *const *facts, size_t count) {
-    if (count < 2) return uform_status_ok_k;
-    uform_rendezvous_facts_t const *first = facts[0];
-    for (size_t i = 1; i < count; ++i)
-        if (facts[i]->process_count != first->process_count)
-            return uform_fail(uform_status_config_mismatch_k,
-                              "mesh processes %zu and %zu disagree on host_domain_count: %zu vs %zu",
-                              first->process_index, facts[i]->process_index, first->process_count,
-                              facts[i]->process_count);
-    for (size_t i = 1; i < count; ++i)
-        if (facts[i]->multimem_span != first->multimem_span)
-            return uform_fail(uform_status_config_mismatch_k,
-                              "mesh processes %zu and %zu disagree on gpus_per_multimem_domain: %zu vs %zu "
-                              "(zero derives)",
-                              first->process_index, facts[i]->process_index, first->multimem_span,
-                              facts[i]->multimem_span);
-    for (size_t i = 1; i < count; ++i)
-        if (facts[i]->multicast_allowed != first->multicast_allowed)
-            return uform_fail(uform_status_config_mismatch_k,
-                              "mesh processes %zu and %zu disagree on UFORM_ALLOW_MULTICAST: %s vs %s",
-                              first->process_index, facts[i]->process_index,
-                              first->multicast_allowed ? "1" : "not 1", facts[i]->multicast_allowed ? "1" : "not 1");
-    uform_rendezvous_facts_t const *pinned = NULL;
-    for (size_t i = 0; i < count; ++i) {
-        if (!facts[i]->gpu_class_pinned) continue;
-        if (!pinned) pinned = facts[i];
-        else if (facts[i]->gpu_class != pinned->gpu_class)
-            return uform_fail(uform_status_config_mismatch_k,
-                              "mesh processes %zu and %zu pin different GPU classes: %s vs %s",
-                              pinned->process_index, facts[i]->process_index, uform_gpu_class_name(pinned->gpu_class),
-                              uform_gpu_class_name(facts[i]->gpu_class));
-    }
-    if (pinned) {
-        for (size_t i = 0; i < count; ++i)
-            if (!uform_gpu_class_runs(facts[i]->gpu_floor, pinned->gpu_class))
-                return uform_fail(uform_status_config_mismatch_k,
-                                  "mesh process %zu pins GPU class %s, which the GPUs of process %zu (%s) cannot run",
-                                  pinned->process_index, uform_gpu_class_name(pinned->gpu_class),
-                                  facts[i]->process_index, uform_gpu_class_name(facts[i]->gpu_floor));
-        return uform_status_ok_k;
-    }
-    uform_gpu_class_t meet = first->gpu_floor;
-    for (size_t i = 1; i < count; ++i)
-        if ((meet = uform_gpu_class_common(meet, facts[i]->gpu_floor)) == uform_gpu_class_unknown_k)
-            return uform_fail(uform_status_config_mismatch_k,
-                              "mesh processes %zu (%s) and %zu (%s) have no GPU class in common",
-                              first->process_index, uform_gpu_class_name(first->gpu_floor), facts[i]->process_index,
-                              uform_gpu_class_name(facts[i]->gpu_floor));
-    return uform_status_ok_k;
-}
-
-/** Describes why a process other than 0 was never acknowledged, for its TIMEOUT message. */
-static void describe_run_file(uform_rendezvous_t const *rv, char *out, size_t capacity) {
-    if (!rv->run.key.exists) {
-        snprintf(out, capacity, "process 0 never wrote 'run'");
-        return;
-    }
-    if (!rv->run.valid) {
-        snprintf(out, capacity, "'run' is of format version %u, an earlier run's or another library's",
-                 rv->run.version);
-        return;
-    }
-    int alive = process_liveness(&rv->identity, rv->run.boot_id, rv->run.pid_namespace, rv->run.pid, rv->run.pid_start);
-    snprintf(out, capacity,
-             "'run' was written by pid %" PRId64 " on host %.64s, which %s: an earlier run's process 0, or "
-             "one that already failed",
-             rv->run.pid, rv->run.host,
-             alive == 0 ? "is gone" : alive > 0 ? "still runs but never acknowledged this process" : "may be gone");
-}
-
-/** How long process 0 keeps acknowledging late arrivals after it found a failure, so they see it
- *  too, when not every expected process has arrived yet. */
-#define RV_FAILURE_HOLD 2.0
-
-static uform_status_t join_loop(uform_rendezvous_t *rv, double deadline) {
-    double interval = 0.001, interval_limit = 0.010 * (double)(rv->count / 64 + 1);
-    double next_liveness = 0, hold_until = 0;
-    char failure_message[512] = "", held_message[512] = "";
-    uform_status_t held = uform_status_ok_k;
-    bool *absent = calloc(rv->count, sizeof(bool));
-    uform_rendezvous_facts_t const **facts = calloc(rv->count + 64, sizeof *facts);
-    if (!absent || !facts) {
-        free(absent), free((void *)facts);
-        return uform_fail(uform_status_out_of_memory_k, "out of memory joining a mesh of %zu processes", rv->count);
-    }
-    uform_status_t status = uform_status_ok_k;
-    for (bool rescanned = false;; rescanned = false) {
-        hook("waiting", "");
-        bool changed = false;
-        uform_status_t failure = uform_status_ok_k; // found this pass; process 0 may hold it a while
-        // 1. The run file: process 0 checks nobody else claims index 0; others adopt its nonce.
-        if ((status = refresh_run(rv, &changed)) != uform_status_ok_k) break;
-        if (rv->index == 0) {
-            if (rv->run.valid && rv->run.token != rv->token) {
-                status = duplicate_claim(rv, 0, rv->self.pid, rv->self.host, rv->run.pid, rv->run.host);
-                break;
-            }
-            if (!rv->run.key.exists && (status = write_run(rv)) != uform_status_ok_k) break;
-        }
-        else if (rv->run.valid && rv->run.nonce != rv->nonce) {
-            rv->nonce = rv->run.nonce; // a new run, or the first one seen: start over under it
-            rv->trusted = false;
-            for (size_t i = 0; i < rv->count; ++i) slot_reset(&rv->slots[i]);
-            rv->extras_count = 0;
-            rv->ack_key.exists = false;
-            if ((status = write_own_facts(rv)) != uform_status_ok_k) break;
-        }
-        // 2. Before its acknowledgement a process checks only its own file (for a second claimant).
-        if (rv->written && !rv->trusted) {
-            if ((status = refresh_slot(rv, &rv->slots[rv->index], &changed)) != uform_status_ok_k) break;
-            if ((status = refresh_ack(rv, &rv->trusted)) != uform_status_ok_k) break;
-            if (rv->trusted) changed = true;
-        }
-        size_t missing = 0;
-    rescan:
-        if (rv->trusted) {
-            if ((status = scan(rv, &changed, &failure, failure_message)) != uform_status_ok_k) break;
-            if (rv->slots[rv->index].kind != slot_facts_k) { // removed by someone: write it again
-                if ((status = write_own_facts(rv)) != uform_status_ok_k) break;
-                continue;
-            }
-            size_t known = gather(rv, facts, rv->count + 64);
-            if (rv->index == 0)
-                for (size_t i = 0; i < rv->count + rv->extras_count && status == uform_status_ok_k; ++i) {
-                    slot_t *slot = i < rv->count ? &rv->slots[i] : &rv->extras[i - rv->count];
-                    if (slot->index != 0 && slot->kind == slot_facts_k && slot->acked_token != slot->facts.token)
-                        status = write_ack(rv, slot);
-                }
-            if (status != uform_status_ok_k) break;
-            missing = 0;
-            for (size_t i = 0; i < rv->count; ++i)
-                missing += (absent[i] = rv->slots[i].kind != slot_facts_k && rv->slots[i].kind != slot_failed_k);
-            if (!failure && (failure = check_agreement(facts, known)) != uform_status_ok_k)
-                snprintf(failure_message, sizeof failure_message, "%s", uform_error_message());
-            for (size_t i = 0; i < rv->count && !failure; ++i)
-                if (rv->slots[i].kind == slot_failed_k) {
-                    failure = peer_failed(rv, &rv->slots[i]);
-                    snprintf(failure_message, sizeof failure_message, "%s", uform_error_message());
-                }
-            // 3. Trusted peers on this host that wrote facts and are gone end the wait now, and a
-            //    complete set whose member is gone is no run: checked before every success.
-            double now = uform_now_seconds();
-            bool complete = !failure && missing == 0;
-            if (!failure && (complete || now >= next_liveness || rescanned)) {
-                next_liveness = now + 0.02;
-                slot_t const *gone = NULL;
-                for (size_t i = 0; i < rv->count && !gone; ++i) {
-                    slot_t const *slot = &rv->slots[i];
-                    if (slot->kind == slot_facts_k && i != rv->index &&
-                        process_liveness(&rv->identity, slot->facts.boot_id, slot->facts.pid_namespace,
-                                         slot->facts.pid, slot->facts.pid_start) == 0)
-                        gone = slot;
-                }
-                if (complete && !gone) break; // joined
-                if (gone && !complete && !rescanned) { // what it saw before dying shows in a new listing
-                    rescanned = true;
-                    goto rescan;
-                }
-                if (gone) {
-                    char others[200];
-                    format_indices(absent, rv->count, others, sizeof others);
-                    failure = uform_fail(uform_status_timeout_k,
-                                         "mesh '%.200s': process %zu of %zu (host %s, pid %" PRId64
-                                         ") wrote its facts and is gone; absent: %s",
-                                         rv->path, gone->index, rv->count, gone->facts.host, gone->facts.pid,
-                                         missing ? others : "none");
-                    snprintf(failure_message, sizeof failure_message, "%s", uform_error_message());
-                }
-            }
-            if (failure) {
-                // Others fail at once; process 0 first lets every expected process in (briefly),
-                // reporting the first failure it found.
-                if (!held) held = failure, snprintf(held_message, sizeof held_message, "%s", failure_message);
-                if (!hold_until) hold_until = now + RV_FAILURE_HOLD < deadline ? now + RV_FAILURE_HOLD : deadline;
-                if (rv->index != 0 || missing == 0 || now >= hold_until) {
-                    status = uform_fail(held, "%s", held_message);
-                    break;
-                }
-            }
-            else hold_until = 0, held = uform_status_ok_k;
-        }
-        // 4. The deadline.
-        if (uform_now_seconds() >= deadline) {
-            if (held) {
-                status = uform_fail(held, "%s", held_message);
-                break;
-            }
-            if (!rv->trusted) {
-                char why[400];
-                describe_run_file(rv, why, sizeof why);
-                status = uform_fail(uform_status_timeout_k,
-                                    "mesh '%.200s': process %zu of %zu was not acknowledged by process 0 within %g s; "
-                                    "%s",
-                                    rv->path, rv->index, rv->count, rv->timeout, why);
-                break;
-            }
-            char list[200];
-            format_indices(absent, rv->count, list, sizeof list);
-            bool one = missing == 1;
-            status = uform_fail(uform_status_timeout_k, "mesh '%.200s': process%s %s of %zu did not write %s facts within %g s",
-                                rv->path, one ? "" : "es", list, rv->count, one ? "its" : "their", rv->timeout);
-            break;
-        }
-        interval = changed ? 0.001 : (interval * 1.5 > interval_limit ? interval_limit : interval * 1.5);
-        double left = deadline - uform_now_seconds();
-        uform_sleep_seconds(left < interval ? (left > 0 ? left : 0) : interval);
-    }
-    free(absent);
-    free((void *)facts);
-    return status;
-}
-
-uform_status_t uform_rendezvous_join(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local,
-                                     uform_rendezvous_t **rendezvous) {
-    if (!options || !local || !rendezvous)
-        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_join needs options, facts and an output");
-    uform_status_t status = uform_rendezvous_check_options(options);
-    if (status != uform_status_ok_k) return status;
-    if (options->host_domain_count < 2)
-        return uform_fail(uform_status_invalid_argument_k, "a rendezvous needs at least two processes, not %zu",
-                          options->host_domain_count);
-    if (local->gpus_count == 0 || local->gpus_count > SIZE_LIMIT)
-        return uform_fail(uform_status_invalid_argument_k, "a mesh process needs at least one GPU, not %zu",
-                          local->gpus_count);
-    if (local->gpu_class <= uform_gpu_class_unknown_k || local->gpu_class > GPU_CLASS_LAST ||
-        local->gpu_floor <= uform_gpu_class_unknown_k || local->gpu_floor > GPU_CLASS_LAST)
-        return uform_fail(uform_status_invalid_argument_k, "mesh facts need known GPU classes, not %d and %d",
-                          (int)local->gpu_class, (int)local->gpu_floor);
-
-    double start = uform_now_seconds();
-    uform_rendezvous_t *rv = calloc(1, sizeof *rv);
-    if (rv) rv->text = malloc(UFORM_RENDEZVOUS_FILE_LIMIT + 2);
-    if (rv) rv->slots = calloc(options->host_domain_count, sizeof *rv->slots);
-    if (!rv || !rv->text || !rv->slots) {
-        if (rv) free(rv->text), free(rv->slots);
-        free(rv);
-        return uform_fail(uform_status_out_of_memory_k, "out of memory joining a mesh of %zu processes",
-                          options->host_domain_count);
-    }
-    rv->dirfd = -1;
-    rv->index = options->host_domain_index;
-    rv->count = options->host_domain_count;
-    rv->timeout = options->timeout_seconds > 0 ? options->timeout_seconds : 120.0;
-    for (size_t i = 0; i < rv->count; ++i) rv->slots[i].index = i;
-    read_identity(&rv->identity);
-    rv->token = random_u64();
-    rv->self = *local;
-    rv->self.token = rv->token;
-    rv->self.process_index = rv->index;
-    rv->self.process_count = rv->count;
-    rv->self.pid = (int64_t)getpid();
-    char state;
-    if (read_proc_stat(rv->self.pid, &state, &rv->self.pid_start) <= 0) rv->self.pid_start = 0;
-    rv->self.pid_namespace = rv->identity.pid_namespace;
-    rv->self.started = wall_seconds();
-    // A caller may name the host itself (tests simulate several hosts); otherwise this one's.
-    if (!local->host[0]) snprintf(rv->self.host, sizeof rv->self.host, "%s", rv->identity.host);
-    if (!local->boot_id[0] && !local->host[0])
-        snprintf(rv->self.boot_id, sizeof rv->self.boot_id, "%s", rv->identity.boot_id);
-    for (char *c = rv->self.host; *c; ++c)
-        if (*c <= ' ' || *c > '~') *c = '?';
-    for (char *c = rv->self.boot_id; *c; ++c)
-        if (*c <= ' ' || *c > '~') *c = '?';
-
-    status = open_job_directory(rv, options->directory, options->job);
-    // Claim the index: what an earlier run left is removed, unless a live process on this host
-    // still owns it, which makes two claimants.
-    if (status == uform_status_ok_k) {
-        char name[40];
-        snprintf(name, sizeof name, "process-%zu", rv->index);
-        struct stat st;
-        record_t record;
-        load_t load = load_absent_k;
-        uform_rendezvous_facts_t old;
-        char const *bad;
-        if (fstatat(rv->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-            st.st_size <= (off_t)UFORM_RENDEZVOUS_FILE_LIMIT &&
-            load_file(rv, name, &st, &record, &load) == uform_status_ok_k && load == load_ok_k &&
-            strcmp(record.kind, "facts") == 0 && parse_facts(&record, &old, &bad) &&
-            process_liveness(&rv->identity, old.boot_id, old.pid_namespace, old.pid, old.pid_start) == 1 &&
-            old.pid != rv->self.pid) {
-            rv->nonce = old.nonce;
-            status = dispute(rv, old.pid, old.host);
-        }
-        else if (unlinkat(rv->dirfd, name, 0) != 0 && errno != ENOENT)
-            status = uform_fail(uform_status_system_error_k, "cannot remove the stale '%.200s/%s': %s", rv->path, name,
-                                strerror(errno));
-    }
-    if (status == uform_status_ok_k && rv->index == 0) {
-        rv->nonce = random_u64();
-        rv->trusted = true;
-        status = write_own_facts(rv);
-        if (status == uform_status_ok_k) status = write_run(rv);
-    }
-    if (status == uform_status_ok_k) status = join_loop(rv, start + rv->timeout);
-    if (status == uform_status_ok_k) {
-        rv->peers = calloc(rv->count, sizeof *rv->peers);
-        if (!rv->peers) status = uform_fail(uform_status_out_of_memory_k, "out of memory");
-        else
-            for (size_t i = 0; i < rv->count; ++i) rv->peers[i] = rv->slots[i].facts;
-    }
-    if (status != uform_status_ok_k) {
-        char message[512];
-        snprintf(message, sizeof message, "%s", uform_error_message());
-        publish_failure(rv, status, message);
-        uform_rendezvous_leave(rv, false);
-        return uform_fail(status, "%s", message);
-    }
-    *rendezvous = rv;
-    return uform_status_ok_k;
-}
-
-uform_rendezvous_facts_t const *uform_rendezvous_peers(uform_rendezvous_t const *rendezvous, size_t *count) {
-    if (count) *count = rendezvous ? rendezvous->count : 0;
-    return rendezvous ? rendezvous->peers : NULL;
-}
-
-/* ---- Describing ---- */
-
-static void describe_tier_and_class(uform_rendezvous_facts_t const *facts, size_t count,
-                                    uform_mesh_description_t *description) {
-    bool switch_reduced = true;
-    uform_gpu_class_t gpu_class = uform_gpu_class_unknown_k;
-    for (size_t i = 0; i < count; ++i) {
-        switch_reduced = switch_reduced && facts[i].multicast_supported && facts[i].multicast_allowed;
-        if (facts[i].gpu_class_pinned) gpu_class = facts[i].gpu_class;
-    }
-    if (gpu_class == uform_gpu_class_unknown_k) {
-        gpu_class = facts[0].gpu_floor;
-        for (size_t i = 1; i < count; ++i) gpu_class = uform_gpu_class_common(gpu_class, facts[i].gpu_floor);
-    }
-    description->multimem_tier = switch_reduced ? uform_multimem_tier_switch_reduced_k : uform_multimem_tier_peer_read_k;
-    description->gpu_class = gpu_class;
-}
-
-void uform_rendezvous_describe_alone(uform_rendezvous_facts_t const *local, uform_mesh_description_t *description) {
-    memset(description, 0, sizeof *description);
-    description->gpus_per_host_domain = local->gpus_count;
-    description->gpus_per_colocated_domain = local->gpus_count;
-    description->gpus_per_multimem_domain = local->multimem_span ? local->multimem_span : local->gpus_count;
-    describe_tier_and_class(local, 1, description);
-}
-
-/** Processes share a host when they share a boot ID (one kernel: one NVLink domain, also across
- *  containers); without boot IDs, when they share a host name. */
-static bool same_host(uform_rendezvous_facts_t const *a, uform_rendezvous_facts_t const *b) {
-    if (a->boot_id[0] && b->boot_id[0]) return strcmp(a->boot_id, b->boot_id) == 0;
-    return strcmp(a->host, b->host) == 0;
-}
-
-uform_status_t uform_rendezvous_describe(uform_rendezvous_t const *rv, uform_mesh_description_t *description) {
-    if (!rv || !rv->peers || !description)
-        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_describe needs a joined run and an output");
-    uform_rendezvous_facts_t const *facts = rv->peers;
-    uform_mesh_description_t result = {0};
-    result.host_domain_index = rv->index;
-    result.gpus_per_host_domain = facts[rv->index].gpus_count;
-    for (size_t i = 0; i < rv->count; ++i) {
-        result.gpus_per_colocated_domain += facts[i].gpus_count;
-        if (i < rv->index) result.first_gpu_index += facts[i].gpus_count;
-    }
-    if (facts[0].multimem_span) result.gpus_per_multimem_domain = facts[0].multimem_span;
-    else {
-        // Derived: the run's GPUs on this host, which must be the same number on every host.
-        size_t reference = 0, reference_process = 0;
-        for (size_t i = 0; i < rv->count; ++i) {
-            bool first_of_host = true;
-            for (size_t j = 0; j < i && first_of_host; ++j) first_of_host = !same_host(&facts[i], &facts[j]);
-            if (!first_of_host) continue;
-            size_t gpus = 0;
-            for (size_t j = i; j < rv->count; ++j)
-                if (same_host(&facts[i], &facts[j])) gpus += facts[j].gpus_count;
-            if (i == 0) reference = gpus, reference_process = i;
-            else if (gpus != reference) {
-                memset(description, 0, sizeof *description);
-                return uform_fail(uform_status_config_mismatch_k,
-                                  "mesh hosts hold different numbers of the run's GPUs, so gpus_per_multimem_domain "
-                                  "cannot be derived: host %s (process %zu) has %zu, host %s (process %zu) has %zu; "
-                                  "set it explicitly",
-                                  facts[reference_process].host, reference_process, reference, facts[i].host, i, gpus);
-            }
-        }
-        result.gpus_per_multimem_domain = reference;
-    }
-    describe_tier_and_class(facts, rv->count, &result);
-    *description = result;
-    return uform_status_ok_k;
-}
-
-uform_status_t uform_rendezvous_watch(uform_rendezvous_t *rv) {
-    if (!rv || !rv->peers) return uform_status_ok_k;
-    bool changed = false;
-    uform_status_t hostile = uform_status_ok_k;
-    char hostile_message[512];
-    uform_status_t status = scan(rv, &changed, &hostile, hostile_message);
-    if (status != uform_status_ok_k) return status;
-    for (size_t i = 0; i < rv->count; ++i) {
-        slot_t const *slot = &rv->slots[i];
-        if (i == rv->index) continue;
-        if (slot->kind == slot_failed_k) return peer_failed(rv, slot);
-        if (slot->kind == slot_facts_k &&
-            process_liveness(&rv->identity, slot->facts.boot_id, slot->facts.pid_namespace, slot->facts.pid,
-                             slot->facts.pid_start) == 0)
-            return uform_fail(uform_status_peer_lost_k,
-                              "mesh '%.200s': process %zu of %zu (host %s, pid %" PRId64 ") is gone", rv->path, i,
-                              rv->count, slot->facts.host, slot->facts.pid);
-    }
-    return uform_status_ok_k;
-}
-
-/* ---- Blobs ---- */
-
-uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *name, void *bytes, size_t size) {
-    if (!rv || !rv->peers || !name || !bytes || size == 0 || size > UFORM_RENDEZVOUS_BLOB_LIMIT)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_rendezvous_share_blob needs a joined run, a name and 1 to %u bytes",
-                          UFORM_RENDEZVOUS_BLOB_LIMIT);
-    size_t name_length = strlen(name);
-    bool name_ok = name_length > 0 && name_length <= 32;
-    for (size_t i = 0; i < name_length && name_ok; ++i)
-        name_ok = (isalnum((unsigned char)name[i]) && (unsigned char)name[i] < 128) || name[i] == '_' || name[i] == '-';
-    if (!name_ok) return uform_fail(uform_status_invalid_argument_k, "blob name '%.40s' is not 1 to 32 of [A-Za-z0-9_-]", name);
-    char file[48];
-    snprintf(file, sizeof file, "blob-%s", name);
-    if (rv->index == 0) {
-        size_t text_size = size * 2 + 256;
-        char *text = malloc(text_size);
-        if (!text) return uform_fail(uform_status_out_of_memory_k, "out of memory sharing blob '%s'", name);
-        int used = snprintf(text, text_size, "uform-mesh %u blob %016" PRIx64 "\nsize %zu\nbytes ",
-                            UFORM_RENDEZVOUS_FORMAT, rv->nonce, size);
-        for (size_t i = 0; i < size; ++i) used += snprintf(text + used, text_size - (size_t)used, "%02x", ((unsigned char *)bytes)[i]);
-        snprintf(text + used, text_size - (size_t)used, "\nend\n");
-        uform_status_t status = write_file(rv, file, text, NULL);
-        free(text);
-        if (status == uform_status_ok_k && rv->blob_count < 8)
-            snprintf(rv->blob_names[rv->blob_count++], sizeof rv->blob_names[0], "%s", file);
-        return status;
-    }
-    double start = uform_now_seconds(), interval = 0.001, next_watch = 0;
-    uform_rendezvous_facts_t const *zero = &rv->peers[0];
-    for (;;) {
-        struct stat st;
-        record_t record;
-        load_t load;
-        uform_status_t status = load_file(rv, file, &st, &record, &load);
-        if (status != uform_status_ok_k) return status;
-        if (load == load_other_version_k && record.nonce == rv->nonce)
-            return corrupt(rv, file, "is of format version %u; this library reads and writes version %u",
-                           record.version, UFORM_RENDEZVOUS_FORMAT);
-        if (load == load_ok_k && record.nonce == rv->nonce) {
-            uint64_t declared = 0;
-            char const *hex = record_get(&record, "bytes");
-            if (strcmp(record.kind, "blob") != 0 || record.pairs != 2 ||
-                !parse_unsigned(record_get(&record, "size"), UFORM_RENDEZVOUS_BLOB_LIMIT, &declared) || !hex ||
-                strlen(hex) != declared * 2)
-                return corrupt(rv, file, "is garbage");
-            if (declared != size)
-                return corrupt(rv, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
-            for (size_t i = 0; i < size; ++i) {
-                uint64_t byte;
-                char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
-                if (!parse_hex(pair, &byte)) return corrupt(rv, file, "is garbage (bad hex)");
-                ((unsigned char *)bytes)[i] = (unsigned char)byte;
-            }
-            return uform_status_ok_k;
-        }
-        if (uform_now_seconds() >= next_watch) { // a peer that failed or died ends the wait
-            next_watch = uform_now_seconds() + 0.01;
-            if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
-                char message[512];
-                snprintf(message, sizeof message, "%s", uform_error_message());
-                return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
-                                  "%s (waiting for blob '%s')", message, name);
-            }
-        }
-        if (uform_now_seconds() - start >= rv->timeout)
-            return uform_fail(uform_status_timeout_k,
-                              "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
-                              rv->path, zero->host, zero->pid, name, rv->timeout);
-        uform_sleep_seconds(interval);
-        interval = interval * 1.5 > 0.01 ? 0.01 : interval * 1.5;
-    }
-}
-
-/* ---- Leaving ---- */
-
-/** Removes `name` if it still carries this run's nonce (a later run may have replaced it). */
-static void remove_if_ours(uform_rendezvous_t *rv, char const *name) {
-    struct stat st;
-    record_t record;
-    load_t load;
-    if (load_file(rv, name, &st, &record, &load) == uform_status_ok_k && load == load_ok_k && record.nonce == rv->nonce)
-        unlinkat(rv->dirfd, name, 0);
-}
-
-void uform_rendezvous_leave(uform_rendezvous_t *rv, bool remove_files) {
-    if (!rv) return;
-    if (remove_files && rv->dirfd >= 0 && rv->nonce) {
-        char name[40];
-        snprintf(name, sizeof name, "process-%zu", rv->index);
-        remove_if_ours(rv, name);
-        snprintf(name, sizeof name, "ack-%zu", rv->index);
-        remove_if_ours(rv, name);
-        if (rv->index == 0) {
-            for (size_t i = 0; i < rv->blob_count; ++i) remove_if_ours(rv, rv->blob_names[i]);
-            remove_if_ours(rv, "run");
-        }
-        fsync(rv->dirfd);
-    }
-    if (rv->dir) closedir(rv->dir);
-    if (rv->dirfd >= 0) close(rv->dirfd);
-    free(rv->text);
-    free(rv->slots);
-    free(rv->extras);
-    free(rv->peers);
-    free(rv);
 }

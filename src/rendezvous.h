@@ -3,60 +3,90 @@
  *  @brief  How the processes of one run meet through a shared directory: the facts each writes,
  *          the agreement checks, the description they derive, and a blob (NCCL's unique ID) that
  *          process 0 hands to the others. GPU-free: tests drive it with invented GPU facts.
+ *          Implemented in three files: rendezvous_files.c (the directory, the format, reading and
+ *          writing), rendezvous_liveness.c (who a process is, whether it still runs), rendezvous.c
+ *          (the protocol below).
  *
- *  Files in `directory/job/` (each written to a dot-named temporary, fsynced, renamed into place,
- *  mode 0600, then the directory fsynced; never read through a symlink; at most 64 KiB):
+ *  The job directory `directory/job` (StrictModes, as OpenSSH and systemd-tmpfiles do): created
+ *  0700 where missing; refused (CORRUPT_FILE, saying why) when it is a symbolic link, is not owned
+ *  by the effective user, or is writable by group or others. A symbolic link among the components
+ *  of `directory` is followed only when the effective user or root owns it. Inside, every file is
+ *  opened relative to the directory's descriptor with O_NOFOLLOW; a file is read only when it is a
+ *  regular file of the effective user, mode without group or other write, at most 64 KiB; a file
+ *  of another user (or a link, a FIFO...) is never deleted, truncated or replaced.
+ *
+ *  Files (each written to a temporary `.tmp.<name>.<boot>-<pidns>.<pid>.<random>`, fsynced, renamed
+ *  into place, mode 0600, then the directory fsynced):
  *
  *  | name          | written by         | says                                                   |
  *  | ------------- | ------------------ | ------------------------------------------------------ |
- *  | `run`         | process 0          | the run's nonce, and who process 0 is                  |
+ *  | `run`         | process 0          | the run's nonce, its count, and who process 0 is       |
  *  | `process-<i>` | process i          | its facts, stamped with the nonce it adopted           |
  *  | `ack-<i>`     | process 0          | "nonce N is current and I saw process i's token"       |
+ *  | `complete`    | process 0          | "every process's facts under N are in and agree"       |
  *  | `blob-<name>` | process 0          | a shared blob (the NCCL unique ID), stamped with N     |
+ *  | `dispute`     | any process        | "index i is claimed by two processes", for 0.5 s       |
  *
- *  Every file starts with `uform-mesh <format version> <kind> <nonce>`, holds `key value` lines
- *  and ends with `end`. A `process-<i>` holds facts, or later one of two records replacing them:
- *  `failed` (that process gave up: its status and message, which peers still waiting adopt at
- *  once) or `disputed` (two processes claim index i: both PIDs and hosts). Temporaries are named
- *  `.tmp.<name>.<pid>.<random>` and never read.
+ *  Every file starts with `uform-mesh <format version> <kind> <nonce>`, holds exactly its kind's
+ *  `key value` lines and ends with `end`. A `process-<i>` holds facts, or later a `failed` record
+ *  replacing them (that process gave up: its status and message). Files are looked up by name,
+ *  never by listing the directory: files of indices at or above the count are never read.
  *
  *  How one run is told from an earlier run of the same job (the stale-run scheme):
  *
  *  - Every process draws a fresh random 64-bit token at start; process 0 also draws the run's
  *    nonce and (re)writes `run` with it, replacing whatever an earlier run left.
- *  - Each process removes the `process-<i>` of its own index left by an earlier run (unless a live
- *    process on this host still owns it: then two processes claim the index), reads `run`, and
- *    writes its facts stamped with that nonce, rewriting them whenever `run` changes.
+ *  - Each process removes the `process-<i>` and `ack-<i>` of its own index left by an earlier run
+ *    (unless a live process on this host still owns that `process-<i>`: then two processes claim
+ *    the index), and the temporaries writers of this boot left when killed. It reads `run` and
+ *    writes its facts stamped with that nonce, rewriting them whenever `run` changes, until
+ *    acknowledged.
  *  - Process 0 trusts only facts stamped with its own nonce: no earlier run can have drawn it. It
  *    acknowledges every such process with `ack-<i>` holding the nonce and that process's token.
  *  - A process other than 0 cannot tell by itself whether the `run` it read is this run's or an
- *    earlier one's (process 0 may simply not have started yet), so it trusts nothing until it
- *    finds its own fresh token acknowledged under that nonce: only this run's process 0 can have
- *    written that. From then on every file stamped with the nonce is this run's; files with other
- *    nonces are ignored, whatever they say.
+ *    earlier one's, so it trusts nothing until it finds its own fresh token acknowledged under that
+ *    nonce: only this run's process 0 can have written that. From then on every file stamped with
+ *    the nonce is this run's, and a `run` rewritten under another nonce is a second claimant of
+ *    index 0 (CORRUPT_FILE naming both), not a new run to follow.
  *
- *  Cost: a process polls every 1 to 10 ms (backing off while nothing changes; 10 ms more per 64
- *  processes), listing the directory and re-reading only files whose inode, size or mtime changed.
- *  Process 0 writes one acknowledgement per process. Two processes on one host join in a few ms.
+ *  Who reads what, at each poll (every 1 to 10 ms, backing off while nothing changes; up to 100 ms
+ *  for runs above 1,024 processes): every process `run` and `dispute`; process 0 its own file and up
+ *  to 1,024 peers' files round robin (acknowledging new facts, checking each against its own), and
+ *  once all are in and the peers on its host run, writes `complete`; every other process its own
+ *  file, its `ack-<i>` until acknowledged, then `process-0` and `complete`, and once `complete` is
+ *  up, every peer's facts (1,024 per poll) checked against process 0's. So a poll costs the same at
+ *  any count, memory is about 120 bytes per peer, and a wait ends within a poll of its deadline.
  *
- *  Agreement: host_domain_count, gpus_per_multimem_domain as requested, UFORM_ALLOW_MULTICAST,
- *  pinned GPU classes (equal, and runnable by every process's GPUs) and, without pins, a class all
- *  GPUs run. Fields are compared in that order, each over processes in index order, so every
- *  process that sees the same files names the same disagreement. A file of another format version
- *  is CORRUPT_FILE (uform.h), not a mismatch.
+ *  Agreement (each process with process 0, field by field, in this order): host_domain_count,
+ *  gpus_per_multimem_domain as requested, UFORM_ALLOW_MULTICAST, pinned GPU classes (equal), a pin
+ *  every process's GPUs run, a class in common, and one dispatch class: every process's executor
+ *  must dispatch as the same class (pinned, or its GPUs' own), which is the class the description
+ *  reports, else CONFIG_MISMATCH suggesting a class to pin everywhere. A file of another format
+ *  version under this run's nonce is CORRUPT_FILE (uform.h), not a mismatch.
  *
- *  Failures (statuses as in uform.h): disagreeing fields fail every process with CONFIG_MISMATCH;
- *  an index claimed by two processes (two tokens under one nonce, or a live owner found at start)
- *  and hostile files (garbage, truncated, over 64 KiB, symlinks, FIFOs and other non-regular files,
- *  writable by group or others, another format version under this run's nonce) fail with
- *  CORRUPT_FILE naming the file; missing processes fail with TIMEOUT at the deadline naming the
- *  indices, and at once when a trusted peer on this host (same boot ID and PID namespace; alive
- *  means /proc shows its PID with the start time it wrote, not a zombie) is gone, naming its host
- *  and PID; a complete set with a gone member fails the same way. Every process that fails after
- *  writing its facts publishes a `failed` record, so the others stop at once with its status.
- *  Process 0, having found a failure while some expected process has not arrived yet, keeps
- *  acknowledging for up to 2 s (never past the deadline) so that late arrivals learn of it too.
- *  Nothing crashes or hangs on any file content: every wait is bounded by the timeout.
+ *  Failures (statuses as in uform.h): disagreeing fields fail with CONFIG_MISMATCH; hostile files
+ *  (garbage, truncated, over 64 KiB, links, FIFOs and other non-regular files, files of another
+ *  user or writable by group or others, a key missing or unknown, more than 1,024 GPUs claimed,
+ *  another format version under this run's nonce) fail with CORRUPT_FILE naming the file and what
+ *  is wrong; missing processes fail with TIMEOUT at the deadline naming the indices, and at once
+ *  when a trusted peer on this host (same boot ID and PID namespace; alive means /proc shows its PID
+ *  with the start time it wrote, not a zombie) is gone, naming its host and PID, after looking its
+ *  file up once more (a peer that published its failure on the way out is reported by that
+ *  failure). An index claimed by two processes (two tokens under one nonce, a second `run`, or a
+ *  live owner found at start) is written to `dispute` by whoever sees it first, kept 0.5 s so that
+ *  every process, acknowledged or not, fails with CORRUPT_FILE naming both claimants, then removed
+ *  by its writer; a `dispute` counts when it carries this run's nonce or its writer runs on this
+ *  host. Every process that fails after writing its facts publishes a `failed` record, so the
+ *  others stop at once with its status; peers quote its message (printable, escaped, capped) as
+ *  that process's text. Process 0, having found a failure while some expected process has not
+ *  arrived yet, keeps acknowledging for up to 2 s (never past the deadline) so that late arrivals
+ *  learn of it too. Nothing crashes or hangs on any file content: every wait is bounded.
+ *
+ *  Leaving: after a success (`uform_rendezvous_leave` with `remove_files`, once every peer has
+ *  read everything) each process removes its `process-<i>` and `ack-<i>`, and process 0 `run`,
+ *  `complete` and its blobs, each only while it is still the file this process wrote or read. After
+ *  a failure the `failed` records and `run` stay for the peers still waiting; the next run of the
+ *  job replaces them.
  */
 #ifndef UFORM_RENDEZVOUS_H
 #define UFORM_RENDEZVOUS_H
@@ -110,7 +140,7 @@ typedef struct uform_rendezvous_t uform_rendezvous_t;
 /**
  *  @brief Writes this process's facts into `options->directory/options->job/` and waits for every
  *  peer's, up to `options->timeout_seconds` (zero: 120).
- *  @param[in] options Index, count (at least two), directory, job and timeout.
+ *  @param[in] options Index, count (2 to UFORM_MESH_PROCESSES_MAX), directory, job and timeout.
  *  @param[in] local This process's GPU facts (the caller's block).
  *  @param[out] rendezvous Receives the joined run; untouched on failure.
  *  @return OK, INVALID_ARGUMENT for malformed options, SYSTEM_ERROR for refused file operations,
@@ -119,15 +149,12 @@ typedef struct uform_rendezvous_t uform_rendezvous_t;
 uform_status_t uform_rendezvous_join(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local,
                                      uform_rendezvous_t **rendezvous);
 
-/** @brief Every process's facts, `count` of them in index order. */
-uform_rendezvous_facts_t const *uform_rendezvous_peers(uform_rendezvous_t const *rendezvous, size_t *count);
-
 /**
  *  @brief Derives the mesh description from the joined facts: this process's index and GPUs, GPUs
  *  of lower indices, the run's GPUs, the multimem span (the agreed request, else the run's GPUs on
- *  this host, which must be equal on every host), the tier and the class. Deterministic over the
- *  facts, so every process fails or succeeds alike. CONFIG_MISMATCH when hosts derive different
- *  spans.
+ *  this host, which must be equal on every host), the tier and the class (the one every process
+ *  dispatches as). Deterministic over the facts, so every process fails or succeeds alike.
+ *  CONFIG_MISMATCH when hosts derive different spans.
  */
 uform_status_t uform_rendezvous_describe(uform_rendezvous_t const *rendezvous,
                                          uform_mesh_description_t *description);
@@ -142,10 +169,11 @@ uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rendezvous, char 
                                            size_t size);
 
 /**
- *  @brief After joining: lists the peers' files again. A peer that published a failure fails this
- *  call with that peer's status and message; a peer on this host that is gone fails it with
- *  PEER_LOST naming its host and PID. Cheap enough to call every few milliseconds while waiting
- *  for peers in later stages (NCCL's start).
+ *  @brief After joining: looks the peers' files up again (process 0: up to 1,024 peers round robin;
+ *  the others: process 0's, which relays every peer's failure). A peer that published a failure
+ *  fails this call with that peer's status and quoted message; a peer on this host that is gone
+ *  fails it with PEER_LOST naming its host and PID. Cheap enough to call every few milliseconds
+ *  while waiting for peers in later stages (NCCL's start).
  */
 uform_status_t uform_rendezvous_watch(uform_rendezvous_t *rendezvous);
 
@@ -173,7 +201,8 @@ uform_status_t uform_rendezvous_check_options(uform_mesh_options_t const *option
 /**
  *  @brief Test seam: called (when set) at named points, with the file name involved:
  *  "temporary-written" after a file's temporary was written and fsynced but before its rename,
- *  "renamed" after the rename, "waiting" once per poll. Tests SIGKILL themselves there.
+ *  "renamed" after the rename, "waiting" once per poll, "liveness" before process 0 checks that
+ *  its peers still run, the set complete. Tests SIGKILL themselves or pause there.
  */
 extern void (*uform_rendezvous_test_hook)(char const *stage, char const *name);
 

@@ -417,7 +417,8 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
         options->host_domain_count = 0, options->directory = NULL, options->timeout_seconds = 1;
         CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_timeout_k);
         CHECK_MESSAGE("NCCL initialisation (ncclCommInitRankConfig of 2 ranks, 2 in this process) did not finish "
-                      "within 1 s; ranks still in progress: 0, 1");
+                      "within 1 s; this process's ranks 0, 1 (of 2 in the run) are still waiting, so a rank of "
+                      "another process never joined or stalled");
         CHECK_MESSAGE("communicators aborted");
         double elapsed = now() - start;
         CHECK(elapsed >= 0.9 && elapsed < 3);
