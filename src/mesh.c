@@ -36,9 +36,13 @@
  *    aborted (PEER_LOST, with the first failure's message). A zero count is a call that does nothing
  *    and is OK, ordered like any other.
  *  - Otherwise it is one call on the executor, blocking or deferred, with CONTENDED and ordering as
- *    for every call: device 0's callback opens an NCCL group, each device enqueues its in-place
- *    `ncclAllReduce` (sum) on its communicator and the executor's stream, and the last one closes
- *    the group, then records one event per device (the watchdog's "is a collective pending").
+ *    for every call. Each device's callback notes where its collective goes (its buffer or scratch,
+ *    its stream) and stages a host buffer in on its own stream; the last device's callback takes
+ *    the mesh's mutex, opens one NCCL group, enqueues every device's in-place `ncclAllReduce` (sum)
+ *    on its communicator and the executor's stream, closes the group, records one event per device
+ *    (the watchdog's "is a collective pending") and releases the mutex before it returns. Nothing is
+ *    held from one callback to the next, so a call the executor stops part-way (a context that
+ *    cannot be made current, a failed copy) enqueued no collective and leaves the mesh usable.
  *    Should `ncclGroupEnd` report work still in progress (NCCL connects peers lazily on a first
  *    collective), the callback polls the communicators until it is enqueued, bounded like
  *    everything by the timeout.
@@ -65,6 +69,13 @@
 #include <stdlib.h>   // `calloc`, `getenv`
 #include <string.h>   // `memset`
 
+/** Where one device's collective goes: its buffer (or scratch), stream and context. */
+typedef struct reduce_staging_t {
+    uint64_t buffer;
+    void *stream;
+    void *cu_context;
+} reduce_staging_t;
+
 struct uform_mesh_s {
     uform_executor_t executor;
     uint64_t fork_generation;
@@ -75,6 +86,8 @@ struct uform_mesh_s {
     uform_nccl_t const *nccl;  /**< NULL for a run of one GPU. */
     uform_nccl_comm_t *comms;  /**< [devices_count]; NULL entries once aborted. */
     void **events;             /**< [devices_count] `CUevent`s recorded after each collective. */
+    reduce_staging_t *staging; /**< [devices_count] where the running all-reduce goes on each device;
+                                    calls on one executor never overlap. */
     bool events_recorded;
     pthread_mutex_t lock;      /**< Guards `comms`, `events` and the fields below. */
     atomic_bool aborted;
@@ -267,7 +280,9 @@ static uform_status_t mesh_start_nccl(uform_mesh_t mesh, uform_rendezvous_t *ren
     if (status != uform_status_ok_k) return status;
     mesh->comms = calloc(mesh->devices_count, sizeof *mesh->comms);
     mesh->events = calloc(mesh->devices_count, sizeof *mesh->events);
-    if (!mesh->comms || !mesh->events) return uform_fail(uform_status_out_of_memory_k, "out of memory starting NCCL");
+    mesh->staging = calloc(mesh->devices_count, sizeof *mesh->staging);
+    if (!mesh->comms || !mesh->events || !mesh->staging)
+        return uform_fail(uform_status_out_of_memory_k, "out of memory starting NCCL");
     if (mesh->description.gpus_per_colocated_domain > (size_t)INT32_MAX)
         return uform_fail(uform_status_invalid_argument_k, "a mesh of %zu GPUs is more than NCCL numbers",
                           mesh->description.gpus_per_colocated_domain);
@@ -323,6 +338,7 @@ static void mesh_release(uform_mesh_t mesh, bool forked) {
     pthread_mutex_destroy(&mesh->lock);
     free(mesh->comms);
     free(mesh->events);
+    free(mesh->staging);
     free(mesh);
 }
 
@@ -440,22 +456,13 @@ void uform_mesh_free(uform_mesh_t mesh) {
 
 /* ---- All-reduce ---- */
 
-/** Where a host buffer is staged on one device: its scratch, stream and context. */
-typedef struct reduce_staging_t {
-    uint64_t scratch;
-    void *stream;
-    void *cu_context;
-} reduce_staging_t;
-
 typedef struct reduce_context_t {
     uform_mesh_t mesh;
     uint64_t const *buffers;     /**< Device buffers, or NULL when `host_buffers` are given. */
     void *const *host_buffers;   /**< Host buffers staged through each device's scratch. */
-    reduce_staging_t *staging;   /**< [devices] filled as the callbacks visit the devices. */
     size_t count;
     size_t bytes;                /**< `count` elements in bytes. */
     int dtype;
-    bool group_open;
 } reduce_context_t;
 
 #if UFORM_WITH_CUDA
@@ -464,11 +471,12 @@ typedef struct reduce_context_t {
 static uform_status_t mesh_stage_out(reduce_context_t *reduce) {
     uform_cuda_t const *cuda = NULL;
     uform_status_t status = uform_cuda(&cuda);
+    reduce_staging_t const *staging = reduce->mesh->staging;
     for (size_t d = 0; status == uform_status_ok_k && d < reduce->mesh->devices_count; ++d) {
         CUcontext popped;
-        cuda->CtxPushCurrent((CUcontext)reduce->staging[d].cu_context);
-        CUresult result = cuda->MemcpyDtoHAsync(reduce->host_buffers[d], (CUdeviceptr)reduce->staging[d].scratch,
-                                                reduce->bytes, (CUstream)reduce->staging[d].stream);
+        cuda->CtxPushCurrent((CUcontext)staging[d].cu_context);
+        CUresult result = cuda->MemcpyDtoHAsync(reduce->host_buffers[d], (CUdeviceptr)staging[d].buffer, reduce->bytes,
+                                                (CUstream)staging[d].stream);
         cuda->CtxPopCurrent(&popped);
         if (result != CUDA_SUCCESS)
             status = uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
@@ -499,93 +507,94 @@ static void mesh_record_events(uform_mesh_t mesh) {
 #endif
 }
 
+/** Enqueues every device's collective in one NCCL group, the mutex held (so the watchdog cannot
+ *  abort the communicators between the group's start and end), and releases it before returning. */
+static uform_status_t mesh_enqueue(uform_mesh_t mesh, reduce_context_t const *reduce) {
+    pthread_mutex_lock(&mesh->lock);
+    // A communicator that already reports an error (a lost peer) takes no more work.
+    for (size_t d = 0; d < mesh->devices_count && !atomic_load(&mesh->aborted); ++d) {
+        uform_nccl_result_t error = uform_nccl_success_k;
+        uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(mesh->comms[d], &error);
+        if (result != uform_nccl_success_k) error = result;
+        if (error != uform_nccl_success_k && error != uform_nccl_in_progress_k) {
+            uform_nccl_fail(uform_status_peer_lost_k, error, mesh->comms[d],
+                            "mesh all-reduce: rank %zu failed; communicators aborted",
+                            mesh->description.first_gpu_index + d);
+            mesh_abort(mesh, uform_error_message());
+        }
+    }
+    if (atomic_load(&mesh->aborted)) {
+        pthread_mutex_unlock(&mesh->lock);
+        return uform_fail(uform_status_peer_lost_k, "mesh all-reduce: the communicators were aborted: %s",
+                          mesh->abort_message);
+    }
+    uform_status_t status = uform_status_ok_k;
+    mesh->nccl->GroupStart();
+    for (size_t d = 0; d < mesh->devices_count && status == uform_status_ok_k; ++d) {
+        void *buffer = (void *)(uintptr_t)mesh->staging[d].buffer;
+        uform_nccl_result_t result = mesh->nccl->AllReduce(buffer, buffer, reduce->count, reduce->dtype, UFORM_NCCL_SUM,
+                                                           mesh->comms[d], mesh->staging[d].stream);
+        if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k)
+            status = uform_nccl_fail(nccl_status(result), result, mesh->comms[d], "ncclAllReduce of %zu elements on rank %zu",
+                                     reduce->count, mesh->description.first_gpu_index + d);
+    }
+    // NCCL drops a group that recorded an error; otherwise an error or a stall here leaves the
+    // communicators in an unknown state, so they are aborted.
+    uform_nccl_result_t result = mesh->nccl->GroupEnd();
+    if (status == uform_status_ok_k) {
+        if (result == uform_nccl_in_progress_k)
+            status = mesh_settle(mesh, mesh->timeout, "mesh all-reduce (ncclGroupEnd)", NULL);
+        else if (result != uform_nccl_success_k)
+            status = uform_nccl_fail(nccl_status(result), result, NULL, "mesh all-reduce (ncclGroupEnd)");
+        if (status != uform_status_ok_k) {
+            char message[512];
+            snprintf(message, sizeof message, "%s; communicators aborted", uform_error_message());
+            mesh_abort(mesh, message);
+            status = uform_fail(status == uform_status_timeout_k ? uform_status_peer_lost_k : status, "%s", message);
+        }
+    }
+    if (status == uform_status_ok_k) mesh_record_events(mesh);
+    pthread_mutex_unlock(&mesh->lock);
+    return status;
+}
+
 /**
- *  Device call: device 0 takes the mesh's mutex and opens an NCCL group, every device adds its
- *  in-place sum, the last closes the group, waits for NCCL to have enqueued it, records the events
- *  and releases the mutex. A device that fails closes the group and releases the mutex itself, as
- *  later devices are not visited. The mutex keeps the watchdog from aborting the communicators
- *  between the group's start and end.
+ *  Device call. Every device but the last only notes where its collective goes (and stages a host
+ *  buffer in, on its own stream); the last enqueues all of them in one NCCL group. Nothing is held
+ *  from one callback to the next: a call the executor stops part-way (a device's context that cannot
+ *  be made current, a failed copy) has enqueued no collective, holds no lock, leaves no NCCL group
+ *  open, and the mesh stays usable.
  */
 static uform_status_t mesh_reduce_device(void *context, uform_device_slot_t const *slot) {
     reduce_context_t *reduce = context;
     uform_mesh_t mesh = reduce->mesh;
     size_t d = slot->device_index;
     if (!mesh->comms || reduce->count == 0) return uform_status_ok_k; // one GPU, or nothing to do
-    uform_status_t status = uform_status_ok_k;
-    if (d == 0) {
-        pthread_mutex_lock(&mesh->lock);
-        // A communicator that already reports an error (a lost peer) takes no more work.
-        for (size_t other = 0; other < mesh->devices_count && !atomic_load(&mesh->aborted); ++other) {
-            uform_nccl_result_t error = uform_nccl_success_k;
-            uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(mesh->comms[other], &error);
-            if (result != uform_nccl_success_k) error = result;
-            if (error != uform_nccl_success_k && error != uform_nccl_in_progress_k) {
-                uform_nccl_fail(uform_status_peer_lost_k, error, mesh->comms[other],
-                                "mesh all-reduce: rank %zu failed; communicators aborted",
-                                mesh->description.first_gpu_index + other);
-                mesh_abort(mesh, uform_error_message());
-            }
-        }
-    }
-    if (atomic_load(&mesh->aborted) || !mesh->comms[d])
-        status = uform_fail(uform_status_peer_lost_k, "mesh all-reduce: the communicators were aborted: %s",
-                            mesh->abort_message);
-    else {
+    if (atomic_load(&mesh->aborted))
+        return uform_fail(uform_status_peer_lost_k, "mesh all-reduce: the communicators were aborted: %s",
+                          mesh->abort_message);
+    mesh->staging[d] = (reduce_staging_t) {reduce->buffers ? reduce->buffers[d] : slot->scratch, slot->stream,
+                                           slot->cu_context};
 #if UFORM_WITH_CUDA
-        if (reduce->host_buffers) {
-            // NCCL's group defers only NCCL calls: this copy lands on the stream before the
-            // collective. Should it fail with the group already open (device 1 and up), the
-            // partial group that closes below stalls on the peers and the watchdog turns that into
-            // PEER_LOST within the timeout; a failing copy means a faulted device anyway.
-            reduce->staging[d] = (reduce_staging_t) {slot->scratch, slot->stream, slot->cu_context};
-            uform_cuda_t const *cuda = NULL;
-            status = uform_cuda(&cuda);
-            CUresult result = status == uform_status_ok_k
-                                  ? cuda->MemcpyHtoDAsync((CUdeviceptr)slot->scratch, reduce->host_buffers[d],
-                                                          reduce->bytes, (CUstream)slot->stream)
-                                  : CUDA_SUCCESS;
-            if (result != CUDA_SUCCESS)
-                status = uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
-                                                                           : uform_status_system_error_k,
-                                         result, "mesh all-reduce: copying %zu bytes in from host buffer %zu",
-                                         reduce->bytes, d);
-        }
+    if (reduce->host_buffers) { // this device's context is current: the copy lands before the collective
+        uform_cuda_t const *cuda = NULL;
+        uform_status_t status = uform_cuda(&cuda);
+        CUresult result = status == uform_status_ok_k
+                              ? cuda->MemcpyHtoDAsync((CUdeviceptr)slot->scratch, reduce->host_buffers[d], reduce->bytes,
+                                                      (CUstream)slot->stream)
+                              : CUDA_SUCCESS;
+        if (status != uform_status_ok_k) return status;
+        if (result != CUDA_SUCCESS)
+            return uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
+                                                                     : uform_status_system_error_k,
+                                   result, "mesh all-reduce: copying %zu bytes in from host buffer %zu", reduce->bytes, d);
+    }
 #endif
-        if (status == uform_status_ok_k && d == 0) mesh->nccl->GroupStart(), reduce->group_open = true;
-    }
-    if (status == uform_status_ok_k && !atomic_load(&mesh->aborted) && mesh->comms[d]) {
-        void *buffer = reduce->buffers ? (void *)(uintptr_t)reduce->buffers[d] : (void *)(uintptr_t)slot->scratch;
-        uform_nccl_result_t result = mesh->nccl->AllReduce(buffer, buffer, reduce->count, reduce->dtype, UFORM_NCCL_SUM,
-                                                           mesh->comms[d], slot->stream);
-        if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k)
-            status = uform_nccl_fail(nccl_status(result), result, mesh->comms[d],
-                                     "ncclAllReduce of %zu elements on rank %zu", reduce->count,
-                                     mesh->description.first_gpu_index + d);
-    }
-    if (status == uform_status_ok_k && d + 1 < mesh->devices_count) return status; // the group stays open
-    if (reduce->group_open) {
-        // NCCL drops a group that recorded an error; otherwise an error or a stall here leaves the
-        // communicators in an unknown state, so they are aborted.
-        uform_nccl_result_t result = mesh->nccl->GroupEnd();
-        reduce->group_open = false;
-        if (status == uform_status_ok_k) {
-            if (result == uform_nccl_in_progress_k)
-                status = mesh_settle(mesh, mesh->timeout, "mesh all-reduce (ncclGroupEnd)", NULL);
-            else if (result != uform_nccl_success_k)
-                status = uform_nccl_fail(nccl_status(result), result, NULL, "mesh all-reduce (ncclGroupEnd)");
-            if (status != uform_status_ok_k) {
-                char message[512];
-                snprintf(message, sizeof message, "%s; communicators aborted", uform_error_message());
-                mesh_abort(mesh, message);
-                status = uform_fail(status == uform_status_timeout_k ? uform_status_peer_lost_k : status, "%s", message);
-            }
-        }
-    }
-    if (status == uform_status_ok_k) mesh_record_events(mesh);
+    if (d + 1 < mesh->devices_count) return uform_status_ok_k;
+    uform_status_t status = mesh_enqueue(mesh, reduce);
 #if UFORM_WITH_CUDA
     if (status == uform_status_ok_k && reduce->host_buffers) status = mesh_stage_out(reduce);
 #endif
-    pthread_mutex_unlock(&mesh->lock);
     return status;
 }
 
@@ -641,15 +650,8 @@ static uform_status_t mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers
     reduce_context_t reduce = {.mesh = mesh, .buffers = host ? NULL : buffers, .host_buffers = host ? host_buffers : NULL,
                                .count = count, .bytes = count * element_bytes[dtype], .dtype = nccl_types[dtype]};
     uform_call_t call = {.residency = uform_residency_vram_k, .device = mesh_reduce_device, .context = &reduce};
-    if (host && count && mesh->comms) {
-        reduce.staging = calloc(mesh->devices_count, sizeof(reduce_staging_t));
-        if (!reduce.staging)
-            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "%s: cannot allocate staging records", verb));
-        call.scratch_bytes = reduce.bytes;
-    }
-    uform_status_t status = uform_executor_call(mesh->executor, &call, outcome);
-    free(reduce.staging);
-    return status;
+    if (host && count && mesh->comms) call.scratch_bytes = reduce.bytes;
+    return uform_executor_call(mesh->executor, &call, outcome);
 }
 
 uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count, uform_dtype_t dtype,

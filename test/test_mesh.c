@@ -16,6 +16,7 @@
 #include "nccl.h"
 #include "rendezvous.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -213,6 +214,18 @@ static bool check_f32(buffers_t const *buffers, float expected) {
                 fprintf(stderr, "device %zu element %zu: %g, expected %g\n", d, i, (double)host[i], (double)expected);
                 ok = false;
             }
+    }
+    free(host);
+    return ok;
+}
+
+/** Checks device 0's f32 buffer holds `first` everywhere and device 1's `second`. */
+static bool check_f32_per_device(buffers_t const *buffers, float first, float second) {
+    float *host = malloc(buffers->count * sizeof(float));
+    bool ok = host != NULL;
+    for (size_t d = 0; ok && d < buffers->devices && d < 2; ++d) {
+        ok = copy(buffers, d, host, false);
+        for (size_t i = 0; ok && i < buffers->count; ++i) ok = host[i] == (d == 0 ? first : second);
     }
     free(host);
     return ok;
@@ -424,6 +437,41 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
         CHECK(elapsed >= 0.9 && elapsed < 3);
         printf("%s: %s after %.2f s: %s\n", role, uform_status_name(uform_status_timeout_k), elapsed, uform_error_message());
         CHECK(mesh == NULL);
+    }
+    else if (strcmp(role, "fake-nccl-early-exit") == 0) {
+        // The executor stops an all-reduce after device 0 (device 1's context cannot be made
+        // current). The mesh used to keep its mutex and an open NCCL group from device 0's callback,
+        // so the next all-reduce or uform_mesh_free deadlocked; now nothing is held across callbacks:
+        // the failed call enqueued nothing, the next one sums, and free returns.
+        alarm(30);
+        options->host_domain_count = 0, options->directory = NULL;
+        CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_ok_k);
+        void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        void (*refuse_context)(int, int) = driver ? (void (*)(int, int))dlsym(driver, "fake_cuda_refuse_context") : NULL;
+        CHECK_FATAL(refuse_context != NULL);
+        buffers_t buffers;
+        CHECK_FATAL(buffers_alloc(executor, 256, sizeof(float), &buffers));
+        fill_t fill = {.buffers = &buffers};
+        uform_call_t call = {.residency = uform_residency_vram_k, .device = fill_device, .context = &fill};
+        CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k); // GPU g holds g + 1
+        refuse_context(1, 1);
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL),
+                     uform_status_system_error_k);
+        CHECK_MESSAGE("cannot make device 1's context current");
+        uform_outcome_t outcome;
+        refuse_context(1, 1);
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, &outcome),
+                     uform_status_system_error_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, 10), uform_status_system_error_k);
+        CHECK(check_f32_per_device(&buffers, 1.0f, 2.0f)); // nothing was reduced
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL), uform_status_ok_k);
+        CHECK(check_f32(&buffers, 3.0f));
+        buffers_free(&buffers);
+        double freeing = now();
+        uform_mesh_free(mesh);
+        mesh = NULL;
+        CHECK(now() - freeing < 10);
+        printf("%s: a call stopped after device 0 left the mesh usable; free took %.3f s\n", role, now() - freeing);
     }
     else if (strcmp(role, "fake-nccl-remote-error") == 0) {
         // A communicator reports a lost peer after one collective: the watchdog (during any wait
@@ -690,6 +738,7 @@ static void test_fake_driver(void) {
     setenv("FAKE_NCCL_INIT_HANG", "1", 1);
     CHECK(run_children("fake-nccl-init-hang", 1, directory, "fake-hang", 0) == 0);
     unsetenv("FAKE_NCCL_INIT_HANG");
+    CHECK(run_children("fake-nccl-early-exit", 1, directory, "fake-early-exit", 0) == 0);
     setenv("FAKE_NCCL_REMOTE_ERROR_AFTER", "1", 1);
     CHECK(run_children("fake-nccl-remote-error", 1, directory, "fake-remote", 0) == 0);
     unsetenv("FAKE_NCCL_REMOTE_ERROR_AFTER");

@@ -21,6 +21,8 @@
  *    drops the queued work, and from then on every call on that context returns that error.
  *  - Events record their stream's last finish time; queries compare it with now.
  *  - `cuMemAlloc` above 64 GiB is CUDA_ERROR_OUT_OF_MEMORY.
+ *  - `fake_cuda_refuse_context(device, times)` (exported for tests) makes the next `times` calls
+ *    making that device's context current fail, to stop a VRAM call part-way through its devices.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -319,7 +321,20 @@ static CUresult cu_ctx_get_current(CUcontext *context) {
     return CUDA_SUCCESS;
 }
 
+/* Test seam: `fake_cuda_refuse_context(device, times)` makes the next `times` calls making that
+ * device's context current fail with CUDA_ERROR_INVALID_CONTEXT (not a sticky fault), so tests can
+ * stop a VRAM call part-way through its devices. Tests find it with dlsym in libcuda.so.1. */
+static atomic_int fake_refused_device = -1, fake_refusals = 0;
+
+FAKE_API void fake_cuda_refuse_context(int device, int times) {
+    atomic_store(&fake_refusals, times);
+    atomic_store(&fake_refused_device, device);
+}
+
 static CUresult cu_ctx_set_current(CUcontext context) {
+    if (context && context->device == atomic_load(&fake_refused_device) && atomic_load(&fake_refusals) > 0 &&
+        atomic_fetch_sub(&fake_refusals, 1) > 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
     fake_current = context;
     return CUDA_SUCCESS;
 }
