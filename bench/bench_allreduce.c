@@ -9,14 +9,22 @@
  *  (children started by posix_spawn of this program), then two processes once more for their
  *  bootstrap time alone when G > 2. Without a GPU it says so and exits 0.
  *
- *  Method, per size: both paths warm up (3 calls), then each takes the best of 3 trials of N
- *  back-to-back all-reduces (N from 40 at 1 MiB down to 8 at 1 GiB), timed on the host from the
- *  first submission until the streams are idle, processes aligned by a one-element all-reduce
- *  before each trial. The mesh path submits deferred calls (`uform_mesh_all_reduce` with an
- *  outcome, then `uform_executor_drain`); the NCCL path groups `ncclAllReduce` over the process's
- *  communicators on the executor's streams, then synchronises the streams. Bus bandwidth is
- *  bytes / time * 2 (n - 1) / n, as nccl-tests reports it. `--torch FILE` reads lines
- *  "torch_busbw BYTES GBPS" (bench_allreduce_torch.py) for a third column.
+ *  Method, per size, the same for every column: warm-up (3 calls), then the best of 3 trials of N
+ *  back-to-back asynchronous all-reduces (N from 40 at 1 MiB down to 8 at 1 GiB) followed by ONE
+ *  wait, timed on the host from the first submission to the end of that wait, processes aligned
+ *  by a one-element all-reduce before each trial:
+ *  - mesh: N deferred `uform_mesh_all_reduce` calls (each with its outcome), then one
+ *    `uform_outcome_wait` on the last (calls finish in order), in the executor's default mood
+ *    (PARKED: the wait sleeps between polls);
+ *  - mesh_spin: the same after `uform_executor_drain(SPINNING)` (the wait spins, as a CUDA
+ *    synchronisation does by default);
+ *  - nccl: N groups of `ncclAllReduce` over the mesh's (non-blocking) communicators on the
+ *    executor's streams, then one `cuStreamSynchronize` per stream;
+ *  - nccl_blk (one process over every GPU only): the same on blocking communicators this benchmark
+ *    creates, as torch.distributed does: tells what NCCL's non-blocking mode itself costs;
+ *  - torch (`--torch FILE`, lines "torch_busbw BYTES GBPS" from bench_allreduce_torch.py): N
+ *    `all_reduce(async_op=True)`, then one `wait()` and `torch.cuda.synchronize()`.
+ *  Bus bandwidth is bytes / time * 2 (n - 1) / n, as nccl-tests reports it.
  *
  *  NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is set unless UFORM_ALLOW_MULTICAST=1.
  */
@@ -83,6 +91,8 @@ typedef struct run_t {
     uint64_t buffers[16], barrier[16];
     uform_nccl_t const *nccl;
     uform_nccl_comm_t const *comms;
+    uform_nccl_comm_t blocking[16]; /**< Blocking communicators (one process over every GPU only). */
+    bool has_blocking;
 } run_t;
 
 static int fail(char const *what) {
@@ -138,17 +148,49 @@ static int barrier(run_t *run) {
     return uform_mesh_all_reduce(run->mesh, run->barrier, 1, uform_dtype_f32_k, NULL) == uform_status_ok_k ? 0 : 1;
 }
 
-/** Seconds per all-reduce through the mesh: deferred calls, then a drain. */
+/** Seconds per all-reduce through the mesh: deferred calls back to back, then one wait (on the
+ *  last outcome: calls on an executor finish in submission order). */
 static double time_mesh(run_t *run, size_t count, int iterations, uform_outcome_t *outcomes) {
     double start = uform_now_seconds();
     for (int i = 0; i < iterations; ++i)
         if (uform_mesh_all_reduce(run->mesh, run->buffers, count, uform_dtype_f32_k, &outcomes[i]) != uform_status_ok_k)
             return -1;
-    if (uform_executor_drain(run->executor, uform_mood_parked_k) != uform_status_ok_k) return -1;
+    if (uform_outcome_wait(&outcomes[iterations - 1], -1) != uform_status_ok_k) return -1;
     double seconds = (uform_now_seconds() - start) / iterations;
     for (int i = 0; i < iterations; ++i)
         if (uform_outcome_poll(&outcomes[i]) != uform_status_ok_k) return -1;
     return seconds;
+}
+
+/** Sets the mood every later wait of the executor takes (a drain adopts it). */
+static int set_mood(run_t *run, uform_mood_t mood) {
+    return uform_executor_drain(run->executor, mood) == uform_status_ok_k ? 0 : 1;
+}
+
+/** One process over every GPU: blocking communicators of its own, as torch.distributed makes. */
+static void open_blocking(run_t *run) {
+    uform_nccl_unique_id_t id;
+    if (run->devices < 2 || run->description.gpus_per_colocated_domain != run->devices ||
+        run->nccl->GetUniqueId(&id) != uform_nccl_success_k)
+        return;
+    uform_nccl_config_t config = UFORM_NCCL_CONFIG_NONBLOCKING;
+    config.blocking = 1;
+    bool ok = run->nccl->GroupStart() == uform_nccl_success_k;
+    for (size_t d = 0; ok && d < run->devices; ++d) {
+        CUcontext popped;
+        cuda->CtxPushCurrent((CUcontext)run->members[d].cu_context);
+        ok = run->nccl->CommInitRankConfig(&run->blocking[d], (int)run->devices, id, (int)d, &config) ==
+             uform_nccl_success_k;
+        cuda->CtxPopCurrent(&popped);
+    }
+    ok = run->nccl->GroupEnd() == uform_nccl_success_k && ok;
+    run->has_blocking = ok;
+    if (!ok) printf("bench_allreduce: blocking communicators could not be made; no nccl_blk column\n");
+}
+
+static void close_blocking(run_t *run) {
+    for (size_t d = 0; run->has_blocking && d < run->devices; ++d) run->nccl->CommDestroy(run->blocking[d]);
+    run->has_blocking = false;
 }
 
 /** Waits until no communicator reports work in progress (NCCL may connect lazily). */
@@ -166,15 +208,17 @@ static int settle(run_t *run) {
     return 1;
 }
 
-/** Seconds per all-reduce through NCCL directly, on the mesh's communicators and the executor's streams. */
-static double time_nccl(run_t *run, size_t count, int iterations) {
+/** Seconds per all-reduce through NCCL directly on the executor's streams: the mesh's
+ *  communicators, or (`blocking`) the benchmark's blocking ones; groups back to back, then one
+ *  synchronisation per stream. */
+static double time_nccl(run_t *run, size_t count, int iterations, bool blocking) {
     double start = uform_now_seconds();
     for (int i = 0; i < iterations; ++i) {
         run->nccl->GroupStart();
         for (size_t d = 0; d < run->devices; ++d) {
             void *buffer = (void *)(uintptr_t)run->buffers[d];
-            run->nccl->AllReduce(buffer, buffer, count, uform_nccl_float32_k, UFORM_NCCL_SUM, run->comms[d],
-                                 run->members[d].stream);
+            run->nccl->AllReduce(buffer, buffer, count, uform_nccl_float32_k, UFORM_NCCL_SUM,
+                                 blocking ? run->blocking[d] : run->comms[d], run->members[d].stream);
         }
         uform_nccl_result_t result = run->nccl->GroupEnd();
         if (result == uform_nccl_in_progress_k && settle(run)) return -1;
@@ -198,33 +242,49 @@ static int measure(run_t *run, char const *shape) {
     if (report) {
         printf("\n%s: %zu ranks (%zu per process), f32, bus bandwidth in GB/s (best of 3 trials)\n", shape, ranks,
                run->description.gpus_per_host_domain);
-        printf("%10s %12s %12s %12s %12s %10s %10s\n", "bytes", "mesh_us", "mesh_busbw", "nccl_us", "nccl_busbw",
-               "torch_busbw", "mesh/nccl");
+        printf("%10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "bytes", "mesh_us", "mesh", "mesh_spin", "nccl",
+               "nccl_blk", "torch", "mesh/nccl", "spin/torch");
     }
     for (size_t s = 0; s < sizes_count; ++s) {
         size_t bytes = sizes[s], count = bytes / sizeof(float);
         int iterations = iterations_for(bytes);
         if (barrier(run)) return fail("barrier");
-        if (time_mesh(run, count, 3, outcomes) < 0 || time_nccl(run, count, 3) < 0) return fail("warm-up");
-        double mesh = 1e9, nccl = 1e9;
+        if (time_mesh(run, count, 3, outcomes) < 0 || time_nccl(run, count, 3, false) < 0 ||
+            (run->has_blocking && time_nccl(run, count, 3, true) < 0))
+            return fail("warm-up");
+        double mesh = 1e9, spin = 1e9, nccl = 1e9, blocking = 1e9;
         for (int trial = 0; trial < 3; ++trial) {
-            if (barrier(run)) return fail("barrier");
+            if (barrier(run) || set_mood(run, uform_mood_parked_k)) return fail("barrier");
             double t = time_mesh(run, count, iterations, outcomes);
             if (t < 0) return fail("mesh all-reduce");
             if (t < mesh) mesh = t;
+            if (barrier(run) || set_mood(run, uform_mood_spinning_k)) return fail("barrier");
+            t = time_mesh(run, count, iterations, outcomes);
+            if (set_mood(run, uform_mood_parked_k) || t < 0) return fail("mesh all-reduce, spinning");
+            if (t < spin) spin = t;
             if (barrier(run)) return fail("barrier");
-            t = time_nccl(run, count, iterations);
+            t = time_nccl(run, count, iterations, false);
             if (t < 0) return fail("NCCL all-reduce");
             if (t < nccl) nccl = t;
+            if (!run->has_blocking) continue;
+            if (barrier(run)) return fail("barrier");
+            t = time_nccl(run, count, iterations, true);
+            if (t < 0) return fail("NCCL all-reduce, blocking communicators");
+            if (t < blocking) blocking = t;
         }
         double mesh_busbw = (double)bytes / mesh * factor / 1e9, nccl_busbw = (double)bytes / nccl * factor / 1e9;
+        double spin_busbw = (double)bytes / spin * factor / 1e9;
         if (report) {
-            char torch[32] = "-";
+            char torch[32] = "-", blocked[32] = "-", versus[32] = "-";
             if (torch_busbw[s] > 0) snprintf(torch, sizeof torch, "%.1f", torch_busbw[s]);
-            printf("%10zu %12.1f %12.1f %12.1f %12.1f %10s %10.3f\n", bytes, mesh * 1e6, mesh_busbw, nccl * 1e6,
-                   nccl_busbw, torch, mesh_busbw / nccl_busbw);
-            printf("allreduce_busbw shape=%s ranks=%zu bytes=%zu mesh=%.2f nccl=%.2f torch=%s ratio=%.4f\n", shape, ranks,
-                   bytes, mesh_busbw, nccl_busbw, torch, mesh_busbw / nccl_busbw);
+            if (torch_busbw[s] > 0) snprintf(versus, sizeof versus, "%.3f", spin_busbw / torch_busbw[s]);
+            if (run->has_blocking) snprintf(blocked, sizeof blocked, "%.1f", (double)bytes / blocking * factor / 1e9);
+            printf("%10zu %10.1f %10.1f %10.1f %10.1f %10s %10s %10.3f %10s\n", bytes, mesh * 1e6, mesh_busbw,
+                   spin_busbw, nccl_busbw, blocked, torch, mesh_busbw / nccl_busbw, versus);
+            printf("allreduce_busbw shape=%s ranks=%zu bytes=%zu mesh=%.2f mesh_spin=%.2f nccl=%.2f nccl_blocking=%s "
+                   "torch=%s ratio=%.4f spin_vs_torch=%s\n",
+                   shape, ranks, bytes, mesh_busbw, spin_busbw, nccl_busbw, blocked, torch, mesh_busbw / nccl_busbw,
+                   versus);
         }
     }
     return 0;
@@ -309,8 +369,9 @@ int main(int argc, char **argv) {
     }
     char name[256] = "";
     uform_gpu_device_name(0, name, sizeof name);
-    if (strstr(name, "UForm Fake GPU")) {
-        printf("bench_allreduce: the fake test driver; nothing to measure\n");
+    if (strstr(name, "UForm Fake GPU") && !getenv("UFORM_BENCH_ON_FAKE")) {
+        printf("bench_allreduce: the fake test driver; nothing to measure (UFORM_BENCH_ON_FAKE=1 runs the code "
+               "paths anyway, with meaningless figures)\n");
         return 0;
     }
     if (uform_nccl(NULL) != uform_status_ok_k) {
@@ -328,7 +389,9 @@ int main(int argc, char **argv) {
         failed |= run_open(&run, ordinals, gpus, NULL, 0);
         if (!failed) {
             print_timings(&run, "one-process");
+            open_blocking(&run);
             failed |= measure(&run, "one process over every GPU");
+            close_blocking(&run);
             run_close(&run);
         }
         char directory[] = "/tmp/uform-bench-XXXXXX";

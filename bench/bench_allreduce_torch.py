@@ -5,9 +5,10 @@
 
 One process per GPU (N defaults to every GPU), started with torch.multiprocessing and joined
 through a file store, NCCL backend, f32, 1 MiB to 1 GiB in powers of 4. Measured as
-bench_allreduce.c measures: 3 warm-up calls, then the best of 3 trials of back-to-back
-all_reduce calls timed on the host until torch.cuda.synchronize(), processes aligned by a
-one-element all_reduce before each trial; bus bandwidth = bytes / time * 2 (n - 1) / n.
+bench_allreduce.c measures every column: 3 warm-up calls, then the best of 3 trials of N
+back-to-back asynchronous all_reduce(async_op=True) calls followed by ONE wait (the last work's
+wait(), then torch.cuda.synchronize()), timed on the host from the first call, processes aligned
+by a one-element all_reduce before each trial; bus bandwidth = bytes / time * 2 (n - 1) / n.
 
 Prints (and writes to --output) lines "torch_busbw BYTES GBPS", plus "torch_init_seconds S": the
 file-store initialisation and first all_reduce, and the NCCL version torch uses. NVLink
@@ -73,7 +74,8 @@ def worker(rank, world, store_file, quick, output):
             torch.cuda.synchronize()
             begin = time.perf_counter()
             for _ in range(iterations):
-                dist.all_reduce(buffer)
+                work = dist.all_reduce(buffer, async_op=True)
+            work.wait()
             torch.cuda.synchronize()
             best = min(best, (time.perf_counter() - begin) / iterations)
         busbw = size / best * 2 * (world - 1) / world / 1e9

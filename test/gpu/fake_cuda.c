@@ -545,13 +545,24 @@ static CUresult cu_memcpy_peer_async(CUdeviceptr to, CUcontext to_context, CUdev
     (void)to, (void)to_context, (void)from, (void)from_context, (void)bytes, (void)stream;
     return CUDA_ERROR_NOT_SUPPORTED;
 }
+/** Memsets run at once, like this fake's copies (the stream's earlier work is not waited for). */
+static CUresult fake_memset(CUdeviceptr device, unsigned value, size_t count, size_t width) {
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    if (!fake_inside(context, device, count * width)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t index = 0; index < count; ++index)
+        if (width == 1) ((unsigned char *)(uintptr_t)device)[index] = (unsigned char)value;
+        else ((uint32_t *)(uintptr_t)device)[index] = value;
+    return CUDA_SUCCESS;
+}
 static CUresult cu_memset_d8_async(CUdeviceptr device, unsigned char value, size_t count, CUstream stream) {
-    (void)device, (void)value, (void)count, (void)stream;
-    return CUDA_ERROR_NOT_SUPPORTED;
+    (void)stream;
+    FAKE_LOCKED(fake_memset(device, value, count, 1));
 }
 static CUresult cu_memset_d32_async(CUdeviceptr device, unsigned value, size_t count, CUstream stream) {
-    (void)device, (void)value, (void)count, (void)stream;
-    return CUDA_ERROR_NOT_SUPPORTED;
+    (void)stream;
+    FAKE_LOCKED(fake_memset(device, value, count, 4));
 }
 
 /* ---- Modules and launches ---- */
