@@ -781,9 +781,12 @@ typedef struct uform_mesh_s *uform_mesh_t;
  */
 typedef struct uform_mesh_options_t {
     size_t host_domain_index;        /**< This process's index among `host_domain_count`. */
-    size_t host_domain_count;        /**< Processes in the run; zero or one: no peers. */
+    size_t host_domain_count;        /**< Processes in the run; zero or one: no peers; at most
+                                          UFORM_MESH_PROCESSES_MAX. */
     size_t gpus_per_multimem_domain; /**< GPUs one NVLink domain spans; zero derives the host's GPUs. */
-    char const *directory;           /**< Directory every process sees; required with peers. */
+    char const *directory;           /**< Directory every process sees; required with peers. A
+                                          symbolic link in it is followed only when the effective
+                                          user or root owns it. */
     char const *job;                 /**< The run's unique name inside `directory`; required with peers:
                                           1 to 128 of [A-Za-z0-9._-], not "." or "..". */
     double timeout_seconds;          /**< Longest wait for any peer; zero derives 120. */
@@ -797,7 +800,8 @@ typedef struct uform_mesh_description_t {
     size_t host_domain_index;             /**< This process's index among the run's processes. */
     size_t first_gpu_index;               /**< GPUs of lower-indexed processes: where this process's share begins. */
     uform_multimem_tier_t multimem_tier;  /**< How its NVLink domains reduce. */
-    uform_gpu_class_t gpu_class;          /**< The class every GPU of the run dispatches as. */
+    uform_gpu_class_t gpu_class;          /**< The class every GPU of the run dispatches as: bootstrap
+                                               refuses processes that dispatch as different classes. */
 } uform_mesh_description_t;
 
 /**
@@ -809,15 +813,29 @@ typedef struct uform_mesh_description_t {
  *
  *  With peers, each process writes its facts (format version, run nonce, index, count, GPU count
  *  and class, multimem span, host name, process ID) into `directory/job/` atomically (write, fsync,
- *  rename, mode 0600) and waits for the others. Disagreeing peers fail every process with
- *  CONFIG_MISMATCH naming the field and the processes; absent peers fail with TIMEOUT naming the
- *  indices (and the host and PID of one that wrote its facts and died); two processes claiming
- *  one index, or a hostile file, fail with CORRUPT_FILE. Then NCCL (`libnccl.so.2`, or the path in
- *  the environment variable `UFORM_NCCL_LIBRARY`, loaded at run time; without it UNSUPPORTED)
- *  starts one rank per GPU, its unique ID passed through the same directory. Joining, the ID's
- *  exchange and NCCL's initialisation are each bounded by the timeout, so the worst case is three
- *  times it; an expired NCCL start is aborted and named by stage. A run with one GPU in all needs
- *  no NCCL. Each process removes its files once NCCL is up.
+ *  rename, mode 0600) and waits for the others. Then NCCL (`libnccl.so.2`, or the path in the
+ *  environment variable `UFORM_NCCL_LIBRARY`, loaded at run time; without it UNSUPPORTED) starts one
+ *  rank per GPU, its unique ID passed through the same directory. Joining, the ID's exchange and
+ *  NCCL's initialisation are each bounded by the timeout (a wait ends within a poll, milliseconds,
+ *  of its deadline), so the worst case is three times it; an expired NCCL start is aborted and named
+ *  by stage. A run with one GPU in all needs no NCCL. Each process removes its files once NCCL is
+ *  up; after a failure its `failed` record stays for the peers, and the next run replaces it.
+ *
+ *  What fails, and how (every process of the run fails alike, within a poll of learning it):
+ *  - Disagreeing peers: CONFIG_MISMATCH naming the field and the processes. The fields: the count,
+ *    `gpus_per_multimem_domain`, `UFORM_ALLOW_MULTICAST`, and the GPU class: a mesh runs one class,
+ *    so every process's executor must dispatch as the same class (pin one with
+ *    `uform_vram_options_t::gpu_class` where their GPUs differ; the message suggests one).
+ *  - Absent peers: TIMEOUT naming the indices; a peer on this host that wrote its facts and is gone:
+ *    TIMEOUT at once naming its host and PID, unless it published a failure first, which is then
+ *    reported instead (with that peer's status, its text quoted: printable, escaped, capped).
+ *  - One index claimed by two processes (two live processes, a second `run` file, or a live owner
+ *    of an earlier run's file): CORRUPT_FILE on every process, within about a second, naming both.
+ *  - The job directory a symbolic link, not owned by the effective user, or writable by group or
+ *    others; a file in it that is garbage, truncated, oversized, a link or not a regular file,
+ *    another user's, writable by others, or claims more than UFORM_MESH_GPUS_PER_PROCESS_MAX GPUs:
+ *    CORRUPT_FILE naming it and what is wrong. Links inside are never followed; another user's files
+ *    are never deleted, truncated or replaced. Files of indices at or above the count are never read.
  *
  *  Stale files: process 0 draws a fresh nonce for every run and acknowledges each peer's facts
  *  under it, so files of an earlier run of the same job are never taken for this one's.
@@ -859,7 +877,9 @@ typedef enum uform_dtype_t {
  *  @brief Sums `count` elements in place across every GPU of the run, as a call on the mesh's
  *  executor: blocking when `outcome` is NULL, deferred otherwise, with CONTENDED and ordering as for
  *  every call. `buffers` holds one `CUdeviceptr` per device of this process, in the executor's
- *  device order. A peer lost mid-way fails the call with PEER_LOST within the mesh's timeout.
+ *  device order. A peer lost mid-way fails the call with PEER_LOST within the mesh's timeout. A call
+ *  the executor stops part-way through its devices (a device whose context cannot be made current)
+ *  fails with that status having enqueued no collective: the mesh stays usable.
  *
  *  @code{.c}
  *  uint64_t buffers[2] = {gradients_on_gpu0, gradients_on_gpu1};
