@@ -1,9 +1,8 @@
 /**
  *  @file   rendezvous.c
- *  @brief  The directory exchange's protocol: joining (the stale-run scheme, acknowledgements,
- *          disputes, agreement, completion), describing, the blob, watching and leaving. The file
- *          format and I/O live in rendezvous_files.c, liveness in rendezvous_liveness.c; the scheme
- *          is described in rendezvous.h.
+ *  @brief  Joining a run of the directory exchange: the stale-run scheme, acknowledgements,
+ *          disputes, each process's poll and the wait bounded by the timeout. The scheme is
+ *          described in rendezvous.h; records are rendezvous_records.c, files rendezvous_files.c.
  */
 #include "rendezvous_private.h"
 
@@ -20,138 +19,6 @@
 #include <string.h>   // `strcmp`
 #include <time.h>     // `clock_gettime`
 #include <unistd.h>   // `getpid`
-
-#define RV_FAILURE_HOLD 2.0      /**< Process 0 keeps acknowledging late arrivals this long after a failure. */
-#define RV_DISPUTE_HOLD 0.5      /**< A dispute stays published this long, then its writer removes it. */
-#define RV_SWEEP_BUDGET 1024     /**< Peer files process 0 looks up per poll (and others when finishing). */
-#define RV_LIVENESS_PERIOD 0.02  /**< How often peers on this host are checked for being alive. */
-#define RV_DEADLINE_PASS 0.1     /**< Longest a process spends naming absent peers at its deadline. */
-#define GPU_CLASS_LAST uform_gpu_class_apple_metal10_k
-#define SPAN_LIMIT ((uint64_t)UFORM_MESH_PROCESSES_MAX * UFORM_MESH_GPUS_PER_PROCESS_MAX)
-#define NO_ORIGIN UINT32_MAX
-
-/* ---- Peers, compact: about 120 bytes each ---- */
-
-typedef enum kind_t { kind_none_k = 0, kind_stale_k, kind_facts_k, kind_failed_k } kind_t;
-enum { flag_pinned_k = 1, flag_multicast_supported_k = 2, flag_multicast_allowed_k = 4 };
-
-typedef struct peer_t {
-    rv_key_t key;
-    uint64_t token, first_token, acked_token;
-    int64_t pid, first_pid;
-    uint64_t pid_start;
-    uint64_t span;
-    uint32_t gpus, count, origin, first_origin;
-    uint8_t kind, gpu_class, gpu_floor, flags;
-    int32_t failed_status;
-    char *message; /**< A failure record's message, quoted; NULL otherwise. */
-} peer_t;
-
-/** Where a process runs: host name, boot ID and PID namespace, interned (few distinct per run). */
-typedef struct origin_t {
-    char host[128];
-    char boot_id[40];
-    uint64_t pid_namespace;
-} origin_t;
-
-struct uform_rendezvous_t {
-    rv_directory_t dir;
-    size_t index, count;
-    double timeout, deadline;
-    rv_identity_t identity;
-    uform_rendezvous_facts_t self;
-    uint64_t nonce, token;
-    bool trusted, written, quiet; /**< quiet: publish no failure record (disputed, or published). */
-    bool joined;
-    bool complete; /**< Others: process 0 declared the run complete under the nonce. */
-    int64_t adopted_pid;    /**< Others: who wrote the `run` whose nonce this process adopted... */
-    char adopted_host[128]; /**< ...and on which host. */
-    rv_key_t own_key, ack_key, complete_key, dispute_key;
-    peer_t *peers; /**< [count]; the own entry is this process. */
-    origin_t *origins;
-    size_t origins_count, origins_capacity;
-    uint32_t *origin_table; /**< Open addressing over `origins`, capacity a power of two. */
-    size_t origin_table_capacity;
-    size_t facts_count, failed_count; /**< Over `peers` under the nonce (process 0, and after joining). */
-    size_t cursor;                    /**< The next peer a budgeted sweep looks up. */
-    size_t final_cursor;              /**< Others: the next peer read once `complete` is seen. */
-    double next_liveness;
-    struct {
-        rv_key_t key;
-        bool valid;
-        uint32_t version;
-        uint64_t nonce, token, count, pid_start, pid_namespace;
-        int64_t pid;
-        char host[128], boot_id[40];
-    } run;
-    char blob_names[8][48];
-    rv_key_t blob_keys[8];
-    size_t blob_count;
-};
-
-/* ---- Origins ---- */
-
-static uint64_t hash_text(uint64_t hash, char const *text) {
-    for (; *text; ++text) hash = (hash ^ (unsigned char)*text) * 0x100000001B3ull;
-    return hash * 0x100000001B3ull;
-}
-
-static uint32_t origin_intern(uform_rendezvous_t *rv, char const *host, char const *boot_id, uint64_t pid_namespace) {
-    uint64_t hash = hash_text(hash_text(0xCBF29CE484222325ull, host), boot_id) ^ (pid_namespace * 0x9E3779B97F4A7C15ull);
-    if (rv->origins_count * 2 >= rv->origin_table_capacity) { // grow and rehash
-        size_t capacity = rv->origin_table_capacity ? rv->origin_table_capacity * 2 : 64;
-        uint32_t *table = malloc(capacity * sizeof *table);
-        origin_t *origins = realloc(rv->origins, capacity / 2 * sizeof *origins);
-        if (!table || !origins) {
-            free(table);
-            if (origins) rv->origins = origins;
-            return NO_ORIGIN;
-        }
-        rv->origins = origins, rv->origins_capacity = capacity / 2;
-        for (size_t i = 0; i < capacity; ++i) table[i] = NO_ORIGIN;
-        for (uint32_t id = 0; id < rv->origins_count; ++id) {
-            origin_t const *o = &rv->origins[id];
-            uint64_t h = hash_text(hash_text(0xCBF29CE484222325ull, o->host), o->boot_id) ^
-                         (o->pid_namespace * 0x9E3779B97F4A7C15ull);
-            size_t at = (size_t)h & (capacity - 1);
-            while (table[at] != NO_ORIGIN) at = (at + 1) & (capacity - 1);
-            table[at] = id;
-        }
-        free(rv->origin_table);
-        rv->origin_table = table, rv->origin_table_capacity = capacity;
-    }
-    size_t mask = rv->origin_table_capacity - 1;
-    for (size_t at = (size_t)hash & mask;; at = (at + 1) & mask) {
-        uint32_t id = rv->origin_table[at];
-        if (id == NO_ORIGIN) {
-            id = (uint32_t)rv->origins_count++;
-            origin_t *o = &rv->origins[id];
-            snprintf(o->host, sizeof o->host, "%s", host);
-            snprintf(o->boot_id, sizeof o->boot_id, "%s", boot_id);
-            o->pid_namespace = pid_namespace;
-            rv->origin_table[at] = id;
-            return id;
-        }
-        origin_t const *o = &rv->origins[id];
-        if (o->pid_namespace == pid_namespace && strcmp(o->host, host) == 0 && strcmp(o->boot_id, boot_id) == 0)
-            return id;
-    }
-}
-
-static char const *host_of(uform_rendezvous_t const *rv, uint32_t origin) {
-    return origin < rv->origins_count ? rv->origins[origin].host : "unknown";
-}
-
-/** A host name from a file, quoted for messages. */
-static void quoted_host(uform_rendezvous_t const *rv, uint32_t origin, char *out, size_t capacity) {
-    rv_quote(host_of(rv, origin), 64, out, capacity);
-}
-
-static int peer_liveness(uform_rendezvous_t const *rv, peer_t const *peer) {
-    if (peer->origin >= rv->origins_count) return -1;
-    origin_t const *o = &rv->origins[peer->origin];
-    return rv_liveness(&rv->identity, o->boot_id, o->pid_namespace, peer->pid, peer->pid_start);
-}
 
 /* ---- Messages ---- */
 
@@ -193,10 +60,10 @@ static uform_status_t duplicate_claim(uform_rendezvous_t const *rv, char const *
 }
 
 /** The failure a peer published, quoted as that peer's text. */
-static uform_status_t peer_failed(uform_rendezvous_t const *rv, size_t index) {
+uform_status_t rv_peer_failed(uform_rendezvous_t const *rv, size_t index) {
     peer_t const *peer = &rv->peers[index];
     char host[160];
-    quoted_host(rv, peer->origin, host, sizeof host);
+    rv_quoted_host(rv, peer->origin, host, sizeof host);
     return uform_fail((uform_status_t)peer->failed_status, "mesh process %zu (host %s, pid %" PRId64 ") failed with %s: %s",
                       index, host, peer->pid, uform_status_name((uform_status_t)peer->failed_status),
                       peer->message ? peer->message : "\"\"");
@@ -204,164 +71,11 @@ static uform_status_t peer_failed(uform_rendezvous_t const *rv, size_t index) {
 
 static uform_status_t peer_gone(uform_rendezvous_t const *rv, size_t index, char const *absent) {
     char host[160];
-    quoted_host(rv, rv->peers[index].origin, host, sizeof host);
+    rv_quoted_host(rv, rv->peers[index].origin, host, sizeof host);
     return uform_fail(uform_status_timeout_k,
                       "mesh '%.200s': process %zu of %zu (host %s, pid %" PRId64 ") wrote its facts and is gone%s%s",
                       rv->dir.path, index, rv->count, host, rv->peers[index].pid, absent ? "; absent: " : "",
                       absent ? absent : "");
-}
-
-/* ---- Agreement: every pair is compared with process 0, field by field ---- */
-
-static uform_status_t check_pair(peer_t const *a, size_t ia, peer_t const *b, size_t ib) {
-    if (a->count != b->count)
-        return uform_fail(uform_status_config_mismatch_k,
-                          "mesh processes %zu and %zu disagree on host_domain_count: %u vs %u", ia, ib, a->count, b->count);
-    if (a->span != b->span)
-        return uform_fail(uform_status_config_mismatch_k,
-                          "mesh processes %zu and %zu disagree on gpus_per_multimem_domain: %" PRIu64 " vs %" PRIu64
-                          " (zero derives)",
-                          ia, ib, a->span, b->span);
-    bool allowed_a = a->flags & flag_multicast_allowed_k, allowed_b = b->flags & flag_multicast_allowed_k;
-    if (allowed_a != allowed_b)
-        return uform_fail(uform_status_config_mismatch_k,
-                          "mesh processes %zu and %zu disagree on UFORM_ALLOW_MULTICAST: %s vs %s", ia, ib,
-                          allowed_a ? "1" : "not 1", allowed_b ? "1" : "not 1");
-    uform_gpu_class_t class_a = (uform_gpu_class_t)a->gpu_class, class_b = (uform_gpu_class_t)b->gpu_class;
-    uform_gpu_class_t floor_a = (uform_gpu_class_t)a->gpu_floor, floor_b = (uform_gpu_class_t)b->gpu_floor;
-    bool pinned_a = a->flags & flag_pinned_k, pinned_b = b->flags & flag_pinned_k;
-    if (pinned_a && pinned_b && class_a != class_b)
-        return uform_fail(uform_status_config_mismatch_k, "mesh processes %zu and %zu pin different GPU classes: %s vs %s",
-                          ia, ib, uform_gpu_class_name(class_a), uform_gpu_class_name(class_b));
-    if (pinned_a && !uform_gpu_class_runs(floor_b, class_a))
-        return uform_fail(uform_status_config_mismatch_k,
-                          "mesh process %zu pins GPU class %s, which the GPUs of process %zu (%s) cannot run", ia,
-                          uform_gpu_class_name(class_a), ib, uform_gpu_class_name(floor_b));
-    if (pinned_b && !uform_gpu_class_runs(floor_a, class_b))
-        return uform_fail(uform_status_config_mismatch_k,
-                          "mesh process %zu pins GPU class %s, which the GPUs of process %zu (%s) cannot run", ib,
-                          uform_gpu_class_name(class_b), ia, uform_gpu_class_name(floor_a));
-    uform_gpu_class_t common = uform_gpu_class_common(floor_a, floor_b);
-    if (!pinned_a && !pinned_b && common == uform_gpu_class_unknown_k)
-        return uform_fail(uform_status_config_mismatch_k, "mesh processes %zu (%s) and %zu (%s) have no GPU class in common",
-                          ia, uform_gpu_class_name(floor_a), ib, uform_gpu_class_name(floor_b));
-    if (class_a != class_b) // describe and dispatch must agree: one class for the whole run
-        return uform_fail(uform_status_config_mismatch_k,
-                          "mesh processes %zu and %zu dispatch as different GPU classes: %s (%s) vs %s (%s); a mesh "
-                          "runs one class, so pin one that every process's GPUs run (uform_vram_options_t::gpu_class, "
-                          "such as %s) on every process",
-                          ia, ib, uform_gpu_class_name(class_a), pinned_a ? "pinned" : "its GPUs' own",
-                          uform_gpu_class_name(class_b), pinned_b ? "pinned" : "its GPUs' own",
-                          uform_gpu_class_name(pinned_a ? class_a : pinned_b ? class_b : common));
-    return uform_status_ok_k;
-}
-
-/* ---- Files as text ---- */
-
-static void facts_to_text(uform_rendezvous_t const *rv, char *text, size_t capacity) {
-    uform_rendezvous_facts_t const *facts = &rv->self;
-    snprintf(text, capacity,
-             "uform-mesh %u facts %016" PRIx64 "\ntoken %016" PRIx64 "\nindex %zu\ncount %zu\ngpus %zu\n"
-             "gpu_class %d\ngpu_class_pinned %d\ngpu_floor %d\nmultimem_span %zu\nmulticast_supported %d\n"
-             "multicast_allowed %d\nhost %s\nboot_id %s\npid_namespace %" PRIu64 "\npid %" PRId64 "\n"
-             "pid_start %" PRIu64 "\nstarted %.6f\nend\n",
-             facts->format_version ? facts->format_version : UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->token, rv->index,
-             rv->count, facts->gpus_count, (int)facts->gpu_class, facts->gpu_class_pinned ? 1 : 0, (int)facts->gpu_floor,
-             facts->multimem_span, facts->multicast_supported ? 1 : 0, facts->multicast_allowed ? 1 : 0, facts->host,
-             facts->boot_id[0] ? facts->boot_id : "-", facts->pid_namespace, facts->pid, facts->pid_start,
-             facts->started);
-}
-
-/** Reads an unsigned field, or writes why not into `bad`. */
-static bool field(rv_record_t const *record, char const *key, uint64_t low, uint64_t high, uint64_t *value, char *bad,
-                  size_t capacity) {
-    char const *text = rv_record_get(record, key);
-    if (rv_parse_unsigned(text, high, value) && *value >= low) return true;
-    char quoted[64];
-    rv_quote(text ? text : "", 24, quoted, sizeof quoted);
-    snprintf(bad, capacity, "its field '%s' is %s, not a number from %" PRIu64 " to %" PRIu64, key, quoted, low, high);
-    return false;
-}
-
-static bool text_field(rv_record_t const *record, char const *key, size_t capacity_out, char *out, char *bad,
-                       size_t capacity) {
-    char const *text = rv_record_get(record, key);
-    if (text && *text && strlen(text) < capacity_out) {
-        snprintf(out, capacity_out, "%s", text);
-        return true;
-    }
-    snprintf(bad, capacity, "its field '%s' is empty or longer than %zu bytes", key, capacity_out - 1);
-    return false;
-}
-
-/** Parses a `facts` record of `process-<index>` into `peer` (origin interned). */
-static uform_status_t parse_facts(uform_rendezvous_t *rv, char const *name, rv_record_t const *record, size_t index,
-                                  peer_t *peer) {
-    static char const *const keys[] = {"token", "index", "count", "gpus", "gpu_class", "gpu_class_pinned", "gpu_floor",
-                                       "multimem_span", "multicast_supported", "multicast_allowed", "host", "boot_id",
-                                       "pid_namespace", "pid", "pid_start", "started", NULL};
-    char bad[200], host[128], boot_id[40];
-    uint64_t v[12];
-    if (!rv_record_keys(record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, name, "is garbage (it %s)", bad);
-    char const *gpus_text = rv_record_get(record, "gpus");
-    if (rv_parse_unsigned(gpus_text, UINT64_MAX, &v[0]) && (v[0] == 0 || v[0] > UFORM_MESH_GPUS_PER_PROCESS_MAX))
-        return rv_corrupt(&rv->dir, name, "claims %" PRIu64 " GPUs; a mesh process drives 1 to %d", v[0],
-                          UFORM_MESH_GPUS_PER_PROCESS_MAX);
-    if (!rv_parse_hex(rv_record_get(record, "token"), &v[1]) || !v[1])
-        return rv_corrupt(&rv->dir, name, "is garbage (its field 'token' is not 1 to 16 hex digits)");
-    if (!field(record, "index", index, index, &v[2], bad, sizeof bad) ||
-        !field(record, "count", 2, UFORM_MESH_PROCESSES_MAX, &v[3], bad, sizeof bad) ||
-        !field(record, "gpus", 1, UFORM_MESH_GPUS_PER_PROCESS_MAX, &v[0], bad, sizeof bad) ||
-        !field(record, "gpu_class", 1, GPU_CLASS_LAST, &v[4], bad, sizeof bad) ||
-        !field(record, "gpu_class_pinned", 0, 1, &v[5], bad, sizeof bad) ||
-        !field(record, "gpu_floor", 1, GPU_CLASS_LAST, &v[6], bad, sizeof bad) ||
-        !field(record, "multimem_span", 0, SPAN_LIMIT, &v[7], bad, sizeof bad) ||
-        !field(record, "multicast_supported", 0, 1, &v[8], bad, sizeof bad) ||
-        !field(record, "multicast_allowed", 0, 1, &v[9], bad, sizeof bad) ||
-        !field(record, "pid_namespace", 0, UINT64_MAX, &v[10], bad, sizeof bad) ||
-        !field(record, "pid", 1, INT64_MAX, &v[11], bad, sizeof bad) ||
-        !field(record, "pid_start", 0, UINT64_MAX, &peer->pid_start, bad, sizeof bad) ||
-        !text_field(record, "host", sizeof host, host, bad, sizeof bad) ||
-        !text_field(record, "boot_id", sizeof boot_id, boot_id, bad, sizeof bad))
-        return rv_corrupt(&rv->dir, name, "is garbage (%s)", bad);
-    char *end = NULL;
-    double started = strtod(rv_record_get(record, "started"), &end);
-    if (!end || *end || !isfinite(started)) return rv_corrupt(&rv->dir, name, "is garbage (its field 'started')");
-    peer->token = v[1], peer->count = (uint32_t)v[3], peer->gpus = (uint32_t)v[0];
-    peer->gpu_class = (uint8_t)v[4], peer->gpu_floor = (uint8_t)v[6], peer->span = v[7];
-    peer->flags = (uint8_t)((v[5] ? flag_pinned_k : 0) | (v[8] ? flag_multicast_supported_k : 0) |
-                            (v[9] ? flag_multicast_allowed_k : 0));
-    peer->pid = (int64_t)v[11];
-    peer->origin = origin_intern(rv, host, strcmp(boot_id, "-") == 0 ? "" : boot_id, v[10]);
-    if (peer->origin == NO_ORIGIN) return uform_fail(uform_status_out_of_memory_k, "out of memory reading '%s'", name);
-    return uform_status_ok_k;
-}
-
-/** Parses a `failed` record into `peer`: token, PID, host, status and the quoted message. */
-static uform_status_t parse_failure(uform_rendezvous_t *rv, char const *name, rv_record_t const *record, size_t index,
-                                    peer_t *peer) {
-    static char const *const keys[] = {"index", "token", "status", "pid", "host", "message", NULL};
-    char bad[200], host[128];
-    uint64_t token = 0, status = 0, pid = 0, at = 0;
-    if (!rv_record_keys(record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, name, "is garbage (it %s)", bad);
-    if (!rv_parse_hex(rv_record_get(record, "token"), &token) || !token)
-        return rv_corrupt(&rv->dir, name, "is garbage (its field 'token' is not 1 to 16 hex digits)");
-    if (!field(record, "index", index, index, &at, bad, sizeof bad) ||
-        !field(record, "status", 1, uform_status_pending_k - 1, &status, bad, sizeof bad) ||
-        !field(record, "pid", 1, INT64_MAX, &pid, bad, sizeof bad) ||
-        !text_field(record, "host", sizeof host, host, bad, sizeof bad))
-        return rv_corrupt(&rv->dir, name, "is garbage (%s)", bad);
-    char quoted[RV_QUOTE_LIMIT * 4 + 16];
-    rv_quote(rv_record_get(record, "message"), RV_QUOTE_LIMIT, quoted, sizeof quoted);
-    free(peer->message);
-    peer->message = strdup(quoted);
-    peer->token = token, peer->pid = (int64_t)pid, peer->failed_status = (int32_t)status;
-    // A failure record names its host but not its boot: keep the origin of the facts it replaced.
-    if (peer->origin == NO_ORIGIN || strcmp(host_of(rv, peer->origin), host) != 0)
-        peer->origin = origin_intern(rv, host, "", 0);
-    if (!peer->message || peer->origin == NO_ORIGIN)
-        return uform_fail(uform_status_out_of_memory_k, "out of memory reading '%s'", name);
-    return uform_status_ok_k;
 }
 
 /* ---- Writing ---- */
@@ -369,7 +83,7 @@ static uform_status_t parse_failure(uform_rendezvous_t *rv, char const *name, rv
 static uform_status_t write_own_facts(uform_rendezvous_t *rv) {
     char name[40], text[1024];
     snprintf(name, sizeof name, "process-%zu", rv->index);
-    facts_to_text(rv, text, sizeof text);
+    rv_facts_to_text(rv, text, sizeof text);
     uform_status_t status = rv_write(&rv->dir, name, text, &rv->own_key);
     if (status == uform_status_ok_k) rv->written = true;
     return status;
@@ -405,7 +119,8 @@ static uform_status_t dispute(uform_rendezvous_t *rv, char const *name, size_t i
              UFORM_RENDEZVOUS_FORMAT, nonce, index, pid_a, host_a, pid_b, host_b, rv->self.pid, rv->self.pid_start,
              rv->identity.boot_id[0] ? rv->identity.boot_id : "-", rv->identity.pid_namespace);
     rv_key_t key = {0};
-    rv->quiet = true;
+    rv->disputed = true;
+    rv->quiet = rv->quiet || index == rv->index; // a claimant's own file may be the other claimant's
     if (rv_write(&rv->dir, "dispute", text, &key) == uform_status_ok_k) {
         double left = rv->deadline + 0.1 - uform_now_seconds();
         uform_sleep_seconds(left < RV_DISPUTE_HOLD ? (left > 0 ? left : 0) : RV_DISPUTE_HOLD);
@@ -434,20 +149,20 @@ static uform_status_t check_dispute(uform_rendezvous_t *rv) {
     uint64_t index, pid_a, pid_b, writer_pid, writer_start, writer_namespace;
     if (strcmp(record.kind, "disputed") != 0) return rv_corrupt(&rv->dir, "dispute", "is of unexpected kind '%.15s'", record.kind);
     if (!rv_record_keys(&record, keys, bad, sizeof bad) ||
-        !field(&record, "index", 0, UFORM_MESH_PROCESSES_MAX, &index, bad, sizeof bad) ||
-        !field(&record, "pid_a", 1, INT64_MAX, &pid_a, bad, sizeof bad) ||
-        !field(&record, "pid_b", 1, INT64_MAX, &pid_b, bad, sizeof bad) ||
-        !field(&record, "writer_pid", 1, INT64_MAX, &writer_pid, bad, sizeof bad) ||
-        !field(&record, "writer_pid_start", 0, UINT64_MAX, &writer_start, bad, sizeof bad) ||
-        !field(&record, "writer_pid_namespace", 0, UINT64_MAX, &writer_namespace, bad, sizeof bad) ||
-        !text_field(&record, "host_a", sizeof host_a, host_a, bad, sizeof bad) ||
-        !text_field(&record, "host_b", sizeof host_b, host_b, bad, sizeof bad) ||
-        !text_field(&record, "writer_boot_id", sizeof boot_id, boot_id, bad, sizeof bad))
+        !rv_field(&record, "index", 0, UFORM_MESH_PROCESSES_MAX, &index, bad, sizeof bad) ||
+        !rv_field(&record, "pid_a", 1, INT64_MAX, &pid_a, bad, sizeof bad) ||
+        !rv_field(&record, "pid_b", 1, INT64_MAX, &pid_b, bad, sizeof bad) ||
+        !rv_field(&record, "writer_pid", 1, INT64_MAX, &writer_pid, bad, sizeof bad) ||
+        !rv_field(&record, "writer_pid_start", 0, UINT64_MAX, &writer_start, bad, sizeof bad) ||
+        !rv_field(&record, "writer_pid_namespace", 0, UINT64_MAX, &writer_namespace, bad, sizeof bad) ||
+        !rv_text_field(&record, "host_a", sizeof host_a, host_a, bad, sizeof bad) ||
+        !rv_text_field(&record, "host_b", sizeof host_b, host_b, bad, sizeof bad) ||
+        !rv_text_field(&record, "writer_boot_id", sizeof boot_id, boot_id, bad, sizeof bad))
         return rv_corrupt(&rv->dir, "dispute", "is garbage (%s)", bad);
     bool ours = record.nonce && (record.nonce == rv->nonce || (rv->run.valid && record.nonce == rv->run.nonce));
     if (!ours && rv_liveness(&rv->identity, boot_id, writer_namespace, (int64_t)writer_pid, writer_start) != 1)
         return uform_status_ok_k; // an earlier run's, whose writer is gone or elsewhere
-    rv->quiet = true;
+    rv->disputed = true; // published below as this process's failure too, for peers that missed it
     return duplicate_claim(rv, "dispute", (size_t)index, (int64_t)pid_a, host_a, (int64_t)pid_b, host_b);
 }
 
@@ -462,7 +177,7 @@ static void peer_set_kind(uform_rendezvous_t *rv, peer_t *peer, kind_t kind) {
 
 /** Looks `process-<index>` up by name and, when it changed, reads and classifies it against the
  *  nonce. A second token under the nonce, or a file over this process's own, is a dispute. */
-static uform_status_t refresh_peer(uform_rendezvous_t *rv, size_t index, bool *changed) {
+uform_status_t rv_refresh_peer(uform_rendezvous_t *rv, size_t index, bool *changed) {
     char name[40];
     snprintf(name, sizeof name, "process-%zu", index);
     peer_t *peer = &rv->peers[index];
@@ -503,7 +218,7 @@ static uform_status_t refresh_peer(uform_rendezvous_t *rv, size_t index, bool *c
         return rv_corrupt(&rv->dir, name, "is of unexpected kind '%.15s'", record.kind);
     peer_t read = *peer;
     read.message = NULL;
-    status = failed ? parse_failure(rv, name, &record, index, &read) : parse_facts(rv, name, &record, index, &read);
+    status = failed ? rv_parse_failure(rv, name, &record, index, &read) : rv_parse_facts(rv, name, &record, index, &read);
     if (status != uform_status_ok_k) {
         free(read.message);
         return status;
@@ -511,12 +226,12 @@ static uform_status_t refresh_peer(uform_rendezvous_t *rv, size_t index, bool *c
     if (own) { // another process wrote over this process's facts: it claims the same index
         free(read.message);
         if (read.token == rv->token) return rv_key_set(&peer->key, &st), uform_status_ok_k;
-        return dispute(rv, name, index, rv->self.pid, rv->self.host, read.pid, host_of(rv, read.origin));
+        return dispute(rv, name, index, rv->self.pid, rv->self.host, read.pid, rv_host_of(rv, read.origin));
     }
     if (peer->first_token && peer->first_token != read.token) {
         free(read.message);
-        return dispute(rv, name, index, peer->first_pid, host_of(rv, peer->first_origin), read.pid,
-                       host_of(rv, read.origin));
+        return dispute(rv, name, index, peer->first_pid, rv_host_of(rv, peer->first_origin), read.pid,
+                       rv_host_of(rv, read.origin));
     }
     if (!peer->first_token) peer->first_token = read.token, peer->first_pid = read.pid, peer->first_origin = read.origin;
     free(peer->message);
@@ -554,12 +269,12 @@ static uform_status_t refresh_run(uform_rendezvous_t *rv) {
     if (!rv_record_keys(&record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, "run", "is garbage (it %s)", bad);
     if (!rv_parse_hex(rv_record_get(&record, "token"), &rv->run.token) || !rv->run.token || !record.nonce)
         return rv_corrupt(&rv->dir, "run", "is garbage (its nonce or field 'token' is not 1 to 16 hex digits)");
-    if (!field(&record, "count", 2, UFORM_MESH_PROCESSES_MAX, &rv->run.count, bad, sizeof bad) ||
-        !field(&record, "pid", 1, INT64_MAX, &pid, bad, sizeof bad) ||
-        !field(&record, "pid_start", 0, UINT64_MAX, &rv->run.pid_start, bad, sizeof bad) ||
-        !field(&record, "pid_namespace", 0, UINT64_MAX, &rv->run.pid_namespace, bad, sizeof bad) ||
-        !text_field(&record, "host", sizeof rv->run.host, rv->run.host, bad, sizeof bad) ||
-        !text_field(&record, "boot_id", sizeof rv->run.boot_id, rv->run.boot_id, bad, sizeof bad))
+    if (!rv_field(&record, "count", 2, UFORM_MESH_PROCESSES_MAX, &rv->run.count, bad, sizeof bad) ||
+        !rv_field(&record, "pid", 1, INT64_MAX, &pid, bad, sizeof bad) ||
+        !rv_field(&record, "pid_start", 0, UINT64_MAX, &rv->run.pid_start, bad, sizeof bad) ||
+        !rv_field(&record, "pid_namespace", 0, UINT64_MAX, &rv->run.pid_namespace, bad, sizeof bad) ||
+        !rv_text_field(&record, "host", sizeof rv->run.host, rv->run.host, bad, sizeof bad) ||
+        !rv_text_field(&record, "boot_id", sizeof rv->run.boot_id, rv->run.boot_id, bad, sizeof bad))
         return rv_corrupt(&rv->dir, "run", "is garbage (%s)", bad);
     if (strcmp(rv->run.boot_id, "-") == 0) rv->run.boot_id[0] = '\0';
     rv->run.pid = (int64_t)pid;
@@ -585,7 +300,7 @@ static uform_status_t refresh_ack(uform_rendezvous_t *rv) {
     uint64_t token = 0, index = 0;
     if (!rv_record_keys(&record, keys, bad, sizeof bad)) return rv_corrupt(&rv->dir, name, "is garbage (it %s)", bad);
     if (!rv_parse_hex(rv_record_get(&record, "token"), &token) ||
-        !field(&record, "index", rv->index, rv->index, &index, bad, sizeof bad))
+        !rv_field(&record, "index", rv->index, rv->index, &index, bad, sizeof bad))
         return rv_corrupt(&rv->dir, name, "is garbage (its token or index)");
     rv_key_set(&rv->ack_key, &st);
     if (record.nonce == rv->nonce && token == rv->token) rv->trusted = true;
@@ -617,7 +332,7 @@ static uform_status_t refresh_complete(uform_rendezvous_t *rv, bool *complete) {
     char bad[200];
     uint64_t count = 0;
     if (strcmp(record.kind, "complete") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
-        !field(&record, "count", rv->count, rv->count, &count, bad, sizeof bad))
+        !rv_field(&record, "count", rv->count, rv->count, &count, bad, sizeof bad))
         return rv_corrupt(&rv->dir, "complete", "is garbage under this run's nonce");
     *complete = true;
     return uform_status_ok_k;
@@ -629,16 +344,16 @@ static uform_status_t refresh_complete(uform_rendezvous_t *rv, bool *complete) {
 static uform_status_t check_with_zero(uform_rendezvous_t *rv, size_t index) {
     if (rv->peers[0].kind != kind_facts_k || rv->peers[index].kind != kind_facts_k || index == 0)
         return uform_status_ok_k;
-    return check_pair(&rv->peers[0], 0, &rv->peers[index], index);
+    return rv_check_pair(&rv->peers[0], 0, &rv->peers[index], index);
 }
 
 /** A peer on this host that wrote its facts is gone: look its file up once more (it may have
  *  published its failure on the way out), then report whichever is true. */
-static uform_status_t confirm_gone(uform_rendezvous_t *rv, size_t index) {
+uform_status_t rv_confirm_gone(uform_rendezvous_t *rv, size_t index) {
     bool changed = false;
-    uform_status_t status = refresh_peer(rv, index, &changed);
+    uform_status_t status = rv_refresh_peer(rv, index, &changed);
     if (status != uform_status_ok_k) return status;
-    if (rv->peers[index].kind == kind_failed_k) return peer_failed(rv, index);
+    if (rv->peers[index].kind == kind_failed_k) return rv_peer_failed(rv, index);
     if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // replaced: judged on the next poll
     char absent[200];
     size_t missing = 0;
@@ -648,14 +363,14 @@ static uform_status_t confirm_gone(uform_rendezvous_t *rv, size_t index) {
 
 /** Process 0's budgeted sweep: looks up to RV_SWEEP_BUDGET peers up by name, acknowledges new
  *  facts, and checks them against its own; `liveness` also checks those on this host. */
-static uform_status_t sweep(uform_rendezvous_t *rv, bool liveness, bool *changed, bool whole) {
+uform_status_t rv_sweep(uform_rendezvous_t *rv, bool liveness, bool *changed, bool whole) {
     size_t visits = whole ? rv->count : (rv->count < RV_SWEEP_BUDGET ? rv->count : RV_SWEEP_BUDGET);
     for (size_t visit = 0; visit < visits; ++visit) {
         size_t index = rv->cursor;
         rv->cursor = rv->cursor + 1 == rv->count ? 0 : rv->cursor + 1;
         if (index == rv->index) continue;
         bool peer_changed = false;
-        uform_status_t status = refresh_peer(rv, index, &peer_changed);
+        uform_status_t status = rv_refresh_peer(rv, index, &peer_changed);
         if (status != uform_status_ok_k) return status;
         peer_t *peer = &rv->peers[index];
         if (peer_changed) {
@@ -663,11 +378,11 @@ static uform_status_t sweep(uform_rendezvous_t *rv, bool liveness, bool *changed
             if (peer->kind == kind_facts_k && !rv->joined && peer->acked_token != peer->token &&
                 (status = write_ack(rv, index)) != uform_status_ok_k)
                 return status;
-            if (peer->kind == kind_failed_k) return peer_failed(rv, index);
+            if (peer->kind == kind_failed_k) return rv_peer_failed(rv, index);
             if ((status = check_with_zero(rv, index)) != uform_status_ok_k) return status;
         }
-        if (liveness && peer->kind == kind_facts_k && peer_liveness(rv, peer) == 0 &&
-            (status = confirm_gone(rv, index)) != uform_status_ok_k)
+        if (liveness && peer->kind == kind_facts_k && rv_peer_liveness(rv, peer) == 0 &&
+            (status = rv_confirm_gone(rv, index)) != uform_status_ok_k)
             return status;
     }
     return uform_status_ok_k;
@@ -677,9 +392,9 @@ static uform_status_t sweep(uform_rendezvous_t *rv, bool liveness, bool *changed
 static uform_status_t check_all_alive(uform_rendezvous_t *rv) {
     rv_hook("liveness", "");
     for (size_t index = 0; index < rv->count; ++index) {
-        if (index == rv->index || rv->peers[index].kind != kind_facts_k || peer_liveness(rv, &rv->peers[index]) != 0)
+        if (index == rv->index || rv->peers[index].kind != kind_facts_k || rv_peer_liveness(rv, &rv->peers[index]) != 0)
             continue;
-        uform_status_t status = confirm_gone(rv, index);
+        uform_status_t status = rv_confirm_gone(rv, index);
         if (status != uform_status_ok_k) return status;
         if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // replaced: not complete yet
     }
@@ -692,9 +407,9 @@ static uform_status_t read_all(uform_rendezvous_t *rv, bool *done) {
     for (size_t visit = 0; visit < RV_SWEEP_BUDGET && rv->final_cursor < rv->count; ++visit) {
         size_t index = rv->final_cursor;
         bool changed = false;
-        uform_status_t status = index == rv->index ? uform_status_ok_k : refresh_peer(rv, index, &changed);
+        uform_status_t status = index == rv->index ? uform_status_ok_k : rv_refresh_peer(rv, index, &changed);
         if (status != uform_status_ok_k) return status;
-        if (rv->peers[index].kind == kind_failed_k) return peer_failed(rv, index);
+        if (rv->peers[index].kind == kind_failed_k) return rv_peer_failed(rv, index);
         if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // not (yet) readable: next poll
         if ((status = check_with_zero(rv, index)) != uform_status_ok_k) return status;
         ++rv->final_cursor;
@@ -735,7 +450,7 @@ static uform_status_t absent_at_deadline(uform_rendezvous_t *rv) {
     if (rv->index != 0)
         for (size_t index = 0; index < rv->count && !cut; ++index) {
             bool changed = false;
-            if (index != rv->index && refresh_peer(rv, index, &changed) != uform_status_ok_k)
+            if (index != rv->index && rv_refresh_peer(rv, index, &changed) != uform_status_ok_k)
                 peer_set_kind(rv, &rv->peers[index], kind_none_k);
             cut = (index & 255) == 255 && uform_now_seconds() >= stop;
         }
@@ -761,8 +476,8 @@ static uform_status_t poll_zero(uform_rendezvous_t *rv, bool liveness, bool may_
                           "was rewritten under another nonce (%016" PRIx64 ", not this run's %016" PRIx64
                           ") with this process's token",
                           rv->run.nonce, rv->nonce);
-    if ((status = refresh_peer(rv, 0, changed)) != uform_status_ok_k) return status;
-    if ((status = sweep(rv, liveness, changed, false)) != uform_status_ok_k) return status;
+    if ((status = rv_refresh_peer(rv, 0, changed)) != uform_status_ok_k) return status;
+    if ((status = rv_sweep(rv, liveness, changed, false)) != uform_status_ok_k) return status;
     if (rv->facts_count < rv->count || !may_complete) return uform_status_ok_k;
     if ((status = check_all_alive(rv)) != uform_status_ok_k || rv->facts_count < rv->count) return status;
     char text[128];
@@ -801,19 +516,19 @@ static uform_status_t poll_other(uform_rendezvous_t *rv, bool liveness, bool *ch
         if ((status = write_own_facts(rv)) != uform_status_ok_k) return status;
     }
     if (!rv->written) return uform_status_ok_k;
-    if ((status = refresh_peer(rv, rv->index, changed)) != uform_status_ok_k) return status;
+    if ((status = rv_refresh_peer(rv, rv->index, changed)) != uform_status_ok_k) return status;
     if (!rv->trusted) {
         if ((status = refresh_ack(rv)) != uform_status_ok_k || !rv->trusted) return status;
         *changed = true;
     }
     // Trusted: process 0 is the one peer watched at every poll; the others are read at the end.
-    if ((status = refresh_peer(rv, 0, changed)) != uform_status_ok_k) return status;
-    if (rv->peers[0].kind == kind_failed_k) return peer_failed(rv, 0);
+    if ((status = rv_refresh_peer(rv, 0, changed)) != uform_status_ok_k) return status;
+    if (rv->peers[0].kind == kind_failed_k) return rv_peer_failed(rv, 0);
     if (rv->peers[0].kind == kind_facts_k &&
-        (status = check_pair(&rv->peers[0], 0, &rv->peers[rv->index], rv->index)) != uform_status_ok_k)
+        (status = rv_check_pair(&rv->peers[0], 0, &rv->peers[rv->index], rv->index)) != uform_status_ok_k)
         return status;
-    if (liveness && rv->peers[0].kind == kind_facts_k && peer_liveness(rv, &rv->peers[0]) == 0 &&
-        (status = confirm_gone(rv, 0)) != uform_status_ok_k)
+    if (liveness && rv->peers[0].kind == kind_facts_k && rv_peer_liveness(rv, &rv->peers[0]) == 0 &&
+        (status = rv_confirm_gone(rv, 0)) != uform_status_ok_k)
         return status;
     if (!rv->complete && (status = refresh_complete(rv, &rv->complete)) != uform_status_ok_k) return status;
     if (rv->complete) status = read_all(rv, joined);
@@ -842,7 +557,7 @@ static uform_status_t join_loop(uform_rendezvous_t *rv) {
         if (status != uform_status_ok_k) {
             // Others fail at once; process 0 first lets every expected process in (briefly, still
             // acknowledging), so late arrivals hear of the failure too. Disputes are not held.
-            bool hold = rv->index == 0 && !rv->quiet && status != uform_status_system_error_k &&
+            bool hold = rv->index == 0 && !rv->quiet && !rv->disputed && status != uform_status_system_error_k &&
                         status != uform_status_out_of_memory_k && rv->facts_count + rv->failed_count < rv->count;
             if (!hold) return status;
             if (!held) {
@@ -903,10 +618,10 @@ static uform_status_t claim_index(uform_rendezvous_t *rv) {
     uform_status_t status = rv_load(&rv->dir, name, &st, &record, &load);
     if (status == uform_status_ok_k && load == rv_loaded_k && strcmp(record.kind, "facts") == 0) {
         peer_t old = {.origin = NO_ORIGIN};
-        if (parse_facts(rv, name, &record, rv->index, &old) == uform_status_ok_k && old.pid != rv->self.pid &&
-            peer_liveness(rv, &old) == 1) {
+        if (rv_parse_facts(rv, name, &record, rv->index, &old) == uform_status_ok_k && old.pid != rv->self.pid &&
+            rv_peer_liveness(rv, &old) == 1) {
             refresh_run(rv); // the dispute carries the nonce peers follow, where `run` names one
-            return dispute(rv, name, rv->index, old.pid, host_of(rv, old.origin), rv->self.pid, rv->self.host);
+            return dispute(rv, name, rv->index, old.pid, rv_host_of(rv, old.origin), rv->self.pid, rv->self.host);
         }
     }
     // Whatever else is there (garbage included) is an earlier run's: removed when this user owns it.
@@ -962,7 +677,7 @@ uform_status_t uform_rendezvous_join(uform_mesh_options_t const *options, uform_
         if (*c <= ' ' || *c > '~') *c = '?';
     for (char *c = rv->self.boot_id; *c; ++c)
         if (*c <= ' ' || *c > '~') *c = '?';
-    rv->peers[rv->index].origin = origin_intern(rv, rv->self.host, rv->self.boot_id, rv->self.pid_namespace);
+    rv->peers[rv->index].origin = rv_origin_intern(rv, rv->self.host, rv->self.boot_id, rv->self.pid_namespace);
     if (rv->peers[rv->index].origin == NO_ORIGIN) status = uform_fail(uform_status_out_of_memory_k, "out of memory");
     own_peer(rv);
 
@@ -987,273 +702,3 @@ uform_status_t uform_rendezvous_join(uform_mesh_options_t const *options, uform_
     return uform_status_ok_k;
 }
 
-/* ---- Describing ---- */
-
-void uform_rendezvous_describe_alone(uform_rendezvous_facts_t const *local, uform_mesh_description_t *description) {
-    memset(description, 0, sizeof *description);
-    description->gpus_per_host_domain = local->gpus_count;
-    description->gpus_per_colocated_domain = local->gpus_count;
-    description->gpus_per_multimem_domain = local->multimem_span ? local->multimem_span : local->gpus_count;
-    description->multimem_tier = local->multicast_supported && local->multicast_allowed
-                                     ? uform_multimem_tier_switch_reduced_k
-                                     : uform_multimem_tier_peer_read_k;
-    description->gpu_class = local->gpu_class;
-}
-
-/** Processes share a host when they share a boot ID (one kernel: one NVLink domain, also across
- *  containers); without boot IDs, when they share a host name. */
-static bool same_host(origin_t const *a, origin_t const *b) {
-    if (a->boot_id[0] && b->boot_id[0]) return strcmp(a->boot_id, b->boot_id) == 0;
-    return strcmp(a->host, b->host) == 0;
-}
-
-uform_status_t uform_rendezvous_describe(uform_rendezvous_t const *rv, uform_mesh_description_t *description) {
-    if (!rv || !rv->joined || !description)
-        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_describe needs a joined run and an output");
-    peer_t const *peers = rv->peers;
-    uform_mesh_description_t result = {0};
-    result.host_domain_index = rv->index;
-    result.gpus_per_host_domain = peers[rv->index].gpus;
-    bool switch_reduced = true;
-    for (size_t i = 0; i < rv->count; ++i) {
-        result.gpus_per_colocated_domain += peers[i].gpus;
-        if (i < rv->index) result.first_gpu_index += peers[i].gpus;
-        switch_reduced = switch_reduced && (peers[i].flags & flag_multicast_supported_k) &&
-                         (peers[i].flags & flag_multicast_allowed_k);
-    }
-    if (peers[0].span) result.gpus_per_multimem_domain = peers[0].span;
-    else {
-        // Derived: the run's GPUs on each host, which must be the same number on every host. Hosts
-        // are few: each origin is mapped to the first origin on its host.
-        size_t *gpus = calloc(rv->origins_count, sizeof *gpus), *first = calloc(rv->origins_count, sizeof *first);
-        uint32_t *host = malloc(rv->origins_count * sizeof *host);
-        if (!gpus || !first || !host) {
-            free(gpus), free(first), free(host);
-            return uform_fail(uform_status_out_of_memory_k, "out of memory describing a mesh");
-        }
-        for (uint32_t o = 0; o < rv->origins_count; ++o) {
-            host[o] = o;
-            for (uint32_t earlier = 0; earlier < o && host[o] == o; ++earlier)
-                if (host[earlier] == earlier && same_host(&rv->origins[o], &rv->origins[earlier])) host[o] = earlier;
-        }
-        for (size_t i = rv->count; i-- > 0;) gpus[host[peers[i].origin]] += peers[i].gpus, first[host[peers[i].origin]] = i;
-        size_t reference = gpus[host[peers[0].origin]];
-        uform_status_t status = uform_status_ok_k;
-        for (size_t i = 0; i < rv->count && status == uform_status_ok_k; ++i) {
-            uint32_t h = host[peers[i].origin];
-            if (first[h] != i || gpus[h] == reference) continue;
-            char a[160], b[160];
-            quoted_host(rv, peers[0].origin, a, sizeof a);
-            quoted_host(rv, peers[i].origin, b, sizeof b);
-            status = uform_fail(uform_status_config_mismatch_k,
-                                "mesh hosts hold different numbers of the run's GPUs, so gpus_per_multimem_domain "
-                                "cannot be derived: host %s (process 0) has %zu, host %s (process %zu) has %zu; set it "
-                                "explicitly",
-                                a, reference, b, i, gpus[h]);
-        }
-        free(gpus), free(first), free(host);
-        if (status != uform_status_ok_k) {
-            memset(description, 0, sizeof *description);
-            return status;
-        }
-        result.gpus_per_multimem_domain = reference;
-    }
-    result.multimem_tier = switch_reduced ? uform_multimem_tier_switch_reduced_k : uform_multimem_tier_peer_read_k;
-    result.gpu_class = (uform_gpu_class_t)peers[0].gpu_class; // every process dispatches as it (agreement)
-    *description = result;
-    return uform_status_ok_k;
-}
-
-/* ---- After joining ---- */
-
-uform_status_t uform_rendezvous_watch(uform_rendezvous_t *rv) {
-    if (!rv || !rv->joined) return uform_status_ok_k;
-    bool changed = false;
-    uform_status_t status = uform_status_ok_k;
-    if (rv->index == 0) status = sweep(rv, true, &changed, false);
-    else {
-        status = refresh_peer(rv, 0, &changed);
-        if (status == uform_status_ok_k && rv->peers[0].kind == kind_failed_k) status = peer_failed(rv, 0);
-        if (status == uform_status_ok_k && rv->peers[0].kind == kind_facts_k && peer_liveness(rv, &rv->peers[0]) == 0)
-            status = confirm_gone(rv, 0);
-    }
-    if (status == uform_status_timeout_k) { // a peer that wrote its facts and is gone: lost
-        char message[512];
-        snprintf(message, sizeof message, "%s", uform_error_message());
-        status = uform_fail(uform_status_peer_lost_k, "%s", message);
-    }
-    return status;
-}
-
-uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *name, void *bytes, size_t size) {
-    if (!rv || !rv->joined || !name || !bytes || size == 0 || size > UFORM_RENDEZVOUS_BLOB_LIMIT)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_rendezvous_share_blob needs a joined run, a name and 1 to %u bytes",
-                          UFORM_RENDEZVOUS_BLOB_LIMIT);
-    size_t name_length = strlen(name);
-    bool name_ok = name_length > 0 && name_length <= 32;
-    for (size_t i = 0; i < name_length && name_ok; ++i)
-        name_ok = (isalnum((unsigned char)name[i]) && (unsigned char)name[i] < 128) || name[i] == '_' || name[i] == '-';
-    if (!name_ok) return uform_fail(uform_status_invalid_argument_k, "blob name '%.40s' is not 1 to 32 of [A-Za-z0-9_-]", name);
-    char file[48];
-    snprintf(file, sizeof file, "blob-%s", name);
-    if (rv->index == 0) {
-        size_t text_size = size * 2 + 256;
-        char *text = malloc(text_size);
-        if (!text) return uform_fail(uform_status_out_of_memory_k, "out of memory sharing blob '%s'", name);
-        int used = snprintf(text, text_size, "uform-mesh %u blob %016" PRIx64 "\nsize %zu\nbytes ",
-                            UFORM_RENDEZVOUS_FORMAT, rv->nonce, size);
-        for (size_t i = 0; i < size; ++i) used += snprintf(text + used, text_size - (size_t)used, "%02x", ((unsigned char *)bytes)[i]);
-        snprintf(text + used, text_size - (size_t)used, "\nend\n");
-        rv_key_t key = {0};
-        uform_status_t status = rv_write(&rv->dir, file, text, &key);
-        free(text);
-        if (status == uform_status_ok_k && rv->blob_count < 8)
-            snprintf(rv->blob_names[rv->blob_count], sizeof rv->blob_names[0], "%s", file),
-                rv->blob_keys[rv->blob_count++] = key;
-        return status;
-    }
-    double start = uform_now_seconds(), interval = 0.001, next_watch = 0;
-    for (;;) {
-        struct stat st;
-        rv_record_t record;
-        rv_load_t load;
-        uform_status_t status = rv_load(&rv->dir, file, &st, &record, &load);
-        if (status != uform_status_ok_k) return status;
-        if (load == rv_other_version_k && record.nonce == rv->nonce)
-            return rv_corrupt(&rv->dir, file, "is of format version %u; this library reads and writes version %u",
-                              record.version, UFORM_RENDEZVOUS_FORMAT);
-        if (load == rv_loaded_k && record.nonce == rv->nonce) {
-            static char const *const keys[] = {"size", "bytes", NULL};
-            char bad[200];
-            uint64_t declared = 0;
-            char const *hex = rv_record_get(&record, "bytes");
-            if (strcmp(record.kind, "blob") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
-                !field(&record, "size", 1, UFORM_RENDEZVOUS_BLOB_LIMIT, &declared, bad, sizeof bad) ||
-                strlen(hex) != declared * 2)
-                return rv_corrupt(&rv->dir, file, "is garbage");
-            if (declared != size)
-                return rv_corrupt(&rv->dir, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
-            for (size_t i = 0; i < size; ++i) {
-                uint64_t byte;
-                char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
-                if (!rv_parse_hex(pair, &byte)) return rv_corrupt(&rv->dir, file, "is garbage (bad hex)");
-                ((unsigned char *)bytes)[i] = (unsigned char)byte;
-            }
-            return uform_status_ok_k;
-        }
-        if (uform_now_seconds() >= next_watch) { // a peer that failed or died ends the wait
-            next_watch = uform_now_seconds() + 0.01;
-            if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
-                char message[512];
-                snprintf(message, sizeof message, "%s", uform_error_message());
-                return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
-                                  "%s (waiting for blob '%s')", message, name);
-            }
-        }
-        if (uform_now_seconds() - start >= rv->timeout) {
-            char host[160];
-            quoted_host(rv, rv->peers[0].origin, host, sizeof host);
-            return uform_fail(uform_status_timeout_k,
-                              "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
-                              rv->dir.path, host, rv->peers[0].pid, name, rv->timeout);
-        }
-        uform_sleep_seconds(interval);
-        interval = interval * 1.5 > 0.01 ? 0.01 : interval * 1.5;
-    }
-}
-
-void uform_rendezvous_publish_failure(uform_rendezvous_t *rv, uform_status_t status, char const *message) {
-    if (!rv || status == uform_status_ok_k || !rv->written || rv->quiet || rv->dir.fd < 0) return;
-    if (!message) message = "";
-    char prefix[PATH_MAX + 16], name[40], text[1024], line[400];
-    snprintf(prefix, sizeof prefix, "mesh '%s': ", rv->dir.path);
-    if (strncmp(message, prefix, strlen(prefix)) == 0) message += strlen(prefix);
-    snprintf(line, sizeof line, "%s", message);
-    for (char *c = line; *c; ++c)
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = ' ';
-    snprintf(name, sizeof name, "process-%zu", rv->index);
-    snprintf(text, sizeof text,
-             "uform-mesh %u failed %016" PRIx64 "\nindex %zu\ntoken %016" PRIx64 "\nstatus %d\npid %" PRId64
-             "\nhost %s\nmessage %s\nend\n",
-             UFORM_RENDEZVOUS_FORMAT, rv->nonce, rv->index, rv->token,
-             status > 0 && status < uform_status_pending_k ? (int)status : (int)uform_status_system_error_k,
-             rv->self.pid, rv->self.host, line);
-    if (rv_write(&rv->dir, name, text, &rv->own_key) == uform_status_ok_k) rv->quiet = true; // written once
-}
-
-void uform_rendezvous_leave(uform_rendezvous_t *rv, bool remove_files) {
-    if (!rv) return;
-    if (remove_files && rv->dir.fd >= 0 && rv->nonce) {
-        char name[40];
-        snprintf(name, sizeof name, "process-%zu", rv->index);
-        rv_remove(&rv->dir, name, &rv->own_key);
-        snprintf(name, sizeof name, "ack-%zu", rv->index);
-        rv_remove(&rv->dir, name, rv->ack_key.exists ? &rv->ack_key : NULL);
-        if (rv->index == 0) {
-            for (size_t i = 0; i < rv->blob_count; ++i) rv_remove(&rv->dir, rv->blob_names[i], &rv->blob_keys[i]);
-            rv_remove(&rv->dir, "complete", &rv->complete_key);
-            rv_remove(&rv->dir, "run", &rv->run.key);
-        }
-        fsync(rv->dir.fd);
-    }
-    rv_close_directory(&rv->dir);
-    for (size_t i = 0; i < rv->count; ++i) free(rv->peers[i].message);
-    free(rv->peers);
-    free(rv->origins);
-    free(rv->origin_table);
-    free(rv);
-}
-
-/* ---- Options ---- */
-
-static uform_status_t check_job(char const *job) {
-    if (!job) return uform_fail(uform_status_invalid_argument_k, "uform_mesh_options_t::job is required with peers");
-    size_t length = strlen(job);
-    if (length == 0 || length > 128)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::job must be 1 to 128 characters, not %zu", length);
-    if (strcmp(job, ".") == 0 || strcmp(job, "..") == 0)
-        return uform_fail(uform_status_invalid_argument_k, "uform_mesh_options_t::job must not be '%s'", job);
-    for (size_t i = 0; i < length; ++i) {
-        unsigned char c = (unsigned char)job[i];
-        if (!(isalnum(c) && c < 128) && c != '.' && c != '_' && c != '-')
-            return uform_fail(uform_status_invalid_argument_k,
-                              "uform_mesh_options_t::job may hold only [A-Za-z0-9._-], not byte 0x%02x at %zu", c, i);
-    }
-    return uform_status_ok_k;
-}
-
-uform_status_t uform_rendezvous_check_options(uform_mesh_options_t const *options) {
-    if (!options) return uform_status_ok_k;
-    if (options->host_domain_count > UFORM_MESH_PROCESSES_MAX)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::host_domain_count %zu is above the maximum of %d processes "
-                          "(UFORM_MESH_PROCESSES_MAX)",
-                          options->host_domain_count, UFORM_MESH_PROCESSES_MAX);
-    if (options->host_domain_count > 1 && options->host_domain_index >= options->host_domain_count)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::host_domain_index %zu is not below host_domain_count %zu",
-                          options->host_domain_index, options->host_domain_count);
-    if (options->host_domain_count <= 1 && options->host_domain_index != 0)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::host_domain_index %zu needs a host_domain_count above it, not %zu",
-                          options->host_domain_index, options->host_domain_count);
-    if (options->gpus_per_multimem_domain > SPAN_LIMIT)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::gpus_per_multimem_domain %zu is above the most GPUs a mesh holds "
-                          "(%" PRIu64 ")",
-                          options->gpus_per_multimem_domain, (uint64_t)SPAN_LIMIT);
-    if (!isfinite(options->timeout_seconds) || options->timeout_seconds < 0)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::timeout_seconds must be zero (120 s) or positive, not %g",
-                          options->timeout_seconds);
-    if (options->host_domain_count <= 1) return uform_status_ok_k;
-    if (!options->directory || !options->directory[0])
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::directory is required with %zu processes", options->host_domain_count);
-    if (strlen(options->directory) > PATH_MAX - 200)
-        return uform_fail(uform_status_invalid_argument_k, "uform_mesh_options_t::directory is too long (%zu bytes)",
-                          strlen(options->directory));
-    return check_job(options->job);
-}

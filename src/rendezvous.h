@@ -3,9 +3,11 @@
  *  @brief  How the processes of one run meet through a shared directory: the facts each writes,
  *          the agreement checks, the description they derive, and a blob (NCCL's unique ID) that
  *          process 0 hands to the others. GPU-free: tests drive it with invented GPU facts.
- *          Implemented in three files: rendezvous_files.c (the directory, the format, reading and
- *          writing), rendezvous_liveness.c (who a process is, whether it still runs), rendezvous.c
- *          (the protocol below).
+ *          Implemented by concern: rendezvous_files.c (the directory, the format, reading and
+ *          writing), rendezvous_liveness.c (who a process is, whether it still runs),
+ *          rendezvous_records.c (what facts and failure records say, and agreement), rendezvous.c
+ *          (joining: the protocol below), rendezvous_joined.c (describing, the blob, watching,
+ *          leaving, the options' checks).
  *
  *  The job directory `directory/job` (StrictModes, as OpenSSH and systemd-tmpfiles do): created
  *  0700 where missing; refused (CORRUPT_FILE, saying why) when it is a symbolic link, is not owned
