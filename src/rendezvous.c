@@ -204,15 +204,17 @@ uform_status_t rv_refresh_peer(uform_rendezvous_t *rv, size_t index, bool *chang
     uform_status_t status = rv_load(&rv->dir, name, &st, &record, &load);
     if (status != uform_status_ok_k) return status;
     if (load == rv_absent_k) return own ? uform_status_ok_k : (peer_set_kind(rv, peer, kind_none_k), uform_status_ok_k);
-    if (load == rv_other_version_k || record.nonce != rv->nonce) {
-        if (record.nonce == rv->nonce || (own && rv->written))
-            return rv_corrupt(&rv->dir, name, "is of format version %u%s; this library reads and writes version %u",
-                              record.version, record.nonce == rv->nonce ? " under this run's nonce" : "",
-                              UFORM_RENDEZVOUS_FORMAT);
-        if (!own) peer_set_kind(rv, peer, kind_stale_k);
+    if (load == rv_other_version_k && (record.nonce == rv->nonce || own))
+        return rv_corrupt(&rv->dir, name, "is of format version %u%s; this library reads and writes version %u",
+                          record.version, record.nonce == rv->nonce ? " under this run's nonce" : "",
+                          UFORM_RENDEZVOUS_FORMAT);
+    if (load == rv_other_version_k || (record.nonce != rv->nonce && !own)) { // an earlier run's
+        peer_set_kind(rv, peer, kind_stale_k);
         rv_key_set(&peer->key, &st);
         return uform_status_ok_k;
     }
+    // Under this run's nonce, or this process's own file under any: another writer there claims
+    // the same index, judged below by its token.
     bool failed = strcmp(record.kind, "failed") == 0;
     if (!failed && strcmp(record.kind, "facts") != 0)
         return rv_corrupt(&rv->dir, name, "is of unexpected kind '%.15s'", record.kind);
