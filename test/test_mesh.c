@@ -77,6 +77,12 @@ static void test_arguments(void) {
     options.host_domain_index = 0, options.timeout_seconds = -1;
     CHECK_STATUS(uform_mesh_bootstrap(NULL, &options, &mesh), uform_status_invalid_argument_k);
     CHECK_MESSAGE("timeout_seconds");
+    // Counts above the documented maximum are refused at once (4,194,304 used to run past its
+    // timeout with gigabytes resident).
+    options.timeout_seconds = 1, options.host_domain_count = 4194304;
+    CHECK_STATUS(uform_mesh_bootstrap(NULL, &options, &mesh), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("above the maximum of 65536 processes (UFORM_MESH_PROCESSES_MAX)");
+    options.host_domain_count = 2;
     CHECK(mesh == untouched);
 
     // Describe zeroes its output on failure.
