@@ -9,3 +9,12 @@ Every type here wraps a C twin it names (`uform_executor_t`, `uform_mesh_t`, `uf
 from .errors import Status, Error
 from .classes import CPUClass, GPUClass, GPUVendor, MultimemTier, Mood, Schedule, ExecutorKind
 from .library import Library, GPUDevice, Address, NULL_ADDRESS, ABI_MAJOR, LIBRARY_VARIABLE
+from .options import RamOptions, VramOptions, RamOptionsArguments, VramOptionsArguments
+from .executor import (
+    Executor,
+    ExecutorDescription,
+    Outcome,
+    TaskFunction,
+    ContextTaskFunction,
+    DEFERRED_LIMIT_DEFAULT,
+)
