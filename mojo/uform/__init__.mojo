@@ -18,3 +18,4 @@ from .executor import (
     ContextTaskFunction,
     DEFERRED_LIMIT_DEFAULT,
 )
+from .mesh import Mesh, MeshOptions, MeshDescription
