@@ -40,7 +40,8 @@ extra = [
     ], "The raw `uform_executor_kind_t` value the ABI exchanges."),
 ]
 
-enums = [enum_from_reference(n) for n in ("MultimemTier", "CPUClass", "GPUClass", "GPUVendor")] + extra
+reference_names = ("MultimemTier", "CPUClass", "GPUClass", "GPUVendor")
+enums = [enum_from_reference(n) for n in reference_names] + extra
 
 lines = [
     '"""The enumerations of UForm: hardware classes, vendors, tiers, moods and schedules.',
@@ -52,9 +53,11 @@ lines = [
     "",
 ]
 for name, doc, members, code_doc in enums:
+    # The reference lists the conformances of its own enumerations exactly; the others also print.
+    traits = "Equatable, TrivialRegisterPassable" + ("" if name in reference_names else ", Writable")
     lines += [
         "",
-        f"struct {name}(Equatable, TrivialRegisterPassable, Writable):",
+        f"struct {name}({traits}):",
         f'    """{doc}"""',
         "",
         "    var code: c_int",
@@ -97,7 +100,7 @@ for name, doc, members, code_doc in enums:
         '        return String("INVALID_", index)',
         "",
         "    def write_to(self, mut writer: Some[Writer]):",
-        f'        """Writes `{name}.NAME`.',
+        f'        """Writes `{name}.NAME`, as `print` and `String` do.',
         "",
         "        Args:",
         "            writer: Where to write.",
