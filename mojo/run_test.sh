@@ -2,7 +2,7 @@
 # Runs one piece of the Mojo package's suite for ctest, with the pinned toolchain that build.sh
 # installs into the build tree ($UFORM_MOJO_VENV, by default <build>/mojo-venv).
 #
-#   run_test.sh package              precompile mojo/uform into $UFORM_MOJO_OUT/uform.mojopkg
+#   run_test.sh package              precompile mojo/uform into $UFORM_MOJO_OUT/uform.mojoc
 #   run_test.sh test FILE.mojo       compile FILE against that package, then run it
 #   run_test.sh conformance          the reference's items against `mojo doc` of the package
 #
@@ -37,36 +37,41 @@ version=$("$mojo" --version 2>&1) || skip "$mojo does not run: $version"
 export MODULAR_HOME=${MODULAR_HOME:-$out/modular-home} # keeps the toolchain's caches in the build tree
 mkdir -p "$out/bin" "$MODULAR_HOME"
 
+quiet() { # runs a toolchain command, dropping its note that crash reporting is unavailable
+  local output status
+  output=$("$@" 2>&1)
+  status=$?
+  [[ -n $output ]] && grep -v 'Crashpad' <<<"$output"
+  return $status
+}
+
 package() { # precompiles the package when any of its sources is newer than the last precompile
-  local target=$out/uform.mojopkg
+  local target=$out/uform.mojoc
   if [[ -f $target ]] && [[ -z $(find "$here/uform" -name '*.mojo' -newer "$target" -print -quit) ]]; then
     return 0
   fi
   # A lock, so parallel ctest runs precompile once.
   (
     flock 9
-    "$mojo" package "$here/uform" -o "$target.tmp" 2>&1 | grep -v 'Crashpad' && mv "$target.tmp" "$target"
-    [[ -f $target ]]
+    mkdir -p "$out/.precompile" && quiet "$mojo" precompile "$here/uform" -o "$out/.precompile/uform.mojoc" && mv "$out/.precompile/uform.mojoc" "$target"
   ) 9>"$out/.package.lock"
 }
 
 case $mode in
   package)
-    package || { echo "FAILED: mojo package $here/uform"; exit 1; }
-    echo "precompiled $here/uform into $out/uform.mojopkg with $version"
+    package || { echo "FAILED: mojo precompile $here/uform"; exit 1; }
+    echo "precompiled $here/uform into $out/uform.mojoc with $version"
     ;;
   test)
     file=${2:?usage: run_test.sh test FILE.mojo}
     name=$(basename "$file" .mojo)
-    package || { echo "FAILED: mojo package $here/uform"; exit 1; }
+    package || { echo "FAILED: mojo precompile $here/uform"; exit 1; }
     binary=$out/bin/$name
-    "$mojo" build -I "$out" "$file" -o "$binary" 2>&1 | grep -v 'Crashpad'
-    [[ -x $binary && $binary -nt $file ]] || { echo "FAILED: mojo build $file"; exit 1; }
+    quiet "$mojo" build -I "$out" "$file" -o "$binary" || { echo "FAILED: mojo build $file"; exit 1; }
     if [[ -n ${UFORM_SANITIZE:-} ]]; then
       if [[ -z ${UFORM_MOJO_PRELOAD:-} || ! -f ${UFORM_MOJO_PRELOAD:-} ]]; then
         skip "the $UFORM_SANITIZE-instrumented libuform.so needs its sanitizer runtime preloaded into the Mojo test binary, and the compiler names none"
       fi
-      probe=$(LD_PRELOAD=$UFORM_MOJO_PRELOAD "$binary" --help 2>&1 | head -c 2000) || true
       export LD_PRELOAD=$UFORM_MOJO_PRELOAD
     fi
     exec "$binary"

@@ -175,6 +175,32 @@ struct Library(Copyable, Movable):
             unsafe_from_utf8_ptr=self._handle[].call["uform_cpu_class_name", _CString](cpu_class.code)
         )
 
+    def gpu_class_name(self, gpu_class: GPUClass) -> String:
+        """The engine's lower-case name of a GPU class. Calls `uform_gpu_class_name`.
+
+        Args:
+            gpu_class: The class to name.
+
+        Returns:
+            The name, as "nvidia_hopper"; "invalid" out of range.
+        """
+        return String(
+            unsafe_from_utf8_ptr=self._handle[].call["uform_gpu_class_name", _CString](gpu_class.code)
+        )
+
+    def gpu_vendor_name(self, vendor: GPUVendor) -> String:
+        """The engine's lower-case name of a GPU vendor. Calls `uform_gpu_vendor_name`.
+
+        Args:
+            vendor: The vendor to name.
+
+        Returns:
+            The name, as "nvidia"; "invalid" out of range.
+        """
+        return String(
+            unsafe_from_utf8_ptr=self._handle[].call["uform_gpu_vendor_name", _CString](vendor.code)
+        )
+
     def memory_domains(self) raises Error -> List[Int32]:
         """The NUMA nodes this process may allocate on, as `RamOptions.on` names them. Calls
         `uform_memory_domains`.
@@ -234,9 +260,6 @@ struct Library(Copyable, Movable):
             Error: UNSUPPORTED, saying why no GPU can be driven.
         """
         self.check(self._handle[].call["uform_gpu_status", c_int]())
-
-    def _native(self) -> ref[self._handle] OwnedDLHandle:
-        return self._handle[]
 
 
 @fieldwise_init
