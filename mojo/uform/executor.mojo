@@ -127,14 +127,16 @@ struct _ExecutorHandle(Movable):
 
 
 struct Outcome(Movable):
-    """Where a deferred call reports, `uform_outcome_t`, in memory that never moves. Dropping an
-    outcome whose call is still running first waits for the call, so the engine never writes into
-    freed memory."""
+    """Where a deferred call reports, `uform_outcome_t`, in memory that never moves. It holds its
+    executor, which is freed only after its outcomes; dropping an outcome whose call is still
+    running first waits for the call, so the engine never writes into freed memory."""
 
     var library: Library
     """The loaded engine, held so the outcome can still be polled."""
     var address: Address
     """The `uform_outcome_t` the engine writes, allocated by this outcome."""
+    var _submitted: Bool
+    var _executor: Optional[ArcPointer[_ExecutorHandle]]
 
     def __init__(out self, library: Library) raises Error:
         """A fresh, unfinished outcome.
@@ -146,17 +148,21 @@ struct Outcome(Movable):
             Error: OUT_OF_MEMORY when the host cannot spare its few hundred bytes.
         """
         self.library = library.copy()
+        self._submitted = False
+        self._executor = None
         self.address = external_call["calloc", Int](c_size_t(1), c_size_t(_OUTCOME_BYTES))
         if self.address == 0:
             raise Error(Status.OUT_OF_MEMORY, "cannot allocate a uform_outcome_t")
 
     def __deinit__(deinit self):
         if self.address != 0:
-            _ = self.library._handle[].call["uform_outcome_wait", c_int](self.address, Float64(-1))
+            if self._submitted:  # the engine may still write it: wait until it no longer does
+                _ = self.library._handle[].call["uform_outcome_wait", c_int](self.address, Float64(-1))
             external_call["free", NoneType](self.address)
 
     def poll(self) -> Status:
-        """The call's status if it finished, else `Status.PENDING`; never blocks. Calls
+        """The call's status if it finished, else `Status.PENDING` (also before any call was handed
+        this outcome); never blocks. Calls
         `uform_outcome_poll`.
 
         Returns:
@@ -171,8 +177,11 @@ struct Outcome(Movable):
             timeout_seconds: The longest wait; negative waits forever.
 
         Returns:
-            The call's status, or `Status.PENDING` when it is still running.
+            The call's status, or `Status.PENDING` when it is still running (or was never
+            submitted, which no wait would change).
         """
+        if not self._submitted:
+            return Status.PENDING
         return Status(
             self.library._handle[].call["uform_outcome_wait", c_int](self.address, timeout_seconds)
         )
@@ -393,9 +402,18 @@ struct Executor(Movable):
             scratch_limit=Int(raw.scratch_limit),
         )
 
-    def _submit(self, var arguments: _CallArguments, outcome: Int) raises Error:
+    def _submit(self, var arguments: _CallArguments, mut outcome: Outcome) raises Error:
+        outcome._submitted = True  # finished by the engine even when the submission is refused
+        outcome._executor = self._owner.copy()  # the executor is freed only after its outcomes
         self.library.check(
-            self.library._handle[].call["uform_executor_call", c_int](self.address, Pointer(to=arguments), outcome)
+            self.library._handle[].call["uform_executor_call", c_int](
+                self.address, Pointer(to=arguments), outcome.address
+            )
+        )
+
+    def _submit(self, var arguments: _CallArguments) raises Error:
+        self.library.check(
+            self.library._handle[].call["uform_executor_call", c_int](self.address, Pointer(to=arguments), Int(0))
         )
 
     def call[task: ContextTaskFunction](
@@ -417,7 +435,7 @@ struct Executor(Movable):
                 status for a refused call.
         """
         self._submit(
-            _CallArguments(_context_trampoline[task], _size(tasks, "tasks"), schedule, context), NULL_ADDRESS
+            _CallArguments(_context_trampoline[task], _size(tasks, "tasks"), schedule, context)
         )
 
     def call_deferred[task: ContextTaskFunction](
@@ -443,7 +461,7 @@ struct Executor(Movable):
         """
         var outcome = Outcome(self.library)
         self._submit(
-            _CallArguments(_context_trampoline[task], _size(tasks, "tasks"), schedule, context), outcome.address
+            _CallArguments(_context_trampoline[task], _size(tasks, "tasks"), schedule, context), outcome
         )
         return outcome^
 
@@ -462,7 +480,7 @@ struct Executor(Movable):
         Raises:
             Error: CONTENDED when another call holds the executor, or the engine's status.
         """
-        self._submit(_CallArguments(_task_trampoline[task], _size(n, "n"), schedule, 0), NULL_ADDRESS)
+        self._submit(_CallArguments(_task_trampoline[task], _size(n, "n"), schedule, 0))
 
     def for_n_deferred[task: TaskFunction](
         self, n: Int, schedule: Schedule = Schedule.STATIC
@@ -484,7 +502,7 @@ struct Executor(Movable):
             Error: CONTENDED, DEFERRED_FULL or the engine's status when the call was refused.
         """
         var outcome = Outcome(self.library)
-        self._submit(_CallArguments(_task_trampoline[task], _size(n, "n"), schedule, 0), outcome.address)
+        self._submit(_CallArguments(_task_trampoline[task], _size(n, "n"), schedule, 0), outcome)
         return outcome^
 
     def for_threads[task: TaskFunction](self) raises Error:
@@ -497,4 +515,4 @@ struct Executor(Movable):
         Raises:
             Error: CONTENDED when another call holds the executor, or the engine's status.
         """
-        self._submit(_CallArguments(_task_trampoline[task], 0, Schedule.THREADS, 0), NULL_ADDRESS)
+        self._submit(_CallArguments(_task_trampoline[task], 0, Schedule.THREADS, 0))
