@@ -159,6 +159,7 @@ struct Outcome(Movable):
             if self._submitted:  # the engine may still write it: wait until it no longer does
                 _ = self.library._handle[].call["uform_outcome_wait", c_int](self.address, Float64(-1))
             external_call["free", NoneType](self.address)
+        _ = self._executor^  # the executor outlives the wait above (see Mesh.__deinit__)
 
     def poll(self) -> Status:
         """The call's status if it finished, else `Status.PENDING` (also before any call was handed

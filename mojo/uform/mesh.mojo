@@ -145,6 +145,9 @@ struct Mesh(Movable):
         """Leaves the mesh. Calls `uform_mesh_free`."""
         if self.address != NULL_ADDRESS:
             self.library._handle[].call["uform_mesh_free", NoneType](self.address)
+        # Only now may the executor go: Mojo destroys a field after its last use, and without this
+        # use it would release the executor before the body runs (found by ASan).
+        _ = self._executor^
 
     @staticmethod
     def bootstrap(executor: Executor, options: MeshOptions = MeshOptions()) raises Error -> Self:
