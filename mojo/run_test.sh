@@ -72,7 +72,18 @@ case $mode in
       if [[ -z ${UFORM_MOJO_PRELOAD:-} || ! -f ${UFORM_MOJO_PRELOAD:-} ]]; then
         skip "the $UFORM_SANITIZE-instrumented libuform.so needs its sanitizer runtime preloaded into the Mojo test binary, and the compiler names none"
       fi
-      export LD_PRELOAD=$UFORM_MOJO_PRELOAD
+      # The sanitizer runtime must own the address space from the start; where the Mojo runtime's
+      # own reservations collide with the sanitizer's layout (ThreadSanitizer refuses the Mojo
+      # runtime's 1 GiB reservation: "mmap at bad address"), the binary cannot run under it at all.
+      # That is a limit of the toolchain, not of the engine, and skips even where CI requires Mojo.
+      output=$(LD_PRELOAD=$UFORM_MOJO_PRELOAD "$binary" 2>&1)
+      status=$?
+      printf '%s\n' "$output"
+      if [[ $status != 0 ]] && grep -qE 'ThreadSanitizer: mmap at bad address|Shadow memory range interleaves|ThreadSanitizer: unexpected memory mapping|AddressSanitizer failed to allocate' <<<"$output"; then
+        echo "SKIPPED: the $UFORM_SANITIZE sanitizer runtime ($UFORM_MOJO_PRELOAD) cannot be loaded into a Mojo program: the Mojo runtime's memory reservations collide with the sanitizer's address-space layout; the C and Python suites cover the engine under this sanitizer"
+        exit 77
+      fi
+      exit $status
     fi
     exec "$binary"
     ;;
