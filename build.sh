@@ -96,9 +96,15 @@ install_mojo() {
     return 0
   fi
   echo "build.sh: installing the Mojo toolchain (mojo==$uform_mojo_version) into $venv"
+  local pip=("$venv/bin/pip")
   if ! python3 -m venv --clear "$venv" >"$venv.log" 2>&1; then
-    echo "python3 -m venv failed (is python3-venv installed?): $(tail -n 2 "$venv.log" | tr '\n' ' ')" >"$venv.reason"
-  elif ! "$venv/bin/pip" install --disable-pip-version-check -q "mojo==$uform_mojo_version" >>"$venv.log" 2>&1; then
+    # Debian without python3-venv has no ensurepip: a venv without pip, filled by the system's pip.
+    pip=(python3 -m pip --python "$venv/bin/python")
+    python3 -m venv --clear --without-pip "$venv" >>"$venv.log" 2>&1
+  fi
+  if [[ ! -x $venv/bin/python ]]; then
+    echo "python3 -m venv failed (install python3-venv): $(tail -n 2 "$venv.log" | tr '\n' ' ')" >"$venv.reason"
+  elif ! "${pip[@]}" install --disable-pip-version-check -q "mojo==$uform_mojo_version" >>"$venv.log" 2>&1; then
     echo "pip install mojo==$uform_mojo_version failed: $(tail -n 2 "$venv.log" | tr '\n' ' ')" >"$venv.reason"
     rm -f "$venv/bin/mojo"
   else
