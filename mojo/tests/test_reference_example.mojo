@@ -25,8 +25,9 @@ def snippet(library: Library, domains: List[Int32], devices: List[Int32], fork_u
     assert_equal(streams.describe().devices_count, len(devices))
 
 
-def allowed_cores() -> Int:
-    return Int(external_call["get_nprocs", c_int]())
+def allowed_cores() raises -> Int:
+    """Cores this process may run on (taskset and cpusets included), as the engine counts them."""
+    return Library().cores_count()
 
 
 def test_reference_snippet() raises:

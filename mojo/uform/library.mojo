@@ -224,6 +224,28 @@ struct Library(Copyable, Movable):
             nodes.append(Int32(Int(raw[2 * i] & 0xFFFFFFFF)))
         return nodes^
 
+    def cores_count(self) raises Error -> Int:
+        """Cores this process may run on (its affinity and cpuset), summed over its memory domains:
+        what `Executor.for_ram` may pin threads to. Calls `uform_memory_domains`.
+
+        Returns:
+            The number of cores.
+
+        Raises:
+            Error: If the engine cannot read the topology.
+        """
+        var count = c_size_t(0)
+        self.check(self._handle[].call["uform_memory_domains", c_int](Int(0), c_size_t(0), Pointer(to=count)))
+        var raw = List[UInt64](length=2 * Int(count) + 2, fill=0)
+        var capacity = count
+        self.check(
+            self._handle[].call["uform_memory_domains", c_int](raw.unsafe_ptr(), capacity, Pointer(to=count))
+        )
+        var cores = 0
+        for i in range(min(Int(count), Int(capacity))):
+            cores += Int(raw[2 * i] >> 32)  # uint32 cores_count after the int32 node
+        return cores
+
     def gpu_devices(self) raises Error -> List[GPUDevice]:
         """Every GPU the engine can drive, in UForm ordinal order: a device's position here is the
         ordinal every VRAM placement names it by. Empty without a driver or a device. Calls
