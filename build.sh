@@ -85,4 +85,34 @@ if [[ ${UFORM_SANITIZE:-} == thread ]]; then
     fi
   fi
 fi
+# ---- Mojo toolchain (mojo/): the pinned compiler, in a virtual environment inside the build tree ----
+# Installed from PyPI on the first `./build.sh test` (pip's cache makes later installs offline); the
+# Mojo tests under ctest skip naming the reason left in <build>/mojo-venv.reason when this fails.
+uform_mojo_version=1.2.0
+install_mojo() {
+  local venv=$build_dir/mojo-venv
+  if [[ -x $venv/bin/mojo ]] && "$venv/bin/mojo" --version 2>/dev/null | grep -q "Mojo $uform_mojo_version"; then
+    rm -f "$venv.reason"
+    return 0
+  fi
+  echo "build.sh: installing the Mojo toolchain (mojo==$uform_mojo_version) into $venv"
+  local pip=("$venv/bin/pip")
+  if ! python3 -m venv --clear "$venv" >"$venv.log" 2>&1; then
+    # Debian without python3-venv has no ensurepip: a venv without pip, filled by the system's pip.
+    pip=(python3 -m pip --python "$venv/bin/python")
+    python3 -m venv --clear --without-pip "$venv" >>"$venv.log" 2>&1
+  fi
+  if [[ ! -x $venv/bin/python ]]; then
+    echo "python3 -m venv failed (install python3-venv): $(tail -n 2 "$venv.log" | tr '\n' ' ')" >"$venv.reason"
+  elif ! "${pip[@]}" install --disable-pip-version-check -q "mojo==$uform_mojo_version" >>"$venv.log" 2>&1; then
+    echo "pip install mojo==$uform_mojo_version failed: $(tail -n 2 "$venv.log" | tr '\n' ' ')" >"$venv.reason"
+    rm -f "$venv/bin/mojo"
+  else
+    rm -f "$venv.reason"
+    return 0
+  fi
+  echo "build.sh: no Mojo toolchain: $(cat "$venv.reason"); the Mojo tests will skip" >&2
+}
+install_mojo
+# ---- end of the Mojo toolchain ----
 "${run[@]}" ctest --test-dir "$build_dir" --output-on-failure
