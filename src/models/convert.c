@@ -7,6 +7,10 @@
 
 #include <string.h> // `memcpy`
 
+#if defined(__x86_64__)
+#include <immintrin.h> // `_mm256_cvtps_ph`
+#endif
+
 static uint32_t uform_f32_bits(float value) {
     uint32_t bits;
     memcpy(&bits, &value, sizeof(bits));
@@ -81,12 +85,32 @@ static float uform_load(uint8_t const *source, uform_dtype_t dtype, size_t i) {
     return dtype == uform_dtype_bf16_k ? uform_bf16_to_f32(bits) : uform_f16_to_f32(bits);
 }
 
+#if defined(__x86_64__)
+/* F16C rounds to nearest even as the scalar path does, and quiets NaNs the same way (it keeps the top
+   payload bits), so results are bit-identical; it only makes f16 loading several times faster. */
+__attribute__((target("avx,f16c"))) static size_t uform_f32_to_f16_f16c(uint16_t *target, uint8_t const *source,
+                                                                       size_t count) {
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256 const values = _mm256_loadu_ps((float const *)(void const *)(source + 4 * i));
+        _mm_storeu_si128((__m128i *)(void *)(target + i), _mm256_cvtps_ph(values, _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+#endif
+
 void uform_convert(void *target, uform_dtype_t target_dtype, void const *source, uform_dtype_t source_dtype, size_t count) {
     uint8_t const *bytes = (uint8_t const *)source;
     if (target_dtype == source_dtype) {
         memcpy(target, source, count * uform_dtype_bytes(source_dtype)); /* little-endian hosts only (x86, Arm) */
         return;
     }
+#if defined(__x86_64__)
+    if (source_dtype == uform_dtype_f32_k && target_dtype == uform_dtype_f16_k && __builtin_cpu_supports("f16c")) {
+        size_t const done = uform_f32_to_f16_f16c((uint16_t *)target, bytes, count);
+        target = (uint16_t *)target + done, bytes += 4 * done, count -= done;
+    }
+#endif
     for (size_t i = 0; i < count; ++i) {
         float const value = uform_load(bytes, source_dtype, i);
         switch (target_dtype) {
