@@ -76,12 +76,13 @@ typedef struct text_t {
 
 static text_t *texts;
 static size_t texts_count;
+static char *corpus_data; // the texts point into it
 
 static void load_corpus(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/corpus.bin.gz", UFORM_TOKENIZER_FIXTURES);
     size_t size;
-    char *data = read_gz(path, &size); // kept for the whole run
+    char *data = corpus_data = read_gz(path, &size);
     size_t capacity = 1 << 18;
     texts = malloc(capacity * sizeof(text_t));
     for (size_t at = 0; at < size;) {
@@ -455,5 +456,6 @@ int main(void) {
     test_errors();
     remove_tree(temp_dir);
     free(texts);
+    free(corpus_data);
     CHECK_DONE();
 }

@@ -881,16 +881,16 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
                 if (c != '\t' && c != '\n' && c != '\r' && uform_hf_is_other(c)) continue;
                 if (uform_is_whitespace(c)) c = ' ';
             }
+            if (c >= 0x80) any_wide = true;
             if (step->chinese && c >= 0x3400 && uform_is_cjk(c)) {
                 s->b[w++] = ' ', s->b[w++] = c, s->b[w++] = ' ';
                 continue;
             }
-            if (c >= 0x80) any_wide = true;
             else if (step->lowercase && c >= 'A' && c <= 'Z') c += 32;
             s->b[w++] = c;
         }
         swap_buffers(s), n = w;
-        if (!any_wide && !step->chinese) break;
+        if (!any_wide) break; // ASCII: nothing decomposes, and the letters are lower-cased already
         if (step->strip_accents) {
             if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(n))) return OOM();
             n = uform_normalize(s->a, n, uform_nfd_k, s->b);
