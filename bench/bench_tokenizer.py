@@ -56,7 +56,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("names", nargs="*", default=["minilm", "unigram"])
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     rounds = 1 if args.quick else args.rounds
     texts = corpus(2000 if args.quick else None)
     nbytes = sum(len(t.encode()) for t in texts)

@@ -4,7 +4,13 @@
 # entry point with the normal compiler and the static library, as the ctest fuzz_replay_tokenizer.
 # With -DUFORM_FUZZ=ON and clang: the libFuzzer target fuzz_tokenizer, built from src/text/ and
 # src/errors.c with -fsanitize=fuzzer,address,undefined. Run it from the build directory:
-#   ./fuzz/fuzz_tokenizer -max_total_time=600 -max_len=4096 ../fuzz/corpus/tokenizer
+#   ./fuzz/fuzz_tokenizer -max_total_time=600 -max_len=4096 NEW_DIR ../fuzz/corpus/tokenizer
+# then keep what adds coverage: ./fuzz/fuzz_tokenizer -merge=1 MERGED ../fuzz/corpus/tokenizer NEW_DIR
+#
+# Record (2026-11-30, 2-core VM, clang 14): 15 minutes (2.5M runs) found a NULL memcpy in the Prepend
+# and Replace normalisers with empty content (fixed; its input is kept as
+# corpus/tokenizer/regression-prepend-empty-content), then 10 minutes more on the final code (5.2M
+# runs, 775 edges) found nothing; the merged corpus is 916 inputs (350 KB).
 find_package(ZLIB REQUIRED)
 set(_uform_tokenizer_fixtures ${PROJECT_SOURCE_DIR}/test/tokenizer)
 

@@ -881,18 +881,18 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
                 if (c != '\t' && c != '\n' && c != '\r' && uform_hf_is_other(c)) continue;
                 if (uform_is_whitespace(c)) c = ' ';
             }
+            if (c >= 0x80) any_wide = true;
             if (step->chinese && c >= 0x3400 && uform_is_cjk(c)) {
                 s->b[w++] = ' ', s->b[w++] = c, s->b[w++] = ' ';
                 continue;
             }
-            if (c >= 0x80) any_wide = true;
             else if (step->lowercase && c >= 'A' && c <= 'Z') c += 32;
             s->b[w++] = c;
         }
         swap_buffers(s), n = w;
-        if (!any_wide && !step->chinese) break;
+        if (!any_wide) break; // ASCII: nothing decomposes, and the letters are lower-cased already
         if (step->strip_accents) {
-            if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(n))) return OOM();
+            if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(s->a, n, uform_nfd_k))) return OOM();
             n = uform_normalize(s->a, n, uform_nfd_k, s->b);
             w = 0;
             for (size_t i = 0; i < n; i++)
@@ -908,11 +908,11 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         break;
     }
     case step_nfd_k: case step_nfkd_k: case step_nfc_k: case step_nfkc_k: {
-        if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(n))) return OOM();
         uform_normal_form_t form = step->kind == step_nfd_k    ? uform_nfd_k
                                    : step->kind == step_nfkd_k ? uform_nfkd_k
                                    : step->kind == step_nfc_k  ? uform_nfc_k
                                                                : uform_nfkc_k;
+        if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(s->a, n, form))) return OOM();
         n = uform_normalize(s->a, n, form, s->b);
         swap_buffers(s);
         break;

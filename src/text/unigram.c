@@ -111,7 +111,7 @@ uform_status_t uform_unigram_encode(uform_unigram_t const *model, char const *pi
                                     uform_scratch_t *scratch) {
     if (!length) return uform_status_ok_k;
     if (scratch->lattice_cap < length + 1) {
-        size_t cap = (length + 1) * 2;
+        size_t cap = length + 1 > scratch->lattice_cap * 2 ? length + 1 : scratch->lattice_cap * 2;
         double *scores = realloc(scratch->scores, cap * sizeof(double));
         if (scores) scratch->scores = scores;
         int32_t *starts = realloc(scratch->starts, cap * sizeof(int32_t));
