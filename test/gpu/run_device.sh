@@ -9,9 +9,9 @@
 #        allocation, which the sanitizer would count as errors);
 #     3. PyTorch's launch costs (bench/bench_torch_launch.py), then bench_gpu beside them;
 #     4. the rest of the ctest suite, for information.
-#   bash test/gpu/run_device.sh --fetch-deps  (on a machine with apt, before) downloads libnuma's
-#                                            Debian packages into build-gpu/device-deps, which the
-#                                            device run unpacks only if it lacks numa.h or libnuma;
+#   bash test/gpu/run_device.sh --fetch-deps  (on a machine with apt, before) downloads the Debian
+#                                            packages the engine builds against into
+#                                            build-gpu/device-deps, which the device run unpacks;
 #                                            carry that folder with the run.
 #
 # Logs go to $OUT when set (at most 8 files), else build-device/logs; summary.txt ends with every
@@ -24,7 +24,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEPS=$ROOT/build-gpu/device-deps
 
 if [[ ${1:-} == --fetch-deps ]]; then
-    mkdir -p "$DEPS" && cd "$DEPS" && apt-get download libnuma-dev libnuma1 && ls -l "$DEPS"
+    # shellcheck source=test/gpu/steps.sh
+    SUMMARY=/dev/null source "$ROOT/test/gpu/steps.sh"
+    mkdir -p "$DEPS" && cd "$DEPS" && apt-get download "${UFORM_DEVICE_DEB_PACKAGES[@]}" && ls -l "$DEPS"
     exit $?
 fi
 
@@ -57,16 +59,7 @@ note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
 
 # 1. Build from scratch. libnuma comes from carried Debian packages only where the image lacks it.
 CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
-if [[ ! -e /usr/include/numa.h ]] || ! ldconfig -p 2>/dev/null | grep -q 'libnuma\.so '; then
-    if compgen -G "$DEPS/*.deb" >/dev/null; then
-        for package in "$DEPS"/*.deb; do dpkg -x "$package" "$BUILD/deps"; done
-        CONFIGURE+=(-DCMAKE_PREFIX_PATH="$BUILD/deps/usr")
-        export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        note "libnuma: unpacked from the carried packages in $DEPS"
-    else
-        note "libnuma: numa.h is missing and no packages were carried (run --fetch-deps here, carry build-gpu/device-deps)"
-    fi
-fi
+unpack_deps "$DEPS" "$BUILD"
 if ! step build "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" ||
     ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$JOBS"; then
     tail -40 "$LOGS/build.log"

@@ -63,18 +63,12 @@ note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
 #    bring the targets this run needs up to date.
 if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
-    if [[ ! -e /usr/include/numa.h ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnuma.so '; then
-        if compgen -G "$DEPS/*.deb" >/dev/null; then
-            for package in "$DEPS"/*.deb; do dpkg -x "$package" "$BUILD/deps"; done
-            CONFIGURE+=(-DCMAKE_PREFIX_PATH="$BUILD/deps/usr")
-        else
-            note "libnuma: numa.h is missing and no packages were carried (bash test/gpu/run_device.sh --fetch-deps)"
-        fi
-    fi
+    unpack_deps "$DEPS" "$BUILD"
     step configure "$LOG" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" || { cat "$SUMMARY"; exit 1; }
 fi
 if [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]]; then
     export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export CPATH="$BUILD/deps/usr/include${CPATH:+:$CPATH}"
 fi
 if ! step compile "$LOG" required cmake --build "$BUILD" -j "$(nproc)" --target test_rendezvous test_mesh bench_allreduce; then
     tail -40 "$LOG"

@@ -17,3 +17,26 @@ step() {
     if [[ $rc != 0 && $required == required ]]; then FAILED=1; fi
     return $rc
 }
+
+# The Debian packages the engine builds against (libnuma, cJSON, utf8proc, oneDNN, libjpeg-turbo,
+# libspng, zlib), which the GPU machines' image may lack and cannot install: `--fetch-deps` on a
+# machine with apt downloads them into build-gpu/device-deps; the device run is given that folder
+# (carry) and unpacks every package into BUILD/deps, ahead of the image's own.
+UFORM_DEVICE_DEB_PACKAGES=(libnuma-dev libnuma1 libcjson-dev libcjson1 libutf8proc-dev libutf8proc2 libdnnl-dev
+    libdnnl2 ocl-icd-libopencl1 libjpeg62-turbo-dev libjpeg62-turbo libspng-dev libspng0 zlib1g-dev)
+
+# unpack_deps DEPS BUILD: appends -DCMAKE_PREFIX_PATH to CONFIGURE and exports LD_LIBRARY_PATH.
+unpack_deps() {
+    local deps=$1 build=$2
+    if compgen -G "$deps/*.deb" >/dev/null; then
+        if [[ ! -d $build/deps/usr ]]; then
+            for package in "$deps"/*.deb; do dpkg -x "$package" "$build/deps"; done
+        fi
+        CONFIGURE+=(-DCMAKE_PREFIX_PATH="$build/deps/usr")
+        export LD_LIBRARY_PATH="$build/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        export CPATH="$build/deps/usr/include${CPATH:+:$CPATH}"
+        note "dependencies: unpacked from the carried Debian packages in $deps"
+    else
+        note "dependencies: none carried (bash test/gpu/run_device.sh --fetch-deps here, carry build-gpu/device-deps)"
+    fi
+}
