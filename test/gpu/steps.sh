@@ -35,6 +35,7 @@ unpack_deps() {
         CONFIGURE+=(-DCMAKE_PREFIX_PATH="$build/deps/usr")
         export LD_LIBRARY_PATH="$build/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         export CPATH="$build/deps/usr/include${CPATH:+:$CPATH}"
+        export LIBRARY_PATH="$build/deps/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
         note "dependencies: unpacked from the carried Debian packages in $deps"
     else
         note "dependencies: none carried (bash test/gpu/run_device.sh --fetch-deps here, carry build-gpu/device-deps)"
