@@ -15,7 +15,8 @@ Outputs in test/tokenizer/:
   variants.hashes.gz    a hash of HF's ids per text for the other tokenizers (see write_hashes)
 HF's truncation (enable_truncation(16)) is checked here to keep the first ids and the specials, so
 the C test derives truncated ids from the full ones.
-Run: /work/venv/bin/python test/tokenizer/make_fixtures.py   (about a minute on 2 cores)
+Run: /work/venv/bin/python test/tokenizer/make_fixtures.py [OUTPUT_DIR]   (default: beside this script;
+about 5 CPU-minutes, mostly training)
 """
 import bz2, glob, gzip, json, os, random, shutil, sys, tempfile
 
@@ -26,7 +27,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 PINNED = "0.23.3"
 if tokenizers.__version__ != PINNED:
     sys.exit(f"tokenizers {tokenizers.__version__} is not the pinned {PINNED}")
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 rng = random.Random(12)
 
 
