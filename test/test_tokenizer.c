@@ -26,6 +26,14 @@
 
 static char temp_dir[256];
 
+/* Under ThreadSanitizer (10-20x slower) the corpus passes check every 4th text; the other builds
+ * check every text. The threads test runs in full everywhere. */
+#ifdef UFORM_TOKENIZER_TEXT_STRIDE
+static size_t const text_stride = UFORM_TOKENIZER_TEXT_STRIDE;
+#else
+static size_t const text_stride = 1;
+#endif
+
 /** Reads a whole gzip file; exits when it cannot. */
 static char *read_gz(char const *path, size_t *size) {
     gzFile file = gzopen(path, "rb");
@@ -162,6 +170,10 @@ static size_t check_all(uform_tokenizer_t const *tokenizer, char const *label, c
     int32_t *ours = malloc(capacity * sizeof(int32_t)), *expected = malloc(capacity * sizeof(int32_t));
     for (size_t t = 0; t < texts_count; t++) {
         uint64_t head = read_varint(&cursor, end);
+        if (t % text_stride) { // skipped: read past its expected ids
+            for (uint64_t k = head ? head - 1 : 1; k > 0; k--) read_varint(&cursor, end);
+            continue;
+        }
         size_t count = 0;
         uform_status_t status = uform_tokenizer_encode(tokenizer, texts[t].data, texts[t].length, max_tokens, ours,
                                                        capacity, &count);
@@ -187,8 +199,8 @@ static size_t check_all(uform_tokenizer_t const *tokenizer, char const *label, c
         if (!ok && ++mismatches <= 5) report(label, t, expected, n, 0, status, ours, count);
     }
     CHECK(cursor == end);
-    printf("%-34s %zu texts (%zu invalid UTF-8), %zu ids, %zu mismatches\n", label, texts_count, errors, checked_ids,
-           mismatches);
+    printf("%-34s %zu texts (%zu invalid UTF-8), %zu ids, %zu mismatches\n", label, texts_count / text_stride, errors,
+           checked_ids, mismatches);
     free(ours), free(expected), free(data);
     return mismatches;
 }
@@ -202,7 +214,7 @@ static size_t check_hashes(uform_tokenizer_t const *tokenizer, char const *label
     CHECK_FATAL(size == texts_count * columns * 4);
     size_t capacity = 1 << 16, mismatches = 0, checked_ids = 0, errors = 0;
     int32_t *ours = malloc(capacity * sizeof(int32_t));
-    for (size_t t = 0; t < texts_count; t++) {
+    for (size_t t = 0; t < texts_count; t += text_stride) {
         unsigned char const *at = data + (t * columns + column) * 4;
         uint32_t hash = (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
         size_t count = 0;
@@ -218,8 +230,8 @@ static size_t check_hashes(uform_tokenizer_t const *tokenizer, char const *label
         }
         if (!ok && ++mismatches <= 5) report(label, t, NULL, 0, hash, status, ours, count);
     }
-    printf("%-34s %zu texts (%zu invalid UTF-8), %zu ids, %zu mismatches\n", label, texts_count, errors, checked_ids,
-           mismatches);
+    printf("%-34s %zu texts (%zu invalid UTF-8), %zu ids, %zu mismatches\n", label, texts_count / text_stride, errors,
+           checked_ids, mismatches);
     free(ours), free(data);
     return mismatches;
 }
