@@ -15,6 +15,9 @@ Outputs in test/tokenizer/:
   variants.hashes.gz    a hash of HF's ids per text for the other tokenizers (see write_hashes)
 HF's truncation (enable_truncation(16)) is checked here to keep the first ids and the specials, so
 the C test derives truncated ids from the full ones.
+The corpus and MiniLM's ids come out byte for byte the same on every run; training is not
+deterministic, so the trained tokenizers (and their ids) differ from run to run (a regenerated set
+passed test_tokenizer as the committed one does). After regenerating, run make_variants.py too.
 Run: /work/venv/bin/python test/tokenizer/make_fixtures.py [OUTPUT_DIR]   (default: beside this script;
 about 5 CPU-minutes, mostly training)
 """
