@@ -99,6 +99,7 @@ typedef struct uform_scratch_t {
     size_t lattice_cap;
     uform_ids_t ids;      /**< The content ids, before specials. */
     size_t limit;         /**< Stop once `ids.count` reaches this (truncation); SIZE_MAX for none. */
+    size_t lead;          /**< Leading code points that come from the stretch's first (see tokenizer.c). */
 } uform_scratch_t;
 
 bool uform_scratch_reserve_u32(uint32_t **buffer, size_t *capacity, size_t count);

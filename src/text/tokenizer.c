@@ -868,13 +868,41 @@ static inline void swap_buffers(uform_scratch_t *s) {
     s->b = t, s->b_cap = c;
 }
 
+/* `lead` (in the scratch) counts the leading code points that come from the text's first one, as
+ * `tokenizers`' alignments would say: Metaspace's "first" prepends only where the normalised text
+ * still starts there (a normaliser can drop the first character: a leading accent, a control). Each
+ * step maps it through: LEAD_MARK(i) at the top of a loop over inputs records the output position
+ * of input `lead`; LEAD_END after the loop. */
+#define LEAD_MARK(i)                                                                               \
+    do {                                                                                           \
+        if (!lead_done && (i) >= s->lead) new_lead = w, lead_done = true;                          \
+    } while (0)
+#define LEAD_END()                                                                                 \
+    do {                                                                                           \
+        if (!lead_done) new_lead = w;                                                              \
+        s->lead = new_lead, lead_done = false;                                                     \
+    } while (0)
+
+/** The lead through a normal form: what the first `lead` code points decompose to (reordering
+ *  aside); a composing form keeps the first code point, which then holds the text's first. */
+static size_t lead_through(uint32_t const *in, size_t lead, uform_normal_form_t form) {
+    if (!lead) return 0;
+    if (lead > 8) return lead;
+    uint32_t out[8 * 18 + 4];
+    bool compose = form == uform_nfc_k || form == uform_nfkc_k;
+    size_t n = uform_normalize(in, lead, compose ? (form == uform_nfc_k ? uform_nfd_k : uform_nfkd_k) : form, out);
+    return compose ? (n > 0) : n;
+}
+
 static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *count) {
-    size_t n = *count, w = 0;
+    size_t n = *count, w = 0, new_lead = 0;
+    bool lead_done = false;
     switch (step->kind) {
     case step_bert_k: {
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, n * 3 + 1)) return OOM();
         bool any_wide = false;
         for (size_t i = 0; i < n; i++) {
+            LEAD_MARK(i);
             uint32_t c = s->a[i];
             if (step->clean_text) {
                 if (c == 0 || c == 0xFFFD) continue;
@@ -889,20 +917,29 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
             else if (step->lowercase && c >= 'A' && c <= 'Z') c += 32;
             s->b[w++] = c;
         }
+        LEAD_END();
         swap_buffers(s), n = w;
         if (!any_wide) break; // ASCII: nothing decomposes, and the letters are lower-cased already
         if (step->strip_accents) {
             if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(s->a, n, uform_nfd_k))) return OOM();
+            s->lead = lead_through(s->a, s->lead, uform_nfd_k);
             n = uform_normalize(s->a, n, uform_nfd_k, s->b);
             w = 0;
-            for (size_t i = 0; i < n; i++)
+            for (size_t i = 0; i < n; i++) {
+                LEAD_MARK(i);
                 if (!uform_hf_is_mn(s->b[i])) s->b[w++] = s->b[i];
+            }
+            LEAD_END();
             swap_buffers(s), n = w;
         }
         if (step->lowercase) {
             if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, n * 3 + 1)) return OOM();
             w = 0;
-            for (size_t i = 0; i < n; i++) w += uform_hf_lower(s->a[i], s->b + w);
+            for (size_t i = 0; i < n; i++) {
+                LEAD_MARK(i);
+                w += uform_hf_lower(s->a[i], s->b + w);
+            }
+            LEAD_END();
             swap_buffers(s), n = w;
         }
         break;
@@ -913,18 +950,26 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
                                    : step->kind == step_nfc_k  ? uform_nfc_k
                                                                : uform_nfkc_k;
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(s->a, n, form))) return OOM();
+        s->lead = lead_through(s->a, s->lead, form);
         n = uform_normalize(s->a, n, form, s->b);
         swap_buffers(s);
         break;
     }
     case step_lowercase_k:
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, n * 3 + 1)) return OOM();
-        for (size_t i = 0; i < n; i++) w += uform_hf_lower(s->a[i], s->b + w);
+        for (size_t i = 0; i < n; i++) {
+            LEAD_MARK(i);
+            w += uform_hf_lower(s->a[i], s->b + w);
+        }
+        LEAD_END();
         swap_buffers(s), n = w;
         break;
     case step_strip_accents_k:
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            LEAD_MARK(i);
             if (!uform_hf_is_mark(s->a[i])) s->a[w++] = s->a[i];
+        }
+        LEAD_END();
         n = w;
         break;
     case step_strip_k: {
@@ -933,6 +978,8 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         if (step->right) while (last > first && uform_is_whitespace(s->a[last - 1])) last--;
         memmove(s->a, s->a + first, (last - first) * sizeof(uint32_t));
         n = last - first;
+        s->lead = s->lead > first ? s->lead - first : 0;
+        if (s->lead > n) s->lead = n;
         break;
     }
     case step_prepend_k:
@@ -941,18 +988,21 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         if (step->content_length) memcpy(s->b, step->content, step->content_length * sizeof(uint32_t));
         memcpy(s->b + step->content_length, s->a, n * sizeof(uint32_t));
         swap_buffers(s), n += step->content_length;
+        if (s->lead) s->lead += step->content_length; // aligned with the first code point
         break;
     case step_replace_k: {
         size_t p = step->pattern_length, r = step->content_length;
         size_t bound = r > p ? n / p * (r - p) + n + 1 : n + 1;
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, bound)) return OOM();
         for (size_t i = 0; i < n;) {
+            LEAD_MARK(i);
             if (i + p <= n && !memcmp(s->a + i, step->pattern, p * sizeof(uint32_t))) {
                 if (r) memcpy(s->b + w, step->content, r * sizeof(uint32_t));
                 w += r, i += p;
             } else
                 s->b[w++] = s->a[i++];
         }
+        LEAD_END();
         swap_buffers(s), n = w;
         break;
     }
@@ -972,35 +1022,17 @@ static uform_status_t run_model(uform_tokenizer_t const *tokenizer, uint32_t con
     return uform_unigram_encode(&tokenizer->unigram, s->bytes, length, s);
 }
 
-/** Whether the normaliser keeps something of the text's first code point. `tokenizers` prepends
- *  Metaspace's "first" replacement only where the normalised text still starts at original offset 0,
- *  which a normaliser that deletes the first character (a leading accent, a control) moves. */
-static uform_status_t first_survives(uform_tokenizer_t const *tokenizer, uint32_t first, bool *survives) {
-    uform_scratch_t tiny = {0};
-    uform_status_t status = uform_status_ok_k;
-    size_t n = 1;
-    if (!uform_scratch_reserve_u32(&tiny.a, &tiny.a_cap, 4)) status = OOM();
-    else tiny.a[0] = first;
-    for (size_t i = 0; i < tokenizer->steps_count && status == uform_status_ok_k && n; i++)
-        status = run_step(&tokenizer->steps[i], &tiny, &n);
-    *survives = n > 0;
-    uform_scratch_free(&tiny);
-    return status;
-}
-
 /** Normalises, pre-tokenizes and encodes one stretch of text between added tokens. */
 static uform_status_t encode_stretch(uform_tokenizer_t const *tokenizer, char const *text, size_t length,
                                      bool at_start, uform_scratch_t *s) {
     if (!uform_scratch_reserve_u32(&s->a, &s->a_cap, length + 2)) return OOM();
     size_t n = uform_utf8_decode(text, length, s->a);
-    if (at_start && n && tokenizer->pre == pre_metaspace_k && tokenizer->prepend == prepend_first_k) {
-        uform_status_t status = first_survives(tokenizer, s->a[0], &at_start);
-        if (status != uform_status_ok_k) return status;
-    }
+    s->lead = n > 0;
     for (size_t i = 0; i < tokenizer->steps_count; i++) {
         uform_status_t status = run_step(&tokenizer->steps[i], s, &n);
         if (status != uform_status_ok_k) return status;
     }
+    at_start = at_start && s->lead > 0; // the normalised text still starts at the text's start
     // Room for the words' UTF-8 (and a prepended replacement).
     if (s->bytes_cap < n * 4 + 8) {
         char *bytes = realloc(s->bytes, n * 4 + 8);
