@@ -489,6 +489,14 @@ UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, 
  *  links nor ships ForkUnion. Without it: UNSUPPORTED. A NULL pool: INVALID_ARGUMENT. Deferred
  *  calls are handed to the pool by one parked leader thread the executor owns.
  *
+ *  ForkUnion runs thread 0 of a round on the thread that submits it: the calling thread for a
+ *  blocking call, and for a deferred call the executor's leader, an unpinned thread of the
+ *  engine's that is not one of the pool's. Every executor over one pool takes the pool in turn
+ *  with the others and with its owner (`uform_pool_lock`): a round waits while another has the
+ *  pool. A blocking call or a drain from a thread that holds the pool or runs one of its tasks
+ *  (directly, or through a RAM executor's call made there) returns CONTENDED instead of waiting on
+ *  itself; a deferred call from there is queued and runs once the pool is free.
+ *
  *  @code{.c}
  *  fu_pool_t *pool = fu_pool_new("shared");          // the caller's pool, also used by USearch
  *  fu_pool_spawn(pool, 16, fu_caller_inclusive_k);
@@ -502,6 +510,42 @@ UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, 
  */
 UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram,
                                                 size_t deferred_limit, uform_executor_t *executor);
+
+/**
+ *  @brief Takes a borrowed pool in turn with the engine, so its owner may submit to it directly.
+ *  @param[in] fu_pool The `fu_pool_t *` the owner lent to `uform_executor_on_pool` (or will lend).
+ *
+ *  ForkUnion takes one submitter at a time. Every engine executor over one pool takes the pool's
+ *  gate around each round it submits (blocking calls on the calling thread, deferred ones on the
+ *  executor's leader), so two engine executors over one pool never submit at once: a round waits
+ *  for the one before it. `uform_pool_lock` waits for the same gate (parked after a short spin) and
+ *  holds it until `uform_pool_unlock` on the same thread; meanwhile every engine round on the pool
+ *  waits. The owner's own use of the pool while an engine call runs on it is the owner's to avoid:
+ *  take the pool with `uform_pool_lock` (or `uform_pool_try_lock`) before every direct submission.
+ *
+ *  Returns INVALID_ARGUMENT for NULL; CONTENDED, at once, when the calling thread already holds the
+ *  pool or runs one of its tasks (waiting would wait on itself); OUT_OF_MEMORY. While holding the
+ *  pool, do not wait for the engine's calls on it (drain, `uform_outcome_wait` without a timeout,
+ *  a blocking call on another thread you wait for, free): they wait for you. Calls and drains on
+ *  the pool's executors from the holding thread return CONTENDED. The pool must outlive the hold.
+ *
+ *  @code{.c}
+ *  if (uform_pool_lock(pool) == uform_status_ok_k) {  // the engine's rounds on `pool` wait now
+ *      fu_pool_for_n(pool, n, index_vectors, usearch_index);
+ *      uform_pool_unlock(pool);
+ *  }
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_pool_lock(void *fu_pool);
+
+/** @brief `uform_pool_lock` without waiting: CONTENDED at once while an engine round or another
+ *  holder has the pool. */
+UFORM_API uform_status_t uform_pool_try_lock(void *fu_pool);
+
+/** @brief Releases a hold of `uform_pool_lock` or `uform_pool_try_lock`, on the thread that took it
+ *  and in reverse order of several holds. INVALID_ARGUMENT when this thread's innermost hold is not
+ *  of `fu_pool` (never taken, already released, or called from inside a task). */
+UFORM_API uform_status_t uform_pool_unlock(void *fu_pool);
 
 /**
  *  @brief Opens one stream per named GPU, all driven by the calling thread, host threads for the
