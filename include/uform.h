@@ -52,6 +52,14 @@
  *    of items, the first `min(capacity, total)` are written, and `items` may be NULL when
  *    `capacity` is zero, so callers query the size first and then fill.
  *  - Enumerations are `int`-sized; their numeric values are part of the ABI and never change.
+ *  - Handles (executors, meshes, models): a handle is valid from its successful creation until it
+ *    is passed to its free function; afterwards passing it anywhere, free included, is undefined
+ *    behaviour, as with free(3); freeing NULL is a no-op.
+ *  - Threads: every function may be called from any thread. Calls on one executor take it one at a
+ *    time (CONTENDED otherwise), and executors over one ForkUnion pool take the pool in turn
+ *    (`uform_pool_lock`). Global state (the engine's few process-wide locks) is taken around
+ *    `fork()`, so a child may free what it inherited and create anew; what it inherited reports
+ *    FORKED.
  */
 #ifndef UFORM_H
 #define UFORM_H
@@ -131,7 +139,8 @@ typedef enum uform_status_t {
      *  Wait for an outcome or drain, then submit again. */
     uform_status_deferred_full_k = 9,
     /** The executor or mesh was created by the parent of this process, before a `fork()`. Its
-     *  threads and device contexts did not survive the fork; only `*_free` may be called. */
+     *  threads and device contexts did not survive the fork; only `*_free` may be called. Also the
+     *  status of an outcome that was pending at the fork, in the child. */
     uform_status_forked_k = 10,
     /** A call naming a residency (RAM or VRAM) met an executor of the other kind. */
     uform_status_residency_mismatch_k = 11,
@@ -471,7 +480,7 @@ typedef enum uform_executor_kind_t {
  *  int32_t const nodes[] = {0};
  *  uform_ram_options_t ram = {.memory_domains = nodes, .memory_domains_count = 1};
  *  uform_executor_t executor;
- *  uform_status_t status = uform_executor_for_ram(&ram, 8, 0, &executor);
+ *  uform_status_t status = uform_executor_for_ram(&ram, 0, 0, &executor); // 7/8 of node 0's cores
  *  @endcode
  */
 UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads,
@@ -606,10 +615,10 @@ UFORM_API uform_status_t uform_executor_drain(uform_executor_t executor, uform_m
 
 /**
  *  @brief Drains, stops and joins the threads, releases streams, scratch and contexts, frees.
- *  NULL is a no-op, and so is a pointer that is not a live executor: freeing twice is harmless,
- *  as the engine keeps a registry of live executors. In a forked child it releases only host
- *  memory. Freeing from inside one of the executor's own callbacks, or while another thread is
- *  inside a call on it, is undefined.
+ *  NULL is a no-op. Afterwards the handle is gone (see the lifetime rule at the top): freeing it
+ *  again is undefined, as with free(3). In a forked child it releases only host memory, waiting
+ *  for nothing. Freeing from inside one of the executor's own callbacks, while another thread is
+ *  inside a call on it, or while this thread holds its pool (`uform_pool_lock`) is undefined.
  */
 UFORM_API void uform_executor_free(uform_executor_t executor);
 
@@ -632,7 +641,8 @@ UFORM_API uform_status_t uform_executor_describe(uform_executor_t executor,
 
 /** @brief Where thread `thread` of a RAM or VRAM executor's host threads is pinned: its core and
  *  NUMA node. Thread 0's core is the leader's. INVALID_ARGUMENT out of range; UNSUPPORTED for the
- *  NULL and pool executors, whose threads are not the engine's. */
+ *  NULL and pool executors, whose threads are not the engine's; FORKED in a child process, where
+ *  the threads do not exist (nothing is written then). */
 UFORM_API uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread,
                                                          int32_t *core, int32_t *node);
 
@@ -745,13 +755,25 @@ typedef struct uform_outcome_t {
 UFORM_API uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const *call,
                                              uform_outcome_t *outcome);
 
-/** @brief The outcome's status if finished, else PENDING; never blocks. INVALID_ARGUMENT for NULL. */
+/** @brief The outcome's status if finished, else PENDING; never blocks. INVALID_ARGUMENT for NULL;
+ *  FORKED in a child for an outcome pending at the fork. */
 UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
 
-/** @brief Waits up to `timeout_seconds` (negative: forever) for the outcome, then returns like
- *  `uform_outcome_poll`. Host outcomes wait parked on a futex. VRAM outcomes poll their devices:
- *  spinning for 100 microseconds, then sleeping 20-500 microseconds between polls, or spinning
- *  throughout when the executor's mood is SPINNING. */
+/**
+ *  @brief Waits up to `timeout_seconds` for the outcome, then returns like `uform_outcome_poll`.
+ *
+ *  Any value is accepted: a negative one (including -INFINITY) waits forever; zero of either sign
+ *  polls; a positive one waits that long, however large (1e30 and INFINITY wait forever in effect);
+ *  NaN returns INVALID_ARGUMENT at once, waiting for nothing. Host outcomes wait parked on a futex.
+ *  VRAM outcomes poll their devices: spinning for 100 microseconds, then sleeping 20-500
+ *  microseconds between polls, or spinning throughout when the executor's mood is SPINNING. In a
+ *  child process, an outcome that was pending at the `fork()` finishes with FORKED (its call runs
+ *  in the parent only), so even a wait without a timeout returns at once.
+ *
+ *  @code{.c}
+ *  uform_status_t status = uform_outcome_wait(&outcome, 0.5);  // PENDING after half a second
+ *  @endcode
+ */
 UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
 
 
