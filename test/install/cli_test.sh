@@ -32,7 +32,7 @@ info)
   "$uform" info >"$tmp/out" || fail "info exited $?: $(cat "$tmp/out")"
   cat "$tmp/out"
   head -n1 "$tmp/out" | grep -qx "$version" || fail "the first line is not '$version'"
-  for line in '^cpu: [a-z0-9_]+$' '^  features:' '^memory domains: [0-9]+, [0-9]+ cores?$' '^  node [0-9]+: ' \
+  for line in '^cpu: [a-z0-9_]+$' '^  class: a tier of instruction sets, not a vendor' '^  features:' '^memory domains: [0-9]+, [0-9]+ cores?$' '^  node [0-9]+: ' \
               '^gpus: ' '^default threads: [0-9]+ '; do
     grep -qE "$line" "$tmp/out" || fail "no line matching /$line/"
   done
@@ -45,6 +45,7 @@ import json, os, sys
 info = json.load(open(sys.argv[1]))
 assert info["version"] == sys.argv[2], info["version"]
 assert info["cpu"]["class"] not in ("invalid", "unknown"), info["cpu"]
+assert info["cpu"]["class_is_tier"] is True, info["cpu"]
 assert all(isinstance(f, str) and f != "invalid" for f in info["cpu"]["features"]), info["cpu"]
 domains = info["memory_domains"]
 cores = sorted(c for d in domains for c in d["cores"])
