@@ -442,9 +442,13 @@ typedef struct uform_executor_s *uform_executor_t;
 
 /** @brief How idle workers wait for the next call. */
 typedef enum uform_mood_t {
-    /** Sleep in the kernel (futex) after a short spin of about a thousand `pause`s (tens of
-     *  microseconds), so back-to-back calls stay fast and idle executors burn no CPU; waking a
-     *  parked worker costs a system call. Every executor starts PARKED. */
+    /** Sleep in the kernel (futex) after a short spin, so back-to-back calls stay fast and idle
+     *  executors burn no CPU; waking a parked worker costs a system call. The spin starts at about
+     *  a thousand `pause`s (tens of microseconds) and adapts per thread: a sleep that the next call
+     *  cut short (under a millisecond) makes the next spin four times longer, up to 32 times the
+     *  first (about a millisecond), and a sleep of 50 ms or more restores it. So calls that follow
+     *  each other closely are served by spinning threads, and an executor left idle spins at most
+     *  that long before it sleeps. Every executor starts PARKED. */
     uform_mood_parked_k = 0,
     /** Busy-wait with `pause`-class hints: the lowest wake-up latency, a core burnt per worker. */
     uform_mood_spinning_k = 1,

@@ -179,6 +179,11 @@ extern _Thread_local uform_pool_chain_t *uform_current_pools;
 /** @brief True when `pool` is in this thread's `uform_current_pools`. */
 bool uform_pool_inside(void const *pool);
 
+/** @brief The next spin of a PARKED thread that just slept `parked_seconds` after spinning `spins`
+ *  pauses: four times longer (up to 32 times the first 1024) after a sleep under a millisecond, the
+ *  first again after one of 50 ms or more, else unchanged. host.c says why. */
+unsigned uform_host_adapt_spins(unsigned spins, double parked_seconds);
+
 /** @brief Workers of RAM executors parked right now (tests: the moods and the drain's wake-up). */
 size_t uform_host_parked_workers(uform_executor_t executor);
 

@@ -318,6 +318,20 @@ static void test_moods(size_t threads) {
     uform_executor_free(executor);
 }
 
+/** The PARKED spin adapts: a sleep cut short by the next round within a millisecond makes the
+ *  next spin four times longer, up to 32 times the first; a long sleep (an idle executor) restores
+ *  the first; anything between keeps it. Back-to-back rounds on every core otherwise stayed in a
+ *  regime where each round woke sleeping threads (host.c says why); bench_ram measures it. */
+static void test_adaptive_spin(void) {
+    CHECK(uform_host_adapt_spins(1024, 0.0001) == 4096);
+    CHECK(uform_host_adapt_spins(4096, 0.0009) == 16384);
+    CHECK(uform_host_adapt_spins(16384, 0.0001) == 32768);
+    CHECK(uform_host_adapt_spins(32768, 0.0001) == 32768); // the ceiling
+    CHECK(uform_host_adapt_spins(32768, 0.01) == 32768);   // neither short nor long: kept
+    CHECK(uform_host_adapt_spins(32768, 0.05) == 1024);    // idle long enough: back to the first
+    CHECK(uform_host_adapt_spins(4096, 3600.0) == 1024);
+}
+
 /** A drain into SPINNING meeting a worker between its decision to park and its sleep (held there
  *  by a test hook): the worker must not sleep through it. It slept on the round counter, which a
  *  drain does not change, until the next call; it now sleeps on a bell the drain rings. */
@@ -801,6 +815,7 @@ int main(void) {
     test_fork();
     test_fork_under_churn();
     test_outcome_timeouts();
+    test_adaptive_spin();
     if (cores >= 2) test_drain_wakes_parking_worker();
     else printf("the drain's wake-up test needs two cores, this process has one\n");
     CHECK_DONE();
