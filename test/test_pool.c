@@ -150,6 +150,8 @@ typedef struct nested_t {
     atomic_size_t contended;    // calls and drains refused as they must be
     atomic_size_t wrong;        // anything else
     atomic_size_t ran;
+    uform_outcome_t deferred[2]; // a deferred call from thread 0 of each outer round: queued, not refused
+    atomic_size_t deferred_count;
 } nested_t;
 
 static void nested_record(nested_t *nested, uform_status_t status, char const *needle) {
@@ -177,6 +179,11 @@ static void nested_task(void *context, size_t task, size_t thread, size_t domain
     nested_record(nested, uform_executor_drain(nested->other, uform_mood_parked_k), "pool");
     nested_record(nested, uform_pool_lock(nested->pool), "already holds the pool");
     nested_record(nested, uform_pool_try_lock(nested->pool), "already holds the pool");
+    if (thread == 0) { // a deferred call waits for nothing here: it is queued, and runs once the pool is free
+        size_t const index = atomic_fetch_add(&nested->deferred_count, 1);
+        if (uform_executor_call(nested->other, &inner, &nested->deferred[index]) != uform_status_ok_k)
+            atomic_fetch_add(&nested->wrong, 1);
+    }
     // The last pool thread (a pool worker unless the pool has one thread) goes through a RAM
     // executor, whose threads inherit the pool from it.
     if (thread + 1 != nested->threads) return;
@@ -201,11 +208,13 @@ static void test_nested_pool(uform_executor_t executor, void *pool, size_t threa
     CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
     CHECK(atomic_load(&nested.wrong) == 0);
     CHECK(atomic_load(&nested.contended) == 2 * (threads * 4 + ram_threads));
-    CHECK(atomic_load(&nested.ran) == 0);
+    CHECK(atomic_load(&nested.deferred_count) == 2);
+    for (size_t index = 0; index < 2; ++index) CHECK_STATUS(uform_outcome_wait(&nested.deferred[index], -1), uform_status_ok_k);
+    CHECK(atomic_load(&nested.ran) == 2);
     // Outside the pool's tasks the second executor works.
     uform_call_t inner = {.tasks = 1, .task = shared_count, .context = &nested.ran};
     CHECK_STATUS(uform_executor_call(nested.other, &inner, NULL), uform_status_ok_k);
-    CHECK(atomic_load(&nested.ran) == 1);
+    CHECK(atomic_load(&nested.ran) == 3);
     uform_executor_free(nested.ram);
     uform_executor_free(nested.other);
 }
