@@ -116,8 +116,8 @@ struct host_executor_s {
         uform_call_t round;
         uform_pool_chain_t *pools; /**< Thread 0's `uform_current_pools`, which workers adopt. */
     } publish;
-    host_join_t join; /**< How rounds join, fixed at construction by the worker count. */
-    unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. */
+    unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. On a
+                                   line of its own (the publish line is full): workers never read it. */
     // Thread 0 parked in a long join: workers then bump `join_signal` and wake it.
     UFORM_ALIGNED atomic_uint joiner_parked;
     atomic_uint join_signal;
@@ -141,8 +141,9 @@ struct host_executor_s {
     deferred_slot_t *slots;
     uint32_t slots_count;
 
-    // Threads: [1, threads_count) are workers; the leader is thread 0 of deferred calls.
+    // Threads: [1, threads_count) are workers; the leader is thread 0 of deferred calls. Read-mostly.
     size_t threads_count;
+    host_join_t join; /**< How rounds join, fixed at construction by the worker count. */
     host_thread_t **workers; /**< [threads_count], entry 0 unused. */
     host_thread_t *leader;
     int32_t *thread_cores;   /**< [threads_count] pinned core, -1 for unpinned. */
@@ -317,6 +318,16 @@ static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next
     }
 }
 
+/** One step of an idle spin. Past the first 1024 pauses (a spin lengthened by
+ *  `uform_host_adapt_spins`), a PARKED thread also yields its core every 64 steps, so where threads
+ *  outnumber cores the extra spin does not keep the thread it waits for off the core. */
+static inline void host_idle_step(host_executor_t *self, unsigned spins) {
+    if (spins >= UFORM_PARK_SPINS && (spins & 63u) == 0 &&
+        atomic_load_explicit(&self->base.mood, memory_order_relaxed) != uform_mood_spinning_k)
+        sched_yield();
+    else uform_spin_pause();
+}
+
 /** True once every worker finished round `generation`. The loads are independent, so the CPU
  *  keeps many of these misses in flight at once rather than one after another. */
 static bool host_all_finished(host_executor_t *self, unsigned generation) {
@@ -334,8 +345,7 @@ static void host_join(host_executor_t *self, unsigned generation) {
     while (!host_all_finished(self, generation)) {
         if (spins < budget ||
             atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
-            uform_spin_pause();
-            ++spins;
+            host_idle_step(self, spins++);
             continue;
         }
         unsigned signal = atomic_load_explicit(&self->join_signal, memory_order_seq_cst);
@@ -438,8 +448,7 @@ static void *host_worker_loop(void *argument) {
         while ((now = atomic_load_explicit(&self->publish.generation, memory_order_acquire)) == seen) {
             if (spins < budget ||
                 atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
-                uform_spin_pause();
-                ++spins;
+                host_idle_step(self, spins++);
                 continue;
             }
             // The bell is read before the last looks at the round and the mood: whatever rings it
