@@ -446,9 +446,9 @@ typedef enum uform_mood_t {
      *  executors burn no CPU; waking a parked worker costs a system call. The spin starts at about
      *  a thousand `pause`s (tens of microseconds) and adapts per thread: a sleep that the next call
      *  cut short (under a millisecond) makes the next spin four times longer, up to 32 times the
-     *  first (about a millisecond), and a sleep of 50 ms or more restores it. So calls that follow
-     *  each other closely are served by spinning threads, and an executor left idle spins at most
-     *  that long before it sleeps. Every executor starts PARKED. */
+     *  first (about a millisecond, yielding the core now and then), and a sleep of 50 ms or more
+     *  restores it. So calls that follow each other closely are served by spinning threads, and an
+     *  executor left idle spins at most that long before it sleeps. Every executor starts PARKED. */
     uform_mood_parked_k = 0,
     /** Busy-wait with `pause`-class hints: the lowest wake-up latency, a core burnt per worker. */
     uform_mood_spinning_k = 1,
