@@ -4,9 +4,9 @@
 #   ./build.sh          configure and build into build/ (libuform.so, libuform.a, build/uform, ...)
 #   ./build.sh test     the same, then run the whole test suite: ctest --test-dir build --output-on-failure,
 #                       and list every skipped test with its reason
-#   ./build.sh python   the same, then make a virtual environment (.venv, or $UFORM_VENV) and install
-#                       the Python package into it with this build's library bundled: Debian's own
-#                       Python refuses `pip install` outside one ("externally managed")
+#   ./build.sh python   the same build, then make a virtual environment (.venv, or $UFORM_VENV) and
+#                       install the Python package into it with this build's library bundled: Debian's
+#                       own Python refuses `pip install` outside one ("externally managed")
 #
 # Installing Debian packages is this script's job alone; CMake only looks for them.
 #
@@ -26,6 +26,16 @@ case $mode in
 esac
 build_dir=${UFORM_BUILD_DIR:-build}
 
+# `./build.sh python`: the build (python3-venv joins the packages it installs), then the venv.
+if [[ $mode == python ]]; then
+  UFORM_NEED_VENV=1 "$0" build
+  venv=${UFORM_VENV:-.venv}
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  UFORM_BUNDLE_LIBRARY="$build_dir/libuform.so" "$venv/bin/python" -m pip install --quiet --no-index --no-deps ./python
+  echo "build.sh: installed the uform package into $venv; try: $venv/bin/python -c 'import uform; print(uform.Library().version)'"
+  exit 0
+fi
+
 # Debian packages, each with how to tell it is already there. Only what is missing gets installed.
 missing=()
 need() { # need PACKAGE PROBE...
@@ -39,10 +49,10 @@ need ninja-build command -v ninja
 need gcc command -v gcc
 need pkg-config command -v pkg-config
 need python3 command -v python3
+[[ -z ${UFORM_NEED_VENV:-} ]] || need python3-venv python3 -c 'import ensurepip, venv'
 need python3-pip python3 -m pip --version
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
-[[ $mode != python ]] || need python3-venv python3 -c 'import ensurepip, venv'
 if ((${#missing[@]})); then
   echo "build.sh: installing missing Debian packages: ${missing[*]}"
   if ! command -v apt-get >/dev/null; then
@@ -69,15 +79,20 @@ if [[ -n ${UFORM_CMAKE_ARGS:-} ]]; then read -r -a extra <<<"$UFORM_CMAKE_ARGS" 
 "${configure[@]}"
 cmake --build "$build_dir" --parallel "${UFORM_JOBS:-$(nproc)}"
 
-if [[ $mode == python ]]; then
-  venv=${UFORM_VENV:-.venv}
-  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-  UFORM_BUNDLE_LIBRARY="$build_dir/libuform.so" "$venv/bin/python" -m pip install --quiet --no-index --no-deps ./python
-  echo "build.sh: installed the uform package into $venv; try: $venv/bin/python -c 'import uform; print(uform.Library().version)'"
-  exit 0
-fi
-
 [[ $mode == test ]] || exit 0
+
+# ctest shows no output of a skipped test: when the tests end (passed or not), list each skipped
+# one with its reason (its "SKIPPED:" lines).
+list_skipped() {
+  local log=$build_dir/Testing/Temporary/LastTest.log
+  [[ -f $log ]] || return 0
+  awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3 } /^SKIPPED: / { print "  " name ": " $0 }' "$log" >"$build_dir/skipped.txt"
+  if [[ -s $build_dir/skipped.txt ]]; then
+    echo "Skipped tests and why:"
+    cat "$build_dir/skipped.txt"
+  fi
+}
+trap list_skipped EXIT
 
 # ThreadSanitizer's runtime can refuse the address layout of newer kernels (more mmap randomness
 # than it maps: "unexpected memory mapping", at random). Then the tests run with address-space
@@ -94,18 +109,10 @@ if [[ ${UFORM_SANITIZE:-} == thread ]]; then
       echo "build.sh: ThreadSanitizer cannot map this kernel's layout; running the tests under setarch -R"
       run=(setarch "$(uname -m)" -R)
     else
+      trap - EXIT
       echo "build.sh: SKIPPED: ThreadSanitizer cannot map this kernel's address layout (vm.mmap_rnd_bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo '?')) and setarch -R is refused here; the ThreadSanitizer suite does not run. An administrator may lower vm.mmap_rnd_bits to 28; this script never changes kernel settings." >&2
       exit 0
     fi
   fi
 fi
-status=0
-"${run[@]}" ctest --test-dir "$build_dir" --output-on-failure || status=$?
-# ctest shows no output of a skipped test: list each with its reason (its "SKIPPED:" lines).
-awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3 } /^SKIPPED: / { print "  " name ": " $0 }' \
-  "$build_dir/Testing/Temporary/LastTest.log" >"$build_dir/skipped.txt" 2>/dev/null || true
-if [[ -s $build_dir/skipped.txt ]]; then
-  echo "Skipped tests and why:"
-  cat "$build_dir/skipped.txt"
-fi
-exit "$status"
+"${run[@]}" ctest --test-dir "$build_dir" --output-on-failure
