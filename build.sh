@@ -21,7 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 mode=${1:-build}
 case $mode in
   build | test | python) ;;
-  -h | --help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   *) echo "usage: ./build.sh [test | python]" >&2; exit 2 ;;
 esac
 build_dir=${UFORM_BUILD_DIR:-build}
