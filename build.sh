@@ -2,7 +2,13 @@
 # Builds UForm's engine on a Debian machine, installing the Debian packages it needs when missing.
 #
 #   ./build.sh          configure and build into build/ (libuform.so, libuform.a, build/uform, ...)
-#   ./build.sh test     the same, then run the whole test suite: ctest --test-dir build --output-on-failure
+#   ./build.sh test     the same, then run the whole test suite: ctest --test-dir build --output-on-failure,
+#                       and list every skipped test with its reason
+#   ./build.sh python   the same build, then make a virtual environment (.venv, or $UFORM_VENV) and
+#                       install the Python package into it with this build's library bundled: Debian's
+#                       own Python refuses `pip install` outside one ("externally managed")
+#
+# Installing Debian packages is this script's job alone; CMake only looks for them.
 #
 # Environment:
 #   UFORM_BUILD_DIR     the build directory (default: build)
@@ -14,11 +20,21 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 mode=${1:-build}
 case $mode in
-  build | test) ;;
-  -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
-  *) echo "usage: ./build.sh [test]" >&2; exit 2 ;;
+  build | test | python) ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "usage: ./build.sh [test | python]" >&2; exit 2 ;;
 esac
 build_dir=${UFORM_BUILD_DIR:-build}
+
+# `./build.sh python`: the build (python3-venv joins the packages it installs), then the venv.
+if [[ $mode == python ]]; then
+  UFORM_NEED_VENV=1 "$0" build
+  venv=${UFORM_VENV:-.venv}
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  UFORM_BUNDLE_LIBRARY="$build_dir/libuform.so" "$venv/bin/python" -m pip install --quiet --no-index --no-deps ./python
+  echo "build.sh: installed the uform package into $venv; try: $venv/bin/python -c 'import uform; print(uform.Library().version)'"
+  exit 0
+fi
 
 # Debian packages, each with how to tell it is already there. Only what is missing gets installed.
 missing=()
@@ -33,6 +49,7 @@ need ninja-build command -v ninja
 need gcc command -v gcc
 need pkg-config command -v pkg-config
 need python3 command -v python3
+[[ -z ${UFORM_NEED_VENV:-} ]] || need python3-venv python3 -c 'import ensurepip, venv'
 need python3-pip python3 -m pip --version
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
@@ -51,8 +68,9 @@ if ((${#missing[@]})); then
     sudo=(sudo)
   fi
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update
-  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+  # Another apt-get (unattended upgrades, a second build) may hold dpkg's lock: wait for it.
+  "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update
+  "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}"
 fi
 
 # Configure: Ninja for a fresh directory; an existing one keeps the generator it was made with.
@@ -84,9 +102,23 @@ fi
 
 [[ $mode == test ]] || exit 0
 
+# ctest shows no output of a skipped test: when the tests end (passed or not), list each skipped
+# one with its reason (its "SKIPPED:" lines).
+list_skipped() {
+  local log=$build_dir/Testing/Temporary/LastTest.log
+  [[ -f $log ]] || return 0
+  awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3 } /^SKIPPED: / { print "  " name ": " $0 }' "$log" >"$build_dir/skipped.txt"
+  if [[ -s $build_dir/skipped.txt ]]; then
+    echo "Skipped tests and why:"
+    cat "$build_dir/skipped.txt"
+  fi
+}
+trap list_skipped EXIT
+
 # ThreadSanitizer's runtime can refuse the address layout of newer kernels (more mmap randomness
 # than it maps: "unexpected memory mapping", at random). Then the tests run with address-space
-# randomization off (setarch -R) or, where that personality is refused, with vm.mmap_rnd_bits at 28.
+# randomization off for their processes only (setarch -R). A build never changes the machine's
+# kernel settings: where that personality is refused, the TSan suite is skipped, saying why.
 run=()
 if [[ ${UFORM_SANITIZE:-} == thread ]]; then
   for _ in 1 2 3; do
@@ -97,12 +129,10 @@ if [[ ${UFORM_SANITIZE:-} == thread ]]; then
     if setarch "$(uname -m)" -R true 2>/dev/null; then
       echo "build.sh: ThreadSanitizer cannot map this kernel's layout; running the tests under setarch -R"
       run=(setarch "$(uname -m)" -R)
-    elif [[ -w /proc/sys/vm/mmap_rnd_bits ]]; then
-      echo "build.sh: ThreadSanitizer cannot map this kernel's layout; setting vm.mmap_rnd_bits=28 (was $(cat /proc/sys/vm/mmap_rnd_bits))"
-      echo 28 >/proc/sys/vm/mmap_rnd_bits
     else
-      echo "build.sh: ThreadSanitizer cannot map this kernel's layout; run 'sudo sysctl vm.mmap_rnd_bits=28' and retry" >&2
-      exit 1
+      trap - EXIT
+      echo "build.sh: SKIPPED: ThreadSanitizer cannot map this kernel's address layout (vm.mmap_rnd_bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo '?')) and setarch -R is refused here; the ThreadSanitizer suite does not run. An administrator may lower vm.mmap_rnd_bits to 28; this script never changes kernel settings." >&2
+      exit 0
     fi
   fi
 fi

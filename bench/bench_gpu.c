@@ -24,7 +24,9 @@
 #include "cuda_driver.h"
 
 #include <stdio.h>  // `printf`
-#include <stdlib.h> // `strtod`
+#include <stdlib.h> // `exit`
+
+#include "strict_number.h"
 #include <string.h> // `strcmp`
 #include <time.h>   // `clock_gettime`
 
@@ -119,20 +121,25 @@ int main(int argc, char **argv) {
     for (int index = 1; index < argc; ++index) {
         char const *flag = argv[index];
         char const *value = index + 1 < argc ? argv[index + 1] : NULL;
-        if (!strcmp(flag, "--quick")) launches = 2000, round_trips = 500, repeats = 1;
-        else if (!strcmp(flag, "--launches") && value) launches = strtoull(value, NULL, 10), ++index;
-        else if (!strcmp(flag, "--round-trips") && value) round_trips = strtoull(value, NULL, 10), ++index;
-        else if (!strcmp(flag, "--repeats") && value) repeats = strtoull(value, NULL, 10), ++index;
-        else if (!strcmp(flag, "--torch-us") && value) torch_us = strtod(value, NULL), ++index;
-        else if (!strcmp(flag, "--torch-submit-us") && value) torch_submit_us = strtod(value, NULL), ++index;
+        bool ok = true, takes_value = true;
+        if (!strcmp(flag, "--quick")) launches = 2000, round_trips = 500, repeats = 1, takes_value = false;
+        else if (!strcmp(flag, "--launches")) ok = strict_count(value, 1, (size_t)1 << 40, false, &launches);
+        else if (!strcmp(flag, "--round-trips")) ok = strict_count(value, 1, (size_t)1 << 40, false, &round_trips);
+        else if (!strcmp(flag, "--repeats")) ok = strict_count(value, 1, 99, false, &repeats);
+        else if (!strcmp(flag, "--torch-us")) ok = strict_real(value, 0, 1e9, &torch_us);
+        else if (!strcmp(flag, "--torch-submit-us")) ok = strict_real(value, 0, 1e9, &torch_submit_us);
         else {
             fprintf(stderr, "bench_gpu: unknown argument '%s'\n", flag);
             return 2;
         }
-    }
-    if (!launches || !round_trips || !repeats || repeats > 99) {
-        fprintf(stderr, "bench_gpu: counts must be positive and repeats at most 99\n");
-        return 2;
+        if (!ok) {
+            fprintf(stderr, "bench_gpu: %s takes %s, not '%s'\n", flag,
+                    strncmp(flag, "--torch", 7) ? "a positive whole number (repeats: at most 99)"
+                                                : "a non-negative number of microseconds",
+                    value ? value : "(nothing)");
+            return 2;
+        }
+        index += takes_value;
     }
     if (uform_gpu_status() != uform_status_ok_k) {
         printf("bench_gpu: no GPU to measure (%s)\n", uform_error_message());

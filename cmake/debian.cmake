@@ -1,29 +1,10 @@
-# Finds a header; when it is missing on a Debian machine, installs the Debian package that ships it
-# (as root, or through sudo), then looks again. Fails the configure with the package's name otherwise.
+# Finds a header that a Debian package ships, or fails the configure naming the package. CMake never
+# installs anything: `./build.sh` installs what is missing (its `need` list) before configuring.
 function(uform_require_debian_package variable header package)
   find_path(${variable} NAMES ${header})
   if(NOT ${variable})
-    find_program(UFORM_APT_GET apt-get)
-    find_program(UFORM_SUDO sudo)
-    execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
-    set(_prefix "")
-    if(NOT _uid STREQUAL "0" AND UFORM_SUDO)
-      set(_prefix ${UFORM_SUDO} -n)
-    endif()
-    if(UFORM_APT_GET)
-      message(STATUS "uform: ${header} is missing, installing the Debian package ${package}")
-      execute_process(COMMAND ${_prefix} ${UFORM_APT_GET} install -y --no-install-recommends ${package}
-                      RESULT_VARIABLE _result)
-      if(NOT _result EQUAL 0)
-        execute_process(COMMAND ${_prefix} ${UFORM_APT_GET} update)
-        execute_process(COMMAND ${_prefix} ${UFORM_APT_GET} install -y --no-install-recommends ${package})
-      endif()
-      unset(${variable} CACHE)
-      find_path(${variable} NAMES ${header})
-    endif()
-  endif()
-  if(NOT ${variable})
-    message(FATAL_ERROR "uform needs ${header}: install the Debian package ${package}")
+    message(FATAL_ERROR "uform needs ${header} from the Debian package ${package}: run ./build.sh, which "
+                        "installs the packages it needs, or install ${package} yourself")
   endif()
   set(${variable} ${${variable}} PARENT_SCOPE)
 endfunction()

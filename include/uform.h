@@ -52,6 +52,14 @@
  *    of items, the first `min(capacity, total)` are written, and `items` may be NULL when
  *    `capacity` is zero, so callers query the size first and then fill.
  *  - Enumerations are `int`-sized; their numeric values are part of the ABI and never change.
+ *  - Handles (executors, meshes, models): a handle is valid from its successful creation until it
+ *    is passed to its free function; afterwards passing it anywhere, free included, is undefined
+ *    behaviour, as with free(3); freeing NULL is a no-op.
+ *  - Threads: every function may be called from any thread. Calls on one executor take it one at a
+ *    time (CONTENDED otherwise), and executors over one ForkUnion pool take the pool in turn
+ *    (`uform_pool_lock`). Global state (the engine's few process-wide locks) is taken around
+ *    `fork()`, so a child may free what it inherited and create anew; what it inherited reports
+ *    FORKED.
  */
 #ifndef UFORM_H
 #define UFORM_H
@@ -131,7 +139,8 @@ typedef enum uform_status_t {
      *  Wait for an outcome or drain, then submit again. */
     uform_status_deferred_full_k = 9,
     /** The executor or mesh was created by the parent of this process, before a `fork()`. Its
-     *  threads and device contexts did not survive the fork; only `*_free` may be called. */
+     *  threads and device contexts did not survive the fork; only `*_free` may be called. Also the
+     *  status of an outcome that was pending at the fork, in the child. */
     uform_status_forked_k = 10,
     /** A call naming a residency (RAM or VRAM) met an executor of the other kind. */
     uform_status_residency_mismatch_k = 11,
@@ -433,9 +442,13 @@ typedef struct uform_executor_s *uform_executor_t;
 
 /** @brief How idle workers wait for the next call. */
 typedef enum uform_mood_t {
-    /** Sleep in the kernel (futex) after a short spin of about a thousand `pause`s (tens of
-     *  microseconds), so back-to-back calls stay fast and idle executors burn no CPU; waking a
-     *  parked worker costs a system call. Every executor starts PARKED. */
+    /** Sleep in the kernel (futex) after a short spin, so back-to-back calls stay fast and idle
+     *  executors burn no CPU; waking a parked worker costs a system call. The spin starts at about
+     *  a thousand `pause`s (tens of microseconds) and adapts per thread: a sleep that the next call
+     *  cut short (under a millisecond) makes the next spin four times longer, up to 32 times the
+     *  first (about a millisecond, yielding the core now and then), and a sleep of 50 ms or more
+     *  restores it. So calls that follow each other closely are served by spinning threads, and an
+     *  executor left idle spins at most that long before it sleeps. Every executor starts PARKED. */
     uform_mood_parked_k = 0,
     /** Busy-wait with `pause`-class hints: the lowest wake-up latency, a core burnt per worker. */
     uform_mood_spinning_k = 1,
@@ -471,7 +484,7 @@ typedef enum uform_executor_kind_t {
  *  int32_t const nodes[] = {0};
  *  uform_ram_options_t ram = {.memory_domains = nodes, .memory_domains_count = 1};
  *  uform_executor_t executor;
- *  uform_status_t status = uform_executor_for_ram(&ram, 8, 0, &executor);
+ *  uform_status_t status = uform_executor_for_ram(&ram, 0, 0, &executor); // 7/8 of node 0's cores
  *  @endcode
  */
 UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads,
@@ -489,6 +502,14 @@ UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, 
  *  links nor ships ForkUnion. Without it: UNSUPPORTED. A NULL pool: INVALID_ARGUMENT. Deferred
  *  calls are handed to the pool by one parked leader thread the executor owns.
  *
+ *  ForkUnion runs thread 0 of a round on the thread that submits it: the calling thread for a
+ *  blocking call, and for a deferred call the executor's leader, an unpinned thread of the
+ *  engine's that is not one of the pool's. Every executor over one pool takes the pool in turn
+ *  with the others and with its owner (`uform_pool_lock`): a round waits while another has the
+ *  pool. A blocking call or a drain from a thread that holds the pool or runs one of its tasks
+ *  (directly, or through a RAM executor's call made there) returns CONTENDED instead of waiting on
+ *  itself; a deferred call from there is queued and runs once the pool is free.
+ *
  *  @code{.c}
  *  fu_pool_t *pool = fu_pool_new("shared");          // the caller's pool, also used by USearch
  *  fu_pool_spawn(pool, 16, fu_caller_inclusive_k);
@@ -502,6 +523,42 @@ UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, 
  */
 UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram,
                                                 size_t deferred_limit, uform_executor_t *executor);
+
+/**
+ *  @brief Takes a borrowed pool in turn with the engine, so its owner may submit to it directly.
+ *  @param[in] fu_pool The `fu_pool_t *` the owner lent to `uform_executor_on_pool` (or will lend).
+ *
+ *  ForkUnion takes one submitter at a time. Every engine executor over one pool takes the pool's
+ *  gate around each round it submits (blocking calls on the calling thread, deferred ones on the
+ *  executor's leader), so two engine executors over one pool never submit at once: a round waits
+ *  for the one before it. `uform_pool_lock` waits for the same gate (parked after a short spin) and
+ *  holds it until `uform_pool_unlock` on the same thread; meanwhile every engine round on the pool
+ *  waits. The owner's own use of the pool while an engine call runs on it is the owner's to avoid:
+ *  take the pool with `uform_pool_lock` (or `uform_pool_try_lock`) before every direct submission.
+ *
+ *  Returns INVALID_ARGUMENT for NULL; CONTENDED, at once, when the calling thread already holds the
+ *  pool or runs one of its tasks (waiting would wait on itself); OUT_OF_MEMORY. While holding the
+ *  pool, do not wait for the engine's calls on it (drain, `uform_outcome_wait` without a timeout,
+ *  a blocking call on another thread you wait for, free): they wait for you. Calls and drains on
+ *  the pool's executors from the holding thread return CONTENDED. The pool must outlive the hold.
+ *
+ *  @code{.c}
+ *  if (uform_pool_lock(pool) == uform_status_ok_k) {  // the engine's rounds on `pool` wait now
+ *      fu_pool_for_n(pool, n, index_vectors, usearch_index);
+ *      uform_pool_unlock(pool);
+ *  }
+ *  @endcode
+ */
+UFORM_API uform_status_t uform_pool_lock(void *fu_pool);
+
+/** @brief `uform_pool_lock` without waiting: CONTENDED at once while an engine round or another
+ *  holder has the pool. */
+UFORM_API uform_status_t uform_pool_try_lock(void *fu_pool);
+
+/** @brief Releases a hold of `uform_pool_lock` or `uform_pool_try_lock`, on the thread that took it
+ *  and in reverse order of several holds. INVALID_ARGUMENT when this thread's innermost hold is not
+ *  of `fu_pool` (never taken, already released, or called from inside a task). */
+UFORM_API uform_status_t uform_pool_unlock(void *fu_pool);
 
 /**
  *  @brief Opens one stream per named GPU, all driven by the calling thread, host threads for the
@@ -562,10 +619,10 @@ UFORM_API uform_status_t uform_executor_drain(uform_executor_t executor, uform_m
 
 /**
  *  @brief Drains, stops and joins the threads, releases streams, scratch and contexts, frees.
- *  NULL is a no-op, and so is a pointer that is not a live executor: freeing twice is harmless,
- *  as the engine keeps a registry of live executors. In a forked child it releases only host
- *  memory. Freeing from inside one of the executor's own callbacks, or while another thread is
- *  inside a call on it, is undefined.
+ *  NULL is a no-op. Afterwards the handle is gone (see the lifetime rule at the top): freeing it
+ *  again is undefined, as with free(3). In a forked child it releases only host memory, waiting
+ *  for nothing. Freeing from inside one of the executor's own callbacks, while another thread is
+ *  inside a call on it, or while this thread holds its pool (`uform_pool_lock`) is undefined.
  */
 UFORM_API void uform_executor_free(uform_executor_t executor);
 
@@ -588,7 +645,8 @@ UFORM_API uform_status_t uform_executor_describe(uform_executor_t executor,
 
 /** @brief Where thread `thread` of a RAM or VRAM executor's host threads is pinned: its core and
  *  NUMA node. Thread 0's core is the leader's. INVALID_ARGUMENT out of range; UNSUPPORTED for the
- *  NULL and pool executors, whose threads are not the engine's. */
+ *  NULL and pool executors, whose threads are not the engine's; FORKED in a child process, where
+ *  the threads do not exist (nothing is written then). */
 UFORM_API uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread,
                                                          int32_t *core, int32_t *node);
 
@@ -701,13 +759,25 @@ typedef struct uform_outcome_t {
 UFORM_API uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const *call,
                                              uform_outcome_t *outcome);
 
-/** @brief The outcome's status if finished, else PENDING; never blocks. INVALID_ARGUMENT for NULL. */
+/** @brief The outcome's status if finished, else PENDING; never blocks. INVALID_ARGUMENT for NULL;
+ *  FORKED in a child for an outcome pending at the fork. */
 UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
 
-/** @brief Waits up to `timeout_seconds` (negative: forever) for the outcome, then returns like
- *  `uform_outcome_poll`. Host outcomes wait parked on a futex. VRAM outcomes poll their devices:
- *  spinning for 100 microseconds, then sleeping 20-500 microseconds between polls, or spinning
- *  throughout when the executor's mood is SPINNING. */
+/**
+ *  @brief Waits up to `timeout_seconds` for the outcome, then returns like `uform_outcome_poll`.
+ *
+ *  Any value is accepted: a negative one (including -INFINITY) waits forever; zero of either sign
+ *  polls; a positive one waits that long, however large (1e30 and INFINITY wait forever in effect);
+ *  NaN returns INVALID_ARGUMENT at once, waiting for nothing. Host outcomes wait parked on a futex.
+ *  VRAM outcomes poll their devices: spinning for 100 microseconds, then sleeping 20-500
+ *  microseconds between polls, or spinning throughout when the executor's mood is SPINNING. In a
+ *  child process, an outcome that was pending at the `fork()` finishes with FORKED (its call runs
+ *  in the parent only), so even a wait without a timeout returns at once.
+ *
+ *  @code{.c}
+ *  uform_status_t status = uform_outcome_wait(&outcome, 0.5);  // PENDING after half a second
+ *  @endcode
+ */
 UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
 
 

@@ -46,7 +46,7 @@ void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor) {
     outcome->reserved[0] = (uint64_t)(uintptr_t)executor;
     outcome->reserved[1] = 0;
     outcome->reserved[2] = 0;
-    outcome->reserved[3] = 0;
+    outcome->reserved[3] = uform_fork_generation(); // a child finds a pending outcome FORKED
     outcome->message[0] = '\0';
 }
 

@@ -9,8 +9,6 @@
 #include "internal.h"
 
 #include <math.h>    // `isnan`
-#include <pthread.h> // `pthread_mutex_t`
-#include <stdlib.h>  // `realloc`
 
 _Thread_local uform_executor_t uform_current_executor = NULL;
 
@@ -18,6 +16,7 @@ void uform_executor_init(uform_executor_t executor, uform_backend_t const *backe
     atomic_init(&executor->gate, 0u);
     atomic_init(&executor->mood, (unsigned)uform_mood_parked_k);
     executor->backend = backend;
+    executor->pool = NULL;
     executor->fork_generation = uform_fork_generation();
     executor->description = (uform_executor_description_t) {0};
     executor->description.kind = kind;
@@ -42,6 +41,16 @@ static uform_status_t uform_check_usable(uform_executor_t executor, char const *
     if (UFORM_UNLIKELY(uform_current_executor == executor))
         return uform_fail(uform_status_contended_k,
                           "%s: called from inside a callback of the same executor, which would wait on itself",
+                          verb);
+    return uform_status_ok_k;
+}
+
+/** Blocking calls and drains on a pool executor wait for its pool, which this thread may hold. */
+static uform_status_t uform_check_pool(uform_executor_t executor, char const *verb) {
+    if (UFORM_UNLIKELY(executor->pool && uform_current_pools && uform_pool_inside(executor->pool)))
+        return uform_fail(uform_status_contended_k,
+                          "%s: this thread holds the executor's ForkUnion pool (uform_pool_lock, or a call running "
+                          "on it) or runs one of its tasks, so waiting for the pool would wait on itself",
                           verb);
     return uform_status_ok_k;
 }
@@ -81,6 +90,7 @@ static uform_status_t uform_executor_call_checked(uform_executor_t executor, ufo
     if (UFORM_UNLIKELY(status != uform_status_ok_k)) return status;
     if (!executor) return uform_call_inline(call, outcome);
     status = uform_check_usable(executor, "uform_executor_call");
+    if (UFORM_UNLIKELY(status == uform_status_ok_k && !outcome)) status = uform_check_pool(executor, "uform_executor_call");
     if (UFORM_UNLIKELY(status != uform_status_ok_k)) return status;
 
     unsigned expected = 0;
@@ -128,52 +138,13 @@ uform_status_t uform_executor_drain(uform_executor_t executor, uform_mood_t mood
                           "uform_executor_drain: mood %d is not one of parked (0), spinning (1)", (int)mood);
     if (!executor) return uform_status_ok_k;
     uform_status_t status = uform_check_usable(executor, "uform_executor_drain");
+    if (status == uform_status_ok_k) status = uform_check_pool(executor, "uform_executor_drain");
     if (status != uform_status_ok_k) return status;
     return executor->backend->drain(executor, mood);
 }
 
-/* ---- The registry of live executors, so a second free is a no-op rather than a double free ---- */
-
-static pthread_mutex_t uform_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-static uform_executor_t *uform_registry = NULL;
-static size_t uform_registry_count = 0, uform_registry_capacity = 0;
-
-uform_status_t uform_executor_register(uform_executor_t executor) {
-    pthread_mutex_lock(&uform_registry_mutex);
-    if (uform_registry_count == uform_registry_capacity) {
-        size_t capacity = uform_registry_capacity ? uform_registry_capacity * 2 : 16;
-        uform_executor_t *grown = realloc(uform_registry, capacity * sizeof(uform_executor_t));
-        if (!grown) {
-            pthread_mutex_unlock(&uform_registry_mutex);
-            return uform_fail(uform_status_out_of_memory_k, "uform: cannot grow the registry of executors");
-        }
-        uform_registry = grown, uform_registry_capacity = capacity;
-    }
-    uform_registry[uform_registry_count++] = executor;
-    pthread_mutex_unlock(&uform_registry_mutex);
-    return uform_status_ok_k;
-}
-
-/** Removes `executor` from the registry; false if it was not there (already freed, or never ours). */
-static bool uform_executor_unregister(uform_executor_t executor) {
-    bool found = false;
-    pthread_mutex_lock(&uform_registry_mutex);
-    for (size_t index = 0; index < uform_registry_count; ++index)
-        if (uform_registry[index] == executor) {
-            uform_registry[index] = uform_registry[--uform_registry_count];
-            found = true;
-            break;
-        }
-    if (!uform_registry_count) {
-        free(uform_registry);
-        uform_registry = NULL, uform_registry_capacity = 0;
-    }
-    pthread_mutex_unlock(&uform_registry_mutex);
-    return found;
-}
-
 void uform_executor_free(uform_executor_t executor) {
-    if (executor && uform_executor_unregister(executor)) executor->backend->free(executor);
+    if (executor) executor->backend->free(executor);
 }
 
 uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor_description_t *description) {
@@ -198,6 +169,8 @@ uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor
 
 uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread, int32_t *core,
                                                int32_t *node) {
+    if (executor && executor->fork_generation != uform_fork_generation())
+        return uform_check_usable(executor, "uform_executor_thread_placement");
     if (!executor || !executor->backend->thread_placement)
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_thread_placement: the %s executor's threads are not the engine's to pin",
@@ -222,11 +195,24 @@ static uform_status_t uform_outcome_result(uform_outcome_t *outcome) {
 
 uform_status_t uform_outcome_poll(uform_outcome_t *outcome) { return uform_outcome_wait(outcome, 0); }
 
+/** The longest single futex wait: a longer (or infinite) timeout waits in slices of it, so the
+ *  conversion to `time_t` never overflows. */
+#define UFORM_WAIT_SLICE_SECONDS 3600.0
+
 uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds) {
     if (!outcome) return uform_fail(uform_status_invalid_argument_k, "uform_outcome_wait: outcome is NULL");
     if (isnan(timeout_seconds))
-        return uform_fail(uform_status_invalid_argument_k, "uform_outcome_wait: timeout_seconds is NaN");
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_outcome_wait: timeout_seconds is NaN; pass a negative value to wait forever");
     if (__atomic_load_n(&outcome->finished, __ATOMIC_ACQUIRE)) return uform_outcome_result(outcome);
+
+    // Pending at a fork: the call runs (if at all) in the parent, whose threads this child lacks.
+    if (UFORM_UNLIKELY(outcome->reserved[3] != uform_fork_generation())) {
+        uform_outcome_finish(outcome, uform_status_forked_k,
+                             "uform_outcome_wait: the call was pending when this process was forked from its "
+                             "parent; it runs in the parent only, and this copy of its outcome never finishes");
+        return uform_outcome_result(outcome);
+    }
 
     uform_executor_t executor = uform_outcome_executor(outcome);
     if (executor && executor->backend->poll) {
@@ -236,18 +222,17 @@ uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_secon
         return uform_fail(uform_status_pending_k, "uform_outcome_wait: the call has not finished yet");
     }
 
-    double deadline = timeout_seconds < 0 ? 0 : uform_now_seconds() + timeout_seconds;
+    // Negative: forever. Zero (either sign): a poll. Otherwise until the deadline, which may be
+    // infinite; every wait is parked on the futex, a slice at a time.
+    bool const forever = timeout_seconds < 0;
+    double const deadline = forever ? 0 : uform_now_seconds() + timeout_seconds;
     while (!__atomic_load_n(&outcome->finished, __ATOMIC_ACQUIRE)) {
-        if (timeout_seconds < 0) {
-            uform_futex_wait(&outcome->finished, 0u, NULL);
-            continue;
-        }
-        double left = deadline - uform_now_seconds();
-        if (left <= 0)
+        double left = forever ? UFORM_WAIT_SLICE_SECONDS : deadline - uform_now_seconds();
+        if (!(left > 0))
             return uform_fail(uform_status_pending_k, "uform_outcome_wait: the call has not finished yet");
+        if (left > UFORM_WAIT_SLICE_SECONDS) left = UFORM_WAIT_SLICE_SECONDS;
         struct timespec timeout = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
         uform_futex_wait(&outcome->finished, 0u, &timeout);
     }
     return uform_outcome_result(outcome);
 }
-

@@ -6,8 +6,14 @@
  *  A call is run as a "round" by a thread 0: the submitting thread for a blocking call, the
  *  executor's leader thread for a deferred one. On a RAM executor, thread 0 publishes the call by
  *  bumping `generation`, runs its own share, and waits for every worker's `finished_generation`. Idle
- *  workers spin (SPINNING) or park on a futex on `generation` after a short spin (PARKED); the
- *  publisher makes the wake-up system call only when someone is parked.
+ *  workers spin (SPINNING) or park on a futex after a short spin (PARKED). They park on a bell word
+ *  that everything meant to wake them rings (a new round while someone is parked, a drain into
+ *  SPINNING, stopping), so no wake-up can slip in between a worker's last look and its sleep; the
+ *  publisher rings and makes the wake-up system call only when someone is parked.
+ *
+ *  Pool executors hand each round to the borrowed ForkUnion pool, which takes one submitter at a
+ *  time: every engine executor over one pool, and the pool's owner through `uform_pool_lock`, take
+ *  the pool's gate (one per pool, shared, found by the pool's address) around each submission.
  *
  *  Tickets order everything: each accepted call takes `submitted`, each finished call bumps
  *  `finished`. A blocking call first waits until every earlier ticket finished (the deferred calls
@@ -25,8 +31,30 @@
 #include <stdlib.h>  // `calloc`
 #include <string.h>  // `strerror`
 
-/** Spins of an idle PARKED worker before it sleeps: about 20-60 microseconds of `pause`. */
+/**
+ *  Spins of an idle PARKED worker, or of a thread 0 waiting for its round's workers, before it
+ *  sleeps: 1024 `pause`s (about 20-60 microseconds) at first, adapted to how calls arrive
+ *  (`uform_host_adapt_spins`): a sleep cut short by the next round within a millisecond quadruples
+ *  that thread's spin, up to 32 times the first; a sleep of 50 ms or more (an executor left idle)
+ *  brings it back.
+ *
+ *  Why: with every core in use, a worker preempted for a moment (a kernel thread, a hypervisor)
+ *  makes thread 0 outwait its spin and sleep; waking it takes long enough that the other workers
+ *  outwait theirs and sleep too, and the next round then wakes them all, one system call and one
+ *  wake-up latency after another, which again outlasts every spin. Back-to-back rounds stayed in
+ *  that regime (a median of 121 us per empty round at 32 threads on 32 cores, against 1.5 us
+ *  SPINNING). A spin that grows after sleeps cut short breaks the cycle within a few rounds.
+ */
 #define UFORM_PARK_SPINS 1024u
+#define UFORM_PARK_SPINS_MAX (UFORM_PARK_SPINS * 32u)
+#define UFORM_SHORT_PARK_SECONDS 1e-3
+#define UFORM_LONG_PARK_SECONDS 0.05
+
+unsigned uform_host_adapt_spins(unsigned spins, double parked_seconds) {
+    if (parked_seconds < UFORM_SHORT_PARK_SECONDS) return spins >= UFORM_PARK_SPINS_MAX / 4 ? UFORM_PARK_SPINS_MAX : spins * 4;
+    if (parked_seconds >= UFORM_LONG_PARK_SECONDS) return UFORM_PARK_SPINS;
+    return spins;
+}
 /** The largest `deferred_limit` accepted: slots are preallocated. */
 #define UFORM_DEFERRED_LIMIT_MAX (1u << 20)
 
@@ -86,13 +114,16 @@ struct host_executor_s {
         atomic_uint generation;
         atomic_uint finished_count; /**< Small executors: worker completions, never reset. */
         uform_call_t round;
+        uform_pool_chain_t *pools; /**< Thread 0's `uform_current_pools`, which workers adopt. */
     } publish;
-    host_join_t join; /**< How rounds join, fixed at construction by the worker count. */
-    unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. */
+    unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. On a
+                                   line of its own (the publish line is full): workers never read it. */
     // Thread 0 parked in a long join: workers then bump `join_signal` and wake it.
     UFORM_ALIGNED atomic_uint joiner_parked;
     atomic_uint join_signal;
-    atomic_uint sleepers; /**< Workers parked on `generation`. */
+    atomic_uint join_spins; /**< Thread 0's adaptive spin before it sleeps in a join. */
+    atomic_uint sleepers;   /**< Workers parked on `worker_bell`. */
+    atomic_uint worker_bell; /**< Parked workers sleep on it; rung by rounds, drains and stopping. */
     atomic_uint stopping;
     UFORM_ALIGNED atomic_size_t dynamic_next;
 
@@ -110,8 +141,9 @@ struct host_executor_s {
     deferred_slot_t *slots;
     uint32_t slots_count;
 
-    // Threads: [1, threads_count) are workers; the leader is thread 0 of deferred calls.
+    // Threads: [1, threads_count) are workers; the leader is thread 0 of deferred calls. Read-mostly.
     size_t threads_count;
+    host_join_t join; /**< How rounds join, fixed at construction by the worker count. */
     host_thread_t **workers; /**< [threads_count], entry 0 unused. */
     host_thread_t *leader;
     int32_t *thread_cores;   /**< [threads_count] pinned core, -1 for unpinned. */
@@ -122,11 +154,144 @@ struct host_executor_s {
     // Pool executors only.
     void *pool;
     fu_abi_t fu;
+    struct pool_gate_t *gate; /**< The pool's gate, shared with every executor over the pool. */
 };
 
 static uint32_t *futex_word(atomic_uint *word) { return (uint32_t *)word; }
 
 _Static_assert(sizeof(atomic_uint) == sizeof(uint32_t), "futexes wait on 32-bit words");
+
+/* ---- Pool gates ---- */
+
+/**
+ *  One per borrowed pool in use (by an executor or a `uform_pool_lock`), found by the pool's address
+ *  in a list under the pools' global lock. `word` is a futex lock (0 free, 1 held, 2 held with
+ *  waiters); `holder` names the thread holding it (the address of its `uform_pool_thread_token`),
+ *  so a forked child can free gates its parent's other threads held.
+ */
+typedef struct pool_gate_t {
+    void const *pool;
+    size_t references;        /**< Executors over the pool and `uform_pool_lock` holders. */
+    atomic_uint word;
+    _Atomic(uintptr_t) holder; /**< 0 while free or while being taken. */
+    uform_pool_chain_t link;   /**< The holder's chain entry while held through `uform_pool_lock`. */
+    struct pool_gate_t *next;
+} pool_gate_t;
+
+static pool_gate_t *pool_gates = NULL;
+static _Thread_local char uform_pool_thread_token;
+_Thread_local uform_pool_chain_t *uform_current_pools = NULL;
+
+bool uform_pool_inside(void const *pool) {
+    for (uform_pool_chain_t const *entry = uform_current_pools; entry; entry = entry->outer)
+        if (entry->pool == pool) return true;
+    return false;
+}
+
+/** The gate of `pool` with one more reference, created if absent; NULL when out of memory. */
+static pool_gate_t *pool_gate_acquire(void const *pool) {
+    uform_global_lock(uform_global_lock_pools_k);
+    pool_gate_t *gate = pool_gates;
+    while (gate && gate->pool != pool) gate = gate->next;
+    if (!gate && (gate = calloc(1, sizeof(pool_gate_t)))) {
+        gate->pool = pool;
+        gate->next = pool_gates;
+        pool_gates = gate;
+    }
+    if (gate) ++gate->references;
+    uform_global_unlock(uform_global_lock_pools_k);
+    return gate;
+}
+
+static void pool_gate_release(pool_gate_t *gate) {
+    uform_global_lock(uform_global_lock_pools_k);
+    if (--gate->references == 0) {
+        pool_gate_t **cursor = &pool_gates;
+        while (*cursor != gate) cursor = &(*cursor)->next;
+        *cursor = gate->next;
+        free(gate);
+    }
+    uform_global_unlock(uform_global_lock_pools_k);
+}
+
+static bool pool_gate_try_take(pool_gate_t *gate) {
+    unsigned expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&gate->word, &expected, 1u, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    atomic_store_explicit(&gate->holder, (uintptr_t)&uform_pool_thread_token, memory_order_relaxed);
+    return true;
+}
+
+/** Waits for the gate: a short spin (another round usually ends soon), then parked. */
+static void pool_gate_take(pool_gate_t *gate) {
+    for (unsigned spins = 0; spins < UFORM_PARK_SPINS; ++spins) {
+        if (atomic_load_explicit(&gate->word, memory_order_relaxed) == 0 && pool_gate_try_take(gate)) return;
+        uform_spin_pause();
+    }
+    while (atomic_exchange_explicit(&gate->word, 2u, memory_order_acquire) != 0)
+        uform_futex_wait((uint32_t *)&gate->word, 2u, NULL);
+    atomic_store_explicit(&gate->holder, (uintptr_t)&uform_pool_thread_token, memory_order_relaxed);
+}
+
+static void pool_gate_give(pool_gate_t *gate) {
+    atomic_store_explicit(&gate->holder, (uintptr_t)0, memory_order_relaxed);
+    if (atomic_exchange_explicit(&gate->word, 0u, memory_order_release) == 2)
+        uform_futex_wake((uint32_t *)&gate->word, 1);
+}
+
+void uform_pool_gates_after_fork(void) {
+    // Only this thread survived the fork: gates held by any other are free in the child.
+    for (pool_gate_t *gate = pool_gates; gate; gate = gate->next)
+        if (atomic_load_explicit(&gate->holder, memory_order_relaxed) != (uintptr_t)&uform_pool_thread_token) {
+            atomic_store_explicit(&gate->holder, (uintptr_t)0, memory_order_relaxed);
+            atomic_store_explicit(&gate->word, 0u, memory_order_relaxed);
+        }
+}
+
+static uform_status_t pool_lock(void *fu_pool, bool wait, char const *verb) {
+    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "%s: fu_pool is NULL", verb);
+    if (uform_pool_inside(fu_pool))
+        return uform_fail(uform_status_contended_k,
+                          "%s: this thread already holds the pool, or runs one of its tasks; taking it again "
+                          "would wait on itself",
+                          verb);
+    pool_gate_t *gate = pool_gate_acquire(fu_pool);
+    if (!gate) return uform_fail(uform_status_out_of_memory_k, "%s: cannot allocate the pool's gate", verb);
+    if (wait) pool_gate_take(gate);
+    else if (!pool_gate_try_take(gate)) {
+        pool_gate_release(gate);
+        return uform_fail(uform_status_contended_k,
+                          "%s: an engine call or another holder has the pool now; retry, or use uform_pool_lock "
+                          "to wait for it",
+                          verb);
+    }
+    gate->link = (uform_pool_chain_t) {.pool = fu_pool, .outer = uform_current_pools, .gate = gate};
+    uform_current_pools = &gate->link;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_pool_lock(void *fu_pool) { return pool_lock(fu_pool, true, "uform_pool_lock"); }
+
+uform_status_t uform_pool_try_lock(void *fu_pool) { return pool_lock(fu_pool, false, "uform_pool_try_lock"); }
+
+uform_status_t uform_pool_unlock(void *fu_pool) {
+    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "uform_pool_unlock: fu_pool is NULL");
+    // This thread's innermost entry must be its lock of this pool: locks are released in reverse
+    // order, and never from inside an engine call or task (whose entries would then dangle).
+    uform_pool_chain_t *entry = uform_current_pools;
+    if (!entry || entry->pool != fu_pool || !entry->gate)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_pool_unlock: this thread's innermost hold is not a uform_pool_lock of this pool "
+                          "(never locked here, already unlocked, locked before another pool still held, or "
+                          "called from inside a task)");
+    pool_gate_t *gate = entry->gate;
+    uform_current_pools = entry->outer;
+    pool_gate_give(gate);
+    pool_gate_release(gate);
+    return uform_status_ok_k;
+}
+
 
 /* ---- Rounds ---- */
 
@@ -153,6 +318,16 @@ static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next
     }
 }
 
+/** One step of an idle spin. Past the first 1024 pauses (a spin lengthened by
+ *  `uform_host_adapt_spins`), a PARKED thread also yields its core every 64 steps, so where threads
+ *  outnumber cores the extra spin does not keep the thread it waits for off the core. */
+static inline void host_idle_step(host_executor_t *self, unsigned spins) {
+    if (spins >= UFORM_PARK_SPINS && (spins & 63u) == 0 &&
+        atomic_load_explicit(&self->base.mood, memory_order_relaxed) != uform_mood_spinning_k)
+        sched_yield();
+    else uform_spin_pause();
+}
+
 /** True once every worker finished round `generation`. The loads are independent, so the CPU
  *  keeps many of these misses in flight at once rather than one after another. */
 static bool host_all_finished(host_executor_t *self, unsigned generation) {
@@ -166,18 +341,23 @@ static bool host_all_finished(host_executor_t *self, unsigned generation) {
 
 /** Thread 0 waits for the round's workers: spinning first, then parking unless SPINNING. */
 static void host_join(host_executor_t *self, unsigned generation) {
-    unsigned spins = 0;
+    unsigned spins = 0, budget = atomic_load_explicit(&self->join_spins, memory_order_relaxed);
     while (!host_all_finished(self, generation)) {
-        if (spins < UFORM_PARK_SPINS ||
+        if (spins < budget ||
             atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
-            uform_spin_pause();
-            ++spins;
+            host_idle_step(self, spins++);
             continue;
         }
         unsigned signal = atomic_load_explicit(&self->join_signal, memory_order_seq_cst);
         atomic_store_explicit(&self->joiner_parked, 1u, memory_order_seq_cst);
-        if (!host_all_finished(self, generation)) uform_futex_wait(futex_word(&self->join_signal), signal, NULL);
+        if (!host_all_finished(self, generation)) {
+            double const parked_at = uform_now_seconds();
+            uform_futex_wait(futex_word(&self->join_signal), signal, NULL);
+            budget = uform_host_adapt_spins(budget, uform_now_seconds() - parked_at);
+            atomic_store_explicit(&self->join_spins, budget, memory_order_relaxed);
+        }
         atomic_store_explicit(&self->joiner_parked, 0u, memory_order_relaxed);
+        spins = 0;
     }
 }
 
@@ -185,18 +365,31 @@ static void host_wake_if_parked(atomic_uint *word, atomic_uint *parked) {
     if (atomic_load_explicit(parked, memory_order_seq_cst)) uform_futex_wake(futex_word(word), INT_MAX);
 }
 
-/** Pool executors: adapt ForkUnion's callbacks, marking the thread as inside this executor. */
+/** Rings the workers' bell: every worker parked, or about to park, wakes and looks again. */
+static void host_ring_workers(host_executor_t *self) {
+    atomic_fetch_add_explicit(&self->worker_bell, 1u, memory_order_seq_cst);
+    uform_futex_wake(futex_word(&self->worker_bell), INT_MAX);
+}
+
+void (*_Atomic uform_host_before_park)(void) = NULL;
+
+/** Pool executors: adapt ForkUnion's callbacks, marking the thread as inside this executor and
+ *  inside the pool (with every pool the submitter is inside). */
 typedef struct pool_round_t {
     uform_call_t const *call;
     uform_executor_t executor;
+    uform_pool_chain_t *pools;
 } pool_round_t;
 
 static void pool_prong(void *context, size_t task, size_t thread, size_t colocation) {
     pool_round_t const *round = context;
     uform_executor_t outer = uform_current_executor;
+    uform_pool_chain_t *outer_pools = uform_current_pools;
     uform_current_executor = round->executor;
+    uform_current_pools = round->pools;
     round->call->task(round->call->context, task, thread, colocation);
     uform_current_executor = outer;
+    uform_current_pools = outer_pools;
 }
 
 static void pool_thread(void *context, size_t thread, size_t colocation) {
@@ -208,12 +401,18 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
     uform_executor_t outer = uform_current_executor;
     uform_current_executor = &self->base;
     if (self->pool) {
-        pool_round_t round = {.call = call, .executor = &self->base};
+        // One submitter at a time per pool: this round waits for the pool's gate.
+        uform_pool_chain_t entry = {.pool = self->pool, .outer = uform_current_pools};
+        pool_round_t round = {.call = call, .executor = &self->base, .pools = &entry};
+        pool_gate_take(self->gate);
+        uform_current_pools = &entry;
         switch (call->schedule) {
         case uform_schedule_threads_k: self->fu.for_threads(self->pool, pool_thread, &round); break;
         case uform_schedule_static_k: self->fu.for_n(self->pool, call->tasks, pool_prong, &round); break;
         case uform_schedule_dynamic_k: self->fu.for_n_dynamic(self->pool, call->tasks, pool_prong, &round); break;
         }
+        uform_current_pools = entry.outer;
+        pool_gate_give(self->gate);
     }
     else if (self->threads_count == 1) {
         atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
@@ -226,11 +425,12 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
     else {
         // Rewriting an unchanged call would only steal the line back from every worker.
         if (memcmp(&self->publish.round, call, sizeof(*call)) != 0) self->publish.round = *call;
+        if (self->publish.pools != uform_current_pools) self->publish.pools = uform_current_pools;
         if (call->schedule == uform_schedule_dynamic_k)
             atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
         self->finished_target += (unsigned)(self->threads_count - 1);
         unsigned generation = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
-        host_wake_if_parked(&self->publish.generation, &self->sleepers);
+        if (atomic_load_explicit(&self->sleepers, memory_order_seq_cst)) host_ring_workers(self);
         host_run_share(call, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
         host_join(self, generation);
     }
@@ -242,23 +442,36 @@ static void *host_worker_loop(void *argument) {
     host_executor_t *self = me->owner;
     uform_current_executor = &self->base; // workers only ever run this executor's callbacks
     unsigned seen = 0;                    // `generation` starts at zero, before any worker exists
+    unsigned budget = UFORM_PARK_SPINS;   // adapted after every sleep (`uform_host_adapt_spins`)
     for (;;) {
         unsigned spins = 0, now;
         while ((now = atomic_load_explicit(&self->publish.generation, memory_order_acquire)) == seen) {
-            if (spins < UFORM_PARK_SPINS ||
+            if (spins < budget ||
                 atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
-                uform_spin_pause();
-                ++spins;
+                host_idle_step(self, spins++);
                 continue;
             }
+            // The bell is read before the last looks at the round and the mood: whatever rings it
+            // after them (a round, a drain into SPINNING, stopping) changes the word, so the sleep
+            // below returns at once instead of missing the wake-up.
+            unsigned const bell = atomic_load_explicit(&self->worker_bell, memory_order_seq_cst);
             atomic_fetch_add_explicit(&self->sleepers, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(&self->publish.generation, memory_order_seq_cst) == seen)
-                uform_futex_wait(futex_word(&self->publish.generation), seen, NULL);
-            atomic_fetch_sub_explicit(&self->sleepers, 1, memory_order_relaxed);
+            if (atomic_load_explicit(&self->publish.generation, memory_order_seq_cst) == seen &&
+                atomic_load_explicit(&self->base.mood, memory_order_seq_cst) != uform_mood_spinning_k) {
+                void (*hook)(void) = atomic_load_explicit(&uform_host_before_park, memory_order_relaxed);
+                if (UFORM_UNLIKELY(hook != NULL)) hook();
+                double const parked_at = uform_now_seconds();
+                uform_futex_wait(futex_word(&self->worker_bell), bell, NULL);
+                budget = uform_host_adapt_spins(budget, uform_now_seconds() - parked_at);
+            }
+            atomic_fetch_sub_explicit(&self->sleepers, 1, memory_order_seq_cst);
+            spins = 0;
         }
         seen = now;
         if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
+        uform_current_pools = self->publish.pools;
         host_run_share(&self->publish.round, &self->dynamic_next, me->thread, self->threads_count, me->domain);
+        uform_current_pools = NULL;
         if (self->join == host_join_shared_k)
             atomic_fetch_add_explicit(&self->publish.finished_count, 1u, memory_order_seq_cst);
         else atomic_store_explicit(&me->finished_generation, now, memory_order_seq_cst);
@@ -354,9 +567,9 @@ static uform_status_t host_drain(uform_executor_t executor, uform_mood_t mood) {
     host_executor_t *self = (host_executor_t *)executor;
     host_wait_for_ticket(self, atomic_load_explicit(&self->submitted, memory_order_acquire));
     unsigned previous = atomic_exchange_explicit(&self->base.mood, (unsigned)mood, memory_order_seq_cst);
-    // Parked workers re-read the mood only when woken, so a switch to SPINNING wakes them all.
-    if (previous != (unsigned)mood && mood == uform_mood_spinning_k)
-        uform_futex_wake(futex_word(&self->publish.generation), INT_MAX);
+    // Parked workers re-read the mood only when woken, so a switch to SPINNING rings them all,
+    // those about to park included.
+    if (previous != (unsigned)mood && mood == uform_mood_spinning_k) host_ring_workers(self);
     return uform_status_ok_k;
 }
 
@@ -376,7 +589,7 @@ static void host_release(host_executor_t *self) {
         // Wake everyone with `stopping` set; workers see a new generation, the leader an empty queue.
         atomic_store_explicit(&self->stopping, 1u, memory_order_seq_cst);
         atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
-        uform_futex_wake(futex_word(&self->publish.generation), INT_MAX);
+        host_ring_workers(self);
         atomic_fetch_add_explicit(&self->leader_bell, 1u, memory_order_seq_cst);
         uform_futex_wake(futex_word(&self->leader_bell), INT_MAX);
     }
@@ -398,7 +611,13 @@ static void host_release(host_executor_t *self) {
     free(self->thread_nodes);
     free(self->thread_domains);
     uform_placement_free(&self->placement);
+    if (self->gate) pool_gate_release(self->gate);
     free(self);
+}
+
+size_t uform_host_parked_workers(uform_executor_t executor) {
+    if (!executor || executor->backend->call != host_call) return 0;
+    return atomic_load_explicit(&((host_executor_t *)executor)->sleepers, memory_order_seq_cst);
 }
 
 static void host_free(uform_executor_t executor) {
@@ -468,6 +687,7 @@ static uform_status_t host_allocate(uform_placement_t *placement, size_t threads
     if (!self) return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor");
     memset(self, 0, sizeof(*self));
     uform_executor_init(&self->base, backend, kind);
+    atomic_init(&self->join_spins, UFORM_PARK_SPINS);
     self->placement = *placement;
     *placement = (uform_placement_t) {0};
     self->threads_count = threads;
@@ -542,7 +762,6 @@ uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t thr
     if (status == uform_status_ok_k)
         status = host_spawn(self, &self->leader, 0, self->thread_domains[0], self->thread_cores[0],
                             self->thread_nodes[0], host_leader_loop);
-    if (status == uform_status_ok_k) status = uform_executor_register(&self->base);
     if (status != uform_status_ok_k) {
         host_release(self);
         return status;
@@ -580,11 +799,15 @@ uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *
         return status;
     }
     self->pool = fu_pool;
+    self->base.pool = fu_pool;
     self->fu = fu;
+    if (!(self->gate = pool_gate_acquire(fu_pool))) {
+        host_release(self);
+        return uform_fail(uform_status_out_of_memory_k, "uform_executor_on_pool: cannot allocate the pool's gate");
+    }
     for (size_t thread = 0; thread < threads; ++thread) self->thread_cores[thread] = self->thread_nodes[thread] = -1;
     // The leader hands deferred calls to the pool; it is the pool's caller, so it stays unpinned.
     status = host_spawn(self, &self->leader, 0, 0, -1, self->placement.domain_nodes[0], host_leader_loop);
-    if (status == uform_status_ok_k) status = uform_executor_register(&self->base);
     if (status != uform_status_ok_k) {
         host_release(self);
         return status;

@@ -38,15 +38,34 @@ uform_status_t uform_fail_v(uform_status_t status, char const *format, va_list a
  *  publishes `finished` with release order and wakes every waiter on it. */
 void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
 
-/** @brief Marks an outcome as pending and owned by `executor`, before it is queued. */
+/** @brief Marks an outcome as pending and owned by `executor`, before it is queued. Its `reserved`
+ *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] unused, [3] the fork
+ *  generation at submission. */
 void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
 
 
 /* ---- Fork tracking and waiting (sync.c) ---- */
 
-/** @brief Incremented in every child process after `fork()`; executors and meshes record the value
- *  at creation and refuse work when it changed. */
+/** @brief Incremented in every child process after `fork()`; executors, meshes and outcomes record
+ *  the value at creation and refuse work when it changed. */
 uint64_t uform_fork_generation(void);
+
+/**
+ *  @brief The engine's process-wide locks. `fork()` takes every one of them before it forks and
+ *  releases them in both processes after (through `pthread_atfork`), so a child never inherits a
+ *  lock held by a thread that does not exist there. They never nest: hold one at a time.
+ */
+typedef enum uform_global_lock_t {
+    uform_global_lock_pools_k,  /**< The table of pool gates (host.c). */
+    uform_global_lock_meshes_k, /**< The list of live meshes (mesh.c). */
+    uform_global_locks_count_k,
+} uform_global_lock_t;
+void uform_global_lock(uform_global_lock_t lock);
+void uform_global_unlock(uform_global_lock_t lock);
+
+/** @brief Called by the fork handler in the child, with every global lock released: frees the pool
+ *  gates that threads of the parent held (host.c). */
+void uform_pool_gates_after_fork(void);
 
 /** @brief Blocks while `*address == expected`, up to `timeout` (NULL: forever). Spurious returns
  *  are possible; callers loop. */
@@ -114,6 +133,7 @@ typedef struct uform_backend_t uform_backend_t;
 struct uform_executor_s {
     UFORM_ALIGNED atomic_uint gate;           /**< 0 free, 1 held by a call: the CONTENDED check. */
     UFORM_ALIGNED uform_backend_t const *backend;
+    void const *pool;                         /**< The borrowed ForkUnion pool; NULL unless a pool executor. */
     atomic_uint mood;                         /**< `uform_mood_t` idle workers adopt; set by drains. */
     uint64_t fork_generation;                 /**< `uform_fork_generation()` at construction. */
     uform_executor_description_t description; /**< Filled by the backend at construction; its `mood`
@@ -143,10 +163,33 @@ extern _Thread_local uform_executor_t uform_current_executor;
 /** @brief Fills the common header; call first in every constructor. */
 void uform_executor_init(uform_executor_t executor, uform_backend_t const *backend, uform_executor_kind_t kind);
 
-/** @brief Records a fully constructed executor as live; every constructor calls it last, just
- *  before handing the executor out (and frees it itself if this fails). `uform_executor_free`
- *  ignores pointers that are not live, so a second free is a no-op. */
-uform_status_t uform_executor_register(uform_executor_t executor);
+/**
+ *  @brief The ForkUnion pools a thread is inside, innermost first: pools whose gate it holds (an
+ *  engine round it submits, or `uform_pool_lock`) and pools whose round it runs a task of, and
+ *  rounds of RAM executors carry their thread 0's list to their workers. A call or drain on an
+ *  executor over a pool in this list, or `uform_pool_lock` of one, would wait for itself: CONTENDED.
+ */
+typedef struct uform_pool_chain_t {
+    void const *pool;
+    struct uform_pool_chain_t *outer;
+    struct pool_gate_t *gate; /**< The gate a `uform_pool_lock` holds; NULL for rounds and tasks. */
+} uform_pool_chain_t;
+extern _Thread_local uform_pool_chain_t *uform_current_pools;
+
+/** @brief True when `pool` is in this thread's `uform_current_pools`. */
+bool uform_pool_inside(void const *pool);
+
+/** @brief The next spin of a PARKED thread that just slept `parked_seconds` after spinning `spins`
+ *  pauses: four times longer (up to 32 times the first 1024) after a sleep under a millisecond, the
+ *  first again after one of 50 ms or more, else unchanged. host.c says why. */
+unsigned uform_host_adapt_spins(unsigned spins, double parked_seconds);
+
+/** @brief Workers of RAM executors parked right now (tests: the moods and the drain's wake-up). */
+size_t uform_host_parked_workers(uform_executor_t executor);
+
+/** @brief Tests only: called by a RAM executor's worker after it decided to park and before it
+ *  sleeps, the window a wake-up could be lost in. NULL (the default) calls nothing. */
+extern void (*_Atomic uform_host_before_park)(void);
 
 /** @brief Starts a thread pinned to `core` (unpinned for -1) before it runs, so its stack is first
  *  touched on the core's node. A pin the OS refuses is SYSTEM_ERROR naming the core. */

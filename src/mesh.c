@@ -99,27 +99,26 @@ struct uform_mesh_s {
 
 /* ---- One mesh per executor ---- */
 
-static pthread_mutex_t uform_meshes_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct uform_mesh_s *uform_meshes = NULL;
+static struct uform_mesh_s *uform_meshes = NULL; /**< Under `uform_global_lock_meshes_k`. */
 
 static bool mesh_register(uform_mesh_t mesh) {
-    pthread_mutex_lock(&uform_meshes_lock);
+    uform_global_lock(uform_global_lock_meshes_k);
     bool taken = false;
     for (uform_mesh_t other = uform_meshes; other && !taken; other = other->next)
         taken = other->executor == mesh->executor;
     if (!taken) mesh->next = uform_meshes, uform_meshes = mesh;
-    pthread_mutex_unlock(&uform_meshes_lock);
+    uform_global_unlock(uform_global_lock_meshes_k);
     return !taken;
 }
 
 static void mesh_unregister(uform_mesh_t mesh) {
-    pthread_mutex_lock(&uform_meshes_lock);
+    uform_global_lock(uform_global_lock_meshes_k);
     for (uform_mesh_t *cursor = &uform_meshes; *cursor; cursor = &(*cursor)->next)
         if (*cursor == mesh) {
             *cursor = mesh->next;
             break;
         }
-    pthread_mutex_unlock(&uform_meshes_lock);
+    uform_global_unlock(uform_global_lock_meshes_k);
 }
 
 /* ---- Helpers ---- */

@@ -941,13 +941,6 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
     description->mood = uform_mood_parked_k;
     description->deferred_limit = ring_capacity;
     description->scratch_limit = scratch_limit;
-    status = uform_executor_register(&self->base); // last: from here `uform_executor_free` frees it
-    if (status != uform_status_ok_k) {
-        char message[512];
-        snprintf(message, sizeof(message), "%s", uform_error_message());
-        vram_release(self);
-        return uform_fail(status, "%s", message);
-    }
     *executor = &self->base;
     return uform_status_ok_k;
 }

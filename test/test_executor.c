@@ -7,7 +7,10 @@
 #include "check.h"
 #include "internal.h"
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
@@ -19,12 +22,6 @@ static size_t allowed_cores(void) {
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof(set), &set);
     return (size_t)CPU_COUNT(&set);
-}
-
-static double process_cpu_seconds(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
 /* ---- Schedules ---- */
@@ -281,6 +278,19 @@ static void test_drain_waits_for_blocking(uform_executor_t executor) {
 
 /* ---- Moods ---- */
 
+/** Waits until `executor` has `parked` parked workers, up to 30 s (a hang detector, not a timing:
+ *  a woken or idle worker gets there in microseconds on any machine that runs at all). */
+static bool await_parked(uform_executor_t executor, size_t parked) {
+    double const give_up = uform_now_seconds() + 30;
+    while (uform_host_parked_workers(executor) != parked)
+        if (uform_now_seconds() > give_up) return false;
+        else uform_sleep_seconds(0.001);
+    return true;
+}
+
+/** What the moods promise, by what the workers do rather than by the CPU they burn (figures for
+ *  that are bench_ram's "idle" lines): PARKED workers go to sleep once idle; SPINNING ones wake up
+ *  and never sleep; back to PARKED, they sleep again. */
 static void test_moods(size_t threads) {
     uform_executor_t executor;
     CHECK_STATUS(uform_executor_for_ram(NULL, threads, 0, &executor), uform_status_ok_k);
@@ -291,33 +301,67 @@ static void test_moods(size_t threads) {
     uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = &(storm_t) {0}};
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
-    uform_sleep_seconds(0.02); // let the short post-call spin end
-    double cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
-    uform_sleep_seconds(0.2);
-    double parked_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
-    printf("PARKED idle: %.2f%% of one core over 200 ms with %zu threads\n", parked_cores * 100, threads);
-    CHECK(parked_cores < 0.05);
+    CHECK(await_parked(executor, threads - 1));
 
-    if (threads >= 2) {
-        CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
-        CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
-        CHECK(description.mood == uform_mood_spinning_k);
-        cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
-        uform_sleep_seconds(0.2);
-        double spinning_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
-        printf("SPINNING idle: %.2f cores over 200 ms with %zu spinning workers\n", spinning_cores, threads - 1);
-        // Each of the threads-1 workers should burn most of a core; demand at least half of one.
-        CHECK(spinning_cores > 0.5);
-        // And back to parked: the spinning stops.
-        CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
-        uform_sleep_seconds(0.02);
-        cpu_before = process_cpu_seconds(), wall_before = uform_now_seconds();
-        uform_sleep_seconds(0.2);
-        parked_cores = (process_cpu_seconds() - cpu_before) / (uform_now_seconds() - wall_before);
-        CHECK(parked_cores < 0.05);
-    }
-    else
-        printf("SPINNING idle check skipped: one allowed core means no worker to spin\n");
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
+    CHECK(description.mood == uform_mood_spinning_k);
+    CHECK(await_parked(executor, 0));
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    uform_sleep_seconds(0.05); // far past the PARKED spin: a SPINNING worker still must not sleep
+    CHECK(uform_host_parked_workers(executor) == 0);
+
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(await_parked(executor, threads - 1));
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k); // parked workers wake
+    CHECK(atomic_load(&((storm_t *)call.context)->work_done) == 3 * threads);
+    uform_executor_free(executor);
+}
+
+/** The PARKED spin adapts: a sleep cut short by the next round within a millisecond makes the
+ *  next spin four times longer, up to 32 times the first; a long sleep (an idle executor) restores
+ *  the first; anything between keeps it. Back-to-back rounds on every core otherwise stayed in a
+ *  regime where each round woke sleeping threads (host.c says why); bench_ram measures it. */
+static void test_adaptive_spin(void) {
+    CHECK(uform_host_adapt_spins(1024, 0.0001) == 4096);
+    CHECK(uform_host_adapt_spins(4096, 0.0009) == 16384);
+    CHECK(uform_host_adapt_spins(16384, 0.0001) == 32768);
+    CHECK(uform_host_adapt_spins(32768, 0.0001) == 32768); // the ceiling
+    CHECK(uform_host_adapt_spins(32768, 0.01) == 32768);   // neither short nor long: kept
+    CHECK(uform_host_adapt_spins(32768, 0.05) == 1024);    // idle long enough: back to the first
+    CHECK(uform_host_adapt_spins(4096, 3600.0) == 1024);
+}
+
+/** A drain into SPINNING meeting a worker between its decision to park and its sleep (held there
+ *  by a test hook): the worker must not sleep through it. It slept on the round counter, which a
+ *  drain does not change, until the next call; it now sleeps on a bell the drain rings. */
+static atomic_int park_hook_armed, park_hook_inside, park_hook_release;
+
+static void park_hook(void) {
+    if (!atomic_exchange(&park_hook_armed, 0)) return;
+    atomic_store(&park_hook_inside, 1);
+    double const give_up = uform_now_seconds() + 30;
+    while (!atomic_load(&park_hook_release) && uform_now_seconds() < give_up) sched_yield();
+}
+
+static void test_drain_wakes_parking_worker(void) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 2, 0, &executor), uform_status_ok_k);
+    atomic_store(&park_hook_inside, 0), atomic_store(&park_hook_release, 0);
+    atomic_store(&uform_host_before_park, park_hook);
+    atomic_store(&park_hook_armed, 1);
+    storm_t storm = {0};
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = storm_task, .context = &storm};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    double const give_up = uform_now_seconds() + 30;
+    while (!atomic_load(&park_hook_inside) && uform_now_seconds() < give_up) uform_sleep_seconds(0.001);
+    CHECK(atomic_load(&park_hook_inside));
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
+    atomic_store(&park_hook_release, 1); // now the worker goes on to its sleep
+    CHECK(await_parked(executor, 0));
+    uform_sleep_seconds(0.05);
+    CHECK(uform_host_parked_workers(executor) == 0);
+    atomic_store(&uform_host_before_park, NULL);
     uform_executor_free(executor);
 }
 
@@ -444,6 +488,139 @@ static void test_fork(void) {
 }
 
 
+/** Forks while other threads are inside every global lock's users (executors made and freed, pool
+ *  gates taken): the child must be able to free and make executors and take pools, never hang.
+ *  A pending outcome and the executor's placements are FORKED there. */
+typedef struct churn_t {
+    atomic_int stop;
+    atomic_size_t loops;
+} churn_t;
+
+static void *churn_thread(void *argument) {
+    churn_t *churn = argument;
+    static int fake_pool;
+    while (!atomic_load(&churn->stop)) {
+        uform_executor_t executor;
+        if (uform_executor_for_ram(NULL, 1, 2, &executor) == uform_status_ok_k) uform_executor_free(executor);
+        if (uform_pool_lock(&fake_pool) == uform_status_ok_k) uform_pool_unlock(&fake_pool);
+        atomic_fetch_add(&churn->loops, 1);
+    }
+    return NULL;
+}
+
+/** Waits for `child` up to 60 s, then kills it: a hung child is a failure, not a hung suite. */
+static bool child_succeeded(pid_t child) {
+    double const give_up = uform_now_seconds() + 60;
+    int wait_status = 0;
+    for (;;) {
+        pid_t done = waitpid(child, &wait_status, WNOHANG);
+        if (done == child) return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+        if (uform_now_seconds() > give_up) {
+            fprintf(stderr, "fork: the child %d hung; killing it\n", (int)child);
+            kill(child, SIGKILL);
+            waitpid(child, &wait_status, 0);
+            return false;
+        }
+        uform_sleep_seconds(0.002);
+    }
+}
+
+__attribute__((unused)) static void test_fork_under_churn(void) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &executor), uform_status_ok_k);
+    sequence_t sequence = {.record = calloc(4, sizeof(size_t))};
+    sequenced_t held = {.sequence = &sequence, .id = 0, .hold = 1};
+    uform_call_t call = {.tasks = 1, .task = record_sequence, .context = &held};
+    uform_outcome_t pending;
+    CHECK_STATUS(uform_executor_call(executor, &call, &pending), uform_status_ok_k); // held until released
+
+    churn_t churn = {0};
+    pthread_t churner;
+    pthread_create(&churner, NULL, churn_thread, &churn);
+    int forks = 0, hung_or_failed = 0;
+    for (int fork_index = 0; fork_index < 40; ++fork_index) {
+        size_t const loops = atomic_load(&churn.loops);
+        while (atomic_load(&churn.loops) < loops + 3) sched_yield(); // the churn is running
+        fflush(NULL);
+        pid_t child = fork();
+        if (child == 0) {
+            int failures = 0;
+            static int fake_pool;
+            failures += uform_pool_lock(&fake_pool) != uform_status_ok_k;
+            failures += uform_pool_unlock(&fake_pool) != uform_status_ok_k;
+            // The outcome pending at the fork never finishes here: FORKED, at once, even waiting forever.
+            failures += uform_outcome_wait(&pending, -1) != uform_status_forked_k;
+            failures += strstr(uform_error_message(), "forked") == NULL;
+            failures += uform_outcome_poll(&pending) != uform_status_forked_k;
+            int32_t core = -7;
+            failures += uform_executor_thread_placement(executor, 0, &core, NULL) != uform_status_forked_k;
+            failures += core != -7;
+            uform_executor_free(executor);
+#if !defined(__SANITIZE_THREAD__)
+            uform_executor_t fresh;
+            failures += uform_executor_for_ram(NULL, 1, 0, &fresh) != uform_status_ok_k;
+            uform_executor_free(fresh);
+#endif
+            _exit(failures);
+        }
+        ++forks;
+        hung_or_failed += !child_succeeded(child);
+    }
+    atomic_store(&churn.stop, 1);
+    pthread_join(churner, NULL);
+    CHECK(forks == 40);
+    CHECK(hung_or_failed == 0);
+    // In the parent the call was untouched: still pending, then it runs.
+    CHECK_STATUS(uform_outcome_poll(&pending), uform_status_pending_k);
+    atomic_store(&sequence.release, 1);
+    CHECK_STATUS(uform_outcome_wait(&pending, -1), uform_status_ok_k);
+    uform_executor_free(executor);
+    free(sequence.record);
+}
+
+/** Timeouts of every kind on a pending outcome: huge and infinite ones wait (parked) until the call
+ *  finishes, zero of either sign and tiny ones return PENDING at once, NaN is INVALID_ARGUMENT. The
+ *  conversion of a huge timeout used to overflow (undefined; UBSan fails the test on it). */
+typedef struct release_later_t {
+    sequence_t *sequence;
+    double seconds;
+} release_later_t;
+
+static void *release_later(void *argument) {
+    release_later_t *later = argument;
+    uform_sleep_seconds(later->seconds);
+    atomic_store(&later->sequence->release, 1);
+    return NULL;
+}
+
+static void test_outcome_timeouts(void) {
+    uform_executor_t executor;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &executor), uform_status_ok_k);
+    double const forever[] = {1e30, (double)INFINITY, 9.3e18, DBL_MAX, -1.0, -(double)INFINITY, -1e30};
+    for (size_t index = 0; index < sizeof(forever) / sizeof(forever[0]); ++index) {
+        sequence_t sequence = {.record = calloc(2, sizeof(size_t))};
+        sequenced_t held = {.sequence = &sequence, .hold = 1};
+        uform_call_t call = {.tasks = 1, .task = record_sequence, .context = &held};
+        uform_outcome_t outcome;
+        CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
+        // Still pending at once: none of these is a poll.
+        CHECK_STATUS(uform_outcome_wait(&outcome, 0.0), uform_status_pending_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, -0.0), uform_status_pending_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, 1e-9), uform_status_pending_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, (double)NAN), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("NaN");
+        release_later_t later = {.sequence = &sequence, .seconds = 0.02};
+        pthread_t releaser;
+        pthread_create(&releaser, NULL, release_later, &later);
+        CHECK_STATUS(uform_outcome_wait(&outcome, forever[index]), uform_status_ok_k);
+        CHECK(atomic_load(&sequence.next) == 1);
+        pthread_join(releaser, NULL);
+        free(sequence.record);
+    }
+    uform_executor_free(executor);
+}
+
+
 /* ---- Bad input ---- */
 
 static void test_bad_input(void) {
@@ -510,8 +687,7 @@ static void test_bad_input(void) {
     CHECK_STATUS(uform_executor_describe(ram, NULL), uform_status_invalid_argument_k);
     CHECK_STATUS(uform_outcome_poll(NULL), uform_status_invalid_argument_k);
     CHECK_STATUS(uform_executor_thread_placement(NULL, 0, NULL, NULL), uform_status_unsupported_k);
-    uform_executor_free(ram);
-    uform_executor_free(ram);  // a second free is a no-op: the executor is no longer registered
+    uform_executor_free(ram);  // from here `ram` is gone: passing it anywhere is undefined
     uform_executor_free(NULL); // a no-op
 }
 
@@ -637,5 +813,17 @@ int main(void) {
     uform_host_join_limits(2);
     test_deferred_limit();
     test_fork();
+#if defined(__SANITIZE_ADDRESS__)
+    // GCC 12's AddressSanitizer allocator takes no lock around fork(): a child can hang in its
+    // malloc when another thread was allocating at the fork, whatever the engine does (seen here).
+    printf("fork under churn: not run under AddressSanitizer (its allocator is not fork-safe); the "
+           "plain and ThreadSanitizer builds run it\n");
+#else
+    test_fork_under_churn();
+#endif
+    test_outcome_timeouts();
+    test_adaptive_spin();
+    if (cores >= 2) test_drain_wakes_parking_worker();
+    else printf("the drain's wake-up test needs two cores, this process has one\n");
     CHECK_DONE();
 }

@@ -399,7 +399,8 @@ static void test_deferred_overlap(void) {
     double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
     double const submitted = uform_now_seconds();
-    CHECK(submitted - start < 0.010); // returned long before the 50 ms kernel ends
+    // Returned before the 50 ms kernel ended: its outcome is still pending (how long the submission
+    // took is the launch benchmark's business, never a test's).
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
     uform_sleep_seconds(0.010); // host work overlapping the device's
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
@@ -408,7 +409,7 @@ static void test_deferred_overlap(void) {
     CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
     double const finished = uform_now_seconds();
     CHECK(outcome.finished && outcome.status == uform_status_ok_k && outcome.message[0] == '\0');
-    CHECK(finished - start >= 0.045);
+    CHECK(finished - start >= 0.045); // a lower bound: the wait waited for the kernel, whatever the load
     printf("deferred 50 ms sleep: submit took %.1f us, the outcome finished after %.1f ms\n",
            (submitted - start) * 1e6, (finished - start) * 1e3);
     // Polling a finished outcome keeps answering its status.
@@ -763,8 +764,7 @@ static void test_watchdog(void) {
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_timeout_k);
     CHECK_MESSAGE("test watchdog gave up");
     double const blocking = uform_now_seconds() - start;
-    CHECK(blocking < 0.15); // about 5 ms of watchdog checks, not the 300 ms kernel
-    CHECK(atomic_load(&state.calls) == 5);
+    CHECK(atomic_load(&state.calls) == 5); // the watchdog's fifth check ended the wait, not the kernel
 
     atomic_store(&state.calls, 0);
     uform_outcome_t outcome;
@@ -841,14 +841,12 @@ static int trap_child(void) {
     // Dead from now on, at once.
     plan_t fill = {.kernel = uform_kernel_fill_f32_k, .value = 1};
     uform_call_t filling = device_call(&fill, 1024);
-    double const later = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(first, &filling, NULL), uform_status_device_fault_k);
     CHECK(fill.visits == 0);
     CHECK_STATUS(uform_executor_call(first, &filling, &outcome), uform_status_device_fault_k);
     CHECK(outcome.finished && outcome.status == uform_status_device_fault_k);
     CHECK_STATUS(uform_executor_scratch_release(first), uform_status_device_fault_k);
     CHECK_STATUS(uform_executor_drain(first, uform_mood_parked_k), uform_status_device_fault_k);
-    CHECK(uform_now_seconds() - later < 0.5);
     // The other executor on the same device shares the broken primary context.
     CHECK_STATUS(uform_executor_call(second, &filling, NULL), uform_status_device_fault_k);
     CHECK_MESSAGE("CUDA_ERROR");
@@ -856,12 +854,16 @@ static int trap_child(void) {
     // Another device: the engine isolates the fault to this executor, but the CUDA driver may
     // take the whole process's device state down with a trap (seen on H200s with driver 580: the
     // other GPU's next allocation failed with CUDA_ERROR_LAUNCH_FAILED). Either way the other
-    // executor answers with right values or a clear DEVICE_FAULT, never garbage or a hang.
+    // executor answers with right values or a clear DEVICE_FAULT, never garbage or a hang. The
+    // fake driver (test/gpu/fake_cuda.c) keeps a fault in its own context, as the CUDA
+    // documentation describes, so there exactly OK is expected; a real driver may do either.
+    bool const fake_driver = getenv("FAKE_CUDA_DEVICES") != NULL;
     if (other) {
         plan_t probe = {.kernel = uform_kernel_fill_f32_k, .value = 4};
         uform_call_t probing = device_call(&probe, 1024);
         uform_status_t const other_status = uform_executor_call(other, &probing, NULL);
-        CHECK(other_status == uform_status_ok_k || other_status == uform_status_device_fault_k);
+        if (fake_driver) CHECK(other_status == uform_status_ok_k);
+        else CHECK(other_status == uform_status_ok_k || other_status == uform_status_device_fault_k);
         if (other_status == uform_status_ok_k) {
             CHECK(fill_and_check(other, 4.0f, 1024) == 0);
             CHECK_STATUS(uform_executor_call(other, &call, NULL), uform_status_device_fault_k); // a blocking trap
@@ -881,16 +883,16 @@ static int trap_child(void) {
     uform_executor_free(second);
     uform_executor_free(other);
     uform_executor_free(ram);
-    double const elapsed = uform_now_seconds() - start;
-    CHECK(elapsed < 20);
-    printf("trap: reported, executors freed, %.1f ms in all\n", elapsed * 1e3);
+    printf("trap: reported, executors freed, %.1f ms in all\n", (uform_now_seconds() - start) * 1e3);
 
     // Every executor on the device is gone, so the primary context was discarded: a new one may work.
-    // The driver may also refuse it (seen on H200s): then the refusal is a clear DEVICE_FAULT.
+    // A real driver may also refuse it (seen on H200s): then the refusal is a clear DEVICE_FAULT.
+    // The fake driver discards a context with its last user, so there a new one must work.
     uform_vram_options_t again = {.devices = zero, .devices_count = 1};
     uform_executor_t fresh = NULL;
     uform_status_t const fresh_status = uform_executor_for_vram(&again, NULL, NULL, 0, 0, &fresh);
-    CHECK(fresh_status == uform_status_ok_k || fresh_status == uform_status_device_fault_k);
+    if (fake_driver) CHECK(fresh_status == uform_status_ok_k && fresh != NULL);
+    else CHECK(fresh_status == uform_status_ok_k || fresh_status == uform_status_device_fault_k);
     if (fresh) {
         size_t const wrong = fill_and_check(fresh, 5.0f, 256);
         printf("after freeing every executor on device 0, a new one %s\n", wrong ? "still fails" : "works again");

@@ -266,7 +266,11 @@ static void info_print_text(info_t const *info, FILE *out) {
     if (failed(&info->cpu_failure))
         fprintf(out, "cpu: error: %s: %s\n", uform_status_name(info->cpu_failure.status), info->cpu_failure.message);
     else {
-        fprintf(out, "cpu: %s\n  features:", uform_cpu_class_name(info->cpu_class));
+        fprintf(out, "cpu: %s\n", uform_cpu_class_name(info->cpu_class));
+        fputs("  class: a tier of instruction sets, not a vendor or a model: the highest class whose features\n"
+              "         this CPU has (an AMD EPYC with AVX2 and no AVX-512 reports intel_haswell)\n",
+              out);
+        fputs("  features:", out);
         if (!info->cpu_features) fputs(" none", out);
         for (unsigned bit = 0; bit < 64; ++bit)
             if (info->cpu_features & (1ull << bit)) fprintf(out, " %s", uform_cpu_feature_name(1ull << bit));
@@ -338,7 +342,7 @@ static void info_print_json(info_t const *info, FILE *out) {
     else {
         fputs("{\"class\": ", out);
         json_string(out, uform_cpu_class_name(info->cpu_class));
-        fprintf(out, ", \"class_value\": %d, \"features\": [", (int)info->cpu_class);
+        fprintf(out, ", \"class_value\": %d, \"class_is_tier\": true, \"features\": [", (int)info->cpu_class);
         bool first = true;
         for (unsigned bit = 0; bit < 64; ++bit)
             if (info->cpu_features & (1ull << bit)) {
@@ -441,6 +445,9 @@ static void usage(FILE *out) {
           "options:\n"
           "  -h, --help      this text\n"
           "  -V, --version   the library version\n"
+          "\n"
+          "CPU classes are tiers of instruction sets, not vendors: `uform info` names the highest\n"
+          "class whose features this CPU has.\n"
           "\n"
           "exit status: 0 on success, 1 when the engine reports an error, 2 on a usage error\n",
           out);

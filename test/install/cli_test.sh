@@ -3,7 +3,7 @@
 # Checks the `uform` program: usage and exit codes, `uform info` in text and JSON (parsed by
 # `python3 -m json.tool`, then its values cross-checked), and `uform bench` reaching bench_ram.
 #
-# usage: cli_test.sh UFORM_BINARY CASE [BENCH_ARGS...]   CASE: usage | info | json | bench
+# usage: cli_test.sh UFORM_BINARY CASE [BENCH_ARGS...]   CASE: usage | info | json | bench | options | orphan
 set -euo pipefail
 
 uform=$1 case=$2
@@ -32,7 +32,7 @@ info)
   "$uform" info >"$tmp/out" || fail "info exited $?: $(cat "$tmp/out")"
   cat "$tmp/out"
   head -n1 "$tmp/out" | grep -qx "$version" || fail "the first line is not '$version'"
-  for line in '^cpu: [a-z0-9_]+$' '^  features:' '^memory domains: [0-9]+, [0-9]+ cores?$' '^  node [0-9]+: ' \
+  for line in '^cpu: [a-z0-9_]+$' '^  class: a tier of instruction sets, not a vendor' '^  features:' '^memory domains: [0-9]+, [0-9]+ cores?$' '^  node [0-9]+: ' \
               '^gpus: ' '^default threads: [0-9]+ '; do
     grep -qE "$line" "$tmp/out" || fail "no line matching /$line/"
   done
@@ -45,6 +45,7 @@ import json, os, sys
 info = json.load(open(sys.argv[1]))
 assert info["version"] == sys.argv[2], info["version"]
 assert info["cpu"]["class"] not in ("invalid", "unknown"), info["cpu"]
+assert info["cpu"]["class_is_tier"] is True, info["cpu"]
 assert all(isinstance(f, str) and f != "invalid" for f in info["cpu"]["features"]), info["cpu"]
 domains = info["memory_domains"]
 cores = sorted(c for d in domains for c in d["cores"])
@@ -65,6 +66,45 @@ bench)
   "$uform" bench "$@" >"$tmp/out" || fail "bench exited $?: $(cat "$tmp/out")"
   cat "$tmp/out"
   grep -qE '^fork-join threads=1: uform [0-9]+ ns' "$tmp/out" || fail "no fork-join line"
+  ;;
+options)
+  # Every numeric option rejects negatives, overflow and junk with exit 2 (strtoull took "-1" as
+  # 2^64-1 and ran forever); usage errors say what was wrong on stderr.
+  for option in --rounds --repetitions --bytes --sum-repetitions --trials --threads; do
+    for value in -1 18446744073709551616 99999999999999999999999 12abc '' ' 5' +5 0x10 1e3 nan; do
+      code=0; timeout 60 "$uform" bench "$option" "$value" >"$tmp/out" 2>"$tmp/err" || code=$?
+      [[ $code == 2 ]] || fail "bench $option '$value' exited $code, not 2"
+      grep -q -- "$option" "$tmp/err" || fail "bench $option '$value' did not name the option: $(cat "$tmp/err")"
+    done
+  done
+  for value in 0 65 1-0 1,,2 , 3-; do
+    code=0; timeout 60 "$uform" bench --repetitions "${value%%[-,]*}" --threads "$value" >/dev/null 2>&1 || code=$?
+    [[ $code == 2 ]] || fail "bench --threads '$value' exited $code, not 2"
+  done
+  code=0; "$uform" bench --mood sideways >/dev/null 2>"$tmp/err" || code=$?
+  [[ $code == 2 ]] || fail "bench --mood sideways exited $code, not 2"
+  code=0; "$uform" bench --bogus >/dev/null 2>"$tmp/err" || code=$?
+  [[ $code == 2 ]] && grep -q "unknown option '--bogus'" "$tmp/err" || fail "bench --bogus exited $code, not 2"
+  ;;
+orphan)
+  # A benchmark killed mid-run takes its child with it (PR_SET_PDEATHSIG): nothing keeps spinning.
+  alive() { local state; state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; [[ $state != Z* ]]; }
+  "$uform" bench --threads 1 --only uform --mood spinning --bytes 0 --rounds 1000000000000 >/dev/null 2>&1 &
+  parent=$!
+  child=
+  for _ in $(seq 1 1500); do
+    child=$(pgrep -P "$parent" | head -n1) || true
+    [[ -n $child ]] && break
+    sleep 0.02
+  done
+  [[ -n $child ]] || { kill -9 "$parent"; fail "no benchmark child appeared within 30 s"; }
+  kill -9 "$parent"
+  wait "$parent" 2>/dev/null || true
+  for _ in $(seq 1 1500); do alive "$child" || break; sleep 0.02; done
+  if alive "$child"; then
+    kill -9 "$child"
+    fail "the benchmark child $child kept running after its parent was killed"
+  fi
   ;;
 *) fail "unknown case" ;;
 esac

@@ -3,11 +3,17 @@
  *  @brief  A test stand-in for ForkUnion's C ABI, written for UForm's tests: a fixed pool of
  *          threads (the caller is thread 0) exporting the functions `uform_executor_on_pool`
  *          resolves at run time. It is not ForkUnion and shares none of its code.
+ *
+ *  Like ForkUnion, it takes one submitter at a time: a second `fu_pool_for_*` entering while a
+ *  round is in flight (from another thread, or from one of the round's own tasks) is misuse that
+ *  ForkUnion answers with a hang, a wrong result or a crash. The stand-in makes it certain: it
+ *  prints what happened and aborts the process.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define STANDIN_API __attribute__((visibility("default")))
@@ -30,6 +36,7 @@ typedef struct standin_pool_t {
     void *context;
     atomic_size_t next;
     atomic_size_t dispatches; // counts every dispatch, so tests can prove the pool was used
+    atomic_int submitting;    // 1 while a round is in flight: the one-submitter rule
 } standin_pool_t;
 
 typedef struct standin_worker_t {
@@ -115,6 +122,11 @@ STANDIN_API size_t fu_pool_count_threads(void *opaque) { return ((standin_pool_t
 STANDIN_API size_t fu_pool_dispatches(void *opaque) { return atomic_load(&((standin_pool_t *)opaque)->dispatches); }
 
 static void standin_dispatch(standin_pool_t *pool, int kind, size_t n, void *callback, void *context) {
+    if (atomic_exchange(&pool->submitting, 1)) {
+        fprintf(stderr, "fork_union_standin: a second submitter entered pool %p while a round was in flight; "
+                        "ForkUnion takes one submitter at a time\n", (void *)pool);
+        abort();
+    }
     pthread_mutex_lock(&pool->mutex);
     pool->kind = kind, pool->n = n, pool->callback = callback, pool->context = context;
     atomic_store(&pool->next, 0);
@@ -127,6 +139,7 @@ static void standin_dispatch(standin_pool_t *pool, int kind, size_t n, void *cal
     pthread_mutex_lock(&pool->mutex);
     while (pool->pending) pthread_cond_wait(&pool->joined, &pool->mutex);
     pthread_mutex_unlock(&pool->mutex);
+    atomic_store(&pool->submitting, 0);
 }
 
 STANDIN_API void fu_pool_for_threads(void *pool, fu_for_threads_t callback, void *context) {
