@@ -457,8 +457,11 @@ static void test_mismatches(void) {
     for (size_t i = 0; i < 2; ++i)
         EXPECT(&results[i], uform_status_config_mismatch_k, "no GPU class in common", "nvidia_hopper", "amd_cdna3");
     // A process writing another format version: the others refuse its file.
-    specs[0] = defaults(0, 2, 1), specs[0].timeout = 1;
-    specs[1] = defaults(1, 2, 1), specs[1].timeout = 1, specs[1].format_version = 2;
+    // Process 1 (which cannot read version-1 files) waits out its timeout and then replaces its
+    // facts with a failure record; 1 s let a slow process 0 (a loaded CI machine) meet that record
+    // instead of the version-2 facts, so process 1 waits 4 s and process 0 up to 10 s.
+    specs[0] = defaults(0, 2, 1), specs[0].timeout = 10;
+    specs[1] = defaults(1, 2, 1), specs[1].timeout = 4, specs[1].format_version = 2;
     run_group("mismatch-format", specs, 2, results);
     EXPECT(&results[0], uform_status_corrupt_file_k, "process-1", "format version 2", "version 1");
     CHECK(results[1].status != uform_status_ok_k);
