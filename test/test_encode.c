@@ -273,7 +273,7 @@ static void free_batch(batch_t *b) { free(b->ids), free(b->offsets); }
 static uform_status_t encode(uform_executor_t executor, struct uform_model_s const *model, batch_t const *b,
                              float *rows) {
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
-    return uform_text_encode_ids(executor, model, b->ids, b->offsets, b->count, NULL, &out, NULL);
+    return uform_text_encode_ids(executor, model, b->ids, b->offsets, b->count, NULL, NULL, &out, NULL);
 }
 
 /* ---- Tests ---- */
@@ -364,7 +364,7 @@ static void test_outputs(void) {
         memset(narrow, 0xAB, count * 20 * sizeof(uint16_t));
         uform_embeddings_t out = {.data = narrow, .stride = 40, .dimensions = 16, .dtype = (uform_dtype_t)dtype,
                                   .normalize = 1};
-        CHECK_STATUS(uform_text_encode_ids(NULL, &model, b.ids, b.offsets, count, NULL, &out, NULL), uform_status_ok_k);
+        CHECK_STATUS(uform_text_encode_ids(NULL, &model, b.ids, b.offsets, count, NULL, NULL, &out, NULL), uform_status_ok_k);
         for (size_t i = 0; i < count; ++i) {
             double norm = 0, worst = 0;
             for (size_t j = 0; j < 16; ++j) norm += (double)full[i * width + j] * full[i * width + j];
@@ -380,11 +380,14 @@ static void test_outputs(void) {
     }
 
     /* Skipped items get zero rows; the others equal the full batch. */
-    unsigned char skip[7] = {0, 1, 0, 0, 1, 0, 0};
+    uform_status_t skip[7] = {0, uform_status_invalid_argument_k, 0, 0, uform_status_corrupt_file_k, 0, 0};
+    uform_status_t statuses[7];
+    memset(statuses, 0x7F, sizeof statuses);
     float *rows = calloc(count * width, sizeof(float));
     for (size_t i = 0; i < count * width; ++i) rows[i] = 7.0f;
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
-    CHECK_STATUS(uform_text_encode_ids(NULL, &model, b.ids, b.offsets, count, skip, &out, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_text_encode_ids(NULL, &model, b.ids, b.offsets, count, skip, statuses, &out, NULL), uform_status_ok_k);
+    CHECK(memcmp(statuses, skip, sizeof skip) == 0);
     for (size_t i = 0; i < count; ++i)
         for (size_t j = 0; j < width; ++j)
             if (skip[i]) CHECK(rows[i * width + j] == 0.0f);
@@ -395,7 +398,7 @@ static void test_outputs(void) {
     CHECK_STATUS(uform_executor_for_ram(NULL, 0, 4, &executor), uform_status_ok_k);
     memset(rows, 0, count * width * sizeof(float));
     uform_outcome_t outcome;
-    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, &out, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &out, &outcome), uform_status_ok_k);
     CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
     CHECK(max_difference(rows, full, count * width) < 2e-5);
 
@@ -405,7 +408,7 @@ static void test_outputs(void) {
     uform_embeddings_t outs[4];
     for (int k = 0; k < 4; ++k) {
         outs[k] = (uform_embeddings_t) {.data = many + k * count * width, .dtype = uform_dtype_f32_k};
-        CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, &outs[k], &outcomes[k]),
+        CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &outs[k], &outcomes[k]),
                      uform_status_ok_k);
     }
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
@@ -418,21 +421,21 @@ static void test_outputs(void) {
     for (size_t i = 0; i < count * width; ++i) rows[i] = 7.0f;
     uform_embeddings_t bad = out;
     bad.dtype = uform_dtype_f64_k;
-    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, &bad, &outcome),
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, &outcome),
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.dtype is 3");
     CHECK(outcome.finished && outcome.status == uform_status_invalid_argument_k);
     CHECK(strstr(outcome.message, "embeddings.dtype") != NULL);
     bad = out, bad.dimensions = 49;
-    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, &bad, NULL),
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.dimensions is 49; the model's embeddings are 48 wide");
     bad = out, bad.stride = 100;
-    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, &bad, NULL),
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.stride is 100 bytes; a row of 48 f32 values takes 192");
     bad = out, bad.data = NULL;
-    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, &bad, NULL),
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.data is NULL");
     int32_t wrong[3] = {3, 50, 4};
@@ -446,7 +449,7 @@ static void test_outputs(void) {
     for (size_t i = 0; i < count * width; ++i) CHECK(rows[i] == 7.0f);
 
     /* Zero texts: OK, nothing written. */
-    CHECK_STATUS(uform_text_encode_ids(executor, &model, NULL, (size_t[]) {0}, 0, NULL, &out, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, NULL, (size_t[]) {0}, 0, NULL, NULL, &out, NULL), uform_status_ok_k);
 
     /* A model whose replica lives on another node than the executor's threads. */
     int32_t elsewhere = 4095;

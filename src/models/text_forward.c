@@ -62,6 +62,8 @@ typedef struct forward_job_t {
     int32_t *ids;            /**< Packed ids of the encoded texts. */
     int32_t *positions;      /**< Position-embedding row of each packed token. */
     unsigned char *skipped;  /**< [count] or NULL. */
+    uform_status_t *item_statuses; /**< [count] or NULL: copied into `statuses` as the call starts. */
+    uform_status_t *statuses;
 
     /* Chunks and buffers. */
     size_t chunks_count;
@@ -372,6 +374,7 @@ static void job_free(forward_job_t *job) {
     free(job->ids);
     free(job->positions);
     free(job->skipped);
+    free(job->item_statuses);
     free(job->chunks);
     free(job->counters);
     free(job);
@@ -381,6 +384,8 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
     (void)task, (void)domain;
     forward_job_t *job = (forward_job_t *)context;
     int previous = uform_gemm_thread_enter();
+    if (thread == 0 && job->statuses)
+        for (size_t i = 0; i < job->count; ++i) job->statuses[i] = job->item_statuses ? job->item_statuses[i] : uform_status_ok_k;
     if (thread == 0 && job->skipped) {
         size_t bytes = job->out_dimensions * dtype_size(job->out.dtype);
         for (size_t i = 0; i < job->count; ++i)
@@ -436,8 +441,8 @@ static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
 
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
                                      int32_t const *ids, size_t const *offsets, size_t count,
-                                     unsigned char const *skip, uform_embeddings_t const *embeddings,
-                                     uform_outcome_t *outcome) {
+                                     uform_status_t const *item_statuses, uform_status_t *statuses,
+                                     uform_embeddings_t const *embeddings, uform_outcome_t *outcome) {
     uform_status_t status = uform_text_check_embeddings(model, embeddings, count);
     if (status != uform_status_ok_k) return refuse(outcome, status);
     uform_executor_description_t description;
@@ -481,7 +486,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     /* Texts to encode, their ids copied and checked, their positions. */
     size_t encoded = 0, total = 0, longest = 0;
     for (size_t i = 0; i < count; ++i) {
-        if (skip && skip[i]) continue;
+        if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
         size_t length = offsets[i + 1] - offsets[i];
         if (length == 0 || length > tower0->context) {
             job_free(job);
@@ -496,16 +501,23 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->offsets = (size_t *)malloc((encoded + 1) * sizeof(size_t));
     job->ids = (int32_t *)malloc((total ? total : 1) * sizeof(int32_t));
     job->positions = (int32_t *)malloc((total ? total : 1) * sizeof(int32_t));
-    if (skip && count) job->skipped = (unsigned char *)malloc(count);
-    if (!job->order || !job->offsets || !job->ids || !job->positions || (skip && count && !job->skipped)) {
+    int skips = 0;
+    for (size_t i = 0; item_statuses && i < count; ++i) skips |= item_statuses[i] != uform_status_ok_k;
+    if (skips) job->skipped = (unsigned char *)malloc(count);
+    if (item_statuses && count) job->item_statuses = (uform_status_t *)malloc(count * sizeof(uform_status_t));
+    job->statuses = statuses;
+    if (!job->order || !job->offsets || !job->ids || !job->positions || (skips && !job->skipped) ||
+        (item_statuses && count && !job->item_statuses)) {
         job_free(job);
         return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for %zu tokens", total));
     }
-    if (job->skipped) memcpy(job->skipped, skip, count);
+    if (job->skipped)
+        for (size_t i = 0; i < count; ++i) job->skipped[i] = item_statuses[i] != uform_status_ok_k;
+    if (job->item_statuses) memcpy(job->item_statuses, item_statuses, count * sizeof(uform_status_t));
     job->offsets[0] = 0;
     size_t max_position = tower0->position_embeddings.rows;
     for (size_t i = 0, e = 0; i < count; ++i) {
-        if (skip && skip[i]) continue;
+        if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
         size_t length = offsets[i + 1] - offsets[i], first = job->offsets[e];
         for (size_t t = 0; t < length; ++t) {
             int32_t id = ids[offsets[i] + t];

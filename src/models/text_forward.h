@@ -10,8 +10,9 @@
 
 /**
  *  @brief Encodes `count` token sequences, packed: text `i` is `ids[offsets[i] .. offsets[i + 1])`,
- *  specials included, at most the tower's context long. `skip` (may be NULL) marks texts that get a
- *  zero row instead. Everything that can fail is checked and allocated before the call is
+ *  specials included, at most the tower's context long. `item_statuses` (may be NULL: all OK) marks
+ *  texts that get a zero row instead (any status but OK); the call copies it into `statuses` (may be
+ *  NULL) as it starts, so a deferred call writes its per-item statuses while it runs, not before. Everything that can fail is checked and allocated before the call is
  *  submitted: the ids are copied, so the caller may free them at once; `embeddings` (the struct,
  *  not its rows) too. Blocking when `outcome` is NULL, deferred otherwise, exactly as
  *  `uform_executor_call` (CONTENDED, DEFERRED_FULL, FORKED, RESIDENCY_MISMATCH).
@@ -24,8 +25,8 @@
  */
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
                                      int32_t const *ids, size_t const *offsets, size_t count,
-                                     unsigned char const *skip, uform_embeddings_t const *embeddings,
-                                     uform_outcome_t *outcome);
+                                     uform_status_t const *item_statuses, uform_status_t *statuses,
+                                     uform_embeddings_t const *embeddings, uform_outcome_t *outcome);
 
 /** @brief Checks an embeddings target against a model: dtype, dimensions, stride, data. */
 uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
