@@ -18,9 +18,6 @@
 #include <stdlib.h> // `malloc`
 #include <string.h> // `strlen`
 
-/* Until the tokenizers are merged into this branch, the verb links without them and says so. */
-#pragma weak uform_tokenizer_encode
-
 static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
     if (outcome) {
         uform_outcome_begin(outcome, NULL);
@@ -65,8 +62,6 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
         if (!texts[i] && (!lengths || lengths[i]))
             return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
                                               "uform_encode_texts: texts[%zu] is NULL", i));
-    if (!uform_tokenizer_encode)
-        return refuse(outcome, uform_fail(uform_status_unsupported_k, "uform_encode_texts: this build has no tokenizer"));
     uform_status_t status = check_residency(executor, model);
     if (status == uform_status_ok_k) status = uform_text_check_embeddings(model, embeddings, count);
     if (status != uform_status_ok_k) return refuse(outcome, status);

@@ -3,6 +3,7 @@
 
     /work/venv/bin/python test/encode/make_references.py sentences     # writes sentences.txt (committed)
     /work/venv/bin/python test/encode/make_references.py minilm DIR    # minilm_f32.bin (committed) from all-MiniLM-L6-v2 in DIR
+    /work/venv/bin/python test/encode/make_references.py ids DIR       # minilm_ids.txt (committed): HF tokenizers' ids
     /work/venv/bin/python test/encode/make_references.py uform3 OUT    # OUT/uform3-{768-cls,384-mean}/ model dirs + expected.bin
 
 Pinned versions the committed files were made with: Python 3.11, torch 2.15.0 (CPU),
@@ -67,6 +68,19 @@ def sentences():
 def read_sentences():
     with open(os.path.join(HERE, "sentences.txt"), encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def write_ids(path, tokenizer_path, context):
+    """One line per text: its ids (specials included, truncated to `context`), space-separated, so the
+    forward pass is checked apart from the engine's tokenizer."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    tokenizer.enable_truncation(context)
+    tokenizer.no_padding()
+    with open(path, "w") as f:
+        for encoding in tokenizer.encode_batch(read_sentences()):
+            f.write(" ".join(str(i) for i in encoding.ids) + "\n")
 
 
 def minilm(model_dir):
@@ -140,6 +154,7 @@ def uform3(out_dir, minilm_dir):
                 rows.append(encoder(ids, mask).float().numpy())
         expected = np.concatenate(rows).astype("<f4")
         expected.tofile(os.path.join(target, "expected.bin"))
+        write_ids(os.path.join(target, "ids.txt"), os.path.join(target, "tokenizer.json"), context)
         print(f"{name}: {expected.shape}, context {context}")
 
 
@@ -149,6 +164,8 @@ if __name__ == "__main__":
         sentences()
     elif what == "minilm":
         minilm(sys.argv[2])
+    elif what == "ids":
+        write_ids(os.path.join(HERE, "minilm_ids.txt"), os.path.join(sys.argv[2], "tokenizer.json"), 256)
     elif what == "uform3":
         uform3(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else sys.argv[2] + "/../minilm")
     else:
