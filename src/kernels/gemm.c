@@ -61,6 +61,12 @@ size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, s
     return rows * depth * sizeof(uint16_t);
 }
 
+int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,
+                   float const *b, size_t ldb, float *c, size_t ldc) {
+    return dnnl_sgemm('N', transposed ? 'T' : 'N', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, alpha, a,
+                      (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
+}
+
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc) {
     if (gemm->use_library &&

@@ -32,9 +32,11 @@ typedef struct uform_kernels_t {
     void (*layer_norm)(float const *in, size_t in_ld, float *out, size_t out_ld, size_t count, size_t cols,
                        float const *gamma, float const *beta, float epsilon);
     /** One head of one sequence: out[i] = softmax(q[i] . k[j] * scale over j < length) v, with
-     *  `scores` scratch of `length` floats. q, k, v rows are `ld` apart, `head` floats wide. */
+     *  `scratch` of `length * (head + 1)` floats. q, k, v rows are `ld` apart, `head` floats wide. */
     void (*attention)(float const *q, float const *k, float const *v, size_t ld, float *out, size_t out_ld,
-                      size_t length, size_t head, float scale, float *scores);
+                      size_t length, size_t head, float scale, float *scratch);
+    /** Softmax of each row, in place. */
+    void (*softmax_rows)(float *rows, size_t ld, size_t count, size_t cols);
     /** out[j] = mean over rows (count >= 1) of rows[i][j]. */
     void (*mean_rows)(float const *rows, size_t ld, size_t count, size_t cols, float *out);
     /** Divides by the L2 norm (a zero vector stays zero). */
@@ -71,6 +73,11 @@ size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, s
  *  at least `uform_gemm_scratch_bytes` bytes, aligned to 64. */
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch);
+
+/** @brief The products of attention through the library (not for SERIAL): C = alpha A B^T
+ *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */
+int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,
+                   float const *b, size_t ldb, float *c, size_t ldc);
 
 /** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
  *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */

@@ -28,7 +28,7 @@
 #include <string.h>    // `memset`
 
 /** Rows per GEMM tile when rows are many. */
-#define FORWARD_TILE_ROWS 96
+#define FORWARD_TILE_ROWS 128
 /** Floats of activations per chunk: tokens * hidden stays near this (six buffers of it, about). */
 #define FORWARD_CHUNK_FLOATS (4096u * 384u)
 /** Spins at a barrier before sleeping on the futex. */
@@ -204,7 +204,7 @@ static float *thread_floats(forward_job_t *job, size_t thread, size_t offset_flo
     return (float *)job->per_thread[thread].scratch + offset_floats;
 }
 
-/** Per-thread scratch: [GEMM scratch][scores: context floats][row: max(hidden, dims) floats]. */
+/** Per-thread scratch: [GEMM scratch][attention: context * max(context, head + 1) floats][row: max(hidden, dims) floats]. */
 static size_t gemm_scratch_floats(forward_job_t const *job);
 
 static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t const *chunk, size_t *phase) {
@@ -214,7 +214,7 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
     size_t tokens = chunk->tokens, texts = chunk->end_text - chunk->first_text;
     float epsilon = (float)tower->layer_norm_epsilon;
     float *scores = thread_floats(job, thread, gemm_scratch_floats(job));
-    float *wide = scores + tower->context;
+    float *wide = scores + tower->context * (tower->context > head + 1 ? tower->context : head + 1);
     int32_t const *ids = job->ids + chunk->first_token;
     int32_t const *positions = job->positions + chunk->first_token;
     size_t const *offsets = job->offsets + chunk->first_text;
@@ -276,8 +276,14 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
                 size_t text = task / heads, h = task % heads;
                 size_t first = offsets[text] - base, length = offsets[text + 1] - offsets[text];
                 float const *q = job->qkv + first * 3 * hidden + h * head;
-                kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, job->ctx + first * hidden + h * head,
-                                   hidden, length, head, scale, scores);
+                float *o = job->ctx + first * hidden + h * head;
+                /* Through the library: S = scale Q K^T, softmax, O = S V; the fused kernel for SERIAL
+                 * (or should the library refuse). */
+                if (!job->gemm.use_library ||
+                    !uform_gemm_f32(1, length, length, head, scale, q, 3 * hidden, q + hidden, 3 * hidden, scores, length) ||
+                    (kernels->softmax_rows(scores, length, length, length),
+                     !uform_gemm_f32(0, length, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, o, hidden)))
+                    kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
             }
             forward_barrier(job);
         }
@@ -579,7 +585,9 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         job->projected = job->pooled + texts * hidden;
     }
     size_t row_floats = hidden > tower0->embedding_dimensions ? hidden : tower0->embedding_dimensions;
-    size_t scratch_bytes = (gemm_scratch_floats(job) + tower0->context + row_floats + 16) * sizeof(float);
+    size_t head = tower0->hidden / tower0->heads;
+    size_t attention_floats = tower0->context * (tower0->context > head + 1 ? tower0->context : head + 1);
+    size_t scratch_bytes = (gemm_scratch_floats(job) + attention_floats + row_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = replica_node_of_thread(executor, description.kind, t);
         job->per_thread[t].tower = replica_on(model, node);
