@@ -125,7 +125,11 @@ static gemm_plan_t gemm_plan(forward_job_t const *job, uform_dtype_t dtype, size
     gemm_plan_t plan;
     size_t wanted = job->threads == 1 ? 1 : job->threads * 2;
     int widens = uform_gemm_scratch_bytes(&job->gemm, dtype, 1, 1, 1) == sizeof(float);
-    plan.rows_per_tile = widens ? (m ? m : 1) : FORWARD_TILE_ROWS;
+    /* Bigger row tiles amortise the library's packing of the weights, as long as every thread
+     * still gets two tiles. */
+    size_t rows = FORWARD_TILE_ROWS;
+    while (rows < 4 * FORWARD_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
+    plan.rows_per_tile = widens ? (m ? m : 1) : rows;
     plan.tiles_m = m ? ceil_div(m, plan.rows_per_tile) : 0;
     size_t splits = plan.tiles_m >= wanted || !plan.tiles_m ? 1 : ceil_div(wanted, plan.tiles_m);
     plan.cols_per_tile = round_up(ceil_div(n, splits), 16);
