@@ -36,6 +36,10 @@ need python3 command -v python3
 need python3-pip python3 -m pip --version
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
+need libcjson-dev installed libcjson-dev
+need libdnnl-dev installed libdnnl-dev
+need libutf8proc-dev installed libutf8proc-dev
+need zlib1g-dev installed zlib1g-dev
 if ((${#missing[@]})); then
   echo "build.sh: installing missing Debian packages: ${missing[*]}"
   if ! command -v apt-get >/dev/null; then

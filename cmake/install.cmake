@@ -16,14 +16,23 @@ set(UFORM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/uform CACHE STRING
 mark_as_advanced(UFORM_INSTALL_CMAKEDIR)
 
 # The archive's private dependencies reach static consumers through its INTERFACE_LINK_LIBRARIES.
-# libnuma is an absolute path of this build machine there; the installed package names it `numa`
-# instead, so a consumer links whichever libnuma its own machine has.
+# libnuma, libcjson, libutf8proc and libdnnl are absolute paths of this build machine there; the
+# installed package names them `numa`, `cjson`, `utf8proc` and `dnnl` instead, so a consumer links its own machine's.
 get_target_property(_uform_static_interface uform_static INTERFACE_LINK_LIBRARIES)
 if(_uform_static_interface)
   set(_uform_static_exported "")
   foreach(_item IN LISTS _uform_static_interface)
-    if(_item STREQUAL NUMA_LIBRARY OR _item STREQUAL "$<LINK_ONLY:${NUMA_LIBRARY}>")
-      list(APPEND _uform_static_exported "$<BUILD_INTERFACE:${_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:numa>>")
+    set(_uform_exported_name "")
+    foreach(_dep numa:NUMA_LIBRARY cjson:CJSON_LIBRARY utf8proc:UTF8PROC_LIBRARY dnnl:DNNL_LIBRARY)
+      string(REPLACE ":" ";" _dep "${_dep}")
+      list(GET _dep 0 _dep_name)
+      list(GET _dep 1 _dep_variable)
+      if(_item STREQUAL ${_dep_variable} OR _item STREQUAL "$<LINK_ONLY:${${_dep_variable}}>")
+        set(_uform_exported_name ${_dep_name})
+      endif()
+    endforeach()
+    if(_uform_exported_name)
+      list(APPEND _uform_static_exported "$<BUILD_INTERFACE:${_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:${_uform_exported_name}>>")
     else()
       list(APPEND _uform_static_exported "${_item}")
     endif()

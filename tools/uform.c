@@ -437,6 +437,8 @@ static void usage(FILE *out) {
           "                  cores, GPU devices, and the default executor's thread count\n"
           "  bench [...]     the CPU benchmark: fork-join rounds and a memory-bound sum, the engine's\n"
           "                  RAM executor against OpenMP (`uform bench --help` for its options)\n"
+          "  encode [...]    texts to embeddings: --model DIR [--format jsonl|npy|f32] [TEXT...]\n"
+          "                  (`uform encode --help` for its options)\n"
           "\n"
           "options:\n"
           "  -h, --help      this text\n"
@@ -514,6 +516,9 @@ static int command_bench(int argc, char **argv) {
     return 1;
 }
 
+/** @brief `uform encode ...` (tools/encode.c). */
+int uform_command_encode(int argc, char **argv);
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -530,6 +535,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(command, "info")) return command_info(argc - 2, argv + 2);
     if (!strcmp(command, "bench")) return command_bench(argc - 2, argv + 2);
+    if (!strcmp(command, "encode")) return uform_command_encode(argc - 2, argv + 2);
     fprintf(stderr, "uform: unknown command '%s'\n\n", command);
     usage(stderr);
     return 2;

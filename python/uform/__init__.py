@@ -60,6 +60,9 @@ __all__ = [
     "Kernel",
     "Library",
     "MemoryDomain",
+    "Modality",
+    "Model",
+    "ModelDescription",
     "Mesh",
     "MeshDescription",
     "MeshOptions",
@@ -72,6 +75,7 @@ __all__ = [
     "Schedule",
     "Status",
     "VramOptions",
+    "get_model",
 ]
 
 #: The address of the NULL executor: `Executor(library)` runs every call inline.
@@ -1660,3 +1664,7 @@ class Mesh(_Closing):
 
 
 # endregion Meshes
+
+
+# Models and encoders (python/uform/models.py), last: they use the classes above.
+from .models import Modality, Model, ModelDescription, get_model  # noqa: E402

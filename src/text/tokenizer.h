@@ -15,23 +15,38 @@
 typedef struct uform_tokenizer_s uform_tokenizer_t;
 
 /** @brief Opens `directory/tokenizer.json`, else `directory/vocab.txt` (BERT WordPiece, lower-cased
- *  per `lower_case_hint` since vocab.txt carries no normaliser settings). CORRUPT_FILE naming the
- *  file and key for malformed JSON or missing keys; UNSUPPORTED naming the model type, normaliser or
- *  pre-tokeniser it does not implement; SYSTEM_ERROR when neither file can be read. */
+ *  per `lower_case_hint` since vocab.txt carries no normaliser settings, as `tokenizers`'
+ *  BertWordPieceTokenizer: [CLS] $A [SEP], its specials matched in the raw text). CORRUPT_FILE naming
+ *  the file and key for malformed JSON or missing keys; UNSUPPORTED naming the model type, normaliser,
+ *  pre-tokeniser or post-processor it does not implement (BPE, Precompiled, regex Replace, ...);
+ *  SYSTEM_ERROR when neither file can be read; OUT_OF_MEMORY. The JSON's own `truncation` and
+ *  `padding` are ignored: callers pass `max_tokens` and pad themselves.
+ *
+ *  Implemented: models WordPiece and Unigram (byte_fallback, unk_id); normalizers BertNormalizer,
+ *  NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace (string pattern) and
+ *  Sequence; pre-tokenizers BertPreTokenizer, WhitespaceSplit, Metaspace (any prepend_scheme, split)
+ *  and a Sequence of one; post-processors TemplateProcessing, BertProcessing, RobertaProcessing;
+ *  added tokens matched in the raw text (lstrip, rstrip). */
 uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, uform_tokenizer_t **tokenizer);
 
 /** @brief Encodes one UTF-8 text with the post-processor's specials ([CLS] ... [SEP], or <s> ... </s>),
  *  truncating the content so that specials included at most `max_tokens` ids result (as HF's
- *  `truncation=True, max_length=max_tokens`). Writes the first `min(capacity, *count)` ids.
- *  INVALID_ARGUMENT naming the byte offset for invalid UTF-8. Thread-safe; allocation-free in
- *  the steady state is not required. */
+ *  `enable_truncation(max_length=max_tokens)`); `max_tokens` 0 does not truncate. `*count` gets the
+ *  number of ids; the first `min(capacity, *count)` are written (`ids` may be NULL when `capacity`
+ *  is 0). INVALID_ARGUMENT for NULL `tokenizer` or `count`, NULL `text` with a nonzero length, NULL
+ *  `ids` with a nonzero capacity, `max_tokens` below the number of specials, or invalid UTF-8 (the
+ *  message: "text: invalid UTF-8 at byte N (0xBB)"); then `*count` is 0. Thread-safe: the tokenizer
+ *  is only read; each call allocates its own scratch (a few buffers per call, none per token). */
 uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char const *text, size_t length,
                                       size_t max_tokens, int32_t *ids, size_t capacity, size_t *count);
 
-/** @brief The padding id (`[PAD]`, `<pad>`), the vocabulary size. */
+/** @brief The padding id: the JSON's `padding.pad_id`, else `[PAD]` or `<pad>` in the vocabulary,
+ *  else 0. The vocabulary size: one past the largest id the tokenizer can produce (model, added
+ *  tokens, specials). Both 0 for NULL. */
 int32_t uform_tokenizer_pad_id(uform_tokenizer_t const *tokenizer);
 size_t uform_tokenizer_vocab_size(uform_tokenizer_t const *tokenizer);
 
+/** @brief Releases the tokenizer; NULL is a no-op. */
 void uform_tokenizer_free(uform_tokenizer_t *tokenizer);
 
 #endif // UFORM_TEXT_TOKENIZER_H

@@ -75,7 +75,7 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 pkg-config --exists --print-errors "uform = $version" || fail "pkg-config does not find uform $version"
 [[ $(pkg-config --modversion uform) == "$version" ]] || fail "pkg-config --modversion says $(pkg-config --modversion uform)"
 static_libs=$(pkg-config --static --libs uform)
-for library in -luform -lnuma -lpthread -ldl -lm; do
+for library in -luform -lnuma -ldnnl -lpthread -ldl -lm; do
   grep -qw -- "$library" <<<"$static_libs" || fail "pkg-config --static --libs lacks $library: $static_libs"
 done
 # shellcheck disable=SC2046 # word splitting of pkg-config's flags is the point

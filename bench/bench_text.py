@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Texts per second of text towers, side by side in one run, same threads: the engine (bench_text,
+C), PyTorch f32 and bf16, ONNX Runtime f32 (CPU provider, the same PyTorch model exported to ONNX).
+
+    /work/venv/bin/python bench/bench_text.py --binary build/bench/bench_text --threads 2 [--seconds 3]
+        [--cases minilm:16,minilm:128,uform3:64] [--batches 1,50,256] [--json]
+
+Every system runs in a process of its own (so peak RSS is its own, read from wait4), on towers of the
+same shape with random weights, token ids given (tokenising excluded for all):
+  minilm  all-MiniLM-L6-v2's shape: BERT 384 wide, 6 layers, 12 heads, 1536 inner; mean pooling, L2 norm
+          (PyTorch: transformers' BertModel + the pooling sentence-transformers runs).
+  uform3  a UForm3-small-shaped text tower: the `uform` package's TextEncoder, 768 wide, 4 layers of which
+          2 multimodal (skipped), 12 heads, CLS pooling, 256-wide projection, RoBERTa positions.
+Prints one row per case: texts/s of each system, the engine's ratio to the best peer, peak RSS.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def build_torch(shape, dtype):
+    import torch
+    torch.manual_seed(0)
+    if shape == "minilm":
+        from transformers import BertConfig, BertModel
+        config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                            intermediate_size=1536, max_position_embeddings=512)
+        bert = BertModel(config, add_pooling_layer=False).eval()
+
+        class Minilm(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bert = bert
+
+            def forward(self, ids, mask):
+                x = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+                m = mask.unsqueeze(-1).to(x.dtype)
+                pooled = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+        model = Minilm().eval()
+    else:
+        from uform.torch_encoders import TextEncoder
+        model = TextEncoder(model_type="roberta", dim=768, context_dim=768, vocab_size=30522, padding_idx=0,
+                            num_layers=4, num_heads=12, embedding_dim=256, multimodal_layers_ids=(2, 3),
+                            head_one_neuron=False, pooling="cls", max_position_embeddings=77).eval()
+    if dtype == "bf16":
+        model = model.to(torch.bfloat16)
+    return model
+
+
+def inputs(batch, tokens):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(1000, 30000, (batch, tokens), generator=g)
+    mask = torch.ones((batch, tokens), dtype=torch.long)
+    return ids, mask
+
+
+def timed(run, seconds):
+    run(), run()
+    calls, best, start = 0, float("inf"), time.perf_counter()
+    while True:
+        before = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - before)
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and calls >= 3:
+            return calls, elapsed, best
+
+
+def run_peer(system, shape, tokens, batch, threads, seconds):
+    import torch
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    ids, mask = inputs(batch, tokens)
+    if system in ("torch-f32", "torch-bf16"):
+        model = build_torch(shape, "bf16" if system == "torch-bf16" else "f32")
+        with torch.inference_mode():
+            calls, elapsed, best = timed(lambda: model(ids, mask), seconds)
+    else:
+        import onnxruntime as ort
+        model = build_torch(shape, "f32")
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "model.onnx")
+            torch.onnx.export(model, (ids, mask), path, input_names=["ids", "mask"], output_names=["out"],
+                              dynamic_axes={"ids": {0: "b", 1: "t"}, "mask": {0: "b", 1: "t"}}, opset_version=17,
+                              dynamo=False)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            feed = {"ids": ids.numpy(), "mask": mask.numpy()}
+            calls, elapsed, best = timed(lambda: session.run(None, feed), seconds)
+    return {"system": system, "texts_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
+
+
+def measure(command):
+    """Runs one system in its own process; returns its JSON line and its peak RSS in MiB."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    out, err = process.stdout.read(), process.stderr.read()
+    if status != 0:
+        return {"error": (err or out).strip().splitlines()[-1:] or ["failed"]}
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_mib"] = usage.ru_maxrss / 1024.0
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", default="build/bench/bench_text")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--cases", default="minilm:16,minilm:128,uform3:64")
+    parser.add_argument("--batches", default="1,50,256")
+    parser.add_argument("--systems", default="uform-f32,uform-bf16,torch-f32,torch-bf16,ort-f32")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--peer", nargs=5, metavar=("SYSTEM", "SHAPE", "TOKENS", "BATCH", "THREADS"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.peer:
+        system, shape, tokens, batch, threads = args.peer
+        print(json.dumps(run_peer(system, shape, int(tokens), int(batch), int(threads), args.seconds)))
+        return
+    systems = args.systems.split(",")
+    print(f"# threads {args.threads}, {args.seconds} s per measurement, random weights, ids given", flush=True)
+    header = f"{'case':<14} {'batch':>5} " + " ".join(f"{s:>16}" for s in systems) + f" {'f32 ratio':>9} {'bf16 ratio':>10}"
+    print(header + "   (texts/s [peak RSS MiB])", flush=True)
+    rows = []
+    for case in args.cases.split(","):
+        shape, tokens = case.split(":")
+        for batch in [int(b) for b in args.batches.split(",")]:
+            results = {}
+            for system in systems:
+                if system.startswith("uform"):
+                    command = [args.binary, "--json", "--shape", shape, "--tokens", tokens, "--batch", str(batch),
+                               "--threads", str(args.threads), "--seconds", str(args.seconds),
+                               "--dtype", system.split("-")[1]]
+                else:
+                    command = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds),
+                               "--peer", system.replace("ort-f32", "ort"), shape, tokens, str(batch), str(args.threads)]
+                results[system] = measure(command)
+            rate = {s: r.get("texts_per_second", 0.0) for s, r in results.items()}
+            peers_f32 = max([rate.get(s, 0) for s in ("torch-f32", "ort-f32")] or [0])
+            peers_all = max([rate.get(s, 0) for s in ("torch-f32", "torch-bf16", "ort-f32")] or [0])
+            f32_ratio = rate.get("uform-f32", 0) / peers_f32 if peers_f32 else 0
+            bf16_ratio = rate.get("uform-bf16", 0) / peers_all if peers_all else 0
+            cells = []
+            for s in systems:
+                r = results[s]
+                cells.append(f"{r['texts_per_second']:>9.1f} [{r['peak_rss_mib']:>4.0f}]" if "error" not in r else f"{'error':>16}")
+            print(f"{case:<14} {batch:>5} " + " ".join(f"{c:>16}" for c in cells) + f" {f32_ratio:>8.2f}x {bf16_ratio:>9.2f}x",
+                  flush=True)
+            rows.append({"case": case, "batch": batch, "results": results, "f32_ratio": f32_ratio, "bf16_ratio": bf16_ratio})
+    if args.json:
+        print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

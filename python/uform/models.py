@@ -1,0 +1,361 @@
+"""Models and encoders: `Model` over ``uform_model_open`` / ``uform_encode_texts``, and `get_model`,
+which returns ``(processors, models)`` shaped like the ``uform`` PyPI package's, so its users switch by
+changing an import.
+
+>>> import uform
+>>> library = uform.Library()
+>>> with uform.Model.open(library, "all-MiniLM-L6-v2") as model, \\
+...         uform.Executor.for_ram(library) as threads:
+...     vectors = model.encode_texts(threads, ["a cat on a mat", "a dog in the fog"])  # (2, 384)
+
+>>> processors, models = uform.get_model("all-MiniLM-L6-v2", modalities=[uform.Modality.TEXT_ENCODER])
+>>> embeddings = models[uform.Modality.TEXT_ENCODER].encode(processors[uform.Modality.TEXT_ENCODER]("a cat"))
+
+Embeddings come back as NumPy arrays when NumPy is importable (float32 for f32, float16 for f16, and
+uint16 holding the raw bits for bf16, which NumPy lacks), else as lists of lists of floats.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import struct
+import threading
+from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_void_p
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from . import _native
+
+try:  # NumPy is optional: without it embeddings are lists of lists.
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised where NumPy is absent
+    _np = None
+
+c_enum = c_int
+
+
+class ModelOptionsStruct(Structure):
+    """`uform_model_options_t`"""
+
+    _fields_ = [
+        ("path", c_char_p),
+        ("modality", c_enum),
+        ("residency", c_enum),
+        ("ram", POINTER(_native.RamOptionsStruct)),
+        ("vram", POINTER(_native.VramOptionsStruct)),
+        ("weights_dtype", c_enum),
+    ]
+
+
+class ModelDescriptionStruct(Structure):
+    """`uform_model_description_t`"""
+
+    _fields_ = [
+        ("modality", c_enum),
+        ("residency", c_enum),
+        ("weights_dtype", c_enum),
+        ("dimensions", c_size_t),
+        ("matryoshka_dimensions", c_size_t * 8),
+        ("context", c_size_t),
+        ("image_size", c_size_t),
+        ("layers", c_size_t),
+        ("parameters", c_size_t),
+        ("replicas", c_size_t),
+    ]
+
+
+class EmbeddingsStruct(Structure):
+    """`uform_embeddings_t`"""
+
+    _fields_ = [
+        ("data", c_void_p),
+        ("stride", c_size_t),
+        ("dimensions", c_size_t),
+        ("dtype", c_enum),
+        ("normalize", c_int),
+    ]
+
+
+_P = POINTER
+PROTOTYPES = {
+    "uform_model_open": (c_enum, [_P(ModelOptionsStruct), _P(c_void_p)]),
+    "uform_model_describe": (c_enum, [c_void_p, _P(ModelDescriptionStruct)]),
+    "uform_model_free": (None, [c_void_p]),
+    "uform_model_tokenize": (c_enum, [c_void_p, c_char_p, c_size_t, _P(ctypes.c_int32), c_size_t, _P(c_size_t)]),
+    "uform_encode_texts": (
+        c_enum,
+        [c_void_p, c_void_p, _P(c_char_p), _P(c_size_t), c_size_t, _P(EmbeddingsStruct), _P(c_enum),
+         _P(_native.OutcomeStruct)],
+    ),
+}
+
+_declared_lock = threading.Lock()
+
+
+def _functions(library):
+    """The model functions of a loaded library, their prototypes declared once."""
+    from . import Error, Status
+
+    native = library._native
+    functions = getattr(native, "_model_functions", None)
+    if functions is not None:
+        return functions
+    with _declared_lock:
+        functions = {}
+        for name, (restype, argtypes) in PROTOTYPES.items():
+            try:
+                function = getattr(native.dll, name)
+            except AttributeError:
+                raise Error(Status.UNSUPPORTED, f"{native.path} lacks `{name}`; rebuild libuform from this checkout") from None
+            function.restype, function.argtypes = restype, argtypes
+            functions[name] = function
+        native._model_functions = functions
+    return functions
+
+
+class Modality(enum.Enum):
+    """Which tower: the ``uform`` package's names and values (`uform_modality_t` in C)."""
+
+    TEXT_ENCODER = "text_encoder"
+    IMAGE_ENCODER = "image_encoder"
+
+    @property
+    def code(self) -> int:
+        return 0 if self is Modality.TEXT_ENCODER else 1
+
+
+def _modality(value) -> Modality:
+    if isinstance(value, Modality):
+        return value
+    if isinstance(value, str):
+        for m in Modality:
+            if value in (m.value, m.name, m.name.lower(), m.value.split("_")[0]):
+                return m
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return Modality.TEXT_ENCODER if value == 0 else Modality.IMAGE_ENCODER
+    from . import Error, Status
+
+    raise Error(Status.INVALID_ARGUMENT, f"modality must be TEXT_ENCODER or IMAGE_ENCODER, not {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """`uform_model_description_t`."""
+
+    modality: Modality
+    residency: object
+    weights_dtype: object
+    dimensions: int
+    matryoshka_dimensions: tuple
+    context: int
+    image_size: int
+    layers: int
+    parameters: int
+    replicas: int
+
+
+class Model:
+    """One open tower (`uform_model_t`), immutable, freed by `close`, a ``with`` block or the
+    garbage collector. Any number of executors on any threads may use it at once."""
+
+    def __init__(self, library, handle: int):
+        self._library = library
+        self._functions = _functions(library)
+        self._handle = handle
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, library, path: str, modality=Modality.TEXT_ENCODER, *, residency=None, ram=None,
+             weights_dtype=None) -> "Model":
+        """`uform_model_open`: ``path`` a model directory (UForm3 or sentence-transformers);
+        ``residency`` RAM (default) or VRAM; ``ram`` a `RamOptions` (replicas per NUMA node);
+        ``weights_dtype`` F32 (default), BF16 or F16. Raises `Error` (CORRUPT_FILE, UNSUPPORTED, ...)."""
+        from . import DType, Error, Residency, Status, _check
+
+        functions = _functions(library)
+        options = ModelOptionsStruct()
+        if not isinstance(path, (str, bytes)):
+            raise TypeError(f"path must be a string, not {path!r}")
+        encoded_path = path.encode() if isinstance(path, str) else path
+        options.path = encoded_path
+        options.modality = _modality(modality).code
+        options.residency = int(Residency(int(residency))) if residency is not None else int(Residency.RAM)
+        options.weights_dtype = int(DType(int(weights_dtype))) if weights_dtype is not None else int(DType.F32)
+        ram_struct = ram.arguments() if ram is not None else None
+        if ram_struct is not None:
+            options.ram = ctypes.pointer(ram_struct)
+        handle = c_void_p()
+        _check(library._native, functions["uform_model_open"](ctypes.byref(options), ctypes.byref(handle)))
+        if not handle.value:
+            raise Error(Status.INVALID_ARGUMENT, "uform_model_open returned no model")
+        return cls(library, handle.value)
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    def close(self) -> None:
+        """`uform_model_free`; the model must not be in use by a call. Closing twice is harmless."""
+        with self._lock:
+            handle, self._handle = self._handle, 0
+        if handle:
+            self._functions["uform_model_free"](handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover
+            pass
+
+    def _live(self) -> int:
+        if not self._handle:
+            from . import Error, Status
+
+            raise Error(Status.INVALID_ARGUMENT, "the model is closed")
+        return self._handle
+
+    def describe(self) -> ModelDescription:
+        """`uform_model_describe`."""
+        from . import DType, Residency, _check
+
+        d = ModelDescriptionStruct()
+        _check(self._library._native, self._functions["uform_model_describe"](self._live(), ctypes.byref(d)))
+        return ModelDescription(
+            modality=Modality.TEXT_ENCODER if d.modality == 0 else Modality.IMAGE_ENCODER,
+            residency=Residency(d.residency), weights_dtype=DType(d.weights_dtype), dimensions=d.dimensions,
+            matryoshka_dimensions=tuple(x for x in d.matryoshka_dimensions if x), context=d.context,
+            image_size=d.image_size, layers=d.layers, parameters=d.parameters, replicas=d.replicas)
+
+    def tokenize(self, text) -> list:
+        """`uform_model_tokenize`: the ids the encoder sees (specials included, truncated)."""
+        from . import _check
+
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        count = c_size_t()
+        handle = self._live()
+        tokenize = self._functions["uform_model_tokenize"]
+        _check(self._library._native, tokenize(handle, data, len(data), None, 0, ctypes.byref(count)))
+        ids = (ctypes.c_int32 * max(count.value, 1))()
+        _check(self._library._native, tokenize(handle, data, len(data), ids, count.value, ctypes.byref(count)))
+        return list(ids[: count.value])
+
+    def encode_texts(self, executor, texts, *, dimensions: int = 0, normalize: bool = False, dtype=None,
+                     statuses: bool = False):
+        """`uform_encode_texts`, blocking, on ``executor`` (an `Executor`; None runs inline on this
+        thread). ``texts`` is a string or a sequence of strings (or bytes, passed as they are).
+        Returns an array [texts, dimensions] (NumPy when importable: float32, float16, or uint16 bits
+        for BF16), and with ``statuses=True`` also the per-text `Status` list, invalid UTF-8 getting
+        INVALID_ARGUMENT and a zero row; without it a bad text raises `Error` naming its index."""
+        from . import DType, Error, Executor, Status, _check
+
+        if executor is None:
+            executor = Executor(self._library)
+        if isinstance(texts, (str, bytes)):
+            texts = [texts]
+        encoded = [t.encode("utf-8", "surrogateescape") if isinstance(t, str) else bytes(t) for t in texts]
+        count = len(encoded)
+        dtype = DType.F32 if dtype is None else DType(int(dtype))
+        width = dimensions or self.describe().dimensions
+        element = 4 if dtype == DType.F32 else 2
+        buffer = (ctypes.c_char * max(count * width * element, 1))()
+        out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+        pointers = (c_char_p * max(count, 1))(*encoded)
+        lengths = (c_size_t * max(count, 1))(*[len(t) for t in encoded])
+        items = (c_enum * max(count, 1))() if statuses else None
+        native = self._library._native
+        with executor._using():
+            status = self._functions["uform_encode_texts"](
+                executor._handle, self._live(), pointers, lengths, count, ctypes.byref(out), items, None)
+            _check(native, status)
+        raw = bytes(buffer)[: count * width * element]
+        if _np is not None:
+            kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
+            array = _np.frombuffer(raw, dtype=kind).reshape(count, width).copy()
+        else:
+            code = {DType.F32: "f", DType.F16: "e", DType.BF16: "H"}[dtype]
+            flat = struct.unpack(f"<{count * width}{code}", raw)
+            array = [list(flat[i * width:(i + 1) * width]) for i in range(count)]
+        if statuses:
+            return array, [Status(items[i]) for i in range(count)]
+        return array
+
+    def __repr__(self) -> str:
+        return f"uform.Model(0x{self._handle:x})" if self._handle else "uform.Model(closed)"
+
+
+class TextProcessor:
+    """What ``processors[Modality.TEXT_ENCODER]`` is: texts to the model's ids, as the ``uform``
+    package's processor, returning ``{"input_ids", "attention_mask"}`` (NumPy arrays when importable,
+    padded with zeros) that `TextEncoder.encode` accepts; the texts travel along under ``"texts"``."""
+
+    def __init__(self, model: Model):
+        self._model = model
+
+    def __call__(self, texts):
+        if isinstance(texts, (str, bytes)):
+            texts = [texts]
+        texts = list(texts)
+        ids = [self._model.tokenize(t) for t in texts]
+        width = max((len(i) for i in ids), default=0)
+        padded = [i + [0] * (width - len(i)) for i in ids]
+        mask = [[1] * len(i) + [0] * (width - len(i)) for i in ids]
+        if _np is not None:
+            padded, mask = _np.array(padded, dtype=_np.int64).reshape(len(ids), width), _np.array(mask, dtype=_np.int64).reshape(len(ids), width)
+        return {"input_ids": padded, "attention_mask": mask, "texts": texts}
+
+
+class TextEncoder:
+    """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(processed)`` returns the embeddings
+    [texts, dimensions], as the ``uform`` package's encoder does (``return_features`` is UNSUPPORTED:
+    the engine keeps no hidden states)."""
+
+    def __init__(self, model: Model, executor):
+        self.model = model
+        self.executor = executor
+
+    def encode(self, x, attention_mask=None, return_features: Optional[bool] = None):
+        from . import Error, Status
+
+        if return_features:
+            raise Error(Status.UNSUPPORTED, "return_features: the engine returns embeddings only")
+        if isinstance(x, dict):
+            if "texts" not in x:
+                raise Error(Status.INVALID_ARGUMENT, "encode takes what uform's text processor returned, or texts")
+            texts = x["texts"]
+        else:
+            texts = x
+        return self.model.encode_texts(self.executor, texts)
+
+    __call__ = encode
+    forward = encode
+
+
+def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
+              threads: int = 0, weights_dtype=None):
+    """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`.
+    ``path`` is a local model directory (nothing is downloaded; ``token`` is accepted and ignored).
+    ``device`` must be "cpu"; the text encoder runs on a RAM executor of ``threads`` (0: 7/8 of the
+    cores). Image towers are not served yet (UNSUPPORTED)."""
+    from . import Error, Executor, Library, Status
+
+    if device != "cpu":
+        raise Error(Status.UNSUPPORTED, f"device {device!r}: this binding encodes on the CPU only")
+    library = library or Library()
+    wanted = [Modality.TEXT_ENCODER] if modalities is None else [_modality(m) for m in modalities]
+    processors, models = {}, {}
+    for modality in wanted:
+        if modality is not Modality.TEXT_ENCODER:
+            raise Error(Status.UNSUPPORTED, f"{modality.name}: only text encoders are served by this binding yet")
+        model = Model.open(library, path, modality, weights_dtype=weights_dtype)
+        executor = Executor.for_ram(library, threads=threads)
+        processors[modality] = TextProcessor(model)
+        models[modality] = TextEncoder(model, executor)
+    return processors, models

@@ -1,0 +1,93 @@
+/**
+ *  @file   kernels.h
+ *  @brief  CPU kernels of the text towers, dispatched by CPU class. Internal only.
+ *
+ *  Matrix products come from oneDNN (`dnnl_sgemm`, `dnnl_gemm_bf16bf16f32`), chosen by measurement
+ *  (bench/bench_gemm.c, figures in bench/RESULTS.md), always on the calling thread alone: the
+ *  engine's threads parallelise, the library never spawns its own. The SERIAL class multiplies with
+ *  a portable C loop instead, so pinning it runs no library ISA dispatch at all.
+ *
+ *  The fused kernels (bias + GELU, bias + residual, LayerNorm, attention of one sequence and head,
+ *  pooling, L2 normalisation, conversions) are one generic C source (`fused.inc`) compiled once per
+ *  class with `__attribute__((target(...)))`: SERIAL (the compiler's baseline), HASWELL (AVX2, FMA,
+ *  F16C), SKYLAKE (AVX-512 F/BW/DQ/VL) and GENOA (SKYLAKE + AVX-512 BF16). Higher classes use the
+ *  highest of those they include. One binary carries all; `uform_kernels_for` picks.
+ */
+#ifndef UFORM_KERNELS_KERNELS_H
+#define UFORM_KERNELS_KERNELS_H
+
+#include <uform.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** @brief The fused kernels of one class. Rows are contiguous `cols` floats `ld` apart. */
+typedef struct uform_kernels_t {
+    char const *name; /**< "serial", "haswell", "skylake", "genoa". */
+    /** rows[i][j] = gelu(rows[i][j] + bias[j]), GELU with the exact erf. */
+    void (*bias_gelu)(float *rows, size_t ld, size_t count, size_t cols, float const *bias);
+    /** rows[i][j] += bias[j] (bias may be NULL) and, when `residual` is not NULL, += residual[i][j]. */
+    void (*bias_residual)(float *rows, size_t ld, size_t count, size_t cols, float const *bias,
+                          float const *residual, size_t residual_ld);
+    /** out[i] = LayerNorm(in[i]) * gamma + beta over `cols`, in place allowed. */
+    void (*layer_norm)(float const *in, size_t in_ld, float *out, size_t out_ld, size_t count, size_t cols,
+                       float const *gamma, float const *beta, float epsilon);
+    /** One head of one sequence: out[i] = softmax(q[i] . k[j] * scale over j < length) v, with
+     *  `scratch` of `length * (head + 1)` floats. q, k, v rows are `ld` apart, `head` floats wide. */
+    void (*attention)(float const *q, float const *k, float const *v, size_t ld, float *out, size_t out_ld,
+                      size_t length, size_t head, float scale, float *scratch);
+    /** Softmax of each row, in place. */
+    void (*softmax_rows)(float *rows, size_t ld, size_t count, size_t cols);
+    /** out[j] = mean over rows (count >= 1) of rows[i][j]. */
+    void (*mean_rows)(float const *rows, size_t ld, size_t count, size_t cols, float *out);
+    /** Divides by the L2 norm (a zero vector stays zero). */
+    void (*l2_normalize)(float *vector, size_t count);
+    /** Conversions; bf16 rounds to nearest even, f16 as IEEE binary16. */
+    void (*f32_to_bf16)(float const *in, uint16_t *out, size_t count);
+    void (*f32_to_f16)(float const *in, uint16_t *out, size_t count);
+    void (*bf16_to_f32)(uint16_t const *in, float *out, size_t count);
+    void (*f16_to_f32)(uint16_t const *in, float *out, size_t count);
+    /** C[M][N] = A[M][K] W[N][K]^T with f32 W, portable loops (the SERIAL class's GEMM). */
+    void (*gemm_portable)(size_t m, size_t n, size_t k, float const *a, size_t lda, float const *w, size_t ldw,
+                          float *c, size_t ldc);
+} uform_kernels_t;
+
+/** @brief The kernels of the highest compiled class that `cpu_class` includes (SERIAL at worst). */
+uform_kernels_t const *uform_kernels_for(uform_cpu_class_t cpu_class);
+
+/** @brief Whether a class runs oneDNN's bf16 GEMM natively (AVX-512 BF16 or AMX-BF16 classes). */
+int uform_kernels_native_bf16(uform_cpu_class_t cpu_class);
+
+/** @brief How a GEMM of one thread runs: which library path and its per-thread scratch. */
+typedef struct uform_gemm_t {
+    uform_kernels_t const *kernels;
+    int use_library; /**< 0: the portable loops (SERIAL); 1: oneDNN. */
+    int native_bf16; /**< bf16 weights multiply as bf16 through oneDNN; else they widen to f32. */
+} uform_gemm_t;
+
+/** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
+ *  depth `depth` with weights of `dtype`. */
+size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, size_t rows, size_t cols, size_t depth);
+
+/** @brief C[m][n] = A[m][k] W[n][k]^T for one tile, on this thread only. `w` points at the tile's
+ *  first weight row (of `dtype`: f32, bf16 or f16) with `ldw` elements between rows. `scratch` holds
+ *  at least `uform_gemm_scratch_bytes` bytes, aligned to 64. */
+void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
+                     void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch);
+
+/** @brief The products of attention through the library (not for SERIAL): C = alpha A B^T
+ *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */
+int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,
+                   float const *b, size_t ldb, float *c, size_t ldc);
+
+/** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
+ *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */
+int uform_gemm_thread_enter(void);
+void uform_gemm_thread_leave(int previous);
+
+/** @brief One-element conversions (portable). */
+static inline float uform_bf16_to_f32(uint16_t value) {
+    union { uint32_t u; float f; } bits = {.u = (uint32_t)value << 16};
+    return bits.f;
+}
+
+#endif // UFORM_KERNELS_KERNELS_H

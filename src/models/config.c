@@ -1,0 +1,621 @@
+/**
+ *  @file   config.c
+ *  @brief  Text-tower configurations of both layouts, and binding their tensors out of safetensors.
+ */
+#include "models/config.h"
+#include "models/convert.h"
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+
+#include <errno.h>    // `errno`
+#include <fcntl.h>    // `open`
+#include <math.h>     // `isfinite`, `floor`
+#include <stddef.h>   // `offsetof`
+#include <stdio.h>    // `snprintf`
+#include <stdlib.h>   // `malloc`, `free`
+#include <string.h>   // `strcmp`, `strerror`, `memset`
+#include <sys/stat.h> // `fstat`
+#include <unistd.h>   // `read`, `close`
+
+/* ---- JSON helpers ---- */
+
+uform_status_t uform_json_parse(char const *label, char const *text, size_t length, void **root) {
+    *root = NULL;
+    char const *end = NULL;
+    cJSON *parsed = cJSON_ParseWithLengthOpts(text, length, &end, 0);
+    if (!parsed) {
+        size_t const at = end && end >= text ? (size_t)(end - text) : 0;
+        return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON near byte %zu", label, at);
+    }
+    size_t const consumed = end && end >= text ? (size_t)(end - text) : length;
+    for (size_t i = consumed; i < length; ++i)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r' && text[i] != '\0') {
+            cJSON_Delete(parsed);
+            return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON: bytes after the value, at byte %zu", label, i);
+        }
+    *root = parsed;
+    return uform_status_ok_k;
+}
+
+void uform_json_free(void *root) { cJSON_Delete((cJSON *)root); }
+
+uform_status_t uform_read_small_file(char const *path, char **text, size_t *length, int *missing) {
+    *text = NULL, *length = 0;
+    if (missing) *missing = 0;
+    int const fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int const error = errno;
+        if (error == ENOENT && missing) {
+            *missing = 1;
+            return uform_status_ok_k;
+        }
+        return uform_fail(uform_status_system_error_k, "%s: cannot open: %s", path, strerror(error));
+    }
+    struct stat info;
+    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+        close(fd);
+        return uform_fail(uform_status_system_error_k, "%s: not a readable regular file", path);
+    }
+    if ((size_t)info.st_size > UFORM_CONFIG_MAX_BYTES) {
+        close(fd);
+        return uform_fail(uform_status_corrupt_file_k, "%s: %lld bytes, more than the %zu a configuration may have", path,
+                          (long long)info.st_size, UFORM_CONFIG_MAX_BYTES);
+    }
+    size_t const size = (size_t)info.st_size;
+    char *buffer = malloc(size + 1);
+    if (!buffer) {
+        close(fd);
+        return uform_fail(uform_status_out_of_memory_k, "%s: out of memory for %zu bytes", path, size);
+    }
+    size_t done = 0;
+    while (done < size) {
+        ssize_t const got = read(fd, buffer + done, size - done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break; /* shrank while reading: take what there is */
+        done += (size_t)got;
+    }
+    close(fd);
+    buffer[done] = '\0';
+    *text = buffer, *length = done;
+    return uform_status_ok_k;
+}
+
+/** A key's value: `present` false when absent or JSON null. */
+static cJSON const *uform_json_get(cJSON const *object, char const *key) {
+    cJSON const *item = cJSON_GetObjectItemCaseSensitive(object, key);
+    return item && !cJSON_IsNull(item) ? item : NULL;
+}
+
+/** Reads an integer in [low, high]; absent: the default when `required` is 0, else CORRUPT_FILE. */
+static uform_status_t uform_json_integer(char const *label, char const *section, cJSON const *object, char const *key,
+                                         int required, long long fallback, long long low, long long high, long long *value) {
+    cJSON const *item = uform_json_get(object, key);
+    if (!item) {
+        if (required)
+            return uform_fail(uform_status_corrupt_file_k, "%s: missing key '%s%s'", label, section, key);
+        *value = fallback;
+        return uform_status_ok_k;
+    }
+    double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+    if (!isfinite(number) || floor(number) != number || number < (double)low || number > (double)high)
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%s%s' must be an integer in [%lld, %lld]", label, section,
+                          key, low, high);
+    *value = (long long)number;
+    return uform_status_ok_k;
+}
+
+static uform_status_t uform_json_extent(char const *label, char const *section, cJSON const *object, char const *key,
+                                        int required, size_t fallback, size_t *value) {
+    long long number;
+    uform_status_t const status = uform_json_integer(label, section, object, key, required, (long long)fallback, 1,
+                                                     (long long)UFORM_TEXT_MAX_EXTENT, &number);
+    if (status == uform_status_ok_k) *value = (size_t)number;
+    return status;
+}
+
+static uform_status_t uform_json_bool(char const *label, char const *section, cJSON const *object, char const *key,
+                                      int fallback, int *value) {
+    cJSON const *item = uform_json_get(object, key);
+    if (!item) {
+        *value = fallback;
+        return uform_status_ok_k;
+    }
+    if (!cJSON_IsBool(item))
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%s%s' must be true or false", label, section, key);
+    *value = cJSON_IsTrue(item);
+    return uform_status_ok_k;
+}
+
+/** Reads a string; absent: `fallback` (NULL with `required` is CORRUPT_FILE). */
+static uform_status_t uform_json_string(char const *label, char const *section, cJSON const *object, char const *key,
+                                        char const *fallback, char const **value) {
+    cJSON const *item = uform_json_get(object, key);
+    if (!item) {
+        if (!fallback) return uform_fail(uform_status_corrupt_file_k, "%s: missing key '%s%s'", label, section, key);
+        *value = fallback;
+        return uform_status_ok_k;
+    }
+    if (!cJSON_IsString(item) || !item->valuestring)
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%s%s' must be a string", label, section, key);
+    *value = item->valuestring;
+    return uform_status_ok_k;
+}
+
+#define UFORM_TRY(expression)                                                                                          \
+    do {                                                                                                               \
+        uform_status_t const try_status_ = (expression);                                                               \
+        if (try_status_ != uform_status_ok_k) return try_status_;                                                      \
+    } while (0)
+
+/* ---- Layouts ---- */
+
+uform_status_t uform_config_layout(char const *label, void const *root_, uform_text_layout_t *layout) {
+    cJSON const *root = (cJSON const *)root_;
+    if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
+    if (cJSON_GetObjectItemCaseSensitive(root, "text_encoder") || cJSON_GetObjectItemCaseSensitive(root, "image_encoder")) {
+        *layout = uform_text_layout_uform3_k;
+        return uform_status_ok_k;
+    }
+    cJSON const *type = uform_json_get(root, "model_type");
+    if (!type)
+        return uform_fail(uform_status_corrupt_file_k,
+                          "%s: neither a 'text_encoder' section (UForm3) nor a 'model_type' (Hugging Face)", label);
+    if (!cJSON_IsString(type) || !type->valuestring)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'model_type' must be a string", label);
+    if (strcmp(type->valuestring, "bert") != 0)
+        return uform_fail(uform_status_unsupported_k, "%s: model_type '%.64s' is not supported (only 'bert')", label,
+                          type->valuestring);
+    *layout = uform_text_layout_bert_k;
+    return uform_status_ok_k;
+}
+
+/** Reads `matryoshka_dims` (absent is fine): ascending widths narrower than the embedding's. */
+static uform_status_t uform_config_matryoshka(char const *label, char const *section, cJSON const *object,
+                                              uform_text_config_t *config) {
+    cJSON const *list = uform_json_get(object, "matryoshka_dims");
+    if (!list) return uform_status_ok_k;
+    if (!cJSON_IsArray(list))
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%smatryoshka_dims' must be an array of integers", label, section);
+    size_t kept = 0;
+    cJSON const *item = NULL;
+    cJSON_ArrayForEach(item, list) {
+        double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+        if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)config->embedding_dimensions)
+            return uform_fail(uform_status_corrupt_file_k,
+                              "%s: '%smatryoshka_dims' must hold integers in [1, %zu], the embedding width", label,
+                              section, config->embedding_dimensions);
+        size_t const width = (size_t)number;
+        if (width == config->embedding_dimensions) continue;
+        /* Insert sorted, unique, keeping the narrowest eight. */
+        size_t at = 0;
+        while (at < kept && config->matryoshka[at] < width) ++at;
+        if (at < kept && config->matryoshka[at] == width) continue;
+        if (at >= 8) continue;
+        size_t const last = kept < 8 ? kept : 7;
+        for (size_t i = last; i > at; --i) config->matryoshka[i] = config->matryoshka[i - 1];
+        config->matryoshka[at] = width;
+        if (kept < 8) ++kept;
+    }
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_config_uform3(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    memset(config, 0, sizeof(*config));
+    config->layout = uform_text_layout_uform3_k;
+    cJSON const *text = cJSON_GetObjectItemCaseSensitive(root, "text_encoder");
+    if (!text) return uform_fail(uform_status_corrupt_file_k, "%s: missing key 'text_encoder'", label);
+    if (!cJSON_IsObject(text)) return uform_fail(uform_status_corrupt_file_k, "%s: 'text_encoder' must be an object", label);
+    char const *section = "text_encoder.";
+
+    char const *model_type, *pooling;
+    UFORM_TRY(uform_json_string(label, section, text, "model_type", NULL, &model_type));
+    if (strcmp(model_type, "bert") == 0) config->position_ids = uform_position_ids_absolute_k;
+    else if (strcmp(model_type, "roberta") == 0) config->position_ids = uform_position_ids_roberta_k;
+    else
+        return uform_fail(uform_status_unsupported_k, "%s: '%smodel_type' is '%.64s'; only 'bert' and 'roberta' are supported",
+                          label, section, model_type);
+    UFORM_TRY(uform_json_extent(label, section, text, "dim", 1, 0, &config->hidden));
+    UFORM_TRY(uform_json_extent(label, section, text, "vocab_size", 1, 0, &config->vocab_size));
+    UFORM_TRY(uform_json_extent(label, section, text, "num_heads", 1, 0, &config->heads));
+    UFORM_TRY(uform_json_extent(label, section, text, "embedding_dim", 1, 0, &config->embedding_dimensions));
+    UFORM_TRY(uform_json_extent(label, section, text, "max_position_embeddings", 0, 77, &config->max_positions));
+    long long number;
+    UFORM_TRY(uform_json_integer(label, section, text, "num_layers", 1, 0, 0, UFORM_TEXT_MAX_LAYERS, &number));
+    config->layers_total = (size_t)number;
+    UFORM_TRY(uform_json_integer(label, section, text, "padding_idx", 1, 0, 0, (long long)config->vocab_size - 1, &number));
+    config->pad_id = (int32_t)number;
+    /* Fields the text embedding does not use, type-checked when present. */
+    size_t unused;
+    int unused_flag;
+    UFORM_TRY(uform_json_extent(label, section, text, "context_dim", 0, 1, &unused));
+    UFORM_TRY(uform_json_bool(label, section, text, "head_one_neuron", 0, &unused_flag));
+    UFORM_TRY(uform_json_string(label, section, text, "pooling", "cls", &pooling));
+    if (strcmp(pooling, "cls") == 0) config->pooling = uform_pooling_cls_k;
+    else if (strcmp(pooling, "mean") == 0) config->pooling = uform_pooling_mean_k;
+    else
+        return uform_fail(uform_status_unsupported_k, "%s: '%spooling' is '%.64s'; only 'cls' and 'mean' are supported",
+                          label, section, pooling);
+    if (config->hidden % config->heads)
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%sdim' %zu is not a multiple of '%snum_heads' %zu", label,
+                          section, config->hidden, section, config->heads);
+
+    cJSON const *multimodal = cJSON_GetObjectItemCaseSensitive(text, "multimodal_layers_ids");
+    if (!multimodal) return uform_fail(uform_status_corrupt_file_k, "%s: missing key '%smultimodal_layers_ids'", label, section);
+    if (!cJSON_IsArray(multimodal))
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%smultimodal_layers_ids' must be an array of layer numbers",
+                          label, section);
+    cJSON const *item = NULL;
+    cJSON_ArrayForEach(item, multimodal) {
+        double const id = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+        if (!isfinite(id) || floor(id) != id || id < 0 || id >= (double)config->layers_total)
+            return uform_fail(uform_status_corrupt_file_k,
+                              "%s: '%smultimodal_layers_ids' must hold layer numbers below num_layers (%zu)", label,
+                              section, config->layers_total);
+        config->skipped[(size_t)id] = 1;
+    }
+    for (size_t layer = 0; layer < config->layers_total; ++layer) config->layers_count += !config->skipped[layer];
+
+    config->intermediate = 4 * config->hidden; /* the package's MLP expands by 4 */
+    config->layer_norm_epsilon = 1e-12;        /* fixed in the package's TextEncoder */
+    /* The package's processor truncates to max_position_embeddings; RoBERTa positions start after
+       the padding index, so fewer tokens fit there without running off the position table. */
+    config->context = config->max_positions;
+    if (config->position_ids == uform_position_ids_roberta_k)
+        config->context = config->max_positions > (size_t)config->pad_id + 1 ? config->max_positions - (size_t)config->pad_id - 1 : 0;
+    if (config->context < 2)
+        return uform_fail(uform_status_corrupt_file_k,
+                          "%s: '%smax_position_embeddings' %zu leaves room for %zu tokens, fewer than the 2 specials", label,
+                          section, config->max_positions, config->context);
+    UFORM_TRY(uform_config_matryoshka(label, section, text, config));
+    if (!config->matryoshka[0]) UFORM_TRY(uform_config_matryoshka(label, "", root, config));
+    config->lower_case = 1;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_config_bert(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    memset(config, 0, sizeof(*config));
+    config->layout = uform_text_layout_bert_k;
+    char const *section = "";
+    uform_text_layout_t layout;
+    UFORM_TRY(uform_config_layout(label, root, &layout));
+    if (layout != uform_text_layout_bert_k)
+        return uform_fail(uform_status_corrupt_file_k, "%s: a UForm3 config, not a BERT one", label);
+    UFORM_TRY(uform_json_extent(label, section, root, "hidden_size", 1, 0, &config->hidden));
+    UFORM_TRY(uform_json_extent(label, section, root, "num_attention_heads", 1, 0, &config->heads));
+    UFORM_TRY(uform_json_extent(label, section, root, "intermediate_size", 1, 0, &config->intermediate));
+    UFORM_TRY(uform_json_extent(label, section, root, "vocab_size", 1, 0, &config->vocab_size));
+    UFORM_TRY(uform_json_extent(label, section, root, "max_position_embeddings", 0, 512, &config->max_positions));
+    UFORM_TRY(uform_json_extent(label, section, root, "type_vocab_size", 0, 2, &config->type_vocab_size));
+    long long number;
+    UFORM_TRY(uform_json_integer(label, section, root, "num_hidden_layers", 1, 0, 0, UFORM_TEXT_MAX_LAYERS, &number));
+    config->layers_total = config->layers_count = (size_t)number;
+    UFORM_TRY(uform_json_integer(label, section, root, "pad_token_id", 0, 0, 0, (long long)config->vocab_size - 1, &number));
+    config->pad_id = (int32_t)number;
+    if (config->hidden % config->heads)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'hidden_size' %zu is not a multiple of 'num_attention_heads' %zu",
+                          label, config->hidden, config->heads);
+
+    cJSON const *epsilon = uform_json_get(root, "layer_norm_eps");
+    config->layer_norm_epsilon = 1e-12;
+    if (epsilon) {
+        if (!cJSON_IsNumber(epsilon) || !isfinite(epsilon->valuedouble) || epsilon->valuedouble <= 0 || epsilon->valuedouble >= 1)
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'layer_norm_eps' must be a number in (0, 1)", label);
+        config->layer_norm_epsilon = epsilon->valuedouble;
+    }
+    char const *activation, *positions;
+    UFORM_TRY(uform_json_string(label, section, root, "hidden_act", "gelu", &activation));
+    if (strcmp(activation, "gelu") != 0)
+        return uform_fail(uform_status_unsupported_k,
+                          "%s: 'hidden_act' is '%.64s'; only 'gelu' (exact, with erf) is supported", label, activation);
+    UFORM_TRY(uform_json_string(label, section, root, "position_embedding_type", "absolute", &positions));
+    if (strcmp(positions, "absolute") != 0)
+        return uform_fail(uform_status_unsupported_k,
+                          "%s: 'position_embedding_type' is '%.64s'; only 'absolute' is supported", label, positions);
+    config->position_ids = uform_position_ids_absolute_k;
+    config->pooling = uform_pooling_mean_k; /* sentence-transformers' default for a bare model */
+    config->embedding_dimensions = config->hidden;
+    config->context = config->max_positions < 512 ? config->max_positions : 512;
+    if (config->context < 2)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'max_position_embeddings' %zu leaves no room for the 2 specials",
+                          label, config->max_positions);
+    config->lower_case = 1;
+    return uform_status_ok_k;
+}
+
+/** A module folder: relative, without "..", not too long. */
+static int uform_safe_relative_path(char const *path) {
+    if (path[0] == '/') return 0;
+    if (strlen(path) >= sizeof(((uform_text_config_t *)0)->pooling_path)) return 0;
+    for (char const *part = path; *part;) {
+        char const *slash = strchr(part, '/');
+        size_t const length = slash ? (size_t)(slash - part) : strlen(part);
+        if (length == 2 && part[0] == '.' && part[1] == '.') return 0;
+        part += length + (slash ? 1 : 0);
+    }
+    return 1;
+}
+
+uform_status_t uform_config_modules(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    if (!cJSON_IsArray(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON array of modules", label);
+    size_t index = 0;
+    int transformer = 0;
+    cJSON const *module = NULL;
+    cJSON_ArrayForEach(module, root) {
+        if (!cJSON_IsObject(module))
+            return uform_fail(uform_status_corrupt_file_k, "%s: module %zu is not a JSON object", label, index);
+        char key[32];
+        snprintf(key, sizeof(key), "[%zu].", index);
+        char const *type, *path;
+        UFORM_TRY(uform_json_string(label, key, module, "type", NULL, &type));
+        UFORM_TRY(uform_json_string(label, key, module, "path", "", &path));
+        if (strcmp(type, "sentence_transformers.models.Transformer") == 0) {
+            if (transformer || index != 0)
+                return uform_fail(uform_status_unsupported_k, "%s: module %zu: a Transformer that is not the first module",
+                                  label, index);
+            if (path[0] && strcmp(path, ".") != 0)
+                return uform_fail(uform_status_unsupported_k,
+                                  "%s: module %zu: a Transformer in folder '%.64s' (only the model's own folder)", label,
+                                  index, path);
+            transformer = 1;
+        }
+        else if (strcmp(type, "sentence_transformers.models.Pooling") == 0) {
+            if (!transformer || config->has_pooling_module)
+                return uform_fail(uform_status_unsupported_k, "%s: module %zu: a Pooling out of place (one, after the Transformer)",
+                                  label, index);
+            if (!uform_safe_relative_path(path))
+                return uform_fail(uform_status_corrupt_file_k, "%s: module %zu: path '%.64s' leaves the model folder", label,
+                                  index, path);
+            snprintf(config->pooling_path, sizeof(config->pooling_path), "%s", path);
+            config->has_pooling_module = 1;
+        }
+        else if (strcmp(type, "sentence_transformers.models.Normalize") == 0) {
+            if (!config->has_pooling_module)
+                return uform_fail(uform_status_unsupported_k, "%s: module %zu: Normalize before Pooling", label, index);
+            config->normalize = 1;
+        }
+        else
+            return uform_fail(uform_status_unsupported_k, "%s: module %zu of type '%.96s' is not supported", label, index, type);
+        ++index;
+    }
+    if (!transformer) return uform_fail(uform_status_unsupported_k, "%s: no sentence_transformers.models.Transformer module", label);
+    if (!config->has_pooling_module)
+        return uform_fail(uform_status_unsupported_k, "%s: no sentence_transformers.models.Pooling module", label);
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_config_pooling(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
+    static char const *const refused[] = {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                                          "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
+        int on;
+        UFORM_TRY(uform_json_bool(label, "", root, refused[i], 0, &on));
+        if (on) return uform_fail(uform_status_unsupported_k, "%s: '%s' is not supported (only CLS and mean pooling)", label, refused[i]);
+    }
+    int cls, mean;
+    UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_cls_token", 0, &cls));
+    UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_mean_tokens", 0, &mean));
+    if (cls == mean)
+        return uform_fail(uform_status_unsupported_k,
+                          "%s: exactly one of 'pooling_mode_cls_token' and 'pooling_mode_mean_tokens' must be true", label);
+    config->pooling = cls ? uform_pooling_cls_k : uform_pooling_mean_k;
+    size_t width;
+    UFORM_TRY(uform_json_extent(label, "", root, "word_embedding_dimension", 0, config->hidden, &width));
+    if (width != config->hidden)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'word_embedding_dimension' %zu differs from hidden_size %zu",
+                          label, width, config->hidden);
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_config_sentence_bert(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
+    size_t context;
+    UFORM_TRY(uform_json_extent(label, "", root, "max_seq_length", 0, config->context, &context));
+    if (context < 2)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'max_seq_length' %zu leaves no room for the 2 specials", label, context);
+    config->context = context < config->max_positions ? context : config->max_positions;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_config_tokenizer(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
+    return uform_json_bool(label, "", root, "do_lower_case", config->lower_case, &config->lower_case);
+}
+
+/* ---- Binding tensors ---- */
+
+typedef struct uform_binder_t {
+    uform_text_config_t const *config;
+    uform_safetensors_t const *index;
+    uform_text_binding_t *bindings;
+    size_t count;
+} uform_binder_t;
+
+/** Binds one tensor `name` of shape [rows, cols] (cols only for a vector when `rows` is 0). */
+static uform_status_t uform_bind(uform_binder_t *binder, char const *name, size_t rows, size_t cols, int parameter,
+                                 size_t layer, size_t field) {
+    char const *label = binder->index->label ? binder->index->label : "safetensors";
+    uform_safetensor_t const *tensor = uform_safetensors_find(binder->index, name);
+    char expected[64], found[96];
+    if (rows) snprintf(expected, sizeof(expected), "[%zu, %zu]", rows, cols);
+    else snprintf(expected, sizeof(expected), "[%zu]", cols);
+    if (!tensor)
+        return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' of shape %s is missing", label, name, expected);
+    if (!tensor->computable)
+        return uform_fail(uform_status_unsupported_k, "%s: tensor '%s' has dtype %s; only F32, BF16 and F16 are supported",
+                          label, name, tensor->dtype_name);
+    int const matches = rows ? tensor->rank == 2 && tensor->shape[0] == rows && tensor->shape[1] == cols
+                             : tensor->rank == 1 && tensor->shape[0] == cols;
+    if (!matches)
+        return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' should have shape %s, found %s", label, name,
+                          expected, uform_safetensor_shape_string(tensor, found, sizeof(found)));
+    binder->bindings[binder->count++] = (uform_text_binding_t){
+        .source = tensor, .rows = rows ? rows : 1, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
+    return uform_status_ok_k;
+}
+
+#define UFORM_TOWER_FIELD(member) offsetof(uform_text_tower_t, member)
+#define UFORM_LAYER_FIELD(member) offsetof(uform_text_layer_t, member)
+
+static uform_status_t uform_bind_uform3(uform_binder_t *b) {
+    uform_text_config_t const *c = b->config;
+    size_t const h = c->hidden, f = c->intermediate;
+    UFORM_TRY(uform_bind(b, "word_embeddings.weight", c->vocab_size, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(word_embeddings)));
+    UFORM_TRY(uform_bind(b, "position_embeddings.weight", c->max_positions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(position_embeddings)));
+    UFORM_TRY(uform_bind(b, "layer_norm.weight", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_weight)));
+    UFORM_TRY(uform_bind(b, "layer_norm.bias", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_bias)));
+    size_t run = 0;
+    for (size_t layer = 0; layer < c->layers_total; ++layer) {
+        if (c->skipped[layer]) continue;
+        struct {
+            char const *name;
+            size_t rows, cols;
+            int parameter;
+            size_t field;
+        } const parts[] = {
+            {"attention.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
+            {"attention.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
+            {"attention.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
+            {"attention.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
+            {"attention.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
+            {"attention.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
+            {"attention.out.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
+            {"attention.out.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
+            {"norm_attn.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
+            {"norm_attn.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
+            {"mlp.hidden_layer.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
+            {"mlp.hidden_layer.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
+            {"mlp.output_layer.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
+            {"mlp.output_layer.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
+            {"norm_mlp.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
+            {"norm_mlp.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
+        };
+        for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
+            char name[96];
+            snprintf(name, sizeof(name), "blocks.%zu.%s", layer, parts[i].name);
+            UFORM_TRY(uform_bind(b, name, parts[i].rows, parts[i].cols, parts[i].parameter, run, parts[i].field));
+        }
+        ++run;
+    }
+    return uform_bind(b, "embedding_projection.weight", c->embedding_dimensions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(projection));
+}
+
+static uform_status_t uform_bind_bert(uform_binder_t *b, char const *prefix) {
+    uform_text_config_t const *c = b->config;
+    size_t const h = c->hidden, f = c->intermediate;
+    char name[128];
+#define UFORM_NAME(...) (snprintf(name, sizeof(name), __VA_ARGS__), name)
+    UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.word_embeddings.weight", prefix), c->vocab_size, h, 0, SIZE_MAX,
+                         UFORM_TOWER_FIELD(word_embeddings)));
+    UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.position_embeddings.weight", prefix), c->max_positions, h, 0, SIZE_MAX,
+                         UFORM_TOWER_FIELD(position_embeddings)));
+    UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.token_type_embeddings.weight", prefix), c->type_vocab_size, h, 0,
+                         SIZE_MAX, UFORM_TOWER_FIELD(token_type_embeddings)));
+    UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.LayerNorm.weight", prefix), 0, h, 1, SIZE_MAX,
+                         UFORM_TOWER_FIELD(embedding_norm_weight)));
+    UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.LayerNorm.bias", prefix), 0, h, 1, SIZE_MAX,
+                         UFORM_TOWER_FIELD(embedding_norm_bias)));
+    for (size_t layer = 0; layer < c->layers_total; ++layer) {
+        struct {
+            char const *name;
+            size_t rows, cols;
+            int parameter;
+            size_t field;
+        } const parts[] = {
+            {"attention.self.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
+            {"attention.self.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
+            {"attention.self.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
+            {"attention.self.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
+            {"attention.self.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
+            {"attention.self.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
+            {"attention.output.dense.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
+            {"attention.output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
+            {"attention.output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
+            {"attention.output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
+            {"intermediate.dense.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
+            {"intermediate.dense.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
+            {"output.dense.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
+            {"output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
+            {"output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
+            {"output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
+        };
+        for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i)
+            UFORM_TRY(uform_bind(b, UFORM_NAME("%sencoder.layer.%zu.%s", prefix, layer, parts[i].name), parts[i].rows,
+                                 parts[i].cols, parts[i].parameter, layer, parts[i].field));
+    }
+#undef UFORM_NAME
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_t const *index,
+                                 uform_text_binding_t **bindings, size_t *count) {
+    *bindings = NULL, *count = 0;
+    size_t const capacity = 6 + 16 * config->layers_total;
+    uform_binder_t binder = {.config = config, .index = index, .bindings = calloc(capacity, sizeof(uform_text_binding_t))};
+    if (!binder.bindings) return uform_fail(uform_status_out_of_memory_k, "out of memory binding %zu tensors", capacity);
+    uform_status_t status;
+    if (config->layout == uform_text_layout_uform3_k)
+        config->prefix[0] = '\0', status = uform_bind_uform3(&binder);
+    else {
+        /* Checkpoints saved from `BertModel` have no prefix, those from task models have "bert.". */
+        int const prefixed = !uform_safetensors_find(index, "embeddings.word_embeddings.weight") &&
+                             uform_safetensors_find(index, "bert.embeddings.word_embeddings.weight");
+        snprintf(config->prefix, sizeof(config->prefix), "%s", prefixed ? "bert." : "");
+        status = uform_bind_bert(&binder, config->prefix);
+    }
+    if (status != uform_status_ok_k) {
+        free(binder.bindings);
+        return status;
+    }
+    *bindings = binder.bindings, *count = binder.count;
+    return uform_status_ok_k;
+}
+
+static size_t uform_binding_bytes(uform_text_binding_t const *binding, uform_dtype_t dtype) {
+    size_t const element = binding->parameter ? 4 : uform_dtype_bytes(dtype);
+    return (binding->rows * binding->cols * element + 63) & ~(size_t)63;
+}
+
+size_t uform_text_replica_bytes(uform_text_binding_t const *bindings, size_t count, uform_dtype_t dtype) {
+    size_t total = 0;
+    for (size_t i = 0; i < count; ++i) total += uform_binding_bytes(&bindings[i], dtype);
+    return total;
+}
+
+void uform_text_tower_fill(uform_text_config_t const *config, uform_text_binding_t const *bindings, size_t count,
+                           uform_dtype_t dtype, void *block, uform_text_layer_t *layers, uform_text_tower_t *tower) {
+    memset(tower, 0, sizeof(*tower));
+    memset(layers, 0, config->layers_count * sizeof(uform_text_layer_t));
+    tower->vocab_size = config->vocab_size;
+    tower->hidden = config->hidden;
+    tower->heads = config->heads;
+    tower->intermediate = config->intermediate;
+    tower->max_positions = config->max_positions;
+    tower->layers_count = config->layers_count;
+    tower->context = config->context;
+    tower->embedding_dimensions = config->embedding_dimensions;
+    tower->layer_norm_epsilon = config->layer_norm_epsilon;
+    tower->pooling = config->pooling;
+    tower->position_ids = config->position_ids;
+    tower->pad_id = config->pad_id;
+    tower->normalize = config->normalize;
+    tower->weights_dtype = dtype;
+    tower->layers = layers;
+    uint8_t *cursor = (uint8_t *)block;
+    for (size_t i = 0; i < count; ++i) {
+        uform_text_binding_t const *binding = &bindings[i];
+        uform_dtype_t const target = binding->parameter ? uform_dtype_f32_k : dtype;
+        uform_convert(cursor, target, binding->source->data, binding->source->dtype, binding->rows * binding->cols);
+        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)&layers[binding->layer];
+        uform_tensor_t *slot = (uform_tensor_t *)(owner + binding->field);
+        *slot = (uform_tensor_t){.data = cursor, .dtype = target, .rows = binding->rows, .cols = binding->cols};
+        cursor += uform_binding_bytes(binding, dtype);
+    }
+}

@@ -1,0 +1,99 @@
+/**
+ *  @file   convert.c
+ *  @brief  f32, bf16 and f16 conversions with round-to-nearest-even, done in integers so the result
+ *          does not depend on the FPU's rounding mode or on F16C being present.
+ */
+#include "models/convert.h"
+
+#include <string.h> // `memcpy`
+
+static uint32_t uform_f32_bits(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof(bits));
+    return bits;
+}
+
+static float uform_f32_from_bits(uint32_t bits) {
+    float value;
+    memcpy(&value, &bits, sizeof(value));
+    return value;
+}
+
+uint16_t uform_f32_to_bf16(float value) {
+    uint32_t const bits = uform_f32_bits(value);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u); /* NaN, quieted */
+    uint32_t const rounding = 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)((bits + rounding) >> 16); /* overflow carries into the exponent: infinity */
+}
+
+uint16_t uform_f32_to_f16(float value) {
+    uint32_t const bits = uform_f32_bits(value);
+    uint16_t const sign = (uint16_t)((bits >> 16) & 0x8000u);
+    uint32_t const magnitude = bits & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu)); /* NaN */
+    if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to infinity */
+    if (magnitude < 0x38800000u) {                                    /* below 2^-14: subnormal or zero */
+        if (magnitude <= 0x33000000u) return sign;                    /* <= 2^-25: ties to zero (even) */
+        uint32_t const exponent = magnitude >> 23;                    /* 102 .. 112 */
+        uint32_t const mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+        uint32_t const shift = 126u - exponent;                       /* 14 .. 24 */
+        uint32_t quotient = mantissa >> shift;
+        uint32_t const remainder = mantissa & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (remainder > half || (remainder == half && (quotient & 1u))) ++quotient;
+        return (uint16_t)(sign | quotient); /* 0x400 here is the smallest normal, correctly encoded */
+    }
+    uint32_t quotient = (magnitude - (112u << 23)) >> 13;
+    uint32_t const remainder = magnitude & 0x1fffu;
+    if (remainder > 0x1000u || (remainder == 0x1000u && (quotient & 1u))) ++quotient;
+    return (uint16_t)(sign | quotient);
+}
+
+float uform_bf16_to_f32(uint16_t bits) { return uform_f32_from_bits((uint32_t)bits << 16); }
+
+float uform_f16_to_f32(uint16_t bits) {
+    uint32_t const sign = (uint32_t)(bits & 0x8000u) << 16;
+    uint32_t const exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+    if (exponent == 0x1fu) return uform_f32_from_bits(sign | 0x7f800000u | (mantissa << 13));
+    if (exponent) return uform_f32_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+    if (!mantissa) return uform_f32_from_bits(sign);
+    /* Subnormal: normalise the mantissa. */
+    uint32_t shift = 0, m = mantissa;
+    while (!(m & 0x400u)) m <<= 1, ++shift;
+    return uform_f32_from_bits(sign | ((113u - shift) << 23) | ((m & 0x3ffu) << 13));
+}
+
+size_t uform_dtype_bytes(uform_dtype_t dtype) {
+    switch (dtype) {
+    case uform_dtype_f32_k: return 4;
+    case uform_dtype_bf16_k:
+    case uform_dtype_f16_k: return 2;
+    default: return 0;
+    }
+}
+
+static float uform_load(uint8_t const *source, uform_dtype_t dtype, size_t i) {
+    if (dtype == uform_dtype_f32_k) {
+        uint32_t bits = (uint32_t)source[4 * i] | (uint32_t)source[4 * i + 1] << 8 | (uint32_t)source[4 * i + 2] << 16 |
+                        (uint32_t)source[4 * i + 3] << 24;
+        return uform_f32_from_bits(bits);
+    }
+    uint16_t const bits = (uint16_t)(source[2 * i] | source[2 * i + 1] << 8);
+    return dtype == uform_dtype_bf16_k ? uform_bf16_to_f32(bits) : uform_f16_to_f32(bits);
+}
+
+void uform_convert(void *target, uform_dtype_t target_dtype, void const *source, uform_dtype_t source_dtype, size_t count) {
+    uint8_t const *bytes = (uint8_t const *)source;
+    if (target_dtype == source_dtype) {
+        memcpy(target, source, count * uform_dtype_bytes(source_dtype)); /* little-endian hosts only (x86, Arm) */
+        return;
+    }
+    for (size_t i = 0; i < count; ++i) {
+        float const value = uform_load(bytes, source_dtype, i);
+        switch (target_dtype) {
+        case uform_dtype_f32_k: ((float *)target)[i] = value; break;
+        case uform_dtype_bf16_k: ((uint16_t *)target)[i] = uform_f32_to_bf16(value); break;
+        case uform_dtype_f16_k: ((uint16_t *)target)[i] = uform_f32_to_f16(value); break;
+        default: return;
+        }
+    }
+}

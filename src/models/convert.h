@@ -1,0 +1,26 @@
+/**
+ *  @file   convert.h
+ *  @brief  Scalar conversions between f32, bf16 and f16 (round to nearest, ties to even; NaN stays
+ *          NaN, quieted; overflow gives infinity of the same sign), for loading weights. Internal.
+ */
+#ifndef UFORM_MODELS_CONVERT_H
+#define UFORM_MODELS_CONVERT_H
+
+#include <uform.h>
+#include <stddef.h>
+#include <stdint.h>
+
+uint16_t uform_f32_to_bf16(float value);
+uint16_t uform_f32_to_f16(float value);
+float uform_bf16_to_f32(uint16_t bits);
+float uform_f16_to_f32(uint16_t bits);
+
+/** @brief Bytes per element of f32, bf16 or f16 (0 for other dtypes). */
+size_t uform_dtype_bytes(uform_dtype_t dtype);
+
+/** @brief Converts `count` elements from `source` (f32, bf16 or f16, any alignment, little-endian
+ *  as in safetensors) to `target` of `target_dtype` (f32, bf16 or f16, naturally aligned). Same
+ *  dtypes copy bits unchanged. */
+void uform_convert(void *target, uform_dtype_t target_dtype, void const *source, uform_dtype_t source_dtype, size_t count);
+
+#endif // UFORM_MODELS_CONVERT_H

@@ -1,0 +1,251 @@
+/**
+ *  @file   model.c
+ *  @brief  `uform_model_open` and friends: a model directory's configuration and safetensors read
+ *          into one text tower per memory domain, in the dtype asked for, plus its tokenizer.
+ *
+ *  The safetensors file is mapped only while opening: every tensor is converted into replicas (one
+ *  allocation per NUMA node, bound there), so the open model holds no file and a file replaced
+ *  later changes nothing.
+ */
+#include "models/config.h"
+#include "models/model.h"
+#include "models/safetensors.h"
+#include "internal.h"
+
+#include <stdio.h>  // `snprintf`
+#include <stdlib.h> // `calloc`, `free`
+#include <string.h> // `memset`, `strlen`
+
+typedef struct uform_model_owned_t {
+    void **blocks;                /**< [replicas] weights, from `uform_numa_alloc`. */
+    size_t block_bytes;
+    uform_text_layer_t **layers;  /**< [replicas] */
+} uform_model_owned_t;
+
+/** Joins `directory/name`, INVALID_ARGUMENT when it does not fit. */
+static uform_status_t uform_join(char *buffer, size_t capacity, char const *directory, char const *name) {
+    int const written = snprintf(buffer, capacity, "%s/%s", directory, name);
+    if (written < 0 || (size_t)written >= capacity)
+        return uform_fail(uform_status_invalid_argument_k, "model path is too long: %.64s...", directory);
+    return uform_status_ok_k;
+}
+
+/** Reads and parses a JSON file; `*root` stays NULL when `optional` and the file is absent. */
+static uform_status_t uform_load_json(char const *path, int optional, void **root) {
+    char *text;
+    size_t length;
+    int missing = 0;
+    *root = NULL;
+    uform_status_t status = uform_read_small_file(path, &text, &length, optional ? &missing : NULL);
+    if (status != uform_status_ok_k || missing) return status;
+    status = uform_json_parse(path, text, length, root);
+    free(text);
+    return status;
+}
+
+#define UFORM_CHECK(expression)                                                                                        \
+    do {                                                                                                               \
+        status = (expression);                                                                                         \
+        if (status != uform_status_ok_k) goto done;                                                                    \
+    } while (0)
+
+/** Reads the configuration files of `directory` into `config`. */
+static uform_status_t uform_read_text_config(char const *directory, uform_text_config_t *config) {
+    char path[4096];
+    void *root = NULL;
+    uform_status_t status;
+    uform_text_layout_t layout;
+    UFORM_CHECK(uform_join(path, sizeof(path), directory, "config.json"));
+    UFORM_CHECK(uform_load_json(path, 0, &root));
+    UFORM_CHECK(uform_config_layout(path, root, &layout));
+    if (layout == uform_text_layout_uform3_k) {
+        UFORM_CHECK(uform_config_uform3(path, root, config));
+        goto done;
+    }
+    UFORM_CHECK(uform_config_bert(path, root, config));
+    uform_json_free(root), root = NULL;
+
+    /* sentence-transformers: modules.json names the pooling folder and normalisation. */
+    UFORM_CHECK(uform_join(path, sizeof(path), directory, "modules.json"));
+    UFORM_CHECK(uform_load_json(path, 1, &root));
+    if (root) {
+        UFORM_CHECK(uform_config_modules(path, root, config));
+        uform_json_free(root), root = NULL;
+        char folder[4096];
+        UFORM_CHECK(uform_join(folder, sizeof(folder), directory, config->pooling_path));
+        UFORM_CHECK(uform_join(path, sizeof(path), folder, "config.json"));
+        UFORM_CHECK(uform_load_json(path, 0, &root));
+        UFORM_CHECK(uform_config_pooling(path, root, config));
+        uform_json_free(root), root = NULL;
+    }
+    UFORM_CHECK(uform_join(path, sizeof(path), directory, "sentence_bert_config.json"));
+    UFORM_CHECK(uform_load_json(path, 1, &root));
+    if (root) {
+        UFORM_CHECK(uform_config_sentence_bert(path, root, config));
+        uform_json_free(root), root = NULL;
+    }
+    UFORM_CHECK(uform_join(path, sizeof(path), directory, "tokenizer_config.json"));
+    UFORM_CHECK(uform_load_json(path, 1, &root));
+    if (root) UFORM_CHECK(uform_config_tokenizer(path, root, config));
+done:
+    uform_json_free(root);
+    return status;
+}
+
+void uform_model_free(uform_model_t model) {
+    if (!model) return;
+    uform_model_owned_t *owned = (uform_model_owned_t *)model->owned;
+    if (owned) {
+        for (size_t i = 0; i < model->replicas_count; ++i) {
+            if (owned->blocks) uform_numa_free(owned->blocks[i], owned->block_bytes);
+            if (owned->layers) free(owned->layers[i]);
+        }
+        free(owned->blocks);
+        free(owned->layers);
+        free(owned);
+    }
+    if (model->tokenizer) uform_tokenizer_free(model->tokenizer);
+    free(model->text_replicas);
+    free(model->replica_nodes);
+    free(model);
+}
+
+uform_status_t uform_model_open(uform_model_options_t const *options, uform_model_t *result) {
+    if (!result) return uform_fail(uform_status_invalid_argument_k, "model is NULL");
+    *result = NULL;
+    if (!options) return uform_fail(uform_status_invalid_argument_k, "options are NULL");
+    if (!options->path) return uform_fail(uform_status_invalid_argument_k, "options.path is NULL");
+    if ((unsigned)options->modality > uform_modality_image_k)
+        return uform_fail(uform_status_invalid_argument_k, "options.modality %d is not a modality", (int)options->modality);
+    if ((unsigned)options->residency > uform_residency_vram_k)
+        return uform_fail(uform_status_invalid_argument_k, "options.residency %d is not a residency", (int)options->residency);
+    if (options->residency == uform_residency_any_k)
+        return uform_fail(uform_status_invalid_argument_k, "options.residency must be RAM or VRAM, not ANY");
+    if ((unsigned)options->weights_dtype > uform_dtype_i32_k)
+        return uform_fail(uform_status_invalid_argument_k, "options.weights_dtype %d is not a dtype", (int)options->weights_dtype);
+    if (options->weights_dtype != uform_dtype_f32_k && options->weights_dtype != uform_dtype_bf16_k &&
+        options->weights_dtype != uform_dtype_f16_k)
+        return uform_fail(uform_status_unsupported_k, "options.weights_dtype must be f32, bf16 or f16");
+    if (options->ram && !options->ram->memory_domains && options->ram->memory_domains_count)
+        return uform_fail(uform_status_invalid_argument_k, "ram.memory_domains is NULL with a count of %zu",
+                          options->ram->memory_domains_count);
+    if (options->residency == uform_residency_vram_k)
+        return uform_fail(uform_status_unsupported_k, "VRAM models are not built yet; open the model with RAM residency");
+    if (options->modality == uform_modality_image_k)
+        return uform_fail(uform_status_unsupported_k, "image towers are not built yet; only text towers open");
+
+    char const *directory = options->path;
+    uform_dtype_t const dtype = options->weights_dtype;
+    uform_placement_t placement = {0};
+    uform_safetensors_t index = {0};
+    uform_text_binding_t *bindings = NULL;
+    size_t bindings_count = 0;
+    uform_text_config_t *config = calloc(1, sizeof(uform_text_config_t));
+    struct uform_model_s *model = calloc(1, sizeof(struct uform_model_s));
+    uform_model_owned_t *owned = calloc(1, sizeof(uform_model_owned_t));
+    uform_status_t status = uform_status_ok_k;
+    if (!config || !model || !owned) {
+        free(owned), free(model), free(config);
+        return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
+    }
+    model->owned = owned;
+    model->modality = options->modality;
+    model->residency = options->residency;
+    model->weights_dtype = dtype;
+
+    UFORM_CHECK(uform_placement_resolve(options->ram, &placement));
+    UFORM_CHECK(uform_read_text_config(directory, config));
+
+    char path[4096];
+    UFORM_CHECK(uform_join(path, sizeof(path), directory,
+                           config->layout == uform_text_layout_uform3_k ? "text_encoder.safetensors" : "model.safetensors"));
+    UFORM_CHECK(uform_safetensors_open(path, &index));
+    UFORM_CHECK(uform_config_bind(config, &index, &bindings, &bindings_count));
+
+    UFORM_CHECK(uform_tokenizer_open(directory, config->lower_case, &model->tokenizer));
+    size_t const tokens = uform_tokenizer_vocab_size(model->tokenizer);
+    if (tokens > config->vocab_size) {
+        status = uform_fail(uform_status_corrupt_file_k,
+                            "%s: the tokenizer has %zu tokens, more than the %zu rows of the model's word embeddings",
+                            directory, tokens, config->vocab_size);
+        goto done;
+    }
+
+    /* One replica per chosen memory domain, each bound to its node. */
+    size_t const replicas = placement.domains_count;
+    model->replica_nodes = calloc(replicas, sizeof(int32_t));
+    model->text_replicas = calloc(replicas, sizeof(uform_text_tower_t));
+    owned->blocks = calloc(replicas, sizeof(void *));
+    owned->layers = calloc(replicas, sizeof(uform_text_layer_t *));
+    owned->block_bytes = uform_text_replica_bytes(bindings, bindings_count, dtype);
+    if (!model->replica_nodes || !model->text_replicas || !owned->blocks || !owned->layers) {
+        status = uform_fail(uform_status_out_of_memory_k, "out of memory for %zu replicas", replicas);
+        goto done;
+    }
+    for (size_t i = 0; i < replicas; ++i) {
+        int32_t const node = placement.domain_nodes[i];
+        model->replica_nodes[i] = node;
+        ++model->replicas_count; /* counted first, so a failure below frees what was made */
+        owned->blocks[i] = uform_numa_alloc(owned->block_bytes, node);
+        owned->layers[i] = calloc(config->layers_count ? config->layers_count : 1, sizeof(uform_text_layer_t));
+        if (!owned->blocks[i] || !owned->layers[i]) {
+            status = uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
+                                owned->block_bytes, directory, (int)node);
+            goto done;
+        }
+        uform_text_tower_fill(config, bindings, bindings_count, dtype, owned->blocks[i], owned->layers[i],
+                              &model->text_replicas[i]);
+    }
+
+    size_t parameters = 0;
+    for (size_t i = 0; i < bindings_count; ++i) parameters += bindings[i].rows * bindings[i].cols;
+    uform_model_description_t *description = &model->description;
+    description->modality = model->modality;
+    description->residency = model->residency;
+    description->weights_dtype = dtype;
+    description->dimensions = config->embedding_dimensions;
+    memcpy(description->matryoshka_dimensions, config->matryoshka, sizeof(config->matryoshka));
+    description->context = config->context;
+    description->layers = config->layers_count;
+    description->parameters = parameters;
+    description->replicas = model->replicas_count;
+
+done:
+    free(bindings);
+    uform_safetensors_close(&index);
+    uform_placement_free(&placement);
+    free(config);
+    if (status != uform_status_ok_k) {
+        uform_model_free(model);
+        return status;
+    }
+    *result = model;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_model_describe(uform_model_t model, uform_model_description_t *description) {
+    if (!model) return uform_fail(uform_status_invalid_argument_k, "model is NULL");
+    if (!description) return uform_fail(uform_status_invalid_argument_k, "description is NULL");
+    *description = model->description;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_model_tokenize(uform_model_t model, char const *text, size_t length, int32_t *ids, size_t capacity,
+                                    size_t *count) {
+    if (!model) return uform_fail(uform_status_invalid_argument_k, "model is NULL");
+    if (!count) return uform_fail(uform_status_invalid_argument_k, "count is NULL");
+    *count = 0;
+    if (!text && length) return uform_fail(uform_status_invalid_argument_k, "text is NULL with a length of %zu", length);
+    if (!ids && capacity) return uform_fail(uform_status_invalid_argument_k, "ids is NULL with a capacity of %zu", capacity);
+    if (model->modality != uform_modality_text_k || !model->tokenizer || !model->replicas_count)
+        return uform_fail(uform_status_unsupported_k, "an image model has no tokenizer");
+    return uform_tokenizer_encode(model->tokenizer, text ? text : "", length, model->text_replicas[0].context, ids,
+                                  capacity, count);
+}
+
+uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *model, int32_t node) {
+    if (!model || !model->text_replicas || !model->replicas_count) return NULL;
+    for (size_t i = 0; i < model->replicas_count; ++i)
+        if (model->replica_nodes[i] == node) return &model->text_replicas[i];
+    return &model->text_replicas[0];
+}

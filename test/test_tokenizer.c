@@ -1,0 +1,459 @@
+/**
+ *  @file   test_tokenizer.c
+ *  @brief  The tokenizers against Hugging Face `tokenizers` 0.23.3, id for id, on every text of
+ *          test/tokenizer/corpus.bin.gz (made by test/tokenizer/make_fixtures.py): all-MiniLM-L6-v2
+ *          from tokenizer.json and from vocab.txt alone, three trained WordPiece variants (every
+ *          BertNormalizer branch), two trained Unigram tokenizers (NFKC + Metaspace; a normaliser
+ *          sequence + byte fallback + prepend "first"), untruncated and truncated to 16 and 128. Then
+ *          the error paths (status and message), output capacity, and many threads on one tokenizer.
+ */
+#include "check.h"
+#include "text/tokenizer.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#ifndef UFORM_TOKENIZER_FIXTURES
+#error "UFORM_TOKENIZER_FIXTURES must name test/tokenizer"
+#endif
+
+static char temp_dir[256];
+
+/** Reads a whole gzip file; exits when it cannot. */
+static char *read_gz(char const *path, size_t *size) {
+    gzFile file = gzopen(path, "rb");
+    CHECK_FATAL(file != NULL);
+    size_t capacity = 1 << 20, used = 0;
+    char *data = malloc(capacity + 1);
+    CHECK_FATAL(data != NULL);
+    for (;;) {
+        if (used == capacity) {
+            capacity *= 2;
+            data = realloc(data, capacity + 1);
+            CHECK_FATAL(data != NULL);
+        }
+        int got = gzread(file, data + used, (unsigned)(capacity - used));
+        CHECK_FATAL(got >= 0);
+        if (got == 0) break;
+        used += (size_t)got;
+    }
+    gzclose(file);
+    data[used] = 0;
+    *size = used;
+    return data;
+}
+
+static void write_file(char const *path, char const *data, size_t size) {
+    FILE *file = fopen(path, "wb");
+    CHECK_FATAL(file != NULL);
+    CHECK_FATAL(fwrite(data, 1, size, file) == size);
+    fclose(file);
+}
+
+/** Decompresses fixture `name/file.gz` into `temp_dir/name/file`; returns the directory. */
+static char const *unpack(char const *name, char const *file) {
+    static char directory[512];
+    char source[512], target[600];
+    snprintf(source, sizeof source, "%s/%s/%s.gz", UFORM_TOKENIZER_FIXTURES, name, file);
+    snprintf(directory, sizeof directory, "%s/%s", temp_dir, name);
+    mkdir(directory, 0700);
+    snprintf(target, sizeof target, "%s/%s", directory, file);
+    size_t size;
+    char *data = read_gz(source, &size);
+    write_file(target, data, size);
+    free(data);
+    return directory;
+}
+
+typedef struct text_t {
+    char const *data;
+    size_t length;
+} text_t;
+
+static text_t *texts;
+static size_t texts_count;
+
+static void load_corpus(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/corpus.bin.gz", UFORM_TOKENIZER_FIXTURES);
+    size_t size;
+    char *data = read_gz(path, &size); // kept for the whole run
+    size_t capacity = 1 << 18;
+    texts = malloc(capacity * sizeof(text_t));
+    for (size_t at = 0; at < size;) {
+        char *end;
+        size_t length = strtoull(data + at, &end, 10);
+        CHECK_FATAL(*end == '\n' && (size_t)(end + 1 - data) + length < size);
+        if (texts_count == capacity) texts = realloc(texts, (capacity *= 2) * sizeof(text_t));
+        texts[texts_count++] = (text_t){end + 1, length};
+        at = (size_t)(end + 1 - data) + length + 1;
+    }
+}
+
+static void print_text(text_t const *text) {
+    fputc('"', stderr);
+    for (size_t i = 0; i < text->length && i < 300; i++) {
+        unsigned char c = (unsigned char)text->data[i];
+        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') fprintf(stderr, "\\x%02X", c);
+        else fputc(c, stderr);
+    }
+    fprintf(stderr, "\"%s", text->length > 300 ? "..." : "");
+}
+
+static uint64_t read_varint(unsigned char const **cursor, unsigned char const *end) {
+    uint64_t value = 0;
+    for (unsigned shift = 0; *cursor < end && shift < 64; shift += 7) {
+        unsigned char byte = *(*cursor)++;
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) return value;
+    }
+    CHECK_FATAL(!"a truncated varint in the expected ids");
+    return 0;
+}
+
+/** The hash make_fixtures.py stores for the variants: FNV-1a over little-endian 32-bit ids, low bit set. */
+static uint32_t ids_hash(int32_t const *ids, size_t count) {
+    uint32_t h = 0x811C9DC5u;
+    for (size_t i = 0; i < count; i++)
+        for (unsigned k = 0; k < 4; k++) h = (h ^ (((uint32_t)ids[i] >> (8 * k)) & 0xFF)) * 0x01000193u;
+    return h | 1u;
+}
+
+static void report(char const *label, size_t t, int32_t const *expected, size_t expected_count, uint32_t hash,
+                   uform_status_t status, int32_t const *ours, size_t count) {
+    fprintf(stderr, "%s: text %zu ", label, t);
+    print_text(&texts[t]);
+    if (expected) {
+        fprintf(stderr, "\n  expected: %zu", expected_count);
+        for (size_t k = 0; k < expected_count && k < 80; k++) fprintf(stderr, " %d", expected[k]);
+    } else
+        fprintf(stderr, "\n  expected: ids hashing to %08x (make_fixtures.py prints them)", hash);
+    fprintf(stderr, "\n  ours (%s): %zu", uform_status_name(status), count);
+    for (size_t k = 0; k < count && k < 80 && status == uform_status_ok_k; k++) fprintf(stderr, " %d", ours[k]);
+    if (status != uform_status_ok_k) fprintf(stderr, " [%s]", uform_error_message());
+    fprintf(stderr, "\n");
+}
+
+static bool check_invalid(uform_status_t status, uint64_t offset) {
+    char message[64];
+    snprintf(message, sizeof message, "invalid UTF-8 at byte %llu ", (unsigned long long)offset);
+    return status == uform_status_invalid_argument_k && strstr(uform_error_message(), message);
+}
+
+/** Checks every text against the full ids in `expected_name` (varints, see make_fixtures.py), at
+ *  `max_tokens` 0 (untruncated) or truncated: HF keeps the first ids and the two specials, which
+ *  make_fixtures.py checks against enable_truncation on every text. Returns the mismatches. */
+static size_t check_all(uform_tokenizer_t const *tokenizer, char const *label, char const *expected_name,
+                        size_t max_tokens) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", UFORM_TOKENIZER_FIXTURES, expected_name);
+    size_t size;
+    char *data = read_gz(path, &size);
+    unsigned char const *cursor = (unsigned char const *)data, *end = cursor + size;
+    size_t capacity = 1 << 16, mismatches = 0, checked_ids = 0, errors = 0;
+    int32_t *ours = malloc(capacity * sizeof(int32_t)), *expected = malloc(capacity * sizeof(int32_t));
+    for (size_t t = 0; t < texts_count; t++) {
+        uint64_t head = read_varint(&cursor, end);
+        size_t count = 0;
+        uform_status_t status = uform_tokenizer_encode(tokenizer, texts[t].data, texts[t].length, max_tokens, ours,
+                                                       capacity, &count);
+        if (head == 0) {
+            errors++;
+            uint64_t offset = read_varint(&cursor, end);
+            if (!check_invalid(status, offset) && ++mismatches <= 5) {
+                fprintf(stderr, "%s: text %zu: expected invalid UTF-8 at byte %llu\n", label, t,
+                        (unsigned long long)offset);
+                report(label, t, NULL, 0, 0, status, ours, count);
+            }
+            continue;
+        }
+        size_t n = (size_t)head - 1;
+        CHECK_FATAL(n <= capacity);
+        for (size_t k = 0; k < n; k++) expected[k] = (int32_t)read_varint(&cursor, end);
+        if (max_tokens && n > max_tokens) { // first ids, then the closing special
+            expected[max_tokens - 1] = expected[n - 1];
+            n = max_tokens;
+        }
+        checked_ids += n;
+        bool ok = status == uform_status_ok_k && count == n && !memcmp(ours, expected, n * sizeof(int32_t));
+        if (!ok && ++mismatches <= 5) report(label, t, expected, n, 0, status, ours, count);
+    }
+    CHECK(cursor == end);
+    printf("%-34s %zu texts (%zu invalid UTF-8), %zu ids, %zu mismatches\n", label, texts_count, errors, checked_ids,
+           mismatches);
+    free(ours), free(expected), free(data);
+    return mismatches;
+}
+
+/** Checks every text against column `column` of `columns` hashes per text in variants.hashes.gz. */
+static size_t check_hashes(uform_tokenizer_t const *tokenizer, char const *label, size_t column, size_t columns) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/variants.hashes.gz", UFORM_TOKENIZER_FIXTURES);
+    size_t size;
+    unsigned char *data = (unsigned char *)read_gz(path, &size);
+    CHECK_FATAL(size == texts_count * columns * 4);
+    size_t capacity = 1 << 16, mismatches = 0, checked_ids = 0, errors = 0;
+    int32_t *ours = malloc(capacity * sizeof(int32_t));
+    for (size_t t = 0; t < texts_count; t++) {
+        unsigned char const *at = data + (t * columns + column) * 4;
+        uint32_t hash = (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
+        size_t count = 0;
+        uform_status_t status =
+            uform_tokenizer_encode(tokenizer, texts[t].data, texts[t].length, 0, ours, capacity, &count);
+        bool ok;
+        if (hash == 0) {
+            errors++;
+            ok = status == uform_status_invalid_argument_k && strstr(uform_error_message(), "invalid UTF-8 at byte");
+        } else {
+            ok = status == uform_status_ok_k && count <= capacity && ids_hash(ours, count) == hash;
+            checked_ids += count;
+        }
+        if (!ok && ++mismatches <= 5) report(label, t, NULL, 0, hash, status, ours, count);
+    }
+    printf("%-34s %zu texts (%zu invalid UTF-8), %zu ids, %zu mismatches\n", label, texts_count, errors, checked_ids,
+           mismatches);
+    free(ours), free(data);
+    return mismatches;
+}
+
+static uform_tokenizer_t *open_fixture(char const *name, char const *file) {
+    uform_tokenizer_t *tokenizer = NULL;
+    CHECK_STATUS(uform_tokenizer_open(unpack(name, file), 1, &tokenizer), uform_status_ok_k);
+    CHECK_FATAL(tokenizer != NULL);
+    return tokenizer;
+}
+
+/** Opens a tokenizer.json written from `json`; returns the status. */
+static uform_status_t open_json_text(char const *json, size_t length, uform_tokenizer_t **tokenizer) {
+    char directory[512], path[600];
+    snprintf(directory, sizeof directory, "%s/scratch", temp_dir);
+    mkdir(directory, 0700);
+    snprintf(path, sizeof path, "%s/tokenizer.json", directory);
+    write_file(path, json, length);
+    return uform_tokenizer_open(directory, 1, tokenizer);
+}
+
+static void test_errors(void) {
+    uform_tokenizer_t *tokenizer = (uform_tokenizer_t *)1;
+    // Missing files.
+    CHECK_STATUS(uform_tokenizer_open("/nonexistent/uform", 1, &tokenizer), uform_status_system_error_k);
+    CHECK_MESSAGE("/nonexistent/uform: neither tokenizer.json nor vocab.txt can be opened");
+    CHECK(tokenizer == NULL);
+    CHECK_STATUS(uform_tokenizer_open(NULL, 1, &tokenizer), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("directory is NULL");
+    CHECK_STATUS(uform_tokenizer_open("/tmp", 1, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("tokenizer is NULL");
+    // Malformed and truncated JSON.
+    char const *bad = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0,, }}}";
+    CHECK_STATUS(open_json_text(bad, strlen(bad), &tokenizer), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("tokenizer.json: malformed JSON near byte 50"); // where cJSON gave up, after ",,"
+    CHECK(tokenizer == NULL);
+    char path[700];
+    snprintf(path, sizeof path, "%s/minilm/tokenizer.json.gz", UFORM_TOKENIZER_FIXTURES);
+    size_t size;
+    char *minilm = read_gz(path, &size);
+    CHECK_STATUS(open_json_text(minilm, size / 2, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("malformed JSON near byte");
+    CHECK_STATUS(open_json_text(minilm, 0, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("malformed JSON near byte 0");
+    free(minilm);
+    // Well-formed but wrong.
+    struct {
+        char const *json, *message;
+        uform_status_t status;
+    } cases[] = {
+        {"[1, 2]", "not an object: \"the document\"", uform_status_corrupt_file_k},
+        {"{}", "no object \"model\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
+         "the BPE tokenizer model is not supported (WordPiece and Unigram are)", uform_status_unsupported_k},
+        {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": [1]}}", "no object \"model.vocab\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": -1}}}", "a bad id for the vocabulary entry \"a\"",
+         uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "an empty \"model.vocab\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]], \"unk_id\": 5}}",
+         "an id past the vocabulary in \"model.unk_id\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\"]]}}", "not [piece, score]", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Precompiled\", "
+         "\"precompiled_charsmap\": \"\"}}",
+         "the Precompiled normalizer is not supported", uform_status_unsupported_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Replace\", "
+         "\"pattern\": {\"Regex\": \" +\"}, \"content\": \" \"}}",
+         "Replace normalizer with a Regex pattern is not supported", uform_status_unsupported_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "the ByteLevel pre-tokenizer is not supported", uform_status_unsupported_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"pre_tokenizer\": {\"type\": \"Metaspace\", "
+         "\"replacement\": \"ab\"}}",
+         "not one character: \"pre_tokenizer.replacement\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"post_processor\": {\"type\": "
+         "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}], \"special_tokens\": {}}}",
+         "no ids for the special token \"<s>\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"no type\": 1}}",
+         "no string \"type\" in \"normalizer\"", uform_status_corrupt_file_k},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"added_tokens\": [{\"id\": 0, \"content\": "
+         "\"a\", \"special\": false, \"normalized\": true}]}",
+         "the added token \"a\" is matched after normalisation", uform_status_unsupported_k},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tokenizer = (uform_tokenizer_t *)1;
+        uform_status_t status = open_json_text(cases[i].json, strlen(cases[i].json), &tokenizer);
+        if (status != cases[i].status || !strstr(uform_error_message(), cases[i].message)) {
+            fprintf(stderr, "case %zu: %s \"%s\", expected %s \"%s\"\n", i, uform_status_name(status),
+                    uform_error_message(), uform_status_name(cases[i].status), cases[i].message);
+            ++check_failures;
+        }
+        CHECK(tokenizer == NULL);
+    }
+    // A Unigram model without unk_id: fine until a character has no piece.
+    char const *no_unk = "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", -1], [\"b\", -2]]}}";
+    CHECK_STATUS(open_json_text(no_unk, strlen(no_unk), &tokenizer), uform_status_ok_k);
+    int32_t ids[8];
+    size_t count = 0;
+    CHECK_STATUS(uform_tokenizer_encode(tokenizer, "ab", 2, 0, ids, 8, &count), uform_status_ok_k);
+    CHECK(count == 2 && ids[0] == 0 && ids[1] == 1);
+    CHECK(uform_tokenizer_vocab_size(tokenizer) == 2);
+    CHECK_STATUS(uform_tokenizer_encode(tokenizer, "ac", 2, 0, ids, 8, &count), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("has no unk_id");
+    uform_tokenizer_free(tokenizer);
+    // vocab.txt without [CLS].
+    char directory[512];
+    snprintf(directory, sizeof directory, "%s/vocab_no_cls", temp_dir);
+    mkdir(directory, 0700);
+    snprintf(path, sizeof path, "%s/vocab.txt", directory);
+    write_file(path, "[PAD]\n[UNK]\nhello\n", 18);
+    CHECK_STATUS(uform_tokenizer_open(directory, 1, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("vocab.txt: no [CLS] or [SEP] token");
+    write_file(path, "[PAD]\n\xff\n", 8);
+    CHECK_STATUS(uform_tokenizer_open(directory, 1, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("vocab.txt: invalid UTF-8 at byte 6");
+    // A vocab.txt of BERT's specials and a few words, cased and lower-cased.
+    char const *vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n##s  \n";
+    write_file(path, vocab, strlen(vocab));
+    CHECK_STATUS(uform_tokenizer_open(directory, 1, &tokenizer), uform_status_ok_k);
+    CHECK_STATUS(uform_tokenizer_encode(tokenizer, "HELLOs Hello [MASK]x", 20, 0, ids, 8, &count), uform_status_ok_k);
+    CHECK(count == 7 && ids[0] == 2 && ids[1] == 5 && ids[2] == 7 && ids[3] == 5 && ids[4] == 4 && ids[5] == 1 &&
+          ids[6] == 3);
+    CHECK(uform_tokenizer_pad_id(tokenizer) == 0 && uform_tokenizer_vocab_size(tokenizer) == 8);
+    uform_tokenizer_free(tokenizer);
+    CHECK_STATUS(uform_tokenizer_open(directory, 0, &tokenizer), uform_status_ok_k);
+    CHECK_STATUS(uform_tokenizer_encode(tokenizer, "Hellos hello", 12, 0, ids, 8, &count), uform_status_ok_k);
+    CHECK(count == 5 && ids[1] == 6 && ids[2] == 7 && ids[3] == 5);
+    uform_tokenizer_free(tokenizer);
+}
+
+static void test_encode_arguments(uform_tokenizer_t const *minilm) {
+    int32_t ids[64];
+    size_t count = 99;
+    CHECK_STATUS(uform_tokenizer_encode(NULL, "a", 1, 0, ids, 64, &count), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("tokenizer is NULL");
+    CHECK_STATUS(uform_tokenizer_encode(minilm, NULL, 1, 0, ids, 64, &count), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("text is NULL");
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "a", 1, 0, NULL, 64, &count), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("ids is NULL");
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "a", 1, 0, ids, 64, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("count is NULL");
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "a", 1, 1, ids, 64, &count), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("max_tokens 1 leaves no room for the 2 special tokens");
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "ab\xc3(", 4, 0, ids, 64, &count), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("text: invalid UTF-8 at byte 2 (0xC3)");
+    CHECK(count == 0);
+    // NULL text of length 0 is the empty text; NULL ids with capacity 0 only counts.
+    CHECK_STATUS(uform_tokenizer_encode(minilm, NULL, 0, 0, ids, 64, &count), uform_status_ok_k);
+    CHECK(count == 2 && ids[0] == 101 && ids[1] == 102);
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "hello world", 11, 0, NULL, 0, &count), uform_status_ok_k);
+    CHECK(count == 4);
+    // A short buffer gets the first ids and the full count.
+    ids[2] = -7;
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "hello world", 11, 0, ids, 2, &count), uform_status_ok_k);
+    CHECK(count == 4 && ids[0] == 101 && ids[1] == 7592 && ids[2] == -7);
+    // Truncation keeps the specials: exactly max_tokens ids.
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "hello world", 11, 3, ids, 64, &count), uform_status_ok_k);
+    CHECK(count == 3 && ids[0] == 101 && ids[1] == 7592 && ids[2] == 102);
+    CHECK_STATUS(uform_tokenizer_encode(minilm, "hello world", 11, 2, ids, 64, &count), uform_status_ok_k);
+    CHECK(count == 2 && ids[0] == 101 && ids[1] == 102);
+    CHECK(uform_tokenizer_pad_id(minilm) == 0 && uform_tokenizer_vocab_size(minilm) == 30522);
+    CHECK(uform_tokenizer_pad_id(NULL) == 0 && uform_tokenizer_vocab_size(NULL) == 0);
+    uform_tokenizer_free(NULL);
+}
+
+typedef struct worker_t {
+    uform_tokenizer_t const *tokenizer;
+    size_t first, step, mismatches;
+} worker_t;
+
+/** Each thread encodes a strided share of the corpus twice: into a large and a tight buffer. */
+static void *worker(void *argument) {
+    worker_t *w = argument;
+    int32_t ids[512], again[512];
+    for (size_t t = w->first; t < texts_count; t += w->step) {
+        size_t count = 0, count2 = 0;
+        uform_status_t a = uform_tokenizer_encode(w->tokenizer, texts[t].data, texts[t].length, 128, ids, 512, &count);
+        uform_status_t b = uform_tokenizer_encode(w->tokenizer, texts[t].data, texts[t].length, 128, again, 512, &count2);
+        if (a != b || count != count2 || memcmp(ids, again, count * sizeof(int32_t))) w->mismatches++;
+    }
+    return NULL;
+}
+
+static void test_threads(uform_tokenizer_t const *tokenizer) {
+    enum { threads = 4 };
+    pthread_t handles[threads];
+    worker_t workers[threads];
+    for (size_t i = 0; i < threads; i++) {
+        workers[i] = (worker_t){tokenizer, i, threads * 7, 0};
+        CHECK_FATAL(pthread_create(&handles[i], NULL, worker, &workers[i]) == 0);
+    }
+    for (size_t i = 0; i < threads; i++) {
+        pthread_join(handles[i], NULL);
+        CHECK(workers[i].mismatches == 0);
+    }
+}
+
+static void remove_tree(char const *path) {
+    char command[600];
+    snprintf(command, sizeof command, "rm -rf '%s'", path);
+    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", path);
+}
+
+int main(void) {
+    snprintf(temp_dir, sizeof temp_dir, "%s/uform_tokenizer_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK_FATAL(mkdtemp(temp_dir) != NULL);
+    load_corpus();
+    CHECK_FATAL(texts_count >= 100000);
+
+    struct {
+        char const *name, *file, *expected;
+        size_t hash_column; // in variants.hashes.gz, when `expected` is NULL
+    } fixtures[] = {
+        {"minilm", "tokenizer.json", "minilm.ids.gz", 0},
+        {"minilm_vocab", "vocab.txt", "minilm.ids.gz", 0},
+        {"unigram", "tokenizer.json", "unigram.ids.gz", 0},
+        {"wp_cased", "tokenizer.json", NULL, 0},
+        {"wp_strip", "tokenizer.json", NULL, 1},
+        {"wp_keep_accents", "tokenizer.json", NULL, 2},
+        {"unigram_bytes", "tokenizer.json", NULL, 3},
+    };
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        uform_tokenizer_t *tokenizer = open_fixture(fixtures[i].name, fixtures[i].file);
+        char label[128];
+        snprintf(label, sizeof label, "%s", fixtures[i].name);
+        if (fixtures[i].expected) {
+            CHECK(check_all(tokenizer, label, fixtures[i].expected, 0) == 0);
+            size_t const lengths[] = {16, 128};
+            for (size_t k = 0; k < 2; k++) {
+                snprintf(label, sizeof label, "%s, max_tokens %zu", fixtures[i].name, lengths[k]);
+                CHECK(check_all(tokenizer, label, fixtures[i].expected, lengths[k]) == 0);
+            }
+        } else
+            CHECK(check_hashes(tokenizer, label, fixtures[i].hash_column, 4) == 0);
+        if (i == 0) test_encode_arguments(tokenizer);
+        if (i == 0 || i == 6) test_threads(tokenizer);
+        uform_tokenizer_free(tokenizer);
+    }
+    test_errors();
+    remove_tree(temp_dir);
+    free(texts);
+    CHECK_DONE();
+}

@@ -1,0 +1,256 @@
+/**
+ *  @file   encode.c
+ *  @brief  `uform encode`: texts to embeddings with a model directory, through the public ABI only.
+ *
+ *      uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]
+ *                   [--threads N] [TEXT...]
+ *
+ *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped). Texts
+ *  are encoded in batches of 256 on a RAM executor. `jsonl`, the default, writes one JSON array of
+ *  numbers per text, in input order; `f32` raw little-endian rows; `npy` one NumPy array [texts,
+ *  dimensions] of float32. A progress bar goes to standard error when it is a terminal and there
+ *  are more than 256 texts. Errors print the status name and the engine's message and exit 1; usage
+ *  errors exit 2.
+ */
+#include <uform.h>
+
+#include <errno.h>   // `errno`
+#include <stdint.h>  // `uint8_t`
+#include <stdio.h>   // `fopen`
+#include <stdlib.h>  // `malloc`
+#include <string.h>  // `strcmp`
+#include <unistd.h>  // `isatty`
+
+#define ENCODE_BATCH 256
+
+static char const encode_usage[] =
+    "usage: uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]\n"
+    "                    [--threads N] [TEXT...]\n"
+    "\n"
+    "Encodes texts into embeddings with the text tower of a model directory (UForm3 or\n"
+    "sentence-transformers). Without TEXT, reads one text per line from standard input.\n"
+    "\n"
+    "  --model DIR     the model directory\n"
+    "  --format F      jsonl (default: one JSON array per text, in input order), npy (one float32\n"
+    "                  array of texts x dimensions) or f32 (raw little-endian float32 rows)\n"
+    "  --output FILE   write there instead of standard output\n"
+    "  --dtype D       hold and multiply the weights as f32 (default) or bf16\n"
+    "  --threads N     threads to encode on (default: 7/8 of the cores)\n";
+
+typedef struct texts_t {
+    char **items;
+    size_t *lengths;
+    size_t count, capacity;
+} texts_t;
+
+static int texts_push(texts_t *texts, char *text, size_t length) {
+    if (texts->count == texts->capacity) {
+        size_t capacity = texts->capacity ? texts->capacity * 2 : 1024;
+        char **items = realloc(texts->items, capacity * sizeof *items);
+        if (!items) return 0;
+        texts->items = items;
+        size_t *lengths = realloc(texts->lengths, capacity * sizeof *lengths);
+        if (!lengths) return 0;
+        texts->lengths = lengths, texts->capacity = capacity;
+    }
+    texts->items[texts->count] = text, texts->lengths[texts->count++] = length;
+    return 1;
+}
+
+static int fail_engine(uform_status_t status, char const *what) {
+    fprintf(stderr, "uform encode: %s: %s: %s\n", what, uform_status_name(status), uform_error_message());
+    return 1;
+}
+
+static void progress(size_t done, size_t total) {
+    int width = 40, filled = total ? (int)((double)done / (double)total * width) : 0;
+    fprintf(stderr, "\r[%.*s%*s] %zu/%zu texts", filled, "########################################", width - filled, "",
+            done, total);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static void write_npy_header(FILE *out, size_t rows, size_t cols) {
+    char header[128];
+    int length = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", rows,
+                          cols);
+    size_t total = 10 + (size_t)length + 1, padded = (total + 63) / 64 * 64;
+    fwrite("\x93NUMPY\x01\x00", 1, 8, out);
+    uint16_t header_length = (uint16_t)(padded - 10);
+    uint8_t little[2] = {(uint8_t)(header_length & 0xFF), (uint8_t)(header_length >> 8)};
+    fwrite(little, 1, 2, out);
+    fwrite(header, 1, (size_t)length, out);
+    for (size_t i = total; i < padded; ++i) fputc(' ', out);
+    fputc('\n', out);
+}
+
+int uform_command_encode(int argc, char **argv) {
+    char const *model_path = NULL, *format = "jsonl", *output = NULL, *dtype = "f32";
+    long threads = 0;
+    texts_t texts = {0};
+    int from_arguments = 0;
+    for (int i = 0; i < argc; ++i) {
+        char const *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(encode_usage, stdout);
+            free(texts.items), free(texts.lengths);
+            return 0;
+        }
+        else if (!strcmp(a, "--model") && has_value) model_path = argv[++i];
+        else if (!strcmp(a, "--format") && has_value) format = argv[++i];
+        else if (!strcmp(a, "--output") && has_value) output = argv[++i];
+        else if (!strcmp(a, "--dtype") && has_value) dtype = argv[++i];
+        else if (!strcmp(a, "--threads") && has_value) {
+            char *end = NULL;
+            threads = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || threads < 0) {
+                fprintf(stderr, "uform encode: --threads takes a count, not '%s'\n%s", argv[i], encode_usage);
+                free(texts.items), free(texts.lengths);
+                return 2;
+            }
+        }
+        else if (!strcmp(a, "--")) {
+            for (++i; i < argc; ++i) texts_push(&texts, argv[i], strlen(argv[i])), from_arguments = 1;
+        }
+        else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "uform encode: unknown option or missing value: '%s'\n%s", a, encode_usage);
+            free(texts.items), free(texts.lengths);
+            return 2;
+        }
+        else if (!texts_push(&texts, argv[i], strlen(argv[i]))) {
+            fputs("uform encode: out of memory\n", stderr);
+            return 1;
+        }
+        else from_arguments = 1;
+    }
+    int bad_usage = 0;
+    if (!model_path) fputs("uform encode: --model DIR is required\n", stderr), bad_usage = 1;
+    if (strcmp(format, "jsonl") && strcmp(format, "npy") && strcmp(format, "f32"))
+        fprintf(stderr, "uform encode: --format is jsonl, npy or f32, not '%s'\n", format), bad_usage = 1;
+    if (strcmp(dtype, "f32") && strcmp(dtype, "bf16"))
+        fprintf(stderr, "uform encode: --dtype is f32 or bf16, not '%s'\n", dtype), bad_usage = 1;
+    if (bad_usage) {
+        fputs(encode_usage, stderr);
+        free(texts.items), free(texts.lengths);
+        return 2;
+    }
+
+    /* Texts from standard input, one per line. */
+    char *buffer = NULL;
+    if (!from_arguments) {
+        size_t size = 0, capacity = 0;
+        for (;;) {
+            if (size + 65536 > capacity) {
+                capacity = capacity ? capacity * 2 : 1 << 20;
+                char *grown = realloc(buffer, capacity);
+                if (!grown) {
+                    fputs("uform encode: out of memory reading standard input\n", stderr);
+                    free(buffer);
+                    return 1;
+                }
+                buffer = grown;
+            }
+            size_t got = fread(buffer + size, 1, capacity - size - 1, stdin);
+            size += got;
+            if (got == 0) break;
+        }
+        if (ferror(stdin)) {
+            fprintf(stderr, "uform encode: cannot read standard input: %s\n", strerror(errno));
+            free(buffer);
+            return 1;
+        }
+        buffer[size] = '\0';
+        for (size_t start = 0; start < size;) {
+            char *newline = memchr(buffer + start, '\n', size - start);
+            size_t end = newline ? (size_t)(newline - buffer) : size, length = end - start;
+            if (length && buffer[start + length - 1] == '\r') --length;
+            buffer[start + length] = '\0';
+            if (!texts_push(&texts, buffer + start, length)) {
+                fputs("uform encode: out of memory\n", stderr);
+                free(buffer);
+                return 1;
+            }
+            start = end + 1;
+        }
+    }
+
+    int code = 1;
+    uform_model_t model = NULL;
+    uform_executor_t executor = NULL;
+    float *rows = NULL, *all = NULL;
+    FILE *out = stdout;
+    uform_model_options_t options = {.path = model_path, .modality = uform_modality_text_k,
+                                     .residency = uform_residency_ram_k,
+                                     .weights_dtype = strcmp(dtype, "bf16") ? uform_dtype_f32_k : uform_dtype_bf16_k};
+    uform_status_t status = uform_model_open(&options, &model);
+    if (status != uform_status_ok_k) {
+        code = fail_engine(status, model_path);
+        goto done;
+    }
+    uform_model_description_t description;
+    status = uform_model_describe(model, &description);
+    if (status != uform_status_ok_k) {
+        code = fail_engine(status, "describing the model");
+        goto done;
+    }
+    status = uform_executor_for_ram(NULL, (size_t)threads, 0, &executor);
+    if (status != uform_status_ok_k) {
+        code = fail_engine(status, "starting the threads");
+        goto done;
+    }
+    if (output && !(out = fopen(output, "wb"))) {
+        fprintf(stderr, "uform encode: cannot write %s: %s\n", output, strerror(errno));
+        out = stdout;
+        goto done;
+    }
+    size_t dims = description.dimensions;
+    int npy = !strcmp(format, "npy"), jsonl = !strcmp(format, "jsonl");
+    rows = malloc(ENCODE_BATCH * dims * sizeof(float));
+    if (npy) all = malloc((texts.count ? texts.count : 1) * dims * sizeof(float));
+    if (!rows || (npy && !all)) {
+        fputs("uform encode: out of memory for the embeddings\n", stderr);
+        goto done;
+    }
+    int show = isatty(STDERR_FILENO) && texts.count > ENCODE_BATCH;
+    for (size_t first = 0; first < texts.count; first += ENCODE_BATCH) {
+        size_t count = texts.count - first < ENCODE_BATCH ? texts.count - first : ENCODE_BATCH;
+        float *target = npy ? all + first * dims : rows;
+        uform_embeddings_t embeddings = {.data = target, .dtype = uform_dtype_f32_k};
+        status = uform_encode_texts(executor, model, (char const *const *)texts.items + first, texts.lengths + first,
+                                    count, &embeddings, NULL, NULL);
+        if (status != uform_status_ok_k) {
+            if (show) fputc('\n', stderr);
+            char what[64];
+            snprintf(what, sizeof what, "texts %zu to %zu", first, first + count - 1);
+            code = fail_engine(status, what);
+            goto done;
+        }
+        if (jsonl)
+            for (size_t i = 0; i < count; ++i) {
+                fputc('[', out);
+                for (size_t j = 0; j < dims; ++j) fprintf(out, j ? ", %.9g" : "%.9g", (double)target[i * dims + j]);
+                fputs("]\n", out);
+            }
+        else if (!npy) fwrite(target, sizeof(float), count * dims, out);
+        if (show) progress(first + count, texts.count);
+    }
+    if (npy) {
+        write_npy_header(out, texts.count, dims);
+        fwrite(all, sizeof(float), texts.count * dims, out);
+    }
+    if (fflush(out) != 0 || ferror(out)) {
+        fprintf(stderr, "uform encode: could not write the output: %s\n", strerror(errno));
+        goto done;
+    }
+    code = 0;
+done:
+    if (out != stdout && fclose(out) != 0 && code == 0) {
+        fprintf(stderr, "uform encode: could not write %s: %s\n", output, strerror(errno));
+        code = 1;
+    }
+    free(rows), free(all), free(buffer), free(texts.items), free(texts.lengths);
+    uform_executor_free(executor);
+    uform_model_free(model);
+    return code;
+}
