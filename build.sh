@@ -36,6 +36,8 @@ need python3 command -v python3
 need python3-pip python3 -m pip --version
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
+need libjpeg62-turbo-dev installed libjpeg62-turbo-dev
+need libspng-dev installed libspng-dev
 if ((${#missing[@]})); then
   echo "build.sh: installing missing Debian packages: ${missing[*]}"
   if ! command -v apt-get >/dev/null; then

@@ -16,14 +16,18 @@ set(UFORM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/uform CACHE STRING
 mark_as_advanced(UFORM_INSTALL_CMAKEDIR)
 
 # The archive's private dependencies reach static consumers through its INTERFACE_LINK_LIBRARIES.
-# libnuma is an absolute path of this build machine there; the installed package names it `numa`
-# instead, so a consumer links whichever libnuma its own machine has.
+# libnuma, libjpeg and libspng are absolute paths of this build machine there; the installed package
+# names them `numa`, `jpeg` and `spng` instead, so a consumer links whichever its own machine has.
 get_target_property(_uform_static_interface uform_static INTERFACE_LINK_LIBRARIES)
 if(_uform_static_interface)
   set(_uform_static_exported "")
   foreach(_item IN LISTS _uform_static_interface)
     if(_item STREQUAL NUMA_LIBRARY OR _item STREQUAL "$<LINK_ONLY:${NUMA_LIBRARY}>")
       list(APPEND _uform_static_exported "$<BUILD_INTERFACE:${_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:numa>>")
+    elseif(_item STREQUAL JPEG_LIBRARY OR _item STREQUAL "$<LINK_ONLY:${JPEG_LIBRARY}>")
+      list(APPEND _uform_static_exported "$<BUILD_INTERFACE:${_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:jpeg>>")
+    elseif(_item STREQUAL SPNG_LIBRARY OR _item STREQUAL "$<LINK_ONLY:${SPNG_LIBRARY}>")
+      list(APPEND _uform_static_exported "$<BUILD_INTERFACE:${_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:spng>>")
     else()
       list(APPEND _uform_static_exported "${_item}")
     endif()
