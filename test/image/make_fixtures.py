@@ -362,6 +362,36 @@ def main():
     m.bad("bad/garbage_scan.jpg", "corrupt_file", "JPEG")
 
     m.write()
+    fuzz_seeds()
+
+
+def fuzz_seeds():
+    """Tiny inputs of every kind for fuzz/corpus/image (the fuzzer grows the corpus from them)."""
+    out = os.path.join(HERE, "..", "..", "fuzz", "corpus", "image")
+    os.makedirs(out, exist_ok=True)
+    w, h = 9, 7
+    rgb = content(w, h, 21)
+    grey = content(w, h, 22, channels=1)
+    a = ((np.arange(w * h).reshape(h, w) * 37) % 256).astype(np.uint8)[:, :, None]
+    seeds = {
+        "g1": (grey >> 7, 0, 1), "g2": (grey >> 6, 0, 2), "g4": (grey >> 4, 0, 4), "g8": (grey, 0, 8),
+        "g16": (grey.astype(np.uint16) * 257, 0, 16), "rgb8": (rgb, 2, 8), "rgb16": (rgb.astype(np.uint16) * 259, 2, 16),
+        "la8": (np.dstack([grey, a]), 4, 8), "la16": (np.dstack([grey, a]).astype(np.uint16) * 257, 4, 16),
+        "rgba8": (np.dstack([rgb, a]), 6, 8), "rgba16": (np.dstack([rgb, a]).astype(np.uint16) * 257, 6, 16),
+    }
+    for name, (samples, color, depth) in seeds.items():
+        write_png(os.path.join(out, f"seed-{name}.png"), samples, color, depth)
+        write_png(os.path.join(out, f"seed-{name}-adam7.png"), samples, color, depth, interlace=True)
+    for depth in (1, 2, 4, 8):
+        write_png(os.path.join(out, f"seed-p{depth}.png"), grey >> (8 - depth), 3, depth,
+                  palette=[[i * 7 % 256, i * 13 % 256, i * 29 % 256] for i in range(min(1 << depth, 200))],
+                  trns=bytes([0, 128]))
+    image = Image.fromarray(content(17, 13, 23))
+    for name, kw in (("444", {"subsampling": 0}), ("420", {"subsampling": 2}), ("progressive", {"progressive": True})):
+        image.save(os.path.join(out, f"seed-{name}.jpg"), "JPEG", quality=75, **kw)
+    image.convert("L").save(os.path.join(out, "seed-grey.jpg"), "JPEG", quality=75)
+    Image.fromarray(np.dstack([content(17, 13, 24), content(17, 13, 25, 1)]), "CMYK").save(
+        os.path.join(out, "seed-cmyk.jpg"), "JPEG", quality=75)
 
 
 if __name__ == "__main__":
