@@ -77,8 +77,8 @@ typedef struct uform_pixels_t {
 /** @brief Buffers reused from one image to the next (decoded pixels, resize rows, coefficients).
  *  Zero-initialise; release with `uform_image_scratch_free`. One thread at a time. */
 typedef struct uform_image_scratch_t {
-    void *buffers[8];
-    size_t capacities[8];
+    void *buffers[9];
+    size_t capacities[9];
 } uform_image_scratch_t;
 
 void uform_image_scratch_free(uform_image_scratch_t *scratch);
@@ -86,9 +86,10 @@ void uform_image_scratch_free(uform_image_scratch_t *scratch);
 /** @brief How to decode. Zero-initialised means: PIL's pixel limit, full resolution. */
 typedef struct uform_image_decode_options_t {
     size_t max_pixels; /**< Refuse headers promising more pixels than this; 0 takes the default. */
-    /** Nonzero: a JPEG may be decoded at a reduced scale (libjpeg's DCT scaling, 1/8 to 7/8) as long
-     *  as its shorter side stays at least this many pixels. Faster for large photos, but the
-     *  pixels are no longer PIL's: the exact path is the default. */
+    /** Nonzero: a JPEG may be decoded at a reduced scale (libjpeg's DCT scaling by 1/2, 1/4 or 1/8)
+     *  as long as its shorter side stays at least this many pixels. Faster for large photos (4x for
+     *  12 megapixels), but the pixels are no longer PIL's (a mean 0.5 to 2 levels off, see
+     *  bench/RESULTS.md): the exact path is the default. */
     size_t jpeg_min_side;
 } uform_image_decode_options_t;
 

