@@ -97,7 +97,7 @@ static void check_floats(uint8_t const *rgb, float const *chw, size_t side) {
     CHECK(wrong == 0);
 }
 
-static void test_manifest(uform_image_scratch_t *scratch) {
+static void test_manifest(uform_image_scratch_t *scratch, char const *path) {
     size_t manifest_size = 0;
     char *manifest = (char *)read_file("manifest.tsv", &manifest_size);
     CHECK_FATAL(manifest && manifest_size);
@@ -177,9 +177,9 @@ static void test_manifest(uform_image_scratch_t *scratch) {
         free(expected);
         free(data);
     }
-    printf("manifest: %zu crops, %zu channel values: %zu exact, %zu off by one, %zu worse, max difference %d; "
+    printf("manifest (%s path): %zu crops, %zu channel values: %zu exact, %zu off by one, %zu worse, max difference %d; "
            "%zu bad files\n",
-           totals.cases, totals.pixels, totals.exact, totals.off_by_one, totals.worse, totals.max_difference, bad_cases);
+           path, totals.cases, totals.pixels, totals.exact, totals.off_by_one, totals.worse, totals.max_difference, bad_cases);
     CHECK(totals.cases >= 90 && bad_cases >= 15);
     CHECK(totals.worse == 0 && totals.off_by_one == 0); /* PIL's pixels exactly, not merely within 1 */
     free(manifest);
@@ -337,7 +337,10 @@ static void test_fast_jpeg(uform_image_scratch_t *scratch) {
 
 int main(void) {
     uform_image_scratch_t scratch = {0}; /* one scratch for everything: reuse across sizes and modes */
-    test_manifest(&scratch);
+    test_manifest(&scratch, "AVX2 where the CPU has it");
+    uform_image_use_simd(false);
+    test_manifest(&scratch, "portable");
+    uform_image_use_simd(true);
     test_raw_pixels(&scratch);
     test_truncations(&scratch);
     test_fast_jpeg(&scratch);

@@ -151,4 +151,8 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
  *  `(v / 255.f - mean[c]) / std[c]`, from HWC bytes to CHW floats. */
 void uform_image_normalize(uint8_t const *rgb, size_t side, float const mean[3], float const std[3], float *chw);
 
+/** @brief Tests only: `false` makes the resize take its portable path even where AVX2 runs (both
+ *  give the same bytes; the test checks it). Process-wide. */
+void uform_image_use_simd(bool enabled);
+
 #endif // UFORM_IMAGE_IMAGE_H

@@ -241,11 +241,23 @@ __attribute__((target("avx2"))) static void vertical_pass_avx2(uint8_t const *in
 }
 #endif
 
+static atomic_bool uform_image_simd_disabled;
+
+void uform_image_use_simd(bool enabled) { atomic_store(&uform_image_simd_disabled, !enabled); }
+
+static bool use_avx2(void) {
+#if defined(UFORM_RESIZE_AVX2)
+    return !atomic_load_explicit(&uform_image_simd_disabled, memory_order_relaxed) && __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
 static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, size_t in_width, uint8_t *out,
                             size_t out_stride, size_t count, weights_t const *weights, size_t channels,
                             uint8_t *padded) {
 #if defined(UFORM_RESIZE_AVX2)
-    if (__builtin_cpu_supports("avx2")) {
+    if (use_avx2()) {
         horizontal_pass_avx2(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, padded);
         return;
     }
@@ -256,7 +268,7 @@ static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, si
 static void vertical_pass(uint8_t const *in, size_t in_stride, size_t row0, uint8_t *out, size_t out_stride,
                           size_t rows, size_t width, weights_t const *weights, int32_t *sums) {
 #if defined(UFORM_RESIZE_AVX2)
-    if (__builtin_cpu_supports("avx2")) {
+    if (use_avx2()) {
         vertical_pass_avx2(in, in_stride, row0, out, out_stride, rows, width, weights, sums);
         return;
     }

@@ -197,6 +197,30 @@ class Manifest:
             f.write("\n".join(self.lines) + "\n")
 
 
+def ycck_jpeg(cmyk):
+    """A YCCK JPEG (Adobe transform 2), which PIL cannot write: TurboJPEG encodes CMYK so."""
+    import ctypes
+
+    try:
+        tj = ctypes.CDLL("libturbojpeg.so.0")
+    except OSError:
+        return None
+    tj.tjInitCompress.restype = ctypes.c_void_p
+    handle = ctypes.c_void_p(tj.tjInitCompress())
+    h, w, _ = cmyk.shape
+    cmyk = np.ascontiguousarray(cmyk)
+    buffer, size = ctypes.POINTER(ctypes.c_ubyte)(), ctypes.c_ulong(0)
+    TJPF_CMYK, TJSAMP_420 = 11, 2
+    if tj.tjCompress2(handle, cmyk.ctypes.data_as(ctypes.c_void_p), w, w * 4, h, TJPF_CMYK, ctypes.byref(buffer),
+                      ctypes.byref(size), TJSAMP_420, 90, 0):
+        return None
+    data = ctypes.string_at(buffer, size.value)
+    tj.tjFree(buffer)
+    tj.tjDestroy(handle)
+    assert Image.open(io.BytesIO(data)).info.get("adobe_transform") == 2
+    return data
+
+
 def save_jpeg(image, rel, **kw):
     image.save(os.path.join(HERE, rel), "JPEG", **kw)
 
@@ -292,6 +316,11 @@ def main():
     m.good("synth/jpeg_grey.jpg", [64, 101])
     save_jpeg(Image.fromarray(np.dstack([base, grey]), "CMYK"), "synth/jpeg_cmyk.jpg", quality=92)
     m.good("synth/jpeg_cmyk.jpg", [64, 101], "Adobe inverted CMYK")
+    ycck = ycck_jpeg(np.dstack([base, grey]))
+    if ycck is not None:
+        with open(os.path.join(HERE, "synth/jpeg_ycck.jpg"), "wb") as f:
+            f.write(ycck)
+        m.good("synth/jpeg_ycck.jpg", [64, 101], "Adobe YCCK (TurboJPEG's CMYK encoding)")
     odd = Image.fromarray(content(37, 211, 14))
     save_jpeg(odd, "synth/jpeg_37x211.jpg", quality=80, subsampling=2)
     m.good("synth/jpeg_37x211.jpg", [64])
