@@ -268,11 +268,13 @@ static void test_raw_pixels(uform_image_scratch_t *scratch) {
     uform_image_decode_options_t limited = {.max_pixels = 5000};
     CHECK_STATUS(uform_image_decode(&encoded, &limited, scratch, &pixels), uform_status_limit_exceeded_k);
     CHECK_MESSAGE("97 x 61 pixels, above the limit of 5000 pixels");
-    CHECK_STATUS(uform_image_decode_rgb(&encoded, 5000, &rgb, &width, &height), uform_status_limit_exceeded_k);
-    CHECK(rgb == NULL);
+    uint8_t *refused = (uint8_t *)&width; /* must come back NULL */
+    CHECK_STATUS(uform_image_decode_rgb(&encoded, 5000, &refused, &width, &height), uform_status_limit_exceeded_k);
+    CHECK(refused == NULL);
     limited.max_pixels = 97 * 61;
     CHECK_STATUS(uform_image_decode(&encoded, &limited, scratch, &pixels), uform_status_ok_k);
 
+    free(rgb);
     free(padded);
     free(png);
 }
