@@ -215,6 +215,41 @@ __attribute__((target("avx2"))) static inline void horizontal_row4_avx2(uint8_t 
     }
 }
 
+/* Two rows at once: `pair` holds rows A and B interleaved, 8 bytes per pixel (A's RGBX or RGBA, then
+ * B's), so one 64-bit load and one vpmovzxbd give both rows' pixel in the 8 lanes of a 256-bit
+ * register and one vpmulld weighs them. The lanes' sums are the scalar sums, exactly. */
+__attribute__((target("avx2"))) static inline void horizontal_pair_avx2(uint8_t const *pair, uint8_t *out_a,
+                                                                        uint8_t *out_b, size_t count,
+                                                                        weights_t const *weights,
+                                                                        size_t out_channels) {
+    __m256i const half = _mm256_set1_epi32(1 << (UFORM_PRECISION_BITS - 1));
+    for (size_t i = 0; i < count; ++i) {
+        int32_t const *k = weights->fixed + i * weights->ksize;
+        uint8_t const *window = pair + (size_t)weights->bounds[2 * i] * 8;
+        int n = weights->bounds[2 * i + 1];
+        __m256i sum = half, other = _mm256_setzero_si256();
+        int x = 0;
+        for (; x + 1 < n; x += 2) {
+            __m128i first = _mm_loadl_epi64((__m128i const *)(window + 8 * x));
+            __m128i second = _mm_loadl_epi64((__m128i const *)(window + 8 * x + 8));
+            sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(first), _mm256_set1_epi32(k[x])));
+            other = _mm256_add_epi32(other,
+                                     _mm256_mullo_epi32(_mm256_cvtepu8_epi32(second), _mm256_set1_epi32(k[x + 1])));
+        }
+        if (x < n) {
+            __m128i last = _mm_loadl_epi64((__m128i const *)(window + 8 * x));
+            sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(last), _mm256_set1_epi32(k[x])));
+        }
+        sum = _mm256_add_epi32(sum, other);
+        int32_t lanes[8];
+        memcpy(lanes, &sum, sizeof(lanes));
+        for (size_t c = 0; c < out_channels; ++c) {
+            out_a[i * out_channels + c] = clip8(lanes[c]);
+            out_b[i * out_channels + c] = clip8(lanes[4 + c]);
+        }
+    }
+}
+
 __attribute__((target("avx2"))) static void horizontal_pass_avx2(uint8_t const *in, size_t in_stride, size_t rows,
                                                                  size_t in_width, uint8_t *out, size_t out_stride,
                                                                  size_t count, weights_t const *weights,
@@ -223,7 +258,20 @@ __attribute__((target("avx2"))) static void horizontal_pass_avx2(uint8_t const *
         horizontal_body(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, padded);
         return;
     }
-    for (size_t y = 0; y < rows; ++y) {
+    size_t y = 0;
+    for (; y + 1 < rows; y += 2) { /* `padded` holds 8 bytes per pixel */
+        uint8_t const *a = in + y * in_stride, *b = a + in_stride;
+        if (channels == 3)
+            for (size_t x = 0; x < in_width; ++x) {
+                uint8_t *p = padded + 8 * x;
+                p[0] = a[3 * x], p[1] = a[3 * x + 1], p[2] = a[3 * x + 2], p[3] = 0;
+                p[4] = b[3 * x], p[5] = b[3 * x + 1], p[6] = b[3 * x + 2], p[7] = 0;
+            }
+        else
+            for (size_t x = 0; x < in_width; ++x) memcpy(padded + 8 * x, a + 4 * x, 4), memcpy(padded + 8 * x + 4, b + 4 * x, 4);
+        horizontal_pair_avx2(padded, out + y * out_stride, out + (y + 1) * out_stride, count, weights, channels);
+    }
+    if (y < rows) { /* the odd last row */
         uint8_t const *row = in + y * in_stride;
         if (channels == 3) {
             for (size_t x = 0; x < in_width; ++x)
@@ -485,7 +533,7 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
         size_t columns_stride = source_stride;
         if (need_horizontal) {
             uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
-            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, pixels->width * 4);
+            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, pixels->width * 8);
             if (!temporary || !padded) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
             if (mode == uform_image_mode_i16_k)
                 horizontal_pass16(source, source_stride, rows, temporary, crop_stride, side, &horizontal);
