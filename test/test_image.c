@@ -8,6 +8,7 @@
 #include "image/image.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <spng.h>
 #include <stdint.h>
 
@@ -337,6 +338,48 @@ static void test_fast_jpeg(uform_image_scratch_t *scratch) {
     }
 }
 
+/* Threads preprocessing at once, each with its own scratch (as the encoder's workers will): the same
+ * bytes as one thread alone. ThreadSanitizer checks the decoders share nothing. */
+typedef struct worker_t {
+    char const *files[4];
+    uint8_t crops[4][64 * 64 * 3];
+    int failures;
+} worker_t;
+
+static void *preprocess_files(void *argument) {
+    worker_t *worker = argument;
+    uform_image_scratch_t scratch = {0};
+    uform_image_preprocess_options_t options = {.side = 64, .mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f}};
+    for (int round = 0; round < 3; ++round)
+        for (size_t f = 0; f < 4; ++f) {
+            size_t size = 0;
+            uint8_t *data = read_file(worker->files[f], &size);
+            uform_image_t image = {.data = data, .size = size};
+            if (!data || uform_image_preprocess(&image, &options, &scratch, NULL, worker->crops[f]) != uform_status_ok_k)
+                ++worker->failures;
+            free(data);
+        }
+    uform_image_scratch_free(&scratch);
+    return NULL;
+}
+
+static void test_threads(void) {
+    worker_t workers[3] = {
+        {.files = {"photos/franz-kafka.jpg", "synth/mode_rgba.png", "synth/jpeg_progressive.jpg", "synth/mode_i16.png"}},
+        {.files = {"synth/mode_i16.png", "synth/jpeg_progressive.jpg", "synth/mode_rgba.png", "photos/franz-kafka.jpg"}},
+        {.files = {"synth/jpeg_cmyk.jpg", "synth/mode_la.png", "synth/p2_adam7.png", "photos/grace_hopper.jpg"}},
+    };
+    worker_t alone = workers[0];
+    preprocess_files(&alone);
+    pthread_t threads[3];
+    for (int t = 0; t < 3; ++t) CHECK_FATAL(pthread_create(&threads[t], NULL, preprocess_files, &workers[t]) == 0);
+    for (int t = 0; t < 3; ++t) pthread_join(threads[t], NULL);
+    for (int t = 0; t < 3; ++t) CHECK(workers[t].failures == 0);
+    CHECK(!memcmp(alone.crops, workers[0].crops, sizeof(alone.crops)));
+    CHECK(!memcmp(workers[0].crops[0], workers[1].crops[3], sizeof(workers[0].crops[0])));
+    CHECK(!memcmp(workers[0].crops[1], workers[1].crops[2], sizeof(workers[0].crops[0])));
+}
+
 int main(void) {
     uform_image_scratch_t scratch = {0}; /* one scratch for everything: reuse across sizes and modes */
     test_manifest(&scratch, "AVX2 where the CPU has it");
@@ -346,6 +389,7 @@ int main(void) {
     test_raw_pixels(&scratch);
     test_truncations(&scratch);
     test_fast_jpeg(&scratch);
+    test_threads();
     uform_image_scratch_free(&scratch);
     uform_image_scratch_free(&scratch); /* twice is harmless */
     uform_image_scratch_free(NULL);
