@@ -116,9 +116,9 @@ static uint64_t tower_write(char const *directory, tower_spec_t const *spec) {
             "{\"image_encoder\": {\"dim\": %zu, \"patch_size\": %zu, \"image_size\": %zu, \"num_layers\": %zu, "
             "\"num_heads\": %zu, \"embedding_dim\": %zu, \"pooling\": \"%s\", \"num_reg_tokens\": %zu, "
             "\"normalization_means\": [0.48145466, 0.4578275, 0.40821073], "
-            "\"normalization_deviations\": [0.26862954, 0.26130258, 0.27577711]}, \"matryoshka_dims\": [64, 128]}\n",
+            "\"normalization_deviations\": [0.26862954, 0.26130258, 0.27577711]}%s}\n",
             spec->dim, spec->patch, spec->image_size, spec->layers, spec->heads, spec->embedding_dim, spec->pooling,
-            spec->reg_tokens);
+            spec->reg_tokens, spec->embedding_dim > 128 ? ", \"matryoshka_dims\": [64, 128]" : "");
     fclose(file);
 
     size_t count = tower_tensors(spec, NULL);
