@@ -205,6 +205,24 @@ static size_t scores_floats(uform_image_config_t const *c) {
     return s * (s > head + 1 ? s : head + 1);
 }
 
+/** Attention of `rows` queries over `length` keys in plain loops: where the library refuses. */
+static void attention_rows(uform_kernels_t const *kernels, float const *q, float const *k, float const *v, size_t ld,
+                           float *out, size_t out_ld, size_t rows, size_t length, size_t head, float scale, float *scores) {
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < length; ++j) {
+            float dot = 0;
+            for (size_t c = 0; c < head; ++c) dot += q[i * ld + c] * k[j * ld + c];
+            scores[i * length + j] = dot * scale;
+        }
+    kernels->softmax_rows(scores, length, rows, length);
+    for (size_t i = 0; i < rows; ++i) {
+        float *o = out + i * out_ld;
+        for (size_t c = 0; c < head; ++c) o[c] = 0;
+        for (size_t j = 0; j < length; ++j)
+            for (size_t c = 0; c < head; ++c) o[c] += scores[i * length + j] * v[j * ld + c];
+    }
+}
+
 /* ---- The walk ---- */
 
 /** Decodes and preprocesses every image into `rgb`, recording statuses and this thread's first failure. */
@@ -303,18 +321,29 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
             }
             barrier(job);
         }
-        /* Attention per (image, head): through the library's GEMM, the fused kernel for SERIAL. */
+        /* Attention per (image, head, block of query rows) through the library's GEMM: S = scale Q
+         * K^T, softmax, O = S V; the blocks split few images over many threads. SERIAL (or a refusal
+         * of the library) takes the fused kernel over whole (image, head) pairs. */
         {
             atomic_size_t *counter = &job->counters[(*phase)++];
-            for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads;) {
-                size_t local = task / heads, hh = task % heads;
+            size_t blocks = job->gemm.use_library ? ceil_div(2 * job->threads, n * heads) : 1;
+            size_t most = ceil_div(S, 16);
+            blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
+            size_t block_rows = ceil_div(S, blocks);
+            blocks = ceil_div(S, block_rows);
+            for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads * blocks;) {
+                size_t local = task / (heads * blocks), hh = task / blocks % heads, block = task % blocks;
+                size_t first = block * block_rows, rows = S - first < block_rows ? S - first : block_rows;
                 float const *q = job->qkv + local * S * 3 * d + hh * head;
                 float *o = job->ctx + local * S * d + hh * head;
-                if (!job->gemm.use_library ||
-                    !uform_gemm_f32(1, S, S, head, scale, q, 3 * d, q + d, 3 * d, scores, S) ||
-                    (kernels->softmax_rows(scores, S, S, S),
-                     !uform_gemm_f32(0, S, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, o, d)))
+                float const *qb = q + first * 3 * d;
+                float *ob = o + first * d;
+                if (!job->gemm.use_library)
                     kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
+                else if (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
+                         (kernels->softmax_rows(scores, S, rows, S),
+                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
+                    attention_rows(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
             }
             barrier(job);
         }
