@@ -27,9 +27,13 @@ static float uniform(void) {
     return (float)((double)(state >> 11) / (double)(1ull << 52) - 1.0);
 }
 
+static void *allocations[256];
+static size_t allocations_count = 0;
+
 static uform_tensor_t tensor(size_t rows, size_t cols, float scale, float offset, uform_dtype_t dtype) {
     size_t n = rows * cols;
     void *data = malloc(n * (dtype == uform_dtype_f32_k ? 4 : 2));
+    allocations[allocations_count++] = data;
     for (size_t i = 0; i < n; ++i) {
         float value = offset + scale * uniform();
         if (dtype == uform_dtype_f32_k) ((float *)data)[i] = value;
@@ -139,5 +143,7 @@ int main(int argc, char **argv) {
         printf("uform %s %s: %zu tokens, batch %zu, %zu threads: %.1f texts/s, best call %.3f ms, peak RSS %.1f MiB\n",
                shape, dtype_name, tokens, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
     uform_executor_free(executor);
+    for (size_t i = 0; i < allocations_count; ++i) free(allocations[i]);
+    free(t.layers), free(ids), free(offsets), free(rows);
     return 0;
 }

@@ -580,6 +580,16 @@ static void test_verb(void) {
     else printf("pool executor: the ForkUnion stand-in did not load (%s)\n", dlerror());
 #endif
 
+    /* Many texts (the token buffer grows as they come), each row as its text alone. */
+    enum { many_count = 300 };
+    char const *many_texts[many_count];
+    for (size_t i = 0; i < many_count; ++i) many_texts[i] = texts[i % count];
+    float (*many_rows)[64] = calloc(many_count, sizeof *many_rows);
+    uform_embeddings_t many_out = {.data = many_rows, .stride = sizeof many_rows[0], .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(executor, model, many_texts, NULL, many_count, &many_out, NULL, NULL), uform_status_ok_k);
+    for (size_t i = 0; i < many_count; ++i) CHECK(max_difference(many_rows[i], rows[i % count], dims) < 1e-5);
+    free(many_rows);
+
     /* Invalid UTF-8: with statuses a zero row and the rest encoded; without, the whole call fails. */
     char const *mixed[] = {texts[0], "bad \xff\xfe byte", texts[2]};
     uform_status_t statuses[3] = {99, 99, 99};

@@ -68,8 +68,8 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
 
     /* Tokenise: ids packed, at most `context` per text. */
     size_t context = model->text_replicas[0].context;
-    size_t capacity = count * context;
-    int32_t *ids = (int32_t *)malloc((capacity ? capacity : 1) * sizeof(int32_t));
+    size_t capacity = (count < 64 ? count : 64) * context + context; /* grows as texts come */
+    int32_t *ids = (int32_t *)malloc(capacity * sizeof(int32_t));
     size_t *offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
     uform_status_t *items = statuses ? (uform_status_t *)malloc((count ? count : 1) * sizeof(uform_status_t)) : NULL;
     if (!ids || !offsets || (statuses && !items)) {
@@ -79,6 +79,15 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
     }
     offsets[0] = 0;
     for (size_t i = 0; i < count; ++i) {
+        if (offsets[i] + context > capacity) {
+            int32_t *grown = (int32_t *)realloc(ids, capacity * 2 * sizeof(int32_t));
+            if (!grown) {
+                free(ids), free(offsets), free(items);
+                return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                                  "uform_encode_texts: no memory for the tokens of %zu texts", count));
+            }
+            ids = grown, capacity *= 2;
+        }
         char const *text = texts[i] ? texts[i] : "";
         size_t length = lengths ? lengths[i] : strlen(text), produced = 0;
         status = uform_tokenizer_encode(model->tokenizer, text, length, context, ids + offsets[i], context, &produced);
