@@ -72,6 +72,9 @@ typedef struct uform_pixels_t {
     size_t width, height, stride;
     uform_image_mode_t mode;
     uint8_t const *data;
+    /** When only a region was decoded (`region_side`): the full image's size, and where the region
+     *  starts in it. `full_width == 0` means the pixels are the whole image. */
+    size_t full_width, full_height, x0, y0;
 } uform_pixels_t;
 
 /** @brief Buffers reused from one image to the next (decoded pixels, resize rows, coefficients).
@@ -91,6 +94,10 @@ typedef struct uform_image_decode_options_t {
      *  12 megapixels), but the pixels are no longer PIL's (a mean 0.5 to 2 levels off, see
      *  bench/RESULTS.md): the exact path is the default. */
     size_t jpeg_min_side;
+    /** Nonzero: decode only the rows a resize and crop to this side reads (JPEG, through
+     *  libjpeg-turbo's `jpeg_skip_scanlines`; the whole file is still read, so truncation is still
+     *  caught). The rows' pixels are those of the whole decode (the tests check it). */
+    size_t region_side;
 } uform_image_decode_options_t;
 
 /**
@@ -142,6 +149,11 @@ uform_status_t uform_image_geometry(size_t width, size_t height, size_t side, si
  */
 uform_status_t uform_image_preprocess(uform_image_t const *image, uform_image_preprocess_options_t const *options,
                                       uform_image_scratch_t *scratch, float *chw, uint8_t *rgb);
+
+/** @brief The input rows `[*y0, *y1)` and columns `[*x0, *x1)` a resize and crop of a `width` x
+ *  `height` image to `side` reads. Uses the scratch's weight slots. */
+uform_status_t uform_image_region(size_t width, size_t height, size_t side, uform_image_scratch_t *scratch, size_t *x0,
+                                  size_t *x1, size_t *y0, size_t *y1);
 
 /** @brief The resize, crop and RGB conversion alone, on decoded pixels: `side * side * 3` bytes. */
 uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side, uform_image_scratch_t *scratch,
