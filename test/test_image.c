@@ -283,7 +283,7 @@ static void test_raw_pixels(uform_image_scratch_t *scratch) {
 /* Every prefix of a JPEG and a PNG fails cleanly (never a crash, never success with padding). */
 static void test_truncations(uform_image_scratch_t *scratch) {
     char const *files[] = {"synth/jpeg_420.jpg", "synth/jpeg_progressive.jpg", "synth/mode_rgba.png",
-                           "synth/rgb_adam7.png"};
+                           "synth/rgb_adam7.png", "synth/jpeg_37x211.jpg", "photos/franz-kafka.jpg"};
     for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); ++f) {
         size_t size = 0;
         uint8_t *data = read_file(files[f], &size);
@@ -297,6 +297,15 @@ static void test_truncations(uform_image_scratch_t *scratch) {
             uform_status_t status = uform_image_decode(&image, NULL, scratch, &pixels);
             if (status == uform_status_ok_k) ++succeeded;
             else CHECK(status == uform_status_corrupt_file_k);
+            /* The same through preprocessing, which decodes only the rows a small crop reads but
+             * still reads the whole file: a cut after those rows fails too. */
+            uform_image_preprocess_options_t options = {.side = 8, .mean = {0, 0, 0}, .std = {1, 1, 1}};
+            uint8_t crop[8 * 8 * 3];
+            uform_status_t preprocessed = uform_image_preprocess(&image, &options, scratch, NULL, crop);
+            if (preprocessed != status)
+                fprintf(stderr, "%s cut at %zu of %zu: decode %s, preprocess %s (%s)\n", files[f], length, size,
+                        uform_status_name(status), uform_status_name(preprocessed), uform_error_message());
+            CHECK(preprocessed == status);
             free(copy);
         }
         /* A PNG cut inside its trailing IEND decodes (its image data is whole); no JPEG prefix does. */
@@ -336,6 +345,47 @@ static void test_fast_jpeg(uform_image_scratch_t *scratch) {
         free(expected);
         free(data);
     }
+}
+
+/* Decoding only the rows a crop reads (`region_side`) gives exactly the whole decode's rows, and
+ * the same crop, for every kind of JPEG and many sides (so many first and last rows). */
+static void test_regions(uform_image_scratch_t *scratch) {
+    char const *files[] = {"photos/franz-kafka.jpg", "synth/jpeg_420.jpg", "synth/jpeg_422.jpg",
+                           "synth/jpeg_progressive.jpg", "synth/jpeg_grey.jpg", "synth/jpeg_cmyk.jpg",
+                           "synth/jpeg_ycck.jpg", "synth/jpeg_37x211.jpg", "synth/rgb_801x599.jpg"};
+    uform_image_scratch_t whole_scratch = {0};
+    size_t regions = 0;
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); ++f) {
+        size_t size = 0;
+        uint8_t *data = read_file(files[f], &size);
+        CHECK_FATAL(data);
+        uform_image_t image = {.data = data, .size = size};
+        uform_pixels_t whole;
+        CHECK_STATUS(uform_image_decode(&image, NULL, &whole_scratch, &whole), uform_status_ok_k);
+        for (size_t side = 1; side <= 230; side += side < 20 ? 1 : 13) {
+            uform_image_decode_options_t options = {.region_side = side};
+            uform_pixels_t region;
+            CHECK_STATUS(uform_image_decode(&image, &options, scratch, &region), uform_status_ok_k);
+            size_t y0 = region.full_width ? region.y0 : 0;
+            CHECK(region.width == whole.width && region.stride == whole.stride);
+            bool same = y0 + region.height <= whole.height;
+            for (size_t y = 0; same && y < region.height; ++y)
+                same = !memcmp(region.data + y * region.stride, whole.data + (y0 + y) * whole.stride, whole.stride);
+            if (!same) fprintf(stderr, "%s: rows %zu+%zu for side %zu differ from the whole decode\n", files[f], y0,
+                               region.height, side);
+            CHECK(same);
+            uint8_t *from_region = malloc(side * side * 3), *from_whole = malloc(side * side * 3);
+            CHECK_STATUS(uform_image_resize_crop(&region, side, scratch, from_region), uform_status_ok_k);
+            CHECK_STATUS(uform_image_resize_crop(&whole, side, &whole_scratch, from_whole), uform_status_ok_k);
+            CHECK(!memcmp(from_region, from_whole, side * side * 3));
+            free(from_region), free(from_whole);
+            regions += region.height < whole.height;
+        }
+        free(data);
+    }
+    printf("regions: %zu decodes of fewer rows than the image, all equal to whole decodes\n", regions);
+    CHECK(regions > 50);
+    uform_image_scratch_free(&whole_scratch);
 }
 
 /* Threads preprocessing at once, each with its own scratch (as the encoder's workers will): the same
@@ -389,6 +439,7 @@ int main(void) {
     test_raw_pixels(&scratch);
     test_truncations(&scratch);
     test_fast_jpeg(&scratch);
+    test_regions(&scratch);
     test_threads();
     uform_image_scratch_free(&scratch);
     uform_image_scratch_free(&scratch); /* twice is harmless */

@@ -19,10 +19,12 @@
  *    YCCK JPEGs are taken as Adobe-inverted CMYK, as PIL does. EXIF orientation is not applied.
  *
  *  Bad input never crashes or allocates without bound:
- *  - CORRUPT_FILE: empty data, neither JPEG nor PNG, a truncated file (a JPEG whose data ends before
- *    its last scanline: libjpeg's "premature end" warning is an error here, as PIL raises for
- *    truncated images), corrupt data libjpeg or libspng reject, zero width or height, 12-bit JPEG,
- *    2-component JPEG, a progressive JPEG of more than 1000 scans. The message names what was wrong.
+ *  - CORRUPT_FILE: empty data, neither JPEG nor PNG, a truncated file (a JPEG cut anywhere before
+ *    its EOI marker: libjpeg's "premature end" warning, after which it would pad with grey, is an
+ *    error here, as PIL raises "image file is truncated"), corrupt data libjpeg or libspng reject
+ *    (a PNG's CRC or zlib checksum included, as PIL), zero width or height, 12-bit JPEG, 2-component
+ *    JPEG, a progressive JPEG of more than 1000 scans. The message names what was wrong. Data after
+ *    the image (after a JPEG's EOI or a PNG's IEND) is ignored, as PIL ignores it.
  *  - LIMIT_EXCEEDED: a header promising more than `max_pixels` pixels (a decompression bomb, such as
  *    a 100,000 x 100,000 PNG), checked against the header before anything is allocated; or a resize
  *    whose long side would pass 2^24 pixels (a 1 x 100,000 strip resized to 224 wide).
@@ -72,6 +74,9 @@ typedef struct uform_pixels_t {
     size_t width, height, stride;
     uform_image_mode_t mode;
     uint8_t const *data;
+    /** When only a region was decoded (`region_side`): the full image's size, and where the region
+     *  starts in it. `full_width == 0` means the pixels are the whole image. */
+    size_t full_width, full_height, x0, y0;
 } uform_pixels_t;
 
 /** @brief Buffers reused from one image to the next (decoded pixels, resize rows, coefficients).
@@ -91,6 +96,10 @@ typedef struct uform_image_decode_options_t {
      *  12 megapixels), but the pixels are no longer PIL's (a mean 0.5 to 2 levels off, see
      *  bench/RESULTS.md): the exact path is the default. */
     size_t jpeg_min_side;
+    /** Nonzero: decode only the rows a resize and crop to this side reads (JPEG, through
+     *  libjpeg-turbo's `jpeg_skip_scanlines`; the whole file is still read, so truncation is still
+     *  caught). The rows' pixels are those of the whole decode (the tests check it). */
+    size_t region_side;
 } uform_image_decode_options_t;
 
 /**
@@ -142,6 +151,11 @@ uform_status_t uform_image_geometry(size_t width, size_t height, size_t side, si
  */
 uform_status_t uform_image_preprocess(uform_image_t const *image, uform_image_preprocess_options_t const *options,
                                       uform_image_scratch_t *scratch, float *chw, uint8_t *rgb);
+
+/** @brief The input rows `[*y0, *y1)` and columns `[*x0, *x1)` a resize and crop of a `width` x
+ *  `height` image to `side` reads. Uses the scratch's weight slots. */
+uform_status_t uform_image_region(size_t width, size_t height, size_t side, uform_image_scratch_t *scratch, size_t *x0,
+                                  size_t *x1, size_t *y0, size_t *y1);
 
 /** @brief The resize, crop and RGB conversion alone, on decoded pixels: `side * side * 3` bytes. */
 uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side, uform_image_scratch_t *scratch,

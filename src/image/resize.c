@@ -467,14 +467,42 @@ static void nearest_crop(uform_pixels_t const *pixels, size_t resized_width, siz
     }
 }
 
+uform_status_t uform_image_region(size_t width, size_t height, size_t side, uform_image_scratch_t *scratch, size_t *x0,
+                                  size_t *x1, size_t *y0, size_t *y1) {
+    size_t resized_width = 0, resized_height = 0, left = 0, top = 0;
+    uform_status_t status = uform_image_geometry(width, height, side, &resized_width, &resized_height, &left, &top);
+    if (status != uform_status_ok_k) return status;
+    *x0 = left, *x1 = left + side, *y0 = top, *y1 = top + side;
+    if (resized_width == width && resized_height == height) return uform_status_ok_k;
+    weights_t weights;
+    if (resized_height != height) {
+        status = compute_weights(height, resized_height, top, side, scratch, UFORM_SCRATCH_VERTICAL, &weights);
+        if (status != uform_status_ok_k) return status;
+        *y0 = (size_t)weights.bounds[0];
+        *y1 = (size_t)weights.bounds[2 * (side - 1)] + (size_t)weights.bounds[2 * (side - 1) + 1];
+    }
+    if (resized_width != width) {
+        status = compute_weights(width, resized_width, left, side, scratch, UFORM_SCRATCH_HORIZONTAL, &weights);
+        if (status != uform_status_ok_k) return status;
+        *x0 = (size_t)weights.bounds[0];
+        *x1 = (size_t)weights.bounds[2 * (side - 1)] + (size_t)weights.bounds[2 * (side - 1) + 1];
+    }
+    return uform_status_ok_k;
+}
+
 uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side, uform_image_scratch_t *scratch,
                                        uint8_t *rgb) {
     if (!pixels || !scratch || !rgb)
         return uform_fail(uform_status_invalid_argument_k, "image: NULL %s",
                           !pixels ? "pixels" : !scratch ? "scratch" : "output");
-    size_t resized_width, resized_height, left, top;
-    uform_status_t status = uform_image_geometry(pixels->width, pixels->height, side, &resized_width,
-                                                 &resized_height, &left, &top);
+    /* A decoded region stands in the full image at (x0, y0); geometry and weights are the full
+     * image's, reads are shifted into the region. */
+    size_t full_width = pixels->full_width ? pixels->full_width : pixels->width;
+    size_t full_height = pixels->full_width ? pixels->full_height : pixels->height;
+    size_t x0 = pixels->full_width ? pixels->x0 : 0, y0 = pixels->full_width ? pixels->y0 : 0;
+    size_t resized_width = 0, resized_height = 0, left = 0, top = 0;
+    uform_status_t status =
+        uform_image_geometry(full_width, full_height, side, &resized_width, &resized_height, &left, &top);
     if (status != uform_status_ok_k) return status;
     uform_image_mode_t mode = pixels->mode;
     size_t bytes = uform_image_mode_bytes(mode);
@@ -482,36 +510,47 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
     uint8_t *crop = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_CROP, crop_stride * side);
     if (!crop) return uform_fail(uform_status_out_of_memory_k, "image: no memory for a %zu-pixel crop", side);
 
-    bool need_horizontal = resized_width != pixels->width, need_vertical = resized_height != pixels->height;
+    bool need_horizontal = resized_width != full_width, need_vertical = resized_height != full_height;
     bool alpha = mode == uform_image_mode_la_k || mode == uform_image_mode_rgba_k;
     if (!need_horizontal && !need_vertical) {
+        if (left < x0 || top < y0 || left + side > x0 + pixels->width || top + side > y0 + pixels->height)
+            return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks the crop");
         /* PIL copies an image already of the size; no premultiplication round trip either. */
         for (size_t y = 0; y < side; ++y)
-            uform_image_row_to_rgb(mode, pixels->data + (top + y) * pixels->stride + left * bytes, side,
+            uform_image_row_to_rgb(mode, pixels->data + (top - y0 + y) * pixels->stride + (left - x0) * bytes, side,
                                    rgb + y * side * 3);
         return uform_status_ok_k;
     }
+    if ((mode == uform_image_mode_bilevel_k || mode == uform_image_mode_palette_k) && pixels->full_width)
+        return uform_fail(uform_status_invalid_argument_k, "image: nearest-neighbour modes are decoded whole");
     if (mode == uform_image_mode_bilevel_k || mode == uform_image_mode_palette_k) {
         nearest_crop(pixels, resized_width, resized_height, left, top, side, crop, bytes);
     } else {
         weights_t vertical = {0}, horizontal = {0};
         size_t row_first = top, row_last = top + side; /* input rows the vertical pass reads */
         if (need_vertical) {
-            status = compute_weights(pixels->height, resized_height, top, side, scratch, UFORM_SCRATCH_VERTICAL,
+            status = compute_weights(full_height, resized_height, top, side, scratch, UFORM_SCRATCH_VERTICAL,
                                      &vertical);
             if (status != uform_status_ok_k) return status;
             row_first = (size_t)vertical.bounds[0];
             row_last = (size_t)vertical.bounds[2 * (side - 1)] + (size_t)vertical.bounds[2 * (side - 1) + 1];
         }
         if (need_horizontal) {
-            status = compute_weights(pixels->width, resized_width, left, side, scratch, UFORM_SCRATCH_HORIZONTAL,
+            status = compute_weights(full_width, resized_width, left, side, scratch, UFORM_SCRATCH_HORIZONTAL,
                                      &horizontal);
             if (status != uform_status_ok_k) return status;
+            if ((size_t)horizontal.bounds[0] < x0 ||
+                (size_t)horizontal.bounds[2 * (side - 1)] + (size_t)horizontal.bounds[2 * (side - 1) + 1] >
+                    x0 + pixels->width)
+                return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks columns");
+            for (size_t i = 0; i < side; ++i) horizontal.bounds[2 * i] -= (int)x0;
         }
+        if (row_first < y0 || row_last > y0 + pixels->height)
+            return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks rows");
         size_t rows = row_last - row_first;
         /* The input rows, premultiplied for LA and RGBA (PIL's La and RGBa): LA keeps grey and alpha,
          * PIL's La computing only bands 0 and 3. */
-        uint8_t const *source = pixels->data + row_first * pixels->stride;
+        uint8_t const *source = pixels->data + (row_first - y0) * pixels->stride;
         size_t source_stride = pixels->stride;
         if (alpha) {
             size_t row_bytes = pixels->width * bytes;
@@ -529,7 +568,7 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
             source = premultiplied, source_stride = row_bytes;
         }
         /* Horizontal pass: the needed rows, the crop's columns only. */
-        uint8_t const *columns = source + left * bytes; /* without a horizontal pass, the crop's columns */
+        uint8_t const *columns = source + (left - x0) * bytes; /* without a horizontal pass, the crop's columns */
         size_t columns_stride = source_stride;
         if (need_horizontal) {
             uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
@@ -588,7 +627,9 @@ uform_status_t uform_image_preprocess(uform_image_t const *image, uform_image_pr
             return uform_fail(uform_status_invalid_argument_k, "image: normalisation of channel %d: mean %g, deviation %g",
                               c, (double)options->mean[c], (double)options->std[c]);
     uform_pixels_t pixels;
-    uform_status_t status = uform_image_decode(image, &options->decode, scratch, &pixels);
+    uform_image_decode_options_t decode = options->decode;
+    decode.region_side = options->side; /* decode only what the crop reads (JPEG) */
+    uform_status_t status = uform_image_decode(image, &decode, scratch, &pixels);
     if (status != uform_status_ok_k) return status;
     size_t side = options->side;
     uint8_t *target = rgb ? rgb : uform_image_scratch_reserve(scratch, UFORM_SCRATCH_RGB, side * side * 3);
