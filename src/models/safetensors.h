@@ -14,6 +14,10 @@
  *  F16) are flagged; other known dtypes (I64, U8, ...) are checked the same way and only refused
  *  when a model asks for that tensor; a dtype the reader does not know is bounds-checked only.
  *  Holes between tensors and trailing bytes are tolerated. Messages name the file and the tensor.
+ *
+ *  `uform_safetensors_open` maps the file; the model loader keeps the mapping only while it converts
+ *  the tensors into its replicas. A file truncated by another process during that window can still
+ *  raise SIGBUS, as with any mapping; files are expected to be replaced by rename, not rewritten.
  */
 #ifndef UFORM_MODELS_SAFETENSORS_H
 #define UFORM_MODELS_SAFETENSORS_H

@@ -39,6 +39,38 @@ void uform_strmap_put(uform_strmap_t *map, uint32_t offset, uint32_t length, int
 int32_t uform_strmap_get(uform_strmap_t const *map, char const *key, size_t length);
 void uform_strmap_free(uform_strmap_t *map);
 
+/* ---- A byte trie: children in one open-addressing table keyed by (node, byte) ---- */
+
+typedef struct uform_trie_slot_t {
+    uint64_t key;   /**< ((node << 8) | byte) + 1; 0 marks an empty slot. */
+    uint32_t child; /**< The child node. */
+    uint32_t unused;
+} uform_trie_slot_t;
+
+typedef struct uform_trie_t {
+    uform_trie_slot_t *slots;
+    size_t mask;
+    int32_t *node_piece; /**< Per node: the id of the key ending there, or -1. */
+    size_t nodes, capacity;
+} uform_trie_t;
+
+/** @brief Sizes the trie for keys of `total_bytes` bytes together. */
+uform_status_t uform_trie_init(uform_trie_t *trie, size_t total_bytes);
+/** @brief Adds a key (an empty one is ignored; a key added again takes the new id); false when out
+ *  of memory. */
+bool uform_trie_insert(uform_trie_t *trie, unsigned char const *key, size_t length, int32_t id);
+void uform_trie_free(uform_trie_t *trie);
+
+static inline int64_t uform_trie_child(uform_trie_t const *trie, uint32_t node, unsigned char byte) {
+    uint64_t key = (((uint64_t)node << 8) | byte) + 1;
+    for (size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 29) & trie->mask;; i = (i + 1) & trie->mask) {
+        // (the table is never full: it doubles at half load)
+        uint64_t k = trie->slots[i].key;
+        if (k == key) return trie->slots[i].child;
+        if (k == 0) return -1;
+    }
+}
+
 /* ---- Per-call scratch ---- */
 
 typedef struct uform_ids_t {
@@ -77,8 +109,12 @@ void uform_scratch_free(uform_scratch_t *scratch);
 typedef struct uform_wordpiece_t {
     uform_strmap_t words;         /**< Pieces that start a word. */
     uform_strmap_t continuations; /**< Pieces after the continuing prefix, keyed without it. */
+    uform_trie_t word_trie;       /**< The same keys as tries, for the longest prefix in one walk. */
+    uform_trie_t continuation_trie;
     int32_t unk_id;               /**< -1 when the unknown token is not in the vocabulary. */
     size_t max_chars;             /**< Longer words become the unknown token. */
+    size_t longest_word;          /**< Bytes of the longest key in `words`: no longer prefix can match. */
+    size_t longest_continuation;  /**< The same for `continuations`. */
 } uform_wordpiece_t;
 
 /** @brief Appends the ids of one pre-tokenized word (`chars` code points, `length` bytes). */
@@ -88,11 +124,7 @@ uform_status_t uform_wordpiece_encode(uform_wordpiece_t const *model, char const
 /* ---- Unigram (unigram.c) ---- */
 
 typedef struct uform_unigram_t {
-    uint64_t *trie_keys;   /**< (node << 8 | byte) + 1 per slot; 0 marks an empty slot. */
-    uint32_t *trie_values; /**< The child node per slot. */
-    size_t trie_mask;
-    int32_t *node_piece;   /**< Per trie node: the piece id ending there, or -1. */
-    size_t nodes;
+    uform_trie_t trie;     /**< Every piece. */
     double *scores;        /**< Per id. */
     size_t pieces;
     double min_score;

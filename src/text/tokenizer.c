@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -521,14 +522,27 @@ static uform_status_t build_wordpiece(uform_tokenizer_t *tokenizer, loader_t *lo
     if (status == uform_status_ok_k) status = uform_strmap_init(&model->continuations, pieces->count, NULL);
     if (status != uform_status_ok_k) return status;
     (void)loader;
-    size_t prefix_length = strlen(prefix);
+    size_t prefix_length = strlen(prefix), total = 0;
+    for (size_t i = 0; i < pieces->count; i++) total += pieces->lengths[i];
+    status = uform_trie_init(&model->word_trie, total);
+    if (status == uform_status_ok_k) status = uform_trie_init(&model->continuation_trie, total);
+    if (status != uform_status_ok_k) return status;
     for (size_t i = 0; i < pieces->count; i++) {
         char const *piece = tokenizer->blob + pieces->offsets[i];
         model->words.blob = model->continuations.blob = tokenizer->blob;
         uform_strmap_put(&model->words, pieces->offsets[i], pieces->lengths[i], pieces->ids[i]);
-        if (pieces->lengths[i] >= prefix_length && !memcmp(piece, prefix, prefix_length))
+        if (!uform_trie_insert(&model->word_trie, (unsigned char const *)piece, pieces->lengths[i], pieces->ids[i]))
+            return uform_fail(uform_status_out_of_memory_k, "tokenizer: out of memory for the WordPiece trie");
+        if (pieces->lengths[i] > model->longest_word) model->longest_word = pieces->lengths[i];
+        if (pieces->lengths[i] >= prefix_length && !memcmp(piece, prefix, prefix_length)) {
             uform_strmap_put(&model->continuations, pieces->offsets[i] + (uint32_t)prefix_length,
                              pieces->lengths[i] - (uint32_t)prefix_length, pieces->ids[i]);
+            if (!uform_trie_insert(&model->continuation_trie, (unsigned char const *)piece + prefix_length,
+                                   pieces->lengths[i] - prefix_length, pieces->ids[i]))
+                return uform_fail(uform_status_out_of_memory_k, "tokenizer: out of memory for the WordPiece trie");
+            if (pieces->lengths[i] - prefix_length > model->longest_continuation)
+                model->longest_continuation = pieces->lengths[i] - prefix_length;
+        }
     }
     model->unk_id = uform_strmap_get(&model->words, unk, strlen(unk));
     return uform_status_ok_k;
@@ -749,6 +763,18 @@ static uform_status_t open_vocab_txt(uform_tokenizer_t *tokenizer, loader_t *loa
     return status;
 }
 
+/** The vocabulary size and the padding id, once everything is loaded. */
+static void finish_open(uform_tokenizer_t *result, loader_t const *loader) {
+    result->vocab_size = (size_t)loader->max_id + 1;
+    if (result->pad_id < 0) {
+        char const *pads[] = {"[PAD]", "<pad>"};
+        for (size_t k = 0; k < 2 && result->pad_id < 0; k++)
+            result->pad_id = result->model == model_wordpiece_k ? uform_strmap_get(&result->wordpiece.words, pads[k], 5)
+                                                                : uform_strmap_get(&result->unigram.lookup, pads[k], 5);
+        if (result->pad_id < 0) result->pad_id = 0;
+    }
+}
+
 uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, uform_tokenizer_t **tokenizer) {
     if (!tokenizer) return uform_fail(uform_status_invalid_argument_k, "uform_tokenizer_open: tokenizer is NULL");
     *tokenizer = NULL;
@@ -787,15 +813,7 @@ uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, 
     free(data);
     free(loader.blob);
     if (status == uform_status_ok_k) {
-        result->vocab_size = (size_t)loader.max_id + 1;
-        if (result->pad_id < 0) {
-            char const *pads[] = {"[PAD]", "<pad>"};
-            for (size_t k = 0; k < 2 && result->pad_id < 0; k++)
-                result->pad_id = result->model == model_wordpiece_k
-                                     ? uform_strmap_get(&result->wordpiece.words, pads[k], 5)
-                                     : uform_strmap_get(&result->unigram.lookup, pads[k], 5);
-            if (result->pad_id < 0) result->pad_id = 0;
-        }
+        finish_open(result, &loader);
         *tokenizer = result;
     } else
         uform_tokenizer_free(result);
@@ -803,10 +821,30 @@ uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, 
     return status;
 }
 
+uform_status_t uform_tokenizer_open_json(char const *json, size_t size, char const *name, uform_tokenizer_t **tokenizer) {
+    if (!tokenizer) return uform_fail(uform_status_invalid_argument_k, "uform_tokenizer_open_json: tokenizer is NULL");
+    *tokenizer = NULL;
+    if (!json && size) return uform_fail(uform_status_invalid_argument_k, "uform_tokenizer_open_json: json is NULL");
+    uform_tokenizer_t *result = calloc(1, sizeof(uform_tokenizer_t));
+    if (!result) return uform_fail(uform_status_out_of_memory_k, "uform_tokenizer_open_json: out of memory");
+    result->unigram.unk_id = result->wordpiece.unk_id = -1;
+    loader_t loader = {.file = name ? name : "tokenizer.json", .max_id = -1};
+    uform_status_t status = open_json(result, &loader, json ? json : "", size);
+    free(loader.blob);
+    if (status == uform_status_ok_k) {
+        finish_open(result, &loader);
+        *tokenizer = result;
+    } else
+        uform_tokenizer_free(result);
+    return status;
+}
+
 void uform_tokenizer_free(uform_tokenizer_t *tokenizer) {
     if (!tokenizer) return;
     uform_strmap_free(&tokenizer->wordpiece.words);
     uform_strmap_free(&tokenizer->wordpiece.continuations);
+    uform_trie_free(&tokenizer->wordpiece.word_trie);
+    uform_trie_free(&tokenizer->wordpiece.continuation_trie);
     uform_unigram_free(&tokenizer->unigram);
     for (size_t i = 0; i < tokenizer->steps_count; i++) free(tokenizer->steps[i].pattern), free(tokenizer->steps[i].content);
     free(tokenizer->steps);
@@ -843,18 +881,18 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
                 if (c != '\t' && c != '\n' && c != '\r' && uform_hf_is_other(c)) continue;
                 if (uform_is_whitespace(c)) c = ' ';
             }
+            if (c >= 0x80) any_wide = true;
             if (step->chinese && c >= 0x3400 && uform_is_cjk(c)) {
                 s->b[w++] = ' ', s->b[w++] = c, s->b[w++] = ' ';
                 continue;
             }
-            if (c >= 0x80) any_wide = true;
             else if (step->lowercase && c >= 'A' && c <= 'Z') c += 32;
             s->b[w++] = c;
         }
         swap_buffers(s), n = w;
-        if (!any_wide && !step->chinese) break;
+        if (!any_wide) break; // ASCII: nothing decomposes, and the letters are lower-cased already
         if (step->strip_accents) {
-            if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(n))) return OOM();
+            if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(s->a, n, uform_nfd_k))) return OOM();
             n = uform_normalize(s->a, n, uform_nfd_k, s->b);
             w = 0;
             for (size_t i = 0; i < n; i++)
@@ -870,11 +908,11 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         break;
     }
     case step_nfd_k: case step_nfkd_k: case step_nfc_k: case step_nfkc_k: {
-        if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(n))) return OOM();
         uform_normal_form_t form = step->kind == step_nfd_k    ? uform_nfd_k
                                    : step->kind == step_nfkd_k ? uform_nfkd_k
                                    : step->kind == step_nfc_k  ? uform_nfc_k
                                                                : uform_nfkc_k;
+        if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, uform_normalize_capacity(s->a, n, form))) return OOM();
         n = uform_normalize(s->a, n, form, s->b);
         swap_buffers(s);
         break;
@@ -900,7 +938,7 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
     case step_prepend_k:
         if (!n) break;
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, n + step->content_length + 1)) return OOM();
-        memcpy(s->b, step->content, step->content_length * sizeof(uint32_t));
+        if (step->content_length) memcpy(s->b, step->content, step->content_length * sizeof(uint32_t));
         memcpy(s->b + step->content_length, s->a, n * sizeof(uint32_t));
         swap_buffers(s), n += step->content_length;
         break;
@@ -910,7 +948,7 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, bound)) return OOM();
         for (size_t i = 0; i < n;) {
             if (i + p <= n && !memcmp(s->a + i, step->pattern, p * sizeof(uint32_t))) {
-                memcpy(s->b + w, step->content, r * sizeof(uint32_t));
+                if (r) memcpy(s->b + w, step->content, r * sizeof(uint32_t));
                 w += r, i += p;
             } else
                 s->b[w++] = s->a[i++];
@@ -1044,6 +1082,41 @@ static uint32_t code_point_before(char const *text, size_t i, size_t *bytes) {
     return code_point_at(text, j, bytes);
 }
 
+/* Each thread keeps its scratch between calls (released when the thread exits), so the steady state
+ * allocates nothing; buffers a very long text grew are released after its call. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_key_made = false;
+
+static void scratch_destroy(void *scratch) {
+    uform_scratch_free(scratch);
+    free(scratch);
+}
+
+static void scratch_key_create(void) { scratch_key_made = pthread_key_create(&scratch_key, scratch_destroy) == 0; }
+
+/** This thread's scratch, or a fresh one when there is no key (`*owned` then says to free it). */
+static uform_scratch_t *scratch_acquire(bool *owned) {
+    pthread_once(&scratch_once, scratch_key_create);
+    uform_scratch_t *scratch = scratch_key_made ? pthread_getspecific(scratch_key) : NULL;
+    *owned = false;
+    if (scratch) return scratch;
+    scratch = calloc(1, sizeof(uform_scratch_t));
+    if (!scratch) return NULL;
+    if (!scratch_key_made || pthread_setspecific(scratch_key, scratch) != 0) *owned = true;
+    return scratch;
+}
+
+static void scratch_release(uform_scratch_t *scratch, bool owned) {
+    enum { keep = 1 << 20 }; // elements kept between calls, per buffer
+    if (owned || scratch->a_cap > keep || scratch->b_cap > keep || scratch->bytes_cap > 4 * keep ||
+        scratch->lattice_cap > keep || scratch->ids.capacity > keep) {
+        uform_scratch_free(scratch);
+        memset(scratch, 0, sizeof *scratch);
+        if (owned) free(scratch);
+    }
+}
+
 uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char const *text, size_t length,
                                       size_t max_tokens, int32_t *ids, size_t capacity, size_t *count) {
     if (!tokenizer || !count || (!text && length) || (!ids && capacity))
@@ -1060,7 +1133,12 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_tokenizer_encode: max_tokens %zu leaves no room for the %zu special tokens", max_tokens,
                           specials);
-    uform_scratch_t s = {.limit = max_tokens ? max_tokens - specials : SIZE_MAX};
+    bool owned;
+    uform_scratch_t *scratch = scratch_acquire(&owned);
+    if (!scratch) return OOM();
+    uform_scratch_t s = *scratch; // a local copy for the compiler; written back below
+    s.ids.count = 0;
+    s.limit = max_tokens ? max_tokens - specials : SIZE_MAX;
     uform_status_t status = uform_status_ok_k;
     if (!length) status = encode_stretch(tokenizer, text, 0, true, &s);
     size_t done = 0; // bytes consumed into stretches and added tokens
@@ -1092,6 +1170,7 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
             if (w < capacity) ids[w] = tokenizer->suffix[k];
         *count = total;
     }
-    uform_scratch_free(&s);
+    *scratch = s;
+    scratch_release(scratch, owned);
     return status;
 }

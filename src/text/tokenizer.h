@@ -29,6 +29,10 @@ typedef struct uform_tokenizer_s uform_tokenizer_t;
  *  added tokens matched in the raw text (lstrip, rstrip). */
 uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, uform_tokenizer_t **tokenizer);
 
+/** @brief Opens a tokenizer from `tokenizer.json` bytes in memory (`name` only labels messages), with
+ *  the statuses of `uform_tokenizer_open`; for fuzzing and for callers that hold the file already. */
+uform_status_t uform_tokenizer_open_json(char const *json, size_t size, char const *name, uform_tokenizer_t **tokenizer);
+
 /** @brief Encodes one UTF-8 text with the post-processor's specials ([CLS] ... [SEP], or <s> ... </s>),
  *  truncating the content so that specials included at most `max_tokens` ids result (as HF's
  *  `enable_truncation(max_length=max_tokens)`); `max_tokens` 0 does not truncate. `*count` gets the

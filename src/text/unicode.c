@@ -151,6 +151,25 @@ static inline unsigned combining_class(uint32_t c) {
     return utf8proc_get_property((utf8proc_int32_t)c)->combining_class;
 }
 
+size_t uform_normalize_capacity(uint32_t const *in, size_t count, uform_normal_form_t form) {
+    if (count < 4096) return count * 18 + 4;
+    bool compat = form == uform_nfkd_k || form == uform_nfkc_k;
+    utf8proc_option_t options = (utf8proc_option_t)(UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0));
+    size_t total = 4;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t c = in[i];
+        if (c < 0xA0) {
+            total++;
+            continue;
+        }
+        int boundclass = 0;
+        utf8proc_ssize_t got = utf8proc_decompose_char((utf8proc_int32_t)c, NULL, 0, options, &boundclass);
+        total += got > 0 && got <= 18 ? (size_t)got : 18;
+        if (norm_unknown(c)) total += 4; // an exception's decomposition (at most 4)
+    }
+    return total;
+}
+
 size_t uform_normalize(uint32_t const *in, size_t count, uform_normal_form_t form, uint32_t *out) {
     bool compat = form == uform_nfkd_k || form == uform_nfkc_k;
     bool compose = form == uform_nfc_k || form == uform_nfkc_k;

@@ -67,10 +67,11 @@ typedef enum uform_normal_form_t {
     uform_nfd_k, uform_nfkd_k, uform_nfc_k, uform_nfkc_k,
 } uform_normal_form_t;
 
-/** @brief Normalises `in[0..count)` into `out`, which holds at least `uform_normalize_capacity(count)`
- *  entries; returns the new count. */
+/** @brief Normalises `in[0..count)` into `out`, which holds at least
+ *  `uform_normalize_capacity(in, count, form)` entries; returns the new count. */
 size_t uform_normalize(uint32_t const *in, size_t count, uform_normal_form_t form, uint32_t *out);
-/** @brief An upper bound on the normalised length (the longest decomposition is 18 code points). */
-static inline size_t uform_normalize_capacity(size_t count) { return count * 18 + 4; }
+/** @brief Room enough for `uform_normalize`: 18 per code point (the longest decomposition) for
+ *  short texts, the exact decomposed length for long ones (so a long text costs no 18-fold buffer). */
+size_t uform_normalize_capacity(uint32_t const *in, size_t count, uform_normal_form_t form);
 
 #endif // UFORM_TEXT_UNICODE_H

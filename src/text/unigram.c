@@ -10,59 +10,76 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline size_t trie_slot(uint64_t key, size_t mask) {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 29) & mask;
+uform_status_t uform_trie_init(uform_trie_t *trie, size_t total_bytes) {
+    // Nodes are at most total_bytes + 1; the child table starts small and doubles as nodes come
+    // (shared prefixes make the real count far smaller, and a small table stays in cache).
+    trie->node_piece = malloc((total_bytes + 1) * sizeof(int32_t));
+    trie->slots = calloc(1024, sizeof(uform_trie_slot_t));
+    if (!trie->slots || !trie->node_piece) return uform_fail(uform_status_out_of_memory_k, "tokenizer: out of memory for a trie");
+    trie->mask = 1023;
+    trie->nodes = 1, trie->capacity = total_bytes + 1;
+    trie->node_piece[0] = -1;
+    return uform_status_ok_k;
 }
 
-static inline int64_t trie_child(uform_unigram_t const *model, uint32_t node, unsigned char byte) {
-    uint64_t key = (((uint64_t)node << 8) | byte) + 1;
-    for (size_t i = trie_slot(key, model->trie_mask);; i = (i + 1) & model->trie_mask) {
-        uint64_t k = model->trie_keys[i];
-        if (k == key) return model->trie_values[i];
-        if (k == 0) return -1;
+static inline size_t trie_home(uint64_t key, size_t mask) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 29) & mask; }
+
+/** Doubles the child table; false when out of memory (the trie stays as it was). */
+static bool trie_grow(uform_trie_t *trie) {
+    size_t slots = (trie->mask + 1) * 2;
+    uform_trie_slot_t *grown = calloc(slots, sizeof(uform_trie_slot_t));
+    if (!grown) return false;
+    for (size_t i = 0; i <= trie->mask; i++) {
+        if (!trie->slots[i].key) continue;
+        size_t j = trie_home(trie->slots[i].key, slots - 1);
+        while (grown[j].key) j = (j + 1) & (slots - 1);
+        grown[j] = trie->slots[i];
     }
+    free(trie->slots);
+    trie->slots = grown, trie->mask = slots - 1;
+    return true;
+}
+
+bool uform_trie_insert(uform_trie_t *trie, unsigned char const *key, size_t length, int32_t id) {
+    if (!length) return true; // the root is never a match, as in `tokenizers`
+    uint32_t node = 0;
+    for (size_t k = 0; k < length; k++) {
+        int64_t child = uform_trie_child(trie, node, key[k]);
+        if (child < 0) {
+            if (trie->nodes * 2 >= trie->mask + 1 && !trie_grow(trie)) return false;
+            uint64_t slot_key = (((uint64_t)node << 8) | key[k]) + 1;
+            size_t i = trie_home(slot_key, trie->mask);
+            while (trie->slots[i].key) i = (i + 1) & trie->mask;
+            trie->slots[i].key = slot_key;
+            trie->slots[i].child = (uint32_t)trie->nodes;
+            trie->node_piece[trie->nodes] = -1;
+            child = (int64_t)trie->nodes++;
+        }
+        node = (uint32_t)child;
+    }
+    trie->node_piece[node] = id;
+    return true;
+}
+
+void uform_trie_free(uform_trie_t *trie) {
+    free(trie->slots), free(trie->node_piece);
+    trie->slots = NULL, trie->node_piece = NULL;
 }
 
 uform_status_t uform_unigram_build(uform_unigram_t *model, char const *blob, uint32_t const *offsets,
                                    uint32_t const *lengths, size_t count) {
-    size_t total = 1;
+    size_t total = 0;
     for (size_t i = 0; i < count; i++) total += lengths[i];
-    size_t slots = 16;
-    while (slots < total * 2) slots <<= 1;
-    model->trie_keys = calloc(slots, sizeof(uint64_t));
-    model->trie_values = calloc(slots, sizeof(uint32_t));
-    model->node_piece = malloc(total * sizeof(int32_t));
-    if (!model->trie_keys || !model->trie_values || !model->node_piece)
-        return uform_fail(uform_status_out_of_memory_k, "tokenizer: out of memory for the Unigram trie");
-    model->trie_mask = slots - 1;
-    model->nodes = 1;
-    model->node_piece[0] = -1;
-    for (size_t id = 0; id < count; id++) {
-        uint32_t node = 0;
-        unsigned char const *piece = (unsigned char const *)blob + offsets[id];
-        for (size_t k = 0; k < lengths[id]; k++) {
-            int64_t child = trie_child(model, node, piece[k]);
-            if (child < 0) {
-                uint64_t key = (((uint64_t)node << 8) | piece[k]) + 1;
-                size_t i = trie_slot(key, model->trie_mask);
-                while (model->trie_keys[i]) i = (i + 1) & model->trie_mask;
-                model->trie_keys[i] = key;
-                model->trie_values[i] = (uint32_t)model->nodes;
-                model->node_piece[model->nodes] = -1;
-                child = (int64_t)model->nodes++;
-            }
-            node = (uint32_t)child;
-        }
-        if (lengths[id]) model->node_piece[node] = (int32_t)id; // the root is never a match
-    }
+    uform_status_t status = uform_trie_init(&model->trie, total);
+    if (status != uform_status_ok_k) return status;
+    for (size_t id = 0; id < count; id++)
+        if (!uform_trie_insert(&model->trie, (unsigned char const *)blob + offsets[id], lengths[id], (int32_t)id))
+            return uform_fail(uform_status_out_of_memory_k, "tokenizer: out of memory for the Unigram trie");
     return uform_status_ok_k;
 }
 
 void uform_unigram_free(uform_unigram_t *model) {
-    free(model->trie_keys);
-    free(model->trie_values);
-    free(model->node_piece);
+    uform_trie_free(&model->trie);
     free(model->scores);
     uform_strmap_free(&model->lookup);
 }
@@ -94,7 +111,7 @@ uform_status_t uform_unigram_encode(uform_unigram_t const *model, char const *pi
                                     uform_scratch_t *scratch) {
     if (!length) return uform_status_ok_k;
     if (scratch->lattice_cap < length + 1) {
-        size_t cap = (length + 1) * 2;
+        size_t cap = length + 1 > scratch->lattice_cap * 2 ? length + 1 : scratch->lattice_cap * 2;
         double *scores = realloc(scratch->scores, cap * sizeof(double));
         if (scores) scratch->scores = scores;
         int32_t *starts = realloc(scratch->starts, cap * sizeof(int32_t));
@@ -116,10 +133,10 @@ uform_status_t uform_unigram_encode(uform_unigram_t const *model, char const *pi
         bool single = false;
         uint32_t node = 0;
         for (size_t end = start; end < length; end++) {
-            int64_t child = trie_child(model, node, bytes[end]);
+            int64_t child = uform_trie_child(&model->trie, node, bytes[end]);
             if (child < 0) break;
             node = (uint32_t)child;
-            int32_t id = model->node_piece[node];
+            int32_t id = model->trie.node_piece[node];
             if (id < 0) continue;
             size_t key = end + 1;
             double candidate = model->scores[id] + here;

@@ -13,15 +13,24 @@ uform_status_t uform_wordpiece_encode(uform_wordpiece_t const *model, char const
     size_t first = ids->count;
     size_t start = 0;
     while (start < length) {
+        // `tokenizers` tries the rest of the word, then ever shorter prefixes, one code point
+        // less each time: the longest prefix in the vocabulary wins. The whole rest is one hash
+        // probe (the common case); otherwise one walk of the trie finds the longest prefix (keys
+        // are whole code points, so every match ends on a code point boundary).
+        size_t longest = start ? model->longest_continuation : model->longest_word;
         size_t end = length;
         int32_t id = -1;
-        uform_strmap_t const *map = start ? &model->continuations : &model->words;
-        while (start < end) {
-            id = uform_strmap_get(map, word + start, end - start);
-            if (id >= 0) break;
-            // Drop the last code point.
-            end--;
-            while (end > start && ((unsigned char)word[end] & 0xC0) == 0x80) end--;
+        if (length - start <= longest)
+            id = uform_strmap_get(start ? &model->continuations : &model->words, word + start, length - start);
+        if (id < 0) {
+            uform_trie_t const *trie = start ? &model->continuation_trie : &model->word_trie;
+            uint32_t node = 0;
+            for (size_t k = start; k < length; k++) {
+                int64_t child = uform_trie_child(trie, node, (unsigned char)word[k]);
+                if (child < 0) break;
+                node = (uint32_t)child;
+                if (trie->node_piece[node] >= 0) id = trie->node_piece[node], end = k + 1;
+            }
         }
         if (id < 0) {
             ids->count = first;
