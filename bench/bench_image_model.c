@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     uform_executor_description_t description;
     uform_executor_describe(executor, &description);
     uform_executor_drain(executor, uform_mood_spinning_k);
-    for (int w = 0; w < 2; ++w)
+    for (int w = 0; w < 1; ++w) /* one warm-up call */
         if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
             fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
             return 1;
