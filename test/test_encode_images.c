@@ -108,8 +108,13 @@ static uform_model_t open_tower(char const *directory, uform_dtype_t dtype) {
     return model;
 }
 
+/** A RAM executor of `threads` threads, fewer where fewer cores are allowed (a test pinned to one). */
 static uform_executor_t ram_executor(uform_cpu_class_t cpu_class, size_t threads, size_t deferred) {
     uform_ram_options_t ram = {.cpu_class = cpu_class};
+    uform_memory_domain_t domain;
+    size_t domains = 0;
+    if (uform_memory_domains(&domain, 1, &domains) == uform_status_ok_k && domains && domain.cores_count < threads)
+        threads = domain.cores_count ? domain.cores_count : 1;
     uform_executor_t executor = NULL;
     if (uform_executor_for_ram(&ram, threads, deferred, &executor) != uform_status_ok_k) return NULL;
     return executor;

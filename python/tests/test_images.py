@@ -76,7 +76,7 @@ class Images(unittest.TestCase):
         cls.directory = tempfile.TemporaryDirectory()
         write_tower(cls.directory.name)
         cls.model = uform.Model.open(cls.library, cls.directory.name, uform.Modality.IMAGE_ENCODER)
-        cls.executor = uform.Executor.for_ram(cls.library, threads=2)
+        cls.executor = uform.Executor.for_ram(cls.library, threads=min(2, len(os.sched_getaffinity(0))))
         cls.paths = [os.path.join(PHOTOS, name) for name in ("grace_hopper.jpg", "camera.png", "chelsea.png")]
         cls.bytes = []
         for path in cls.paths:
