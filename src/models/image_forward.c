@@ -589,13 +589,16 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     atomic_init(&job->threads_left, threads);
     uform_call_t call = {.residency = uform_residency_ram_k, .schedule = uform_schedule_threads_k, .task = job_thread,
                          .context = job};
+    /* A deferred call's last thread frees the job, maybe before the executor returns here: nothing
+     * of it is read after the submission unless this (blocking) call owns it. */
+    int const caller_frees = job->caller_frees;
     status = uform_executor_call(executor, &call, outcome);
     if (status != uform_status_ok_k) {
         /* Refused before running: the job is still ours. */
         job_free(job);
         return status;
     }
-    if (job->caller_frees) {
+    if (caller_frees) {
         size_t failed = SIZE_MAX, by = 0;
         for (size_t t = 0; t < threads; ++t)
             if (job->per_thread[t].failed_index < failed) failed = job->per_thread[t].failed_index, by = t;
