@@ -770,7 +770,8 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
             uform_ram_options_t ram = {.cpu_class = lower[c]};
             uform_executor_t pinned = NULL;
             if (uform_executor_for_ram(&ram, all, 0, &pinned) != uform_status_ok_k) continue;
-            size_t subset = count < 40 ? count : 40;
+            size_t subset = limit ? (limit / 5 ? limit / 5 : 1) : 40;
+            if (subset > count) subset = count;
             memset(rows, 0, subset * dims * sizeof(float));
             CHECK_STATUS(uform_text_encode_ids(pinned, model, ids, offsets, subset, NULL, NULL, &out, NULL), uform_status_ok_k);
             snprintf(label, sizeof label, "f32 weights, ids given, class %s", uform_cpu_class_name(lower[c]));
