@@ -16,14 +16,15 @@ set(UFORM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/uform CACHE STRING
 mark_as_advanced(UFORM_INSTALL_CMAKEDIR)
 
 # The archive's private dependencies reach static consumers through its INTERFACE_LINK_LIBRARIES.
-# libnuma, libcjson, libutf8proc and libdnnl are absolute paths of this build machine there; the
-# installed package names them `numa`, `cjson`, `utf8proc` and `dnnl` instead, so a consumer links its own machine's.
+# libnuma, libcjson, libutf8proc, libdnnl, libjpeg and libspng are absolute paths of this build machine
+# there; the installed package names them `numa`, `cjson`, `utf8proc`, `dnnl`, `jpeg` and `spng` instead,
+# so a consumer links its own machine's.
 get_target_property(_uform_static_interface uform_static INTERFACE_LINK_LIBRARIES)
 if(_uform_static_interface)
   set(_uform_static_exported "")
   foreach(_item IN LISTS _uform_static_interface)
     set(_uform_exported_name "")
-    foreach(_dep numa:NUMA_LIBRARY cjson:CJSON_LIBRARY utf8proc:UTF8PROC_LIBRARY dnnl:DNNL_LIBRARY)
+    foreach(_dep numa:NUMA_LIBRARY cjson:CJSON_LIBRARY utf8proc:UTF8PROC_LIBRARY dnnl:DNNL_LIBRARY jpeg:JPEG_LIBRARY spng:SPNG_LIBRARY)
       string(REPLACE ":" ";" _dep "${_dep}")
       list(GET _dep 0 _dep_name)
       list(GET _dep 1 _dep_variable)

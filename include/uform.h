@@ -1099,8 +1099,38 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
                                             uform_embeddings_t const *embeddings, uform_status_t *statuses,
                                             uform_outcome_t *outcome);
 
-/** @brief Encodes `count` images, as `uform_encode_texts` does texts; an undecodable image gets
- *  CORRUPT_FILE as its per-item status. */
+/**
+ *  @brief Encodes `count` images (JPEG or PNG bytes, or raw RGB pixels) into `embeddings` with a
+ *  UForm3 image tower, as one call on `executor`: blocking when `outcome` is NULL, deferred
+ *  otherwise, with CONTENDED, DEFERRED_FULL, FORKED, RESIDENCY_MISMATCH and submission order as
+ *  `uform_encode_texts`.
+ *
+ *  The executor's threads decode each image and preprocess it exactly as the `uform` package's
+ *  processor with PIL (shorter side resized to the model's `image_size` with PIL's bicubic filter,
+ *  centre crop, normalisation with the config's means and deviations), then run the tower (patch
+ *  embedding, position embeddings, [CLS] and register tokens, pre-norm blocks with LayerScale,
+ *  final LayerNorm, CLS or mean pooling, projection). `dimensions` below the width truncates
+ *  (Matryoshka), `normalize` L2-normalises after truncation.
+ *
+ *  With `statuses` (one per image), an image that cannot be decoded gets its own status
+ *  (CORRUPT_FILE for truncated, corrupt, empty or unknown data; LIMIT_EXCEEDED for a decompression
+ *  bomb; INVALID_ARGUMENT for raw pixels with a bad size or stride) and a zero row, and the call
+ *  succeeds; a deferred call writes the statuses while it runs. Without `statuses`, the first such
+ *  image (lowest index) fails the whole call with its status, the message naming its index
+ *  ("uform_encode_images: image 3: ..."), and no row is written; a deferred call without
+ *  `statuses` decodes on the submitting thread before it submits, so prefer passing `statuses`.
+ *  Images, embeddings and statuses must stay valid until a deferred call finishes. INVALID_ARGUMENT
+ *  for a NULL model, a text model, NULL images, an image whose `data` is NULL, or embeddings that
+ *  do not fit the model.
+ *
+ *  @code{.c}
+ *  uform_image_t images[2] = {{.data = jpeg, .size = jpeg_size}, {.data = png, .size = png_size}};
+ *  float rows[2][256];
+ *  uform_status_t statuses[2];
+ *  uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+ *  uform_status_t status = uform_encode_images(executor, model, images, 2, &out, statuses, NULL);
+ *  @endcode
+ */
 UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model,
                                              uform_image_t const *images, size_t count,
                                              uform_embeddings_t const *embeddings, uform_status_t *statuses,

@@ -1,9 +1,12 @@
 /**
  *  @file   encode.c
- *  @brief  `uform encode`: texts to embeddings with a model directory, through the public ABI only.
+ *  @brief  `uform encode`: texts or images to embeddings with a model directory, through the public
+ *          ABI only.
  *
  *      uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]
  *                   [--threads N] [TEXT...]
+ *      uform encode --model DIR [...] --image FILE... (a directory expands to its .jpg, .jpeg and
+ *                   .png files in name order)
  *
  *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped). Texts
  *  are encoded in batches of 256 on a RAM executor. `jsonl`, the default, writes one JSON array of
@@ -14,7 +17,10 @@
  */
 #include <uform.h>
 
+#include <dirent.h>  // `opendir`
 #include <errno.h>   // `errno`
+#include <strings.h> // `strcasecmp`
+#include <sys/stat.h> // `stat`
 #include <stdint.h>  // `uint8_t`
 #include <stdio.h>   // `fopen`
 #include <stdlib.h>  // `malloc`
@@ -26,6 +32,7 @@
 static char const encode_usage[] =
     "usage: uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]\n"
     "                    [--threads N] [TEXT...]\n"
+    "       uform encode --model DIR [options] --image FILE...\n"
     "\n"
     "Encodes texts into embeddings with the text tower of a model directory (UForm3 or\n"
     "sentence-transformers). Without TEXT, reads one text per line from standard input.\n"
@@ -35,7 +42,10 @@ static char const encode_usage[] =
     "                  array of texts x dimensions) or f32 (raw little-endian float32 rows)\n"
     "  --output FILE   write there instead of standard output\n"
     "  --dtype D       hold and multiply the weights as f32 (default) or bf16\n"
-    "  --threads N     threads to encode on (default: 7/8 of the cores)\n";
+    "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
+    "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
+    "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
+    "                  files in name order\n";
 
 typedef struct texts_t {
     char **items;
@@ -57,15 +67,88 @@ static int texts_push(texts_t *texts, char *text, size_t length) {
     return 1;
 }
 
+static int is_image_name(char const *name) {
+    char const *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+}
+
+static int compare_names(void const *a, void const *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/** Pushes `path`, or a directory's image files in name order; the pushed strings are allocated
+ *  (freed through `owned`). Returns 0 on failure, printed. */
+static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
+    struct stat info;
+    if (stat(path, &info) != 0) {
+        fprintf(stderr, "uform encode: cannot read %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(info.st_mode)) {
+        char *copy = strdup(path);
+        if (!copy || !texts_push(owned, copy, 0)) return free(copy), 0;
+        return texts_push(paths, copy, strlen(copy));
+    }
+    DIR *directory = opendir(path);
+    if (!directory) {
+        fprintf(stderr, "uform encode: cannot list %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    size_t first = paths->count;
+    for (struct dirent *entry; (entry = readdir(directory));) {
+        if (entry->d_name[0] == '.' || !is_image_name(entry->d_name)) continue;
+        size_t length = strlen(path) + strlen(entry->d_name) + 2;
+        char *joined = malloc(length);
+        if (!joined || !texts_push(owned, joined, 0)) {
+            free(joined);
+            closedir(directory);
+            return 0;
+        }
+        snprintf(joined, length, "%s/%s", path, entry->d_name);
+        struct stat entry_info;
+        if (stat(joined, &entry_info) == 0 && S_ISREG(entry_info.st_mode) && !texts_push(paths, joined, length - 2)) {
+            closedir(directory);
+            return 0;
+        }
+    }
+    closedir(directory);
+    qsort(paths->items + first, paths->count - first, sizeof(char *), compare_names);
+    for (size_t i = first; i < paths->count; ++i) paths->lengths[i] = strlen(paths->items[i]);
+    return 1;
+}
+
+static char *read_whole(char const *path, size_t *size) {
+    FILE *file = fopen(path, "rb");
+    if (!file) return NULL;
+    char *data = NULL;
+    size_t used = 0, capacity = 0;
+    for (;;) {
+        if (used == capacity) {
+            capacity = capacity ? capacity * 2 : 1 << 16;
+            char *grown = realloc(data, capacity);
+            if (!grown) return free(data), fclose(file), NULL;
+            data = grown;
+        }
+        size_t got = fread(data + used, 1, capacity - used, file);
+        used += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(file);
+    fclose(file);
+    if (bad) return free(data), NULL;
+    *size = used;
+    return data;
+}
+
 static int fail_engine(uform_status_t status, char const *what) {
     fprintf(stderr, "uform encode: %s: %s: %s\n", what, uform_status_name(status), uform_error_message());
     return 1;
 }
 
+static char const *progress_unit = "texts";
+
 static void progress(size_t done, size_t total) {
     int width = 40, filled = total ? (int)((double)done / (double)total * width) : 0;
-    fprintf(stderr, "\r[%.*s%*s] %zu/%zu texts", filled, "########################################", width - filled, "",
-            done, total);
+    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %s", filled, "########################################", width - filled, "",
+            done, total, progress_unit);
     if (done == total) fputc('\n', stderr);
     fflush(stderr);
 }
@@ -87,8 +170,8 @@ static void write_npy_header(FILE *out, size_t rows, size_t cols) {
 int uform_command_encode(int argc, char **argv) {
     char const *model_path = NULL, *format = "jsonl", *output = NULL, *dtype = "f32";
     long threads = 0;
-    texts_t texts = {0};
-    int from_arguments = 0;
+    texts_t texts = {0}, owned = {0};
+    int from_arguments = 0, images = 0;
     for (int i = 0; i < argc; ++i) {
         char const *a = argv[i];
         int has_value = i + 1 < argc;
@@ -108,6 +191,14 @@ int uform_command_encode(int argc, char **argv) {
                 fprintf(stderr, "uform encode: --threads takes a count, not '%s'\n%s", argv[i], encode_usage);
                 free(texts.items), free(texts.lengths);
                 return 2;
+            }
+        }
+        else if (!strcmp(a, "--image")) images = 1, from_arguments = 1;
+        else if (images && a[0] != '-') {
+            if (!push_image_path(&texts, &owned, a)) {
+                for (size_t k = 0; k < owned.count; ++k) free(owned.items[k]);
+                free(owned.items), free(owned.lengths), free(texts.items), free(texts.lengths);
+                return 1;
             }
         }
         else if (!strcmp(a, "--")) {
@@ -130,8 +221,11 @@ int uform_command_encode(int argc, char **argv) {
         fprintf(stderr, "uform encode: --format is jsonl, npy or f32, not '%s'\n", format), bad_usage = 1;
     if (strcmp(dtype, "f32") && strcmp(dtype, "bf16"))
         fprintf(stderr, "uform encode: --dtype is f32 or bf16, not '%s'\n", dtype), bad_usage = 1;
+    if (images && !texts.count) fputs("uform encode: --image needs at least one image file\n", stderr), bad_usage = 1;
     if (bad_usage) {
         fputs(encode_usage, stderr);
+        for (size_t k = 0; k < owned.count; ++k) free(owned.items[k]);
+        free(owned.items), free(owned.lengths);
         free(texts.items), free(texts.lengths);
         return 2;
     }
@@ -180,7 +274,8 @@ int uform_command_encode(int argc, char **argv) {
     uform_executor_t executor = NULL;
     float *rows = NULL, *all = NULL;
     FILE *out = stdout;
-    uform_model_options_t options = {.path = model_path, .modality = uform_modality_text_k,
+    uform_image_t *batch_images = NULL;
+    uform_model_options_t options = {.path = model_path, .modality = images ? uform_modality_image_k : uform_modality_text_k,
                                      .residency = uform_residency_ram_k,
                                      .weights_dtype = strcmp(dtype, "bf16") ? uform_dtype_f32_k : uform_dtype_bf16_k};
     uform_status_t status = uform_model_open(&options, &model);
@@ -208,7 +303,8 @@ int uform_command_encode(int argc, char **argv) {
     int npy = !strcmp(format, "npy"), jsonl = !strcmp(format, "jsonl");
     rows = malloc(ENCODE_BATCH * dims * sizeof(float));
     if (npy) all = malloc((texts.count ? texts.count : 1) * dims * sizeof(float));
-    if (!rows || (npy && !all)) {
+    if (images) batch_images = calloc(ENCODE_BATCH, sizeof(uform_image_t)), progress_unit = "images";
+    if (!rows || (npy && !all) || (images && !batch_images)) {
         fputs("uform encode: out of memory for the embeddings\n", stderr);
         goto done;
     }
@@ -217,12 +313,40 @@ int uform_command_encode(int argc, char **argv) {
         size_t count = texts.count - first < ENCODE_BATCH ? texts.count - first : ENCODE_BATCH;
         float *target = npy ? all + first * dims : rows;
         uform_embeddings_t embeddings = {.data = target, .dtype = uform_dtype_f32_k};
-        status = uform_encode_texts(executor, model, (char const *const *)texts.items + first, texts.lengths + first,
-                                    count, &embeddings, NULL, NULL);
+        if (images) {
+            for (size_t i = 0; i < count; ++i) {
+                size_t size = 0;
+                void *data = read_whole(texts.items[first + i], &size);
+                if (!data) {
+                    if (show) fputc('\n', stderr);
+                    fprintf(stderr, "uform encode: cannot read %s: %s\n", texts.items[first + i], strerror(errno));
+                    for (size_t k = 0; k < i; ++k) free((void *)batch_images[k].data);
+                    goto done;
+                }
+                batch_images[i] = (uform_image_t){.data = data, .size = size};
+            }
+            uform_status_t *statuses = malloc(count * sizeof(uform_status_t));
+            status = statuses ? uform_encode_images(executor, model, batch_images, count, &embeddings, statuses, NULL)
+                              : uform_status_out_of_memory_k;
+            for (size_t i = 0; i < count; ++i) free((void *)batch_images[i].data);
+            /* Name the first image that failed, by its file. */
+            for (size_t i = 0; status == uform_status_ok_k && i < count; ++i)
+                if (statuses[i] != uform_status_ok_k) {
+                    if (show) fputc('\n', stderr);
+                    fprintf(stderr, "uform encode: %s: %s: the image cannot be decoded\n", texts.items[first + i],
+                            uform_status_name(statuses[i]));
+                    free(statuses);
+                    goto done;
+                }
+            free(statuses);
+        }
+        else
+            status = uform_encode_texts(executor, model, (char const *const *)texts.items + first, texts.lengths + first,
+                                        count, &embeddings, NULL, NULL);
         if (status != uform_status_ok_k) {
             if (show) fputc('\n', stderr);
             char what[64];
-            snprintf(what, sizeof what, "texts %zu to %zu", first, first + count - 1);
+            snprintf(what, sizeof what, "%s %zu to %zu", images ? "images" : "texts", first, first + count - 1);
             code = fail_engine(status, what);
             goto done;
         }
@@ -249,6 +373,8 @@ done:
         fprintf(stderr, "uform encode: could not write %s: %s\n", output, strerror(errno));
         code = 1;
     }
+    for (size_t k = 0; k < owned.count; ++k) free(owned.items[k]);
+    free(owned.items), free(owned.lengths), free(batch_images);
     free(rows), free(all), free(buffer), free(texts.items), free(texts.lengths);
     uform_executor_free(executor);
     uform_model_free(model);

@@ -1,4 +1,5 @@
-"""Models and encoders: `Model` over ``uform_model_open`` / ``uform_encode_texts``, and `get_model`,
+"""Models and encoders: `Model` over ``uform_model_open`` / ``uform_encode_texts`` /
+``uform_encode_images``, and `get_model`,
 which returns ``(processors, models)`` shaped like the ``uform`` PyPI package's, so its users switch by
 changing an import.
 
@@ -10,6 +11,9 @@ changing an import.
 
 >>> processors, models = uform.get_model("all-MiniLM-L6-v2", modalities=[uform.Modality.TEXT_ENCODER])
 >>> embeddings = models[uform.Modality.TEXT_ENCODER].encode(processors[uform.Modality.TEXT_ENCODER]("a cat"))
+
+>>> processors, models = uform.get_model("uform3-image-text-english-small", modalities=["image_encoder"])
+>>> vectors = models["image_encoder"].encode(processors["image_encoder"](["cat.jpg", open("dog.png", "rb").read()]))
 
 Embeddings come back as NumPy arrays when NumPy is importable (float32 for f32, float16 for f16, and
 uint16 holding the raw bits for bf16, which NumPy lacks), else as lists of lists of floats.
@@ -77,6 +81,18 @@ class EmbeddingsStruct(Structure):
     ]
 
 
+class ImageStruct(Structure):
+    """`uform_image_t`"""
+
+    _fields_ = [
+        ("data", c_void_p),
+        ("size", c_size_t),
+        ("width", c_size_t),
+        ("height", c_size_t),
+        ("stride", c_size_t),
+    ]
+
+
 _P = POINTER
 PROTOTYPES = {
     "uform_model_open": (c_enum, [_P(ModelOptionsStruct), _P(c_void_p)]),
@@ -87,6 +103,10 @@ PROTOTYPES = {
         c_enum,
         [c_void_p, c_void_p, _P(c_char_p), _P(c_size_t), c_size_t, _P(EmbeddingsStruct), _P(c_enum),
          _P(_native.OutcomeStruct)],
+    ),
+    "uform_encode_images": (
+        c_enum,
+        [c_void_p, c_void_p, _P(ImageStruct), c_size_t, _P(EmbeddingsStruct), _P(c_enum), _P(_native.OutcomeStruct)],
     ),
 }
 
@@ -287,8 +307,110 @@ class Model:
             return array, [Status(items[i]) for i in range(count)]
         return array
 
+    def encode_images(self, executor, images, *, dimensions: int = 0, normalize: bool = False, dtype=None,
+                      statuses: bool = False):
+        """`uform_encode_images`, blocking, on ``executor`` (an `Executor`; None runs inline on this
+        thread). ``images`` is one image or a sequence of them, each encoded JPEG or PNG ``bytes``
+        (or ``bytearray``, ``memoryview``), a file path (``str`` or ``os.PathLike``), a NumPy array
+        [height, width, 3] of uint8 RGB, or a PIL image. Decoding and preprocessing run in C on the
+        executor's threads, as PIL and the ``uform`` package's processor do. A PIL image in mode RGB
+        is passed as its pixels; in other modes it travels as an uncompressed PNG, so it is resized
+        in its own mode as the package's processor does (CMYK and other modes PNG cannot hold are
+        converted to RGB first). Returns an array [images, dimensions] as `encode_texts`, and with
+        ``statuses=True`` also the per-image `Status` list (an undecodable image gets CORRUPT_FILE
+        and a zero row); without it an undecodable image raises `Error` naming its index."""
+        from . import DType, Executor, _check
+
+        if executor is None:
+            executor = Executor(self._library)
+        if _is_single_image(images):
+            images = [images]
+        keep = []
+        items = [_image_struct(image, keep) for image in images]
+        count = len(items)
+        dtype = DType.F32 if dtype is None else DType(int(dtype))
+        width = dimensions or self.describe().dimensions
+        element = 4 if dtype == DType.F32 else 2
+        buffer = (ctypes.c_char * max(count * width * element, 1))()
+        out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+        array_of_images = (ImageStruct * max(count, 1))(*items)
+        codes = (c_enum * max(count, 1))() if statuses else None
+        native = self._library._native
+        with executor._using():
+            status = self._functions["uform_encode_images"](
+                executor._handle, self._live(), array_of_images, count, ctypes.byref(out), codes, None)
+            _check(native, status)
+        del keep
+        return self._rows(buffer, count, width, element, dtype, codes if statuses else None)
+
+    @staticmethod
+    def _rows(buffer, count, width, element, dtype, codes):
+        from . import DType, Status
+
+        raw = bytes(buffer)[: count * width * element]
+        if _np is not None:
+            kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
+            array = _np.frombuffer(raw, dtype=kind).reshape(count, width).copy()
+        else:
+            code = {DType.F32: "f", DType.F16: "e", DType.BF16: "H"}[dtype]
+            flat = struct.unpack(f"<{count * width}{code}", raw)
+            array = [list(flat[i * width:(i + 1) * width]) for i in range(count)]
+        if codes is not None:
+            return array, [Status(codes[i]) for i in range(count)]
+        return array
+
     def __repr__(self) -> str:
         return f"uform.Model(0x{self._handle:x})" if self._handle else "uform.Model(closed)"
+
+
+def _is_pil(image) -> bool:
+    return any(c.__module__.startswith("PIL.") and c.__name__ == "Image" for c in type(image).__mro__)
+
+
+def _is_single_image(images) -> bool:
+    import os
+
+    if isinstance(images, (bytes, bytearray, memoryview, str, os.PathLike)) or _is_pil(images):
+        return True
+    return _np is not None and isinstance(images, _np.ndarray) and images.ndim == 3
+
+
+def _image_struct(image, keep: list) -> ImageStruct:
+    """One `uform_image_t` for a supported Python image; what its pointer refers to goes to ``keep``."""
+    import io
+    import os
+
+    from . import Error, Status
+
+    if _is_pil(image):
+        if image.mode == "RGB" and _np is not None:
+            image = _np.asarray(image)
+        else:
+            if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"):
+                image = image.convert("RGB")
+            stream = io.BytesIO()
+            image.save(stream, format="PNG", compress_level=0)
+            image = stream.getvalue()
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as file:
+            image = file.read()
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        data = bytes(image)
+        holder = ctypes.create_string_buffer(data, max(len(data), 1))
+        keep.append(holder)
+        return ImageStruct(ctypes.cast(holder, c_void_p), len(data), 0, 0, 0)
+    if _np is not None and isinstance(image, _np.ndarray):
+        if image.dtype != _np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise Error(Status.INVALID_ARGUMENT,
+                        f"a NumPy image must be [height, width, 3] uint8 RGB, not {image.shape} {image.dtype}")
+        if image.strides[2] != 1 or image.strides[1] != 3 or image.strides[0] < 0:
+            image = _np.ascontiguousarray(image)
+        keep.append(image)
+        height, width = image.shape[0], image.shape[1]
+        return ImageStruct(image.ctypes.data, image.strides[0] * (height - 1) + 3 * width if height else 0, width,
+                           height, image.strides[0])
+    raise Error(Status.INVALID_ARGUMENT,
+                f"an image is bytes, a path, a NumPy array or a PIL image, not {type(image).__name__}")
 
 
 class TextProcessor:
@@ -338,12 +460,47 @@ class TextEncoder:
     forward = encode
 
 
+class ImageProcessor:
+    """What ``processors[Modality.IMAGE_ENCODER]`` is. The engine decodes and preprocesses in C on
+    the encoder's threads, so this only gathers the images (bytes, paths, NumPy arrays, PIL images)
+    into ``{"images": [...]}``, which `ImageEncoder.encode` accepts, as the ``uform`` package's
+    processor output is what its encoder accepts."""
+
+    def __init__(self, model: Model):
+        self._model = model
+
+    def __call__(self, images):
+        if _is_single_image(images):
+            images = [images]
+        return {"images": list(images)}
+
+
+class ImageEncoder:
+    """What ``models[Modality.IMAGE_ENCODER]`` is: ``encode(processed)`` returns the embeddings
+    [images, dimensions] (``return_features`` is UNSUPPORTED)."""
+
+    def __init__(self, model: Model, executor):
+        self.model = model
+        self.executor = executor
+
+    def encode(self, x, return_features: Optional[bool] = None):
+        from . import Error, Status
+
+        if return_features:
+            raise Error(Status.UNSUPPORTED, "return_features: the engine returns embeddings only")
+        images = x["images"] if isinstance(x, dict) else x
+        return self.model.encode_images(self.executor, images)
+
+    __call__ = encode
+    forward = encode
+
+
 def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
               threads: int = 0, weights_dtype=None):
     """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`.
     ``path`` is a local model directory (nothing is downloaded; ``token`` is accepted and ignored).
     ``device`` must be "cpu"; the text encoder runs on a RAM executor of ``threads`` (0: 7/8 of the
-    cores). Image towers are not served yet (UNSUPPORTED)."""
+    cores), and so does the image encoder."""
     from . import Error, Executor, Library, Status
 
     if device != "cpu":
@@ -352,10 +509,10 @@ def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, ba
     wanted = [Modality.TEXT_ENCODER] if modalities is None else [_modality(m) for m in modalities]
     processors, models = {}, {}
     for modality in wanted:
-        if modality is not Modality.TEXT_ENCODER:
-            raise Error(Status.UNSUPPORTED, f"{modality.name}: only text encoders are served by this binding yet")
         model = Model.open(library, path, modality, weights_dtype=weights_dtype)
         executor = Executor.for_ram(library, threads=threads)
-        processors[modality] = TextProcessor(model)
-        models[modality] = TextEncoder(model, executor)
+        if modality is Modality.TEXT_ENCODER:
+            processors[modality], models[modality] = TextProcessor(model), TextEncoder(model, executor)
+        else:
+            processors[modality], models[modality] = ImageProcessor(model), ImageEncoder(model, executor)
     return processors, models

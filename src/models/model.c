@@ -8,6 +8,7 @@
  *  later changes nothing.
  */
 #include "models/config.h"
+#include "models/image_tower.h"
 #include "models/model.h"
 #include "models/safetensors.h"
 #include "internal.h"
@@ -94,6 +95,7 @@ done:
 
 void uform_model_free(uform_model_t model) {
     if (!model) return;
+    uform_image_model_release(model);
     uform_model_owned_t *owned = (uform_model_owned_t *)model->owned;
     if (owned) {
         for (size_t i = 0; i < model->replicas_count; ++i) {
@@ -131,8 +133,20 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
                           options->ram->memory_domains_count);
     if (options->residency == uform_residency_vram_k)
         return uform_fail(uform_status_unsupported_k, "VRAM models are not built yet; open the model with RAM residency");
-    if (options->modality == uform_modality_image_k)
-        return uform_fail(uform_status_unsupported_k, "image towers are not built yet; only text towers open");
+    if (options->modality == uform_modality_image_k) {
+        struct uform_model_s *image = calloc(1, sizeof(struct uform_model_s));
+        if (!image) return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
+        image->modality = options->modality;
+        image->residency = options->residency;
+        image->weights_dtype = options->weights_dtype;
+        uform_status_t const loaded = uform_image_model_load(image, options);
+        if (loaded != uform_status_ok_k) {
+            uform_model_free(image);
+            return loaded;
+        }
+        *result = image;
+        return uform_status_ok_k;
+    }
 
     char const *directory = options->path;
     uform_dtype_t const dtype = options->weights_dtype;

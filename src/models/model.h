@@ -20,6 +20,8 @@ struct uform_model_s {
     int32_t *replica_nodes;
     uform_text_tower_t *text_replicas; /**< Text towers, `replicas_count` of them; NULL for images. */
     uform_tokenizer_t *tokenizer;      /**< Text towers only. */
+    struct uform_image_tower_t *image_replicas; /**< Image towers, `replicas_count` of them; NULL for texts. */
+    void *image_owned;                 /**< What the image loader must release (models/image_model.c). */
     void *owned;                       /**< Whatever the loader must release (mappings, buffers). */
 };
 

@@ -1,0 +1,147 @@
+/**
+ *  @file   bench_image.c
+ *  @brief  Image preprocessing speed on one core: decode + resize + crop + normalise per image, as
+ *          the `uform` processor does it (bench_image.py measures PIL + that processor on the same
+ *          files and prints the ratio). Single-threaded; files are read into memory first.
+ *
+ *  usage: bench_image [--side N] [--seconds S] [--quick] FILE...
+ *
+ *  Per file it prints one line: `file WIDTHxHEIGHT exact_us fast_us decode_us fast_mean_diff
+ *  fast_max_diff fast2_us fast2_mean_diff fast2_max_diff`: microseconds per image on the exact path
+ *  (PIL's pixels), on the DCT-scaled JPEG path (`jpeg_min_side = side`; equal to exact for PNGs),
+ *  for decoding alone, how far the fast path's crop is from the exact one (mean and max levels),
+ *  then the same for a milder fast path (`jpeg_min_side = 2 * side`). Times are this thread's CPU time (best
+ *  of 3 rounds), so other processes on the machine inflate them little.
+ */
+#include "image/image.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* CPU time of this thread: the figure per core, robust to other processes sharing the machine. */
+static double cpu_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+static uint8_t *read_all(char const *path, size_t *size) {
+    FILE *file = fopen(path, "rb");
+    if (!file) return NULL;
+    fseek(file, 0, SEEK_END);
+    long length = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    uint8_t *data = malloc(length > 0 ? (size_t)length : 1);
+    *size = data && length > 0 && fread(data, 1, (size_t)length, file) == (size_t)length ? (size_t)length : 0;
+    fclose(file);
+    return data;
+}
+
+typedef enum { run_exact, run_fast, run_decode } run_kind_t;
+
+/* Microseconds per image: repeats until `seconds` passed (at least 3 runs), best of 3 rounds. */
+static double time_per_image(uform_image_t const *image, uform_image_preprocess_options_t const *options,
+                             uform_image_scratch_t *scratch, float *chw, run_kind_t kind, double seconds) {
+    double best = 1e30;
+    for (int round = 0; round < 3; ++round) {
+        size_t runs = 0;
+        double start = cpu_seconds(), now = start;
+        do {
+            uform_status_t status;
+            if (kind == run_decode) {
+                uform_pixels_t pixels;
+                status = uform_image_decode(image, &options->decode, scratch, &pixels);
+            } else {
+                status = uform_image_preprocess(image, options, scratch, chw, NULL);
+            }
+            if (status != uform_status_ok_k) {
+                fprintf(stderr, "bench_image: %s\n", uform_error_message());
+                exit(1);
+            }
+            ++runs;
+            now = cpu_seconds();
+        } while (now - start < seconds / 3 || runs < 3);
+        double per = (now - start) / (double)runs * 1e6;
+        if (per < best) best = per;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    size_t side = 224;
+    double seconds = 1.0;
+    int first = 1;
+    for (; first < argc && !strncmp(argv[first], "--", 2); ++first) {
+        if (!strcmp(argv[first], "--side") && first + 1 < argc) side = strtoul(argv[++first], NULL, 10);
+        else if (!strcmp(argv[first], "--seconds") && first + 1 < argc) seconds = atof(argv[++first]);
+        else if (!strcmp(argv[first], "--quick")) seconds = 0.03;
+        else {
+            fprintf(stderr, "usage: bench_image [--side N] [--seconds S] [--quick] FILE...\n");
+            return 2;
+        }
+    }
+    if (first == argc) {
+        fprintf(stderr, "usage: bench_image [--side N] [--seconds S] [--quick] FILE...\n");
+        return 2;
+    }
+    uform_image_scratch_t scratch = {0};
+    float *chw = malloc(3 * side * side * sizeof(float));
+    uint8_t *exact = malloc(3 * side * side), *fast = malloc(3 * side * side);
+    double total_exact = 0, total_fast = 0;
+    printf("# file size exact_us fast_us decode_us fast_mean_diff fast_max_diff fast2_us fast2_mean_diff fast2_max_diff"
+           " (side %zu, one thread)\n",
+           side);
+    for (int i = first; i < argc; ++i) {
+        size_t size = 0;
+        uint8_t *data = read_all(argv[i], &size);
+        if (!data || !size) {
+            fprintf(stderr, "bench_image: cannot read %s\n", argv[i]);
+            return 1;
+        }
+        uform_image_t image = {.data = data, .size = size};
+        uform_image_preprocess_options_t options = {.side = side, .mean = {0.48145466f, 0.4578275f, 0.40821073f},
+                                                    .std = {0.26862954f, 0.26130258f, 0.27577711f}};
+        uform_image_preprocess_options_t fast_options = options;
+        fast_options.decode.jpeg_min_side = side;
+        uform_image_preprocess_options_t mild_options = options;
+        mild_options.decode.jpeg_min_side = 2 * side;
+        uform_pixels_t pixels;
+        if (uform_image_decode(&image, NULL, &scratch, &pixels) != uform_status_ok_k ||
+            uform_image_preprocess(&image, &options, &scratch, NULL, exact) != uform_status_ok_k) {
+            fprintf(stderr, "bench_image: %s: %s\n", argv[i], uform_error_message());
+            return 1;
+        }
+        size_t width = pixels.width, height = pixels.height;
+        double mean[2] = {0, 0};
+        int largest[2] = {0, 0};
+        for (int variant = 0; variant < 2; ++variant) {
+            if (uform_image_preprocess(&image, variant ? &mild_options : &fast_options, &scratch, NULL, fast) !=
+                uform_status_ok_k) {
+                fprintf(stderr, "bench_image: %s: %s\n", argv[i], uform_error_message());
+                return 1;
+            }
+            for (size_t j = 0; j < 3 * side * side; ++j) {
+                int d = abs((int)exact[j] - (int)fast[j]);
+                mean[variant] += d;
+                if (d > largest[variant]) largest[variant] = d;
+            }
+            mean[variant] /= (double)(3 * side * side);
+        }
+        double exact_us = time_per_image(&image, &options, &scratch, chw, run_exact, seconds);
+        double fast_us = time_per_image(&image, &fast_options, &scratch, chw, run_fast, seconds);
+        double decode_us = time_per_image(&image, &options, &scratch, chw, run_decode, seconds);
+        double mild_us = time_per_image(&image, &mild_options, &scratch, chw, run_fast, seconds);
+        total_exact += exact_us, total_fast += fast_us;
+        printf("%s %zux%zu %.1f %.1f %.1f %.3f %d %.1f %.3f %d\n", argv[i], width, height, exact_us, fast_us,
+               decode_us, mean[0], largest[0], mild_us, mean[1], largest[1]);
+        free(data);
+    }
+    printf("# all files: exact %.1f images/s, fast %.1f images/s\n", (argc - first) / total_exact * 1e6,
+           (argc - first) / total_fast * 1e6);
+    free(chw), free(exact), free(fast);
+    uform_image_scratch_free(&scratch);
+    return 0;
+}

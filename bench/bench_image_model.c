@@ -1,0 +1,193 @@
+/**
+ *  @file   bench_image_model.c
+ *  @brief  Images per second of `uform_encode_images` on ViT towers of real shapes with random
+ *          weights (test/encode_images/towers.h), through the public ABI. bench_image_model.py runs
+ *          it beside PyTorch (f32, bf16) and ONNX Runtime and prints them side by side.
+ *
+ *      bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--threads N]
+ *                        [--dtype f32|bf16] [--seconds S] [--min-calls N] [--images DIR] [--json]
+ *
+ *  Shapes: vit-s16 (384 wide, 6 heads, 12 layers), vit-b16 (768 wide, 12 heads, 12 layers), both
+ *  patch 16 at 224 pixels, CLS pooling, a 256-wide projection. Modes: `whole` feeds the JPEG files of
+ *  --images (default test/image/photos) as bytes, cycled to fill the batch: decoding, PIL-exact
+ *  resize and crop, normalisation and the tower, all on the executor's threads; `model` feeds raw
+ *  224 x 224 RGB pixels, so the resize is the identity and what is measured is the tower (plus
+ *  normalisation and im2col, well under 1%).
+ */
+#define _GNU_SOURCE 1
+#include "../test/encode_images/towers.h"
+
+#include <uform.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UFORM_BENCH_PHOTOS
+#define UFORM_BENCH_PHOTOS "test/image/photos"
+#endif
+
+static tower_spec_t const bench_specs[] = {
+    {"vit-s16", 384, 6, 12, 16, 224, 256, 0, "cls", 11},
+    {"vit-b16", 768, 12, 12, 16, 224, 256, 0, "cls", 12},
+};
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static char *slurp(char const *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long length = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)length);
+    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
+    fclose(f);
+    *size = (size_t)length;
+    return data;
+}
+
+static void remove_tower(char const *directory) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", directory), unlink(path);
+    snprintf(path, sizeof path, "%s/image_encoder.safetensors", directory), unlink(path);
+    rmdir(directory);
+}
+
+int main(int argc, char **argv) {
+    char const *shape = "vit-s16", *dtype_name = "f32", *mode = "model", *images_dir = UFORM_BENCH_PHOTOS;
+    size_t batch = 50, threads = 0, min_calls = 3;
+    double seconds = 3.0;
+    int json = 0;
+    for (int i = 1; i < argc; ++i) {
+        char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) json = 1;
+        else if (v && !strcmp(a, "--shape")) shape = v, ++i;
+        else if (v && !strcmp(a, "--dtype")) dtype_name = v, ++i;
+        else if (v && !strcmp(a, "--mode")) mode = v, ++i;
+        else if (v && !strcmp(a, "--images")) images_dir = v, ++i;
+        else if (v && !strcmp(a, "--batch")) batch = strtoul(v, NULL, 10), ++i;
+        else if (v && !strcmp(a, "--threads")) threads = strtoul(v, NULL, 10), ++i;
+        else if (v && !strcmp(a, "--min-calls")) min_calls = strtoul(v, NULL, 10), ++i;
+        else if (v && !strcmp(a, "--seconds")) seconds = atof(v), ++i;
+        else {
+            fprintf(stderr, "usage: bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
+                            "[--threads N] [--dtype f32|bf16] [--seconds S] [--min-calls N] [--images DIR] [--json]\n");
+            return 2;
+        }
+    }
+    tower_spec_t const *spec = NULL;
+    for (size_t i = 0; i < 2; ++i)
+        if (!strcmp(shape, bench_specs[i].name)) spec = &bench_specs[i];
+    int whole = !strcmp(mode, "whole");
+    if (!spec || (!whole && strcmp(mode, "model")) || !batch) {
+        fprintf(stderr, "bench_image_model: unknown shape '%s' or mode '%s', or a zero batch\n", shape, mode);
+        return 2;
+    }
+    char directory[256];
+    snprintf(directory, sizeof directory, "%s/uform-bench-vit-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(directory) || !tower_write(directory, spec)) {
+        fprintf(stderr, "bench_image_model: cannot write the tower under %s\n", directory);
+        return 1;
+    }
+    uform_model_options_t options = {.path = directory, .modality = uform_modality_image_k,
+                                     .residency = uform_residency_ram_k,
+                                     .weights_dtype = !strcmp(dtype_name, "bf16") ? uform_dtype_bf16_k : uform_dtype_f32_k};
+    uform_model_t model = NULL;
+    uform_status_t status = uform_model_open(&options, &model);
+    remove_tower(directory);
+    if (status != uform_status_ok_k) {
+        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        return 1;
+    }
+
+    /* Inputs: the JPEGs of `images_dir` cycled, or raw 224 x 224 pixels. */
+    uform_image_t *images = calloc(batch, sizeof(uform_image_t));
+    char *files[64];
+    size_t sizes[64], files_count = 0;
+    uint8_t *pixels = NULL;
+    if (whole) {
+        DIR *d = opendir(images_dir);
+        char names[64][256];
+        for (struct dirent *e; d && (e = readdir(d)) && files_count < 64;) {
+            char const *dot = strrchr(e->d_name, '.');
+            if (dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg")))
+                snprintf(names[files_count++], sizeof names[0], "%s", e->d_name);
+        }
+        if (d) closedir(d);
+        qsort(names, files_count, sizeof names[0], (int (*)(void const *, void const *))strcmp);
+        for (size_t i = 0; i < files_count; ++i) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", images_dir, names[i]);
+            files[i] = slurp(path, &sizes[i]);
+            if (!files[i]) {
+                fprintf(stderr, "bench_image_model: cannot read %s\n", path);
+                return 1;
+            }
+        }
+        if (!files_count) {
+            fprintf(stderr, "bench_image_model: no JPEG files in %s\n", images_dir);
+            return 1;
+        }
+        for (size_t i = 0; i < batch; ++i) images[i] = (uform_image_t){.data = files[i % files_count], .size = sizes[i % files_count]};
+    }
+    else {
+        size_t side = spec->image_size, bytes = side * side * 3;
+        pixels = malloc(bytes);
+        uint64_t s = 1;
+        for (size_t i = 0; i < bytes; ++i) pixels[i] = (uint8_t)(tower_splitmix64(&s) >> 56);
+        for (size_t i = 0; i < batch; ++i) images[i] = (uform_image_t){.data = pixels, .size = bytes, .width = side, .height = side};
+    }
+    float *rows = malloc(batch * spec->embedding_dim * sizeof(float));
+    uform_status_t *statuses = malloc(batch * sizeof(uform_status_t));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    uform_executor_t executor = NULL;
+    if (uform_executor_for_ram(NULL, threads, 0, &executor) != uform_status_ok_k) {
+        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        return 1;
+    }
+    uform_executor_description_t description;
+    uform_executor_describe(executor, &description);
+    uform_executor_drain(executor, uform_mood_spinning_k);
+    for (int w = 0; w < 1; ++w) /* one warm-up call */
+        if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
+            fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+            return 1;
+        }
+    size_t calls = 0;
+    double start = now(), elapsed, best = 1e30;
+    do {
+        double before = now();
+        uform_encode_images(executor, model, images, batch, &out, statuses, NULL);
+        double took = now() - before;
+        if (took < best) best = took;
+        ++calls;
+        elapsed = now() - start;
+    } while (elapsed < seconds || calls < min_calls);
+    uform_executor_drain(executor, uform_mood_parked_k);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double rate = (double)(calls * batch) / elapsed;
+    if (json)
+        printf("{\"system\": \"uform\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "
+               "\"threads\": %zu, \"images_per_second\": %.2f, \"best_call_ms\": %.3f, \"peak_rss_mib\": %.1f}\n",
+               shape, mode, dtype_name, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+    else
+        printf("uform %s %s %s: batch %zu, %zu threads: %.2f images/s, best call %.3f ms, peak RSS %.1f MiB\n", shape,
+               mode, dtype_name, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+    uform_executor_free(executor);
+    uform_model_free(model);
+    for (size_t i = 0; i < files_count; ++i) free(files[i]);
+    free(pixels), free(images), free(rows), free(statuses);
+    return 0;
+}

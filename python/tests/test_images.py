@@ -1,0 +1,155 @@
+"""Image towers from Python: `uform.Model.encode_images` with bytes, paths, NumPy arrays and PIL
+images, per-image statuses, errors naming the index, and `uform.get_model` for images. The tower is a
+tiny random ViT written here (UForm3 layout); its numbers against PyTorch are test_encode_images's."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import struct
+import tempfile
+import unittest
+
+import uform
+
+from _support import REPOSITORY, library
+
+PHOTOS = os.path.join(REPOSITORY, "test", "image", "photos")
+BAD = os.path.join(REPOSITORY, "test", "image", "bad")
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None
+try:
+    from PIL import Image
+except ImportError:  # pragma: no cover
+    Image = None
+
+
+def write_tower(directory: str, dim=64, heads=2, layers=1, patch=16, size=64, embedding=32) -> None:
+    config = {"image_encoder": {"dim": dim, "patch_size": patch, "image_size": size, "num_layers": layers,
+                                "num_heads": heads, "embedding_dim": embedding, "pooling": "cls",
+                                "normalization_means": [0.48145466, 0.4578275, 0.40821073],
+                                "normalization_deviations": [0.26862954, 0.26130258, 0.27577711]}}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f)
+    grid = size // patch
+    shapes = [("patch_embed.weight", [dim, 3, patch, patch]), ("patch_embed.bias", [dim]),
+              ("pos_embed", [1, grid * grid, dim]), ("cls_token", [1, 1, dim])]
+    for l in range(layers):
+        b = f"blocks.{l}."
+        shapes += [(b + "norm1.weight", [dim]), (b + "norm1.bias", [dim])]
+        for name in ("query", "key", "value", "out"):
+            shapes += [(b + f"attn.{name}.weight", [dim, dim]), (b + f"attn.{name}.bias", [dim])]
+        shapes += [(b + "ls1.gamma", [dim]), (b + "norm2.weight", [dim]), (b + "norm2.bias", [dim]),
+                   (b + "mlp.hidden_layer.weight", [4 * dim, dim]), (b + "mlp.hidden_layer.bias", [4 * dim]),
+                   (b + "mlp.output_layer.weight", [dim, 4 * dim]), (b + "mlp.output_layer.bias", [dim]),
+                   (b + "ls2.gamma", [dim])]
+    shapes += [("norm.weight", [dim]), ("norm.bias", [dim]), ("embedding_projection.weight", [embedding, dim])]
+    rng = random.Random(13)
+    header, blobs, offset = {}, [], 0
+    for name, shape in shapes:
+        count = math.prod(shape)
+        center = 1.0 if name.endswith(("gamma", "norm1.weight", "norm2.weight", "norm.weight")) else 0.0
+        half = math.sqrt(3.0 / shape[-1]) if len(shape) >= 2 and name != "pos_embed" else 0.2
+        blob = struct.pack(f"<{count}f", *(center + rng.uniform(-half, half) for _ in range(count)))
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(os.path.join(directory, "image_encoder.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def rows_close(a, b, tolerance=1e-4) -> bool:
+    return all(abs(float(x) - float(y)) <= tolerance for x, y in zip(a, b))
+
+
+class Images(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.library = library()
+        cls.directory = tempfile.TemporaryDirectory()
+        write_tower(cls.directory.name)
+        cls.model = uform.Model.open(cls.library, cls.directory.name, uform.Modality.IMAGE_ENCODER)
+        cls.executor = uform.Executor.for_ram(cls.library, threads=min(2, len(os.sched_getaffinity(0))))
+        cls.paths = [os.path.join(PHOTOS, name) for name in ("grace_hopper.jpg", "camera.png", "chelsea.png")]
+        cls.bytes = []
+        for path in cls.paths:
+            with open(path, "rb") as f:
+                cls.bytes.append(f.read())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.executor.close()
+        cls.model.close()
+        cls.directory.cleanup()
+
+    def test_describe(self):
+        d = self.model.describe()
+        self.assertEqual((d.modality, d.image_size, d.dimensions, d.layers), (uform.Modality.IMAGE_ENCODER, 64, 32, 1))
+
+    def test_bytes_and_paths(self):
+        from_bytes = self.model.encode_images(self.executor, self.bytes)
+        from_paths = self.model.encode_images(self.executor, self.paths)
+        self.assertEqual(len(from_bytes), 3)
+        for a, b in zip(from_bytes, from_paths):
+            self.assertEqual(list(a), list(b))
+        self.assertFalse(rows_close(from_bytes[0], from_bytes[1]))
+        single = self.model.encode_images(None, self.bytes[0])
+        self.assertTrue(rows_close(single[0], from_bytes[0]))
+
+    @unittest.skipIf(np is None or Image is None, "NumPy and PIL are needed")
+    def test_numpy_and_pil(self):
+        expected = self.model.encode_images(self.executor, self.bytes)
+        opened = [Image.open(path) for path in self.paths]  # RGB, L, RGB
+        self.assertEqual(opened[1].mode, "L")
+        from_pil = self.model.encode_images(self.executor, opened)
+        from_numpy = self.model.encode_images(self.executor, [np.asarray(opened[0]), np.asarray(opened[2])])
+        for a, b in zip(from_pil, expected):
+            self.assertTrue(rows_close(a, b))
+        self.assertTrue(rows_close(from_numpy[0], expected[0]) and rows_close(from_numpy[1], expected[2]))
+        strided = np.asarray(opened[0])[:, ::2]  # not contiguous: copied
+        self.assertEqual(len(self.model.encode_images(self.executor, strided)), 1)
+        with self.assertRaises(uform.Error) as caught:
+            self.model.encode_images(self.executor, np.zeros((4, 4, 4), dtype=np.uint8))
+        self.assertEqual(caught.exception.kind, uform.Status.INVALID_ARGUMENT)
+
+    def test_statuses_and_errors(self):
+        with open(os.path.join(BAD, "truncated.jpg"), "rb") as f:
+            truncated = f.read()
+        rows, statuses = self.model.encode_images(self.executor, [self.bytes[0], truncated, b""], statuses=True)
+        self.assertEqual(statuses, [uform.Status.OK, uform.Status.CORRUPT_FILE, uform.Status.CORRUPT_FILE])
+        self.assertTrue(all(float(x) == 0.0 for x in rows[1]))
+        with self.assertRaises(uform.Error) as caught:
+            self.model.encode_images(self.executor, [self.bytes[0], truncated])
+        self.assertEqual(caught.exception.kind, uform.Status.CORRUPT_FILE)
+        self.assertIn("image 1", str(caught.exception))
+        with self.assertRaises(uform.Error):
+            self.model.encode_images(self.executor, [3.5])
+
+    def test_matryoshka_and_dtypes(self):
+        full = self.model.encode_images(self.executor, self.bytes[:1])
+        narrow = self.model.encode_images(self.executor, self.bytes[:1], dimensions=8, normalize=True,
+                                          dtype=uform.DType.F16)
+        norm = math.sqrt(sum(float(x) ** 2 for x in full[0][:8]))
+        self.assertTrue(rows_close(narrow[0], [float(x) / norm for x in full[0][:8]], 2e-3))
+
+    def test_get_model(self):
+        processors, models = uform.get_model(self.directory.name, modalities=["image_encoder"], library=self.library,
+                                             threads=1)
+        processor, encoder = processors[uform.Modality.IMAGE_ENCODER], models[uform.Modality.IMAGE_ENCODER]
+        rows = encoder.encode(processor(self.paths))
+        expected = self.model.encode_images(self.executor, self.bytes)
+        for a, b in zip(rows, expected):
+            self.assertTrue(rows_close(a, b))
+        encoder.executor.close()
+        encoder.model.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,613 @@
+/**
+ *  @file   image_forward.c
+ *  @brief  The image verb's call: decoding and preprocessing per image on the executor's threads
+ *          (each thread its own image scratch), then the pre-norm ViT of the `uform` package's
+ *          `ImageEncoder` over chunks of images, with the text tower's kernels (src/kernels/).
+ *
+ *  Layout of one chunk of `n` images, each a sequence of S = 1 + R + P tokens ([CLS], R register
+ *  tokens, P patches), packed without padding:
+ *
+ *      patches [n P][3 p p]   pixels of each patch, normalised, in (channel, row, column) order
+ *      x       [n S][dim]     the residual stream
+ *      h       [n S][dim]     LayerNorm(x)
+ *      qkv     [n S][3 dim]   queries, keys, values side by side
+ *      ctx     [n S][dim]     attention output, heads side by side
+ *      tmp     [n S][dim]     a product before LayerScale (and the patch embedding)
+ *      ffn     [n S][4 dim]   GELU(h W1^T + b1)
+ *
+ *  Every thread walks the same phases, taking tiles from each phase's counter, meeting at a
+ *  barrier after each: decode (all images, before the chunks), then per chunk im2col, the patch
+ *  GEMM, assembly (position embeddings added, then [CLS] and registers in front, as the package
+ *  does), per block `x += ls1 * attn(norm1(x))`, `x += ls2 * mlp(norm2(x))`, the final LayerNorm
+ *  with pooling, the projection and the output rows.
+ */
+#define _GNU_SOURCE
+#include "models/image_forward.h"
+
+#include "image/image.h"
+#include "internal.h"
+#include "kernels/kernels.h"
+
+#include <limits.h>    // `INT_MAX`
+#include <math.h>      // `sqrt`
+#include <stdatomic.h>
+#include <stdio.h>     // `snprintf`
+#include <stdlib.h>
+#include <string.h>
+
+#define IMAGE_TILE_ROWS 128
+#define IMAGE_CHUNK_FLOATS (4096u * 384u)
+#define IMAGE_BARRIER_SPINS 4096u
+
+typedef struct image_thread_t {
+    uform_image_tower_t const *tower;
+    void *scratch;
+    size_t scratch_bytes;
+    uform_image_scratch_t images; /**< Decoding and resize buffers, this thread's own. */
+    size_t failed_index;          /**< The lowest image this thread failed to decode, or SIZE_MAX. */
+    uform_status_t failed_status;
+    char failed_message[256];
+} image_thread_t;
+
+typedef struct image_job_t {
+    struct uform_model_s const *model;
+    uform_image_tower_t const *tower0;
+    uform_embeddings_t out;
+    size_t out_dimensions, out_stride;
+    uform_gemm_t gemm;
+    uform_kernels_t const *kernels;
+    size_t threads;
+    image_thread_t *per_thread;
+    int caller_frees; /**< Blocking calls: the verb reads the failures, then frees. */
+
+    size_t count;
+    uform_image_t *images;        /**< [count] copies of the caller's (pixels borrowed). */
+    uint8_t *rgb;                 /**< [count][side side 3] preprocessed pixels. */
+    size_t rgb_bytes;
+    uform_status_t *item;         /**< [count] decoding status of each image. */
+    int predecoded;               /**< `rgb` and `item` were filled before submission. */
+    int strict;                   /**< No statuses: one failure fails the call. */
+    uform_status_t *statuses;
+    uform_image_preprocess_options_t preprocess;
+    float lut[3][256];            /**< `(v / 255 - mean) / std`, as `uform_image_normalize`. */
+
+    size_t chunk_images, chunks_count;
+    float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
+    size_t activation_bytes;
+
+    atomic_size_t *counters;
+    size_t counters_count;
+    atomic_int abandoned; /**< A strict call with a failed image computes nothing. */
+    atomic_uint barrier_arrived, barrier_generation, barrier_sleepers;
+    atomic_size_t threads_left;
+} image_job_t;
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
+
+static void barrier(image_job_t *job) {
+    if (job->threads == 1) return;
+    unsigned generation = atomic_load(&job->barrier_generation);
+    if (atomic_fetch_add(&job->barrier_arrived, 1) + 1 == job->threads) {
+        atomic_store(&job->barrier_arrived, 0);
+        atomic_fetch_add(&job->barrier_generation, 1);
+        if (atomic_load(&job->barrier_sleepers)) uform_futex_wake((uint32_t *)&job->barrier_generation, INT_MAX);
+        return;
+    }
+    for (unsigned spin = 0; spin < IMAGE_BARRIER_SPINS; ++spin) {
+        if (atomic_load_explicit(&job->barrier_generation, memory_order_acquire) != generation) return;
+        uform_spin_pause();
+    }
+    atomic_fetch_add(&job->barrier_sleepers, 1);
+    while (atomic_load(&job->barrier_generation) == generation)
+        uform_futex_wait((uint32_t *)&job->barrier_generation, generation, NULL);
+    atomic_fetch_sub(&job->barrier_sleepers, 1);
+}
+
+/* ---- GEMM phases ---- */
+
+typedef struct plan_t {
+    size_t rows_per_tile, cols_per_tile, tiles_m, tiles_n;
+} plan_t;
+
+/** Row tiles of 128 to 512 (two per thread at least), columns split when rows are too few; weights
+ *  that widen per tile (f16, bf16 without native bf16) take all rows per tile. */
+static plan_t plan_for(image_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
+    plan_t plan;
+    size_t wanted = job->threads == 1 ? 1 : job->threads * 2;
+    int widens = uform_gemm_scratch_bytes(&job->gemm, dtype, 1, 1, 1) == sizeof(float);
+    size_t rows = IMAGE_TILE_ROWS;
+    while (rows < 4 * IMAGE_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
+    plan.rows_per_tile = widens ? (m ? m : 1) : rows;
+    plan.tiles_m = m ? ceil_div(m, plan.rows_per_tile) : 0;
+    size_t splits = plan.tiles_m >= wanted || !plan.tiles_m ? 1 : ceil_div(wanted, plan.tiles_m);
+    plan.cols_per_tile = round_up(ceil_div(n, splits), 16);
+    if (plan.cols_per_tile < 64 && !widens) plan.cols_per_tile = 64;
+    if (plan.cols_per_tile > n) plan.cols_per_tile = n;
+    plan.tiles_n = ceil_div(n, plan.cols_per_tile);
+    return plan;
+}
+
+typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_layer_scale_k } epilogue_t;
+
+/** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
+ *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). */
+static void gemm_phase(image_job_t *job, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
+                       float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
+                       uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld) {
+    plan_t plan = plan_for(job, weight->dtype, m, n);
+    size_t tiles = plan.tiles_m * plan.tiles_n;
+    size_t element = dtype_size(weight->dtype);
+    float const *b = bias && bias->data ? (float const *)bias->data : NULL;
+    for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
+        size_t tm = tile / plan.tiles_n, tn = tile % plan.tiles_n;
+        size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
+        size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
+        size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
+        float *ct = c + i0 * ldc + j0;
+        uform_gemm_tile(&job->gemm, rows, cols, k, a + i0 * lda, lda, (char const *)weight->data + j0 * k * element,
+                        weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
+        switch (epilogue) {
+        case epilogue_none_k: break;
+        case epilogue_bias_k:
+            if (b) job->kernels->bias_residual(ct, ldc, rows, cols, b + j0, NULL, 0);
+            break;
+        case epilogue_bias_gelu_k: job->kernels->bias_gelu(ct, ldc, rows, cols, b + j0); break;
+        case epilogue_layer_scale_k: {
+            if (b) job->kernels->bias_residual(ct, ldc, rows, cols, b + j0, NULL, 0);
+            float const *g = (float const *)gamma->data + j0;
+            for (size_t i = 0; i < rows; ++i) {
+                float const *source = ct + i * ldc;
+                float *target = residual + (i0 + i) * residual_ld + j0;
+                for (size_t j = 0; j < cols; ++j) target[j] += g[j] * source[j];
+            }
+            break;
+        }
+        }
+    }
+    barrier(job);
+}
+
+static void norm_phase(image_job_t *job, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
+                       uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon) {
+    size_t blocks = ceil_div(rows, 16);
+    for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
+        size_t first = block * 16, count = rows - first < 16 ? rows - first : 16;
+        job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
+                                 (float const *)weight->data, (float const *)bias->data, epsilon);
+    }
+    barrier(job);
+}
+
+/* ---- Per-thread scratch: [GEMM][scores S * max(S, head + 1)][row max(dim, E)] ---- */
+
+static size_t gemm_scratch_floats(image_job_t const *job) {
+    uform_image_config_t const *c = &job->tower0->config;
+    size_t n = job->chunk_images, tokens = n * c->sequence;
+    size_t shapes[5][3] = {{n * c->patches, c->dim, 3 * c->patch_size * c->patch_size},
+                           {tokens, c->dim, c->dim},
+                           {tokens, c->intermediate, c->dim},
+                           {tokens, c->dim, c->intermediate},
+                           {n, c->embedding_dimensions, c->dim}};
+    size_t bytes = 0;
+    for (size_t s = 0; s < 5; ++s) {
+        plan_t plan = plan_for(job, job->tower0->weights_dtype, shapes[s][0], shapes[s][1]);
+        size_t b = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, plan.rows_per_tile,
+                                            plan.cols_per_tile, shapes[s][2]);
+        if (b > bytes) bytes = b;
+    }
+    return round_up(bytes, 64) / sizeof(float);
+}
+
+static size_t scores_floats(uform_image_config_t const *c) {
+    size_t head = c->dim / c->heads, s = c->sequence;
+    return s * (s > head + 1 ? s : head + 1);
+}
+
+/** Attention of `rows` queries over `length` keys in plain loops: where the library refuses. */
+static void attention_rows(uform_kernels_t const *kernels, float const *q, float const *k, float const *v, size_t ld,
+                           float *out, size_t out_ld, size_t rows, size_t length, size_t head, float scale, float *scores) {
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < length; ++j) {
+            float dot = 0;
+            for (size_t c = 0; c < head; ++c) dot += q[i * ld + c] * k[j * ld + c];
+            scores[i * length + j] = dot * scale;
+        }
+    kernels->softmax_rows(scores, length, rows, length);
+    for (size_t i = 0; i < rows; ++i) {
+        float *o = out + i * out_ld;
+        for (size_t c = 0; c < head; ++c) o[c] = 0;
+        for (size_t j = 0; j < length; ++j)
+            for (size_t c = 0; c < head; ++c) o[c] += scores[i * length + j] * v[j * ld + c];
+    }
+}
+
+/* ---- The walk ---- */
+
+/** Decodes and preprocesses every image into `rgb`, recording statuses and this thread's first failure. */
+static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter) {
+    image_thread_t *self = &job->per_thread[thread];
+    size_t side = job->preprocess.side, bytes = side * side * 3;
+    for (size_t i; (i = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < job->count;) {
+        uform_status_t status =
+            uform_image_preprocess(&job->images[i], &job->preprocess, &self->images, NULL, job->rgb + i * bytes);
+        job->item[i] = status;
+        if (job->statuses) job->statuses[i] = status;
+        if (status != uform_status_ok_k && i < self->failed_index) {
+            self->failed_index = i, self->failed_status = status;
+            snprintf(self->failed_message, sizeof self->failed_message, "%s", uform_error_message());
+        }
+    }
+    barrier(job);
+}
+
+static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, size_t n, size_t *phase) {
+    uform_image_tower_t const *tower = job->per_thread[thread].tower;
+    uform_image_config_t const *c = &tower->config;
+    uform_kernels_t const *kernels = job->kernels;
+    size_t d = c->dim, f = c->intermediate, heads = c->heads, head = d / heads, p = c->patch_size;
+    size_t S = c->sequence, P = c->patches, R = c->reg_tokens, grid = c->grid, side = c->image_size;
+    size_t tokens = n * S, depth = 3 * p * p;
+    float epsilon = (float)c->layer_norm_epsilon;
+    float *scores = (float *)job->per_thread[thread].scratch + gemm_scratch_floats(job);
+    float *row = scores + scores_floats(c);
+
+    /* im2col: one task per (image, patch row); failed images get zero patches. */
+    {
+        atomic_size_t *counter = &job->counters[(*phase)++];
+        size_t tasks = n * grid;
+        for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tasks;) {
+            size_t local = task / grid, gy = task % grid, index = first_image + local;
+            float *target = job->patches + (local * P + gy * grid) * depth;
+            if (job->item[index] != uform_status_ok_k) {
+                memset(target, 0, grid * depth * sizeof(float));
+                continue;
+            }
+            uint8_t const *rgb = job->rgb + index * side * side * 3;
+            for (size_t gx = 0; gx < grid; ++gx) {
+                float *patch = target + gx * depth;
+                for (size_t ch = 0; ch < 3; ++ch)
+                    for (size_t y = 0; y < p; ++y) {
+                        uint8_t const *pixels = rgb + ((gy * p + y) * side + gx * p) * 3 + ch;
+                        float *out = patch + (ch * p + y) * p;
+                        float const *lut = job->lut[ch];
+                        for (size_t xx = 0; xx < p; ++xx) out[xx] = lut[pixels[3 * xx]];
+                    }
+            }
+        }
+        barrier(job);
+    }
+    /* Patch embedding into tmp (n P rows), bias added. */
+    gemm_phase(job, thread, &job->counters[(*phase)++], n * P, d, depth, job->patches, depth, &tower->patch_weight,
+               job->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0);
+    /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
+    {
+        atomic_size_t *counter = &job->counters[(*phase)++];
+        float const *pos = (float const *)tower->pos_embed.data;
+        for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
+            float *x = job->x + local * S * d;
+            memcpy(x, tower->cls_token.data, d * sizeof(float));
+            if (R) memcpy(x + d, tower->reg_token.data, R * d * sizeof(float));
+            float const *embedded = job->tmp + local * P * d;
+            for (size_t i = 0; i < P * d; ++i) x[(1 + R) * d + i] = embedded[i] + pos[i];
+        }
+        barrier(job);
+    }
+
+    float scale = (float)(1.0 / sqrt((double)head));
+    for (size_t l = 0; l < c->layers_count; ++l) {
+        uform_image_layer_t const *layer = &tower->layers[l];
+        norm_phase(job, &job->counters[(*phase)++], tokens, job->x, job->h, d, &layer->norm1_weight, &layer->norm1_bias,
+                   epsilon);
+        /* Q, K and V: one counter over the tiles of the three products. */
+        {
+            atomic_size_t *counter = &job->counters[(*phase)++];
+            plan_t plan = plan_for(job, layer->query_weight.dtype, tokens, d);
+            size_t per = plan.tiles_m * plan.tiles_n;
+            uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
+            uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+            for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
+                size_t which = tile / per, local = tile % per;
+                size_t tm = local / plan.tiles_n, tn = local % plan.tiles_n;
+                size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
+                size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
+                size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
+                float *ct = job->qkv + i0 * 3 * d + which * d + j0;
+                uform_gemm_tile(&job->gemm, rows, cols, d, job->h + i0 * d, d,
+                                (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
+                                weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
+                kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
+            }
+            barrier(job);
+        }
+        /* Attention per (image, head, block of query rows) through the library's GEMM: S = scale Q
+         * K^T, softmax, O = S V; the blocks split few images over many threads. SERIAL (or a refusal
+         * of the library) takes the fused kernel over whole (image, head) pairs. */
+        {
+            atomic_size_t *counter = &job->counters[(*phase)++];
+            size_t blocks = job->gemm.use_library ? ceil_div(2 * job->threads, n * heads) : 1;
+            size_t most = ceil_div(S, 16);
+            blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
+            size_t block_rows = ceil_div(S, blocks);
+            blocks = ceil_div(S, block_rows);
+            for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads * blocks;) {
+                size_t local = task / (heads * blocks), hh = task / blocks % heads, block = task % blocks;
+                size_t first = block * block_rows, rows = S - first < block_rows ? S - first : block_rows;
+                float const *q = job->qkv + local * S * 3 * d + hh * head;
+                float *o = job->ctx + local * S * d + hh * head;
+                float const *qb = q + first * 3 * d;
+                float *ob = o + first * d;
+                if (!job->gemm.use_library)
+                    kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
+                else if (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
+                         (kernels->softmax_rows(scores, S, rows, S),
+                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
+                    attention_rows(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
+            }
+            barrier(job);
+        }
+        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, d, d, job->ctx, d, &layer->out_weight, job->tmp, d,
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, job->x, d);
+        norm_phase(job, &job->counters[(*phase)++], tokens, job->x, job->h, d, &layer->norm2_weight, &layer->norm2_bias,
+                   epsilon);
+        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, f, d, job->h, d, &layer->hidden_weight, job->ffn, f,
+                   epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0);
+        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, d, f, job->ffn, f, &layer->output_weight, job->tmp, d,
+                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, job->x, d);
+    }
+
+    /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
+    {
+        atomic_size_t *counter = &job->counters[(*phase)++];
+        for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
+            float const *x = job->x + local * S * d;
+            float *pooled = job->pooled + local * d;
+            if (c->pooling == uform_pooling_cls_k)
+                kernels->layer_norm(x, d, pooled, d, 1, d, (float const *)tower->norm_weight.data,
+                                    (float const *)tower->norm_bias.data, epsilon);
+            else {
+                float *h = job->h + local * S * d;
+                kernels->layer_norm(x, d, h, d, S, d, (float const *)tower->norm_weight.data,
+                                    (float const *)tower->norm_bias.data, epsilon);
+                kernels->mean_rows(h, d, S, d, pooled);
+            }
+        }
+        barrier(job);
+    }
+    gemm_phase(job, thread, &job->counters[(*phase)++], n, c->embedding_dimensions, d, job->pooled, d, &tower->projection,
+               job->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0);
+    /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
+    {
+        atomic_size_t *counter = &job->counters[(*phase)++];
+        size_t width = c->embedding_dimensions, dims = job->out_dimensions;
+        for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
+            size_t index = first_image + local;
+            char *target = (char *)job->out.data + index * job->out_stride;
+            if (job->item[index] != uform_status_ok_k) {
+                memset(target, 0, dims * dtype_size(job->out.dtype));
+                continue;
+            }
+            memcpy(row, job->projected + local * width, width * sizeof(float));
+            if (job->out.normalize) kernels->l2_normalize(row, dims);
+            switch (job->out.dtype) {
+            case uform_dtype_bf16_k: kernels->f32_to_bf16(row, (uint16_t *)target, dims); break;
+            case uform_dtype_f16_k: kernels->f32_to_f16(row, (uint16_t *)target, dims); break;
+            default: memcpy(target, row, dims * sizeof(float)); break;
+            }
+        }
+        barrier(job);
+    }
+}
+
+static size_t phases_per_chunk(uform_image_config_t const *c) { return 6 + 7 * c->layers_count; }
+
+static void job_free(image_job_t *job) {
+    if (!job) return;
+    if (job->per_thread)
+        for (size_t t = 0; t < job->threads; ++t) {
+            if (job->per_thread[t].scratch) uform_numa_free(job->per_thread[t].scratch, job->per_thread[t].scratch_bytes);
+            uform_image_scratch_free(&job->per_thread[t].images);
+        }
+    free(job->per_thread);
+    if (job->patches) uform_numa_free(job->patches, job->activation_bytes);
+    free(job->images);
+    free(job->rgb);
+    free(job->item);
+    free(job->counters);
+    free(job);
+}
+
+static void job_thread(void *context, size_t task, size_t thread, size_t domain) {
+    (void)task, (void)domain;
+    image_job_t *job = (image_job_t *)context;
+    int previous = uform_gemm_thread_enter();
+    size_t phase = 0;
+    if (!job->predecoded) decode_phase(job, thread, &job->counters[phase++]);
+    int abandon = 0;
+    if (job->strict)
+        for (size_t i = 0; i < job->count && !abandon; ++i) abandon = job->item[i] != uform_status_ok_k;
+    for (size_t chunk = 0; chunk < job->chunks_count && !abandon; ++chunk) {
+        size_t first = chunk * job->chunk_images;
+        size_t n = job->count - first < job->chunk_images ? job->count - first : job->chunk_images;
+        forward_chunk(job, thread, first, n, &phase);
+    }
+    uform_gemm_thread_leave(previous);
+    if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) job_free(job);
+}
+
+/* ---- Submission ---- */
+
+static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
+    if (outcome) {
+        uform_outcome_begin(outcome, NULL);
+        uform_outcome_finish(outcome, status, uform_error_message());
+    }
+    return status;
+}
+
+static int32_t node_of_thread(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
+    if (kind != uform_executor_kind_ram_k) return -1;
+    int32_t core = -1, node = -1;
+    if (uform_executor_thread_placement(executor, thread, &core, &node) != uform_status_ok_k) return -1;
+    return node;
+}
+
+static uform_status_t check_embeddings(uform_image_tower_t const *tower, uform_embeddings_t const *embeddings, size_t count) {
+    if (!embeddings) return uform_fail(uform_status_invalid_argument_k, "uform_encode_images: embeddings is NULL");
+    if (embeddings->dtype != uform_dtype_f32_k && embeddings->dtype != uform_dtype_bf16_k &&
+        embeddings->dtype != uform_dtype_f16_k)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_encode_images: embeddings.dtype is %d; expected f32 (0), bf16 (1) or f16 (2)",
+                          (int)embeddings->dtype);
+    size_t width = tower->config.embedding_dimensions;
+    size_t dims = embeddings->dimensions ? embeddings->dimensions : width;
+    if (dims > width)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_encode_images: embeddings.dimensions is %zu; the model's embeddings are %zu wide (0 takes all)",
+                          embeddings->dimensions, width);
+    size_t row = dims * dtype_size(embeddings->dtype);
+    if (embeddings->stride && embeddings->stride < row)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_encode_images: embeddings.stride is %zu bytes; a row of %zu values takes %zu (0 packs rows)",
+                          embeddings->stride, dims, row);
+    if (!embeddings->data && count)
+        return uform_fail(uform_status_invalid_argument_k, "uform_encode_images: embeddings.data is NULL for %zu images", count);
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_s const *model,
+                                  uform_image_t const *images, size_t count, uform_embeddings_t const *embeddings,
+                                  uform_status_t *statuses, uform_outcome_t *outcome) {
+    uform_image_tower_t const *tower0 = uform_model_image_replica(model, -1);
+    uform_status_t status = check_embeddings(tower0, embeddings, count);
+    if (status != uform_status_ok_k) return refuse(outcome, status);
+    uform_executor_description_t description;
+    status = uform_executor_describe(executor, &description);
+    if (status != uform_status_ok_k) return refuse(outcome, status);
+    size_t threads = description.threads_count ? description.threads_count : 1;
+    uform_cpu_class_t cpu_class = description.cpu_class;
+    if (cpu_class == uform_cpu_class_unknown_k) uform_cpu_detect(&cpu_class, NULL);
+    for (size_t t = 0; t < threads; ++t) {
+        int32_t node = node_of_thread(executor, description.kind, t);
+        if (node < 0) continue;
+        int covered = 0;
+        for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes[r] == node;
+        if (!covered)
+            return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+                                              "uform_encode_images: the executor's thread %zu runs on NUMA node %d, which "
+                                              "holds no replica of the model; open the model with that node among its "
+                                              "ram.memory_domains",
+                                              t, (int)node));
+    }
+
+    uform_image_config_t const *c = &tower0->config;
+    image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
+    if (!job) return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_images: no memory for the job"));
+    job->model = model;
+    job->tower0 = tower0;
+    job->out = *embeddings;
+    job->out_dimensions = embeddings->dimensions ? embeddings->dimensions : c->embedding_dimensions;
+    job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
+    job->kernels = uform_kernels_for(cpu_class);
+    job->gemm.kernels = job->kernels;
+    job->gemm.use_library = cpu_class != uform_cpu_class_serial_k;
+    job->gemm.native_bf16 = uform_kernels_native_bf16(cpu_class);
+    job->threads = threads;
+    job->count = count;
+    job->statuses = statuses;
+    job->strict = statuses == NULL;
+    job->caller_frees = outcome == NULL;
+    job->preprocess.side = c->image_size;
+    memcpy(job->preprocess.mean, c->mean, sizeof c->mean);
+    memcpy(job->preprocess.std, c->std, sizeof c->std);
+    for (int ch = 0; ch < 3; ++ch)
+        for (int v = 0; v < 256; ++v) job->lut[ch][v] = ((float)v / 255.0f - c->mean[ch]) / c->std[ch];
+
+    size_t per_image = c->image_size * c->image_size * 3;
+    job->chunk_images = IMAGE_CHUNK_FLOATS / (c->sequence * c->dim);
+    if (job->chunk_images < 1) job->chunk_images = 1;
+    if (job->chunk_images > count) job->chunk_images = count ? count : 1;
+    job->chunks_count = ceil_div(count, job->chunk_images);
+    job->counters_count = 1 + job->chunks_count * phases_per_chunk(c);
+    job->images = (uform_image_t *)malloc((count ? count : 1) * sizeof(uform_image_t));
+    job->rgb = (uint8_t *)malloc(count ? count * per_image : 1);
+    job->item = (uform_status_t *)calloc(count ? count : 1, sizeof(uform_status_t));
+    job->counters = (atomic_size_t *)calloc(job->counters_count, sizeof(atomic_size_t));
+    job->per_thread = (image_thread_t *)calloc(threads, sizeof(image_thread_t));
+    size_t n = job->chunk_images, tokens = n * c->sequence, depth = 3 * c->patch_size * c->patch_size;
+    size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
+                    n * c->dim + n * c->embedding_dimensions;
+    job->activation_bytes = round_up(floats * sizeof(float) + 64 * 10, 4096);
+    if (count) job->patches = (float *)uform_numa_alloc(job->activation_bytes, -1);
+    if (!job->images || !job->rgb || !job->item || !job->counters || !job->per_thread || (count && !job->patches)) {
+        job_free(job);
+        return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                          "uform_encode_images: no memory for %zu images (%zu bytes of activations)", count,
+                                          job->activation_bytes));
+    }
+    if (count) memcpy(job->images, images, count * sizeof(uform_image_t));
+    if (count) {
+        job->x = job->patches + n * c->patches * depth;
+        job->h = job->x + tokens * c->dim;
+        job->qkv = job->h + tokens * c->dim;
+        job->ctx = job->qkv + tokens * c->dim * 3;
+        job->tmp = job->ctx + tokens * c->dim;
+        job->ffn = job->tmp + tokens * c->dim;
+        job->pooled = job->ffn + tokens * c->intermediate;
+        job->projected = job->pooled + n * c->dim;
+    }
+    size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
+    size_t scratch_bytes = (gemm_scratch_floats(job) + scores_floats(c) + row_floats + 16) * sizeof(float);
+    for (size_t t = 0; t < threads; ++t) {
+        int32_t node = node_of_thread(executor, description.kind, t);
+        job->per_thread[t].tower = uform_model_image_replica(model, node);
+        job->per_thread[t].failed_index = SIZE_MAX;
+        job->per_thread[t].scratch_bytes = scratch_bytes;
+        job->per_thread[t].scratch = uform_numa_alloc(scratch_bytes, node);
+        if (!job->per_thread[t].scratch) {
+            job_free(job);
+            return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                              "uform_encode_images: no memory for thread %zu's scratch", t));
+        }
+    }
+
+    /* A deferred call without statuses decodes here: its outcome could not name a failed image. */
+    if (outcome && job->strict) {
+        for (size_t i = 0; i < count; ++i) {
+            status = uform_image_preprocess(&job->images[i], &job->preprocess, &job->per_thread[0].images, NULL,
+                                            job->rgb + i * per_image);
+            if (status != uform_status_ok_k) {
+                char message[256];
+                snprintf(message, sizeof message, "%s", uform_error_message());
+                job_free(job);
+                return refuse(outcome, uform_fail(status, "uform_encode_images: image %zu: %s", i, message));
+            }
+        }
+        job->predecoded = 1;
+    }
+    atomic_init(&job->threads_left, threads);
+    uform_call_t call = {.residency = uform_residency_ram_k, .schedule = uform_schedule_threads_k, .task = job_thread,
+                         .context = job};
+    /* A deferred call's last thread frees the job, maybe before the executor returns here: nothing
+     * of it is read after the submission unless this (blocking) call owns it. */
+    int const caller_frees = job->caller_frees;
+    status = uform_executor_call(executor, &call, outcome);
+    if (status != uform_status_ok_k) {
+        /* Refused before running: the job is still ours. */
+        job_free(job);
+        return status;
+    }
+    if (caller_frees) {
+        size_t failed = SIZE_MAX, by = 0;
+        for (size_t t = 0; t < threads; ++t)
+            if (job->per_thread[t].failed_index < failed) failed = job->per_thread[t].failed_index, by = t;
+        if (job->strict && failed != SIZE_MAX) {
+            char message[256];
+            snprintf(message, sizeof message, "%s", job->per_thread[by].failed_message);
+            status = uform_fail(job->per_thread[by].failed_status, "uform_encode_images: image %zu: %s", failed, message);
+        }
+        job_free(job);
+    }
+    return status;
+}

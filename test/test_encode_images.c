@@ -1,0 +1,467 @@
+/**
+ *  @file   test_encode_images.c
+ *  @brief  Image towers and `uform_encode_images`: three random ViTs (towers.h: ViT-S/16, ViT-B/16
+ *          with mean pooling, a patch-14 tower with 4 register tokens and an image side that leaves
+ *          a remainder) generated in a temporary directory, their weights' checksum checked against
+ *          the reference script's, the photos of test/image/photos encoded from their bytes and
+ *          compared with the `uform` package's PIL + PyTorch embeddings
+ *          (test/encode_images/make_references.py): cosine >= 0.99999 in f32, >= 0.999 in bf16.
+ *          Then the verb's behaviour: raw pixels, batch vs alone, Matryoshka, per-item statuses,
+ *          whole-call failures naming the index, deferred calls, CONTENDED, residency, the loader's
+ *          validation messages.
+ */
+#include "check.h"
+#include "encode_images/towers.h"
+#include "image/image.h"
+#include "internal.h"
+#include "models/model.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef UFORM_TEST_SOURCE_DIR
+#error "UFORM_TEST_SOURCE_DIR must name test/"
+#endif
+
+static char root[256];
+
+static char *read_file(char const *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long length = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)length + 1);
+    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
+    fclose(f);
+    if (data) data[length] = '\0', *size = (size_t)length;
+    return data;
+}
+
+static double cosine(float const *a, float const *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return aa == 0 || bb == 0 ? 0 : ab / sqrt(aa * bb);
+}
+
+static float from_half(uint16_t h) {
+    int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+    float value = exponent == 0 ? ldexpf((float)mantissa, -24) : ldexpf((float)(mantissa | 1024), exponent - 25);
+    return sign ? -value : value;
+}
+
+static float from_bf16(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float value;
+    memcpy(&value, &bits, 4);
+    return value;
+}
+
+/* ---- Photos and references ---- */
+
+#define PHOTOS_MAX 16
+typedef struct reference_t {
+    char name[32];
+    uint64_t checksum;
+    size_t photos;
+    char photo[PHOTOS_MAX][64];
+} reference_t;
+
+static reference_t references[3];
+static uform_image_t photos[PHOTOS_MAX];
+static size_t photos_count;
+
+static void load_references(void) {
+    size_t size;
+    char *text = read_file(UFORM_TEST_SOURCE_DIR "/encode_images/references.txt", &size);
+    CHECK_FATAL(text != NULL);
+    char *line = strtok(text, "\n");
+    for (size_t t = 0; t < 3 && line; ++t, line = strtok(NULL, "\n")) {
+        char *cursor = line;
+        int used = 0;
+        unsigned long long checksum = 0;
+        CHECK_FATAL(sscanf(cursor, "%31s %llx%n", references[t].name, &checksum, &used) == 2);
+        references[t].checksum = checksum;
+        cursor += used;
+        while (references[t].photos < PHOTOS_MAX && sscanf(cursor, " %63s%n", references[t].photo[references[t].photos], &used) == 1)
+            cursor += used, ++references[t].photos;
+        CHECK_FATAL(strcmp(references[t].name, tower_specs[t].name) == 0);
+    }
+    free(text);
+    photos_count = references[0].photos;
+    for (size_t i = 0; i < photos_count; ++i) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/image/photos/%s", UFORM_TEST_SOURCE_DIR, references[0].photo[i]);
+        photos[i].data = read_file(path, &photos[i].size);
+        CHECK_FATAL(photos[i].data != NULL);
+    }
+}
+
+static uform_model_t open_tower(char const *directory, uform_dtype_t dtype) {
+    uform_model_options_t options = {.path = directory, .modality = uform_modality_image_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = dtype};
+    uform_model_t model = NULL;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+    return model;
+}
+
+/** A RAM executor of `threads` threads, fewer where fewer cores are allowed (a test pinned to one). */
+static uform_executor_t ram_executor(uform_cpu_class_t cpu_class, size_t threads, size_t deferred) {
+    uform_ram_options_t ram = {.cpu_class = cpu_class};
+    uform_memory_domain_t domain;
+    size_t domains = 0;
+    if (uform_memory_domains(&domain, 1, &domains) == uform_status_ok_k && domains && domain.cores_count < threads)
+        threads = domain.cores_count ? domain.cores_count : 1;
+    uform_executor_t executor = NULL;
+    if (uform_executor_for_ram(&ram, threads, deferred, &executor) != uform_status_ok_k) return NULL;
+    return executor;
+}
+
+/* ---- Against PyTorch ---- */
+
+static void test_references(void) {
+    for (size_t t = 0; t < 3; ++t) {
+        tower_spec_t const *spec = &tower_specs[t];
+        char directory[512];
+        snprintf(directory, sizeof directory, "%s/%s", root, spec->name);
+        uint64_t checksum = tower_write(directory, spec);
+        CHECK(checksum == references[t].checksum);
+        if (checksum != references[t].checksum)
+            fprintf(stderr, "%s: weights checksum %016llx, the reference script drew %016llx\n", spec->name,
+                    (unsigned long long)checksum, (unsigned long long)references[t].checksum);
+        size_t size = 0, width = spec->embedding_dim;
+        char path[600];
+        snprintf(path, sizeof path, "%s/encode_images/expected/%s.f32", UFORM_TEST_SOURCE_DIR, spec->name);
+        float *expected = (float *)read_file(path, &size);
+        CHECK_FATAL(expected && size == photos_count * width * sizeof(float));
+
+        uform_dtype_t const dtypes[2] = {uform_dtype_f32_k, uform_dtype_bf16_k};
+        for (size_t k = 0; k < 2; ++k) {
+            uform_model_t model = open_tower(directory, dtypes[k]);
+            CHECK_FATAL(model != NULL);
+            uform_model_description_t description;
+            CHECK_STATUS(uform_model_describe(model, &description), uform_status_ok_k);
+            CHECK(description.modality == uform_modality_image_k && description.image_size == spec->image_size);
+            CHECK(description.dimensions == width && description.layers == spec->layers);
+            CHECK(description.matryoshka_dimensions[0] == 64 && description.matryoshka_dimensions[1] == 128 &&
+                  description.matryoshka_dimensions[2] == 0);
+            size_t grid = spec->image_size / spec->patch, d = spec->dim;
+            size_t parameters = d * 3 * spec->patch * spec->patch + d + grid * grid * d + d + spec->reg_tokens * d +
+                                spec->layers * (4 * d * d + 4 * d + 6 * d + 8 * d * d + 4 * d + d) + 2 * d +
+                                spec->embedding_dim * d;
+            CHECK(description.parameters == parameters);
+
+            uform_executor_t executor = ram_executor(uform_cpu_class_unknown_k, 2, 0);
+            CHECK_FATAL(executor != NULL);
+            float *rows = calloc(photos_count * width, sizeof(float));
+            uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+            uform_status_t statuses[PHOTOS_MAX];
+            CHECK_STATUS(uform_encode_images(executor, model, photos, photos_count, &out, statuses, NULL), uform_status_ok_k);
+            double worst = 1, bound = k == 0 ? 0.99999 : 0.999;
+            for (size_t i = 0; i < photos_count; ++i) {
+                CHECK(statuses[i] == uform_status_ok_k);
+                double c = cosine(rows + i * width, expected + i * width, width);
+                if (c < bound) fprintf(stderr, "%s %s: %s cosine %.7f\n", spec->name, k ? "bf16" : "f32", references[t].photo[i], c);
+                CHECK(c >= bound);
+                worst = c < worst ? c : worst;
+            }
+            printf("%-14s %s: worst cosine against PyTorch over %zu photos %.7f\n", spec->name, k ? "bf16" : "f32",
+                   photos_count, worst);
+            uform_executor_free(executor);
+
+            /* The SERIAL class (portable loops, fused attention) on the NULL executor, one photo. */
+            if (k == 0 && t == 2) {
+                uform_executor_t serial = ram_executor(uform_cpu_class_serial_k, 1, 0);
+                CHECK_FATAL(serial != NULL);
+                float single[512];
+                uform_embeddings_t one = {.data = single, .dtype = uform_dtype_f32_k};
+                CHECK_STATUS(uform_encode_images(serial, model, &photos[4], 1, &one, NULL, NULL), uform_status_ok_k);
+                double c = cosine(single, expected + 4 * width, width);
+                printf("%-14s f32 SERIAL: cosine %.7f\n", spec->name, c);
+                CHECK(c >= 0.99999);
+                CHECK_STATUS(uform_encode_images(NULL, model, &photos[5], 1, &one, NULL, NULL), uform_status_ok_k);
+                CHECK(cosine(single, expected + 5 * width, width) >= 0.99999);
+                uform_executor_free(serial);
+            }
+            free(rows);
+            uform_model_free(model);
+        }
+        free(expected);
+    }
+}
+
+/* ---- The verb's behaviour, on the patch-14 tower ---- */
+
+typedef struct reentry_t {
+    uform_executor_t executor;
+    uform_model_t model;
+    uform_status_t status;
+    char message[256];
+} reentry_t;
+
+static void reentry_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)task, (void)domain;
+    reentry_t *r = context;
+    if (thread != 0) return;
+    float row[256];
+    uform_embeddings_t out = {.data = row, .dtype = uform_dtype_f32_k};
+    r->status = uform_encode_images(r->executor, r->model, &photos[0], 1, &out, NULL, NULL);
+    snprintf(r->message, sizeof r->message, "%s", uform_error_message());
+}
+
+typedef struct blocker_t {
+    atomic_int entered, release;
+} blocker_t;
+
+static void block_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)task, (void)thread, (void)domain;
+    blocker_t *b = context;
+    atomic_store(&b->entered, 1);
+    while (!atomic_load(&b->release)) uform_sleep_seconds(0.001);
+}
+
+static void test_verb(void) {
+    char directory[512];
+    snprintf(directory, sizeof directory, "%s/%s", root, tower_specs[2].name);
+    uform_model_t model = open_tower(directory, uform_dtype_f32_k);
+    CHECK_FATAL(model != NULL);
+    size_t const width = 256;
+    uform_executor_t executor = ram_executor(uform_cpu_class_unknown_k, 2, 1);
+    CHECK_FATAL(executor != NULL);
+
+    /* Batch of four against each alone. */
+    float batch[4][256], alone[256];
+    uform_embeddings_t out = {.data = batch, .dtype = uform_dtype_f32_k};
+    uform_image_t four[4] = {photos[0], photos[4], photos[5], photos[8]};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 4, &out, NULL, NULL), uform_status_ok_k);
+    uform_embeddings_t one = {.data = alone, .dtype = uform_dtype_f32_k};
+    for (size_t i = 0; i < 4; ++i) {
+        CHECK_STATUS(uform_encode_images(executor, model, &four[i], 1, &one, NULL, NULL), uform_status_ok_k);
+        CHECK(cosine(alone, batch[i], width) > 0.999999);
+    }
+
+    /* Raw pixels give what the bytes give (grace_hopper.jpg is an RGB JPEG). */
+    uint8_t *rgb = NULL;
+    size_t w = 0, h = 0;
+    CHECK_STATUS(uform_image_decode_rgb(&four[2], 0, &rgb, &w, &h), uform_status_ok_k);
+    uform_image_t raw = {.data = rgb, .size = w * h * 3, .width = w, .height = h};
+    float from_raw[256];
+    uform_embeddings_t raw_out = {.data = from_raw, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_images(executor, model, &four[2], 1, &one, NULL, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_encode_images(executor, model, &raw, 1, &raw_out, NULL, NULL), uform_status_ok_k);
+    CHECK(memcmp(alone, from_raw, sizeof alone) == 0);
+    free(rgb);
+
+    /* Matryoshka: 64 of them in f16, normalised; and bf16 at full width. */
+    uint16_t halves[4][64];
+    uform_embeddings_t narrow = {.data = halves, .dimensions = 64, .dtype = uform_dtype_f16_k, .normalize = 1};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 4, &narrow, NULL, NULL), uform_status_ok_k);
+    for (size_t i = 0; i < 4; ++i) {
+        double norm = 0, head = 0;
+        for (size_t j = 0; j < 64; ++j) norm += (double)from_half(halves[i][j]) * from_half(halves[i][j]);
+        for (size_t j = 0; j < 64; ++j) head += (double)batch[i][j] * batch[i][j];
+        CHECK(fabs(norm - 1.0) < 2e-3);
+        CHECK(fabs(from_half(halves[i][3]) - batch[i][3] / sqrt(head)) < 2e-3);
+    }
+    uint16_t brain[4][256];
+    uform_embeddings_t wide = {.data = brain, .dtype = uform_dtype_bf16_k};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 4, &wide, NULL, NULL), uform_status_ok_k);
+    for (size_t i = 0; i < 4; ++i)
+        for (size_t j = 0; j < width; ++j) CHECK(fabsf(from_bf16(brain[i][j]) - batch[i][j]) <= fabsf(batch[i][j]) / 128 + 1e-6f);
+
+    /* Per-item statuses: a truncated JPEG and an empty image get theirs and zero rows. */
+    size_t size = 0;
+    char *truncated = read_file(UFORM_TEST_SOURCE_DIR "/image/bad/truncated.jpg", &size);
+    CHECK_FATAL(truncated != NULL);
+    uform_image_t mixed[4] = {photos[0], {.data = truncated, .size = size}, photos[5], {.data = "", .size = 0}};
+    float rows[4][256];
+    memset(rows, 0x7f, sizeof rows);
+    uform_status_t statuses[4] = {99, 99, 99, 99};
+    out.data = rows;
+    CHECK_STATUS(uform_encode_images(executor, model, mixed, 4, &out, statuses, NULL), uform_status_ok_k);
+    CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_corrupt_file_k &&
+          statuses[2] == uform_status_ok_k && statuses[3] == uform_status_corrupt_file_k);
+    for (size_t j = 0; j < width; ++j) CHECK(rows[1][j] == 0.0f && rows[3][j] == 0.0f);
+    CHECK(cosine(rows[0], batch[0], width) > 0.999999 && cosine(rows[2], batch[2], width) > 0.999999);
+
+    /* Without statuses the first failure fails the call, naming it, and writes nothing. */
+    memset(rows, 0x7f, sizeof rows);
+    CHECK_STATUS(uform_encode_images(executor, model, mixed, 4, &out, NULL, NULL), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("uform_encode_images: image 1:");
+    unsigned char sentinel[sizeof rows];
+    memset(sentinel, 0x7f, sizeof sentinel);
+    CHECK(memcmp(rows, sentinel, sizeof rows) == 0);
+
+    /* Deferred: with statuses (decoded on the executor), and without (decoded before submission). */
+    uform_outcome_t outcome;
+    memset(statuses, 0, sizeof statuses);
+    CHECK_STATUS(uform_encode_images(executor, model, mixed, 4, &out, statuses, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    CHECK(statuses[1] == uform_status_corrupt_file_k && statuses[2] == uform_status_ok_k);
+    CHECK(cosine(rows[2], batch[2], width) > 0.999999);
+    memset(rows, 0x7f, sizeof rows);
+    CHECK_STATUS(uform_encode_images(executor, model, mixed, 4, &out, NULL, &outcome), uform_status_corrupt_file_k);
+    CHECK(outcome.finished && outcome.status == uform_status_corrupt_file_k);
+    CHECK(strstr(outcome.message, "uform_encode_images: image 1:") != NULL);
+    CHECK(memcmp(rows, sentinel, sizeof rows) == 0);
+    CHECK_STATUS(uform_encode_images(executor, model, four, 4, &out, NULL, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    for (size_t i = 0; i < 4; ++i) CHECK(cosine(rows[i], batch[i], width) > 0.999999);
+
+    /* DEFERRED_FULL: a deferred call holds the only slot. */
+    blocker_t blocker = {0};
+    uform_call_t hold = {.schedule = uform_schedule_static_k, .tasks = 1, .task = block_task, .context = &blocker};
+    uform_outcome_t held;
+    CHECK_STATUS(uform_executor_call(executor, &hold, &held), uform_status_ok_k);
+    while (!atomic_load(&blocker.entered)) uform_sleep_seconds(0.001);
+    CHECK_STATUS(uform_encode_images(executor, model, four, 4, &out, statuses, &outcome), uform_status_deferred_full_k);
+    CHECK(outcome.finished && outcome.status == uform_status_deferred_full_k);
+    atomic_store(&blocker.release, 1);
+    CHECK_STATUS(uform_outcome_wait(&held, -1), uform_status_ok_k);
+
+    /* CONTENDED from a callback of the same executor. */
+    reentry_t reentry = {.executor = executor, .model = model, .status = 99};
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = reentry_task, .context = &reentry};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK(reentry.status == uform_status_contended_k);
+    CHECK(strstr(reentry.message, "inside a callback") != NULL);
+
+    /* Arguments. */
+    CHECK_STATUS(uform_encode_images(executor, NULL, four, 1, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("model is NULL");
+    CHECK_STATUS(uform_encode_images(executor, model, NULL, 1, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("images is NULL for 1 images");
+    uform_image_t hole[2] = {photos[0], {.data = NULL, .size = 10}};
+    CHECK_STATUS(uform_encode_images(executor, model, hole, 2, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("images[1].data is NULL");
+    uform_embeddings_t too_wide = {.data = rows, .dimensions = 300, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &too_wide, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("embeddings.dimensions is 300; the model's embeddings are 256 wide");
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, NULL, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_STATUS(uform_encode_images(executor, model, four, 0, &out, NULL, NULL), uform_status_ok_k);
+    char const *texts[] = {"a cat"};
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, 1, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("image model");
+    int32_t ids[4];
+    size_t produced = 0;
+    CHECK_STATUS(uform_model_tokenize(model, "a", 1, ids, 4, &produced), uform_status_unsupported_k);
+
+    /* Residency: a replica on another node than the executor's threads; a VRAM-resident model. */
+    struct uform_model_s *inner = (struct uform_model_s *)model;
+    int32_t saved = inner->replica_nodes[0];
+    inner->replica_nodes[0] = 4095;
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &out, NULL, NULL), uform_status_residency_mismatch_k);
+    CHECK_MESSAGE("which holds no replica of the model");
+    inner->replica_nodes[0] = saved;
+    inner->residency = uform_residency_vram_k;
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &out, NULL, NULL), uform_status_unsupported_k);
+    inner->residency = uform_residency_ram_k;
+
+    free(truncated);
+    uform_executor_free(executor);
+    uform_model_free(model);
+}
+
+/* ---- The loader's validation ---- */
+
+static void write_text(char const *path, char const *text) {
+    FILE *f = fopen(path, "w");
+    CHECK_FATAL(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_open(char const *directory, uform_status_t status, char const *needle) {
+    uform_model_options_t options = {.path = directory, .modality = uform_modality_image_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = (uform_model_t)0x1;
+    CHECK_STATUS(uform_model_open(&options, &model), status);
+    CHECK(model == NULL);
+    CHECK_MESSAGE(needle);
+}
+
+static void test_loader(void) {
+    char directory[512], path[600];
+    snprintf(directory, sizeof directory, "%s/broken", root);
+    /* A tower whose file lacks the register tokens the config names. */
+    tower_spec_t spec = tower_specs[2];
+    spec.name = "broken", spec.layers = 1, spec.dim = 64, spec.heads = 2, spec.reg_tokens = 0, spec.embedding_dim = 32;
+    tower_write(directory, &spec);
+    snprintf(path, sizeof path, "%s/config.json", directory);
+    char const *base = "\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, \"num_heads\": 2, "
+                       "\"embedding_dim\": 32, \"normalization_means\": [0.5, 0.5, 0.5], "
+                       "\"normalization_deviations\": [0.5, 0.5, 0.5]";
+    char config[1024];
+    snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"cls\", \"num_reg_tokens\": 2}}", base);
+    write_text(path, config);
+    expect_open(directory, uform_status_corrupt_file_k, "image_encoder.safetensors: tensor 'reg_token' of shape [1, 2, 64] is missing");
+    snprintf(config, sizeof config,
+             "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+             "\"num_heads\": 2, \"embedding_dim\": 48, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
+             "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
+    write_text(path, config);
+    expect_open(directory, uform_status_corrupt_file_k,
+                "tensor 'embedding_projection.weight' should have shape [48, 64], found [32, 64]");
+    snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"max\"}}", base);
+    write_text(path, config);
+    expect_open(directory, uform_status_unsupported_k, "'image_encoder.pooling' is 'max'");
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+                     "\"num_heads\": 3, \"embedding_dim\": 32, \"pooling\": \"cls\"}}");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.dim' 64 is not a multiple of 'image_encoder.num_heads' 3");
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+                     "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
+                     "\"normalization_deviations\": [0.5, 0, 0.5]}}");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_deviations' must hold 3 positive numbers");
+    write_text(path, "{\"text_encoder\": {}}");
+    expect_open(directory, uform_status_corrupt_file_k, "missing key 'image_encoder'");
+    write_text(path, "{\"image_encoder\": {\"dim\": 64}}");
+    expect_open(directory, uform_status_corrupt_file_k, "missing key 'image_encoder.patch_size'");
+    snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"cls\"}}", base);
+    write_text(path, config);
+    uform_model_t model = open_tower(directory, uform_dtype_f16_k);
+    uform_model_description_t description;
+    CHECK_STATUS(uform_model_describe(model, &description), uform_status_ok_k);
+    CHECK(description.image_size == 230 && description.dimensions == 32 && description.weights_dtype == uform_dtype_f16_k);
+    float row[32];
+    uform_embeddings_t out = {.data = row, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_images(NULL, model, &photos[1], 1, &out, NULL, NULL), uform_status_ok_k);
+    double norm = 0;
+    for (size_t j = 0; j < 32; ++j) norm += (double)row[j] * row[j];
+    CHECK(norm > 0 && isfinite(norm));
+    uform_model_free(model);
+    snprintf(path, sizeof path, "%s/image_encoder.safetensors", directory);
+    write_text(path, "not safetensors");
+    expect_open(directory, uform_status_corrupt_file_k, "image_encoder.safetensors");
+}
+
+static void remove_tree(char const *directory) {
+    char const *names[] = {"config.json", "image_encoder.safetensors"};
+    char const *towers[] = {"vit-s16", "vit-b16", "vit-p14-reg4", "broken"};
+    for (size_t t = 0; t < 4; ++t) {
+        char path[700];
+        for (size_t n = 0; n < 2; ++n) {
+            snprintf(path, sizeof path, "%s/%s/%s", directory, towers[t], names[n]);
+            unlink(path);
+        }
+        snprintf(path, sizeof path, "%s/%s", directory, towers[t]);
+        rmdir(path);
+    }
+    rmdir(directory);
+}
+
+int main(void) {
+    char const *temporary = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/uform-test-images-XXXXXX", temporary && *temporary ? temporary : "/tmp");
+    CHECK_FATAL(mkdtemp(root) != NULL);
+    load_references();
+    test_references();
+    test_verb();
+    test_loader();
+    for (size_t i = 0; i < photos_count; ++i) free((void *)photos[i].data);
+    remove_tree(root);
+    if (check_failures) fprintf(stderr, "%d checks failed\n", check_failures);
+    return check_failures ? 1 : 0;
+}
