@@ -68,7 +68,7 @@ if [[ ! -f $BUILD/CMakeCache.txt ]]; then
 fi
 if [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]]; then
     export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export CPATH="$BUILD/deps/usr/include${CPATH:+:$CPATH}"
+    export CPATH="$BUILD/deps/usr/include:$BUILD/deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
 fi
 if ! step compile "$LOG" required cmake --build "$BUILD" -j "$(nproc)" --target test_rendezvous test_mesh bench_allreduce; then
     tail -40 "$LOG"

@@ -34,7 +34,8 @@ unpack_deps() {
         fi
         CONFIGURE+=(-DCMAKE_PREFIX_PATH="$build/deps/usr")
         export LD_LIBRARY_PATH="$build/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        export CPATH="$build/deps/usr/include${CPATH:+:$CPATH}"
+        export CPATH="$build/deps/usr/include:$build/deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
+        export PKG_CONFIG_PATH="$build/deps/usr/lib/x86_64-linux-gnu/pkgconfig:$build/deps/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
         export LIBRARY_PATH="$build/deps/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
         note "dependencies: unpacked from the carried Debian packages in $deps"
     else
