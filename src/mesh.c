@@ -361,14 +361,20 @@ typedef struct init_context_t {
     uform_nccl_unique_id_t id;
     uform_nccl_result_t result;
     size_t failed_device;
+    bool group_open; /**< The first device opened the group and the last has not closed it (yet). */
 } init_context_t;
+
+/** Closes a group that a device call stopped part-way left open on this thread. */
+static void mesh_close_group(uform_mesh_t mesh, init_context_t *context) {
+    if (context->group_open) mesh->nccl->GroupEnd(), context->group_open = false;
+}
 
 /** Device call: one rank per device inside one group, with the device's context current. */
 static uform_status_t mesh_init_device(void *context, uform_device_slot_t const *slot) {
     init_context_t *init = context;
     uform_mesh_t mesh = init->mesh;
     size_t d = slot->device_index;
-    if (d == 0) mesh->nccl->GroupStart();
+    if (d == 0) mesh->nccl->GroupStart(), init->group_open = true;
     uform_nccl_config_t config = UFORM_NCCL_CONFIG_NONBLOCKING;
     uform_nccl_result_t result =
         mesh->nccl->CommInitRankConfig(&mesh->parents[d], (int)mesh->description.gpus_per_colocated_domain, init->id,
@@ -384,6 +390,7 @@ static uform_status_t mesh_init_device(void *context, uform_device_slot_t const 
 #endif
     if (d + 1 == mesh->devices_count) {
         uform_nccl_result_t end = mesh->nccl->GroupEnd();
+        init->group_open = false;
         if (end != uform_nccl_success_k && end != uform_nccl_in_progress_k && init->result == uform_nccl_success_k)
             init->result = end, init->failed_device = d;
     }
@@ -397,7 +404,7 @@ static uform_status_t mesh_split_device(void *context, uform_device_slot_t const
     init_context_t *split = context;
     uform_mesh_t mesh = split->mesh;
     size_t d = slot->device_index;
-    if (d == 0) mesh->nccl->GroupStart();
+    if (d == 0) mesh->nccl->GroupStart(), split->group_open = true;
     uform_nccl_config_t config = UFORM_NCCL_CONFIG_BLOCKING;
     uform_nccl_result_t result = mesh->nccl->CommSplit(mesh->parents[d], 0, (int)(mesh->description.first_gpu_index + d),
                                                        &mesh->comms[d], &config);
@@ -405,6 +412,7 @@ static uform_status_t mesh_split_device(void *context, uform_device_slot_t const
         split->result = result, split->failed_device = d;
     if (d + 1 == mesh->devices_count) {
         uform_nccl_result_t end = mesh->nccl->GroupEnd();
+        split->group_open = false;
         if (end != uform_nccl_success_k && end != uform_nccl_in_progress_k && split->result == uform_nccl_success_k)
             split->result = end, split->failed_device = d;
     }
@@ -416,6 +424,7 @@ static uform_status_t mesh_split(uform_mesh_t mesh, uform_rendezvous_t *rendezvo
     init_context_t split = {.mesh = mesh};
     uform_call_t call = {.residency = uform_residency_vram_k, .device = mesh_split_device, .context = &split};
     uform_status_t status = uform_executor_call(mesh->executor, &call, NULL);
+    mesh_close_group(mesh, &split);
     if (status != uform_status_ok_k) return status;
     char stage[200];
     snprintf(stage, sizeof stage, "NCCL split into blocking communicators (ncclCommSplit of %zu ranks, %zu in this process)",
@@ -462,6 +471,7 @@ static uform_status_t mesh_start_nccl(uform_mesh_t mesh, uform_rendezvous_t *ren
     start = uform_now_seconds();
     uform_call_t call = {.residency = uform_residency_vram_k, .device = mesh_init_device, .context = &init};
     status = uform_executor_call(mesh->executor, &call, NULL);
+    mesh_close_group(mesh, &init);
     if (status != uform_status_ok_k) return status;
     char stage[200];
     snprintf(stage, sizeof stage, "NCCL initialisation (ncclCommInitRankConfig of %zu ranks, %zu in this process)",
