@@ -14,6 +14,16 @@
  *  Weights in bf16 multiply as bf16 through `dnnl_gemm_bf16bf16f32` on classes with native bf16
  *  (AVX-512 BF16, AMX); elsewhere, and for f16 weights (oneDNN 2.6 has no f16 GEMM), a tile of
  *  weights widens to f32 in the thread's scratch first.
+ *
+ *  On AMX classes (Sapphire Rapids and above) the same products go through oneDNN's matmul primitive
+ *  instead (`gemm->matmul`), the only API of oneDNN 2.6 that reaches AMX tiles (brgemm); its GEMM
+ *  functions stop at AVX-512 BF16. A primitive has fixed M, N, K and strides (a runtime M makes
+ *  oneDNN fall back from brgemm to its GEMM), so primitives are created lazily per tile shape, kept
+ *  in a process-wide cache behind a mutex (bounded: past `MATMUL_ENTRIES_MAX` shapes, or where oneDNN
+ *  refuses, the GEMM functions serve), and executed concurrently by every thread on its own stream
+ *  with its own scratchpad (user scratchpad mode) and its own memory objects. Weights stay in the
+ *  tower's [out][in] layout, described as the transposed B by strides. `UFORM_GEMM_MATMUL=1` forces
+ *  the primitive on every library class (bf16 where the class multiplies bf16 natively, else f32).
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -21,6 +31,8 @@
 #include <dlfcn.h>    // `dlsym`
 #include <dnnl.h>     // `dnnl_sgemm`
 #include <pthread.h>  // `pthread_once`
+#include <stdlib.h>   // `getenv`
+#include <string.h>   // `strcmp`
 
 /* Exported by libdnnl 2.6 (row-major, as `dnnl_sgemm`) but not declared in its public header. */
 dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha,
@@ -67,8 +79,182 @@ int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, fl
                       (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
 
+/* The matmul primitive path. */
+
+#define MATMUL_ENTRIES_MAX 1024
+#define MATMUL_RECENT 64
+
+typedef struct matmul_entry_t {
+    dnnl_data_type_t type;
+    size_t m, n, k, lda, ldw, ldc;
+    dnnl_primitive_t primitive; /**< NULL: oneDNN refused this shape. */
+    dnnl_memory_desc_t src, weights, dst;
+    size_t scratchpad_bytes;
+} matmul_entry_t;
+
+typedef struct matmul_thread_t {
+    dnnl_stream_t stream;
+    void *scratchpad;
+    size_t scratchpad_bytes;
+    matmul_entry_t const *recent[MATMUL_RECENT];
+    struct matmul_thread_t *prev, *next;
+} matmul_thread_t;
+
+static pthread_mutex_t matmul_lock = PTHREAD_MUTEX_INITIALIZER;
+static matmul_entry_t *matmul_entries[MATMUL_ENTRIES_MAX]; /* Never freed: reachable until exit. */
+static size_t matmul_count;
+static matmul_thread_t *matmul_threads; /* Live thread states, so they stay reachable. */
+static char matmul_impl[96];
+static dnnl_engine_t matmul_engine;
+static pthread_key_t matmul_key;
+static int matmul_ready;
+static pthread_once_t matmul_once = PTHREAD_ONCE_INIT;
+
+static void matmul_thread_free(void *opaque) {
+    matmul_thread_t *state = (matmul_thread_t *)opaque;
+    pthread_mutex_lock(&matmul_lock);
+    if (state->prev) state->prev->next = state->next;
+    else matmul_threads = state->next;
+    if (state->next) state->next->prev = state->prev;
+    pthread_mutex_unlock(&matmul_lock);
+    if (state->stream) dnnl_stream_destroy(state->stream);
+    free(state->scratchpad);
+    free(state);
+}
+
+static void matmul_init(void) {
+    if (pthread_key_create(&matmul_key, matmul_thread_free) != 0) return;
+    if (dnnl_engine_create(&matmul_engine, dnnl_cpu, 0) != dnnl_success) return;
+    matmul_ready = 1;
+}
+
+int uform_gemm_matmul_for(uform_cpu_class_t cpu_class) {
+    char const *forced = getenv("UFORM_GEMM_MATMUL");
+    if (forced && strcmp(forced, "1") == 0) return cpu_class != uform_cpu_class_serial_k;
+    if (forced && strcmp(forced, "0") == 0) return 0;
+    return cpu_class == uform_cpu_class_intel_sapphire_k || cpu_class == uform_cpu_class_intel_granite_k ||
+           cpu_class == uform_cpu_class_intel_diamond_k;
+}
+
+char const *uform_gemm_matmul_impl(void) {
+    pthread_mutex_lock(&matmul_lock);
+    char const *impl = matmul_impl[0] ? matmul_impl : NULL;
+    pthread_mutex_unlock(&matmul_lock);
+    return impl;
+}
+
+/* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock. */
+static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, size_t k, size_t lda, size_t ldw,
+                                     size_t ldc) {
+    matmul_entry_t *entry = (matmul_entry_t *)calloc(1, sizeof *entry);
+    if (!entry) return NULL;
+    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc};
+    dnnl_dims_t src_dims = {(dnnl_dim_t)m, (dnnl_dim_t)k}, src_strides = {(dnnl_dim_t)lda, 1};
+    dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n}, w_strides = {1, (dnnl_dim_t)ldw}; /* [out][in]: `ba` */
+    dnnl_dims_t dst_dims = {(dnnl_dim_t)m, (dnnl_dim_t)n}, dst_strides = {(dnnl_dim_t)ldc, 1};
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_memory_desc_init_by_strides(&entry->src, 2, src_dims, type, src_strides) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&entry->weights, 2, w_dims, type, w_strides) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&entry->dst, 2, dst_dims, dnnl_f32, dst_strides) != dnnl_success ||
+        dnnl_matmul_desc_init(&desc, &entry->src, &entry->weights, NULL, &entry->dst) != dnnl_success ||
+        dnnl_primitive_attr_create(&attr) != dnnl_success)
+        return entry;
+    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &desc, attr, matmul_engine, NULL) == dnnl_success) {
+        char const *impl = NULL;
+        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) {
+            strncpy(matmul_impl, impl, sizeof matmul_impl - 1);
+            matmul_impl[sizeof matmul_impl - 1] = 0;
+        }
+        dnnl_memory_desc_t const *pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        entry->scratchpad_bytes = pad ? dnnl_memory_desc_get_size(pad) : 0;
+        if (dnnl_primitive_create(&entry->primitive, pd) != dnnl_success) entry->primitive = NULL;
+        dnnl_primitive_desc_destroy(pd);
+    }
+    dnnl_primitive_attr_destroy(attr);
+    return entry;
+}
+
+static matmul_thread_t *matmul_thread(void) {
+    matmul_thread_t *state = (matmul_thread_t *)pthread_getspecific(matmul_key);
+    if (state) return state;
+    state = (matmul_thread_t *)calloc(1, sizeof *state);
+    if (!state) return NULL;
+    if (dnnl_stream_create(&state->stream, matmul_engine, dnnl_stream_default_flags) != dnnl_success ||
+        pthread_setspecific(matmul_key, state) != 0) {
+        if (state->stream) dnnl_stream_destroy(state->stream);
+        free(state);
+        return NULL;
+    }
+    pthread_mutex_lock(&matmul_lock);
+    state->next = matmul_threads;
+    if (matmul_threads) matmul_threads->prev = state;
+    matmul_threads = state;
+    pthread_mutex_unlock(&matmul_lock);
+    return state;
+}
+
+/* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back). */
+static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                      void const *w, size_t ldw, float *c, size_t ldc) {
+    pthread_once(&matmul_once, matmul_init);
+    if (!matmul_ready) return 0;
+    matmul_thread_t *state = matmul_thread();
+    if (!state) return 0;
+    size_t slot = (m * 131u + n * 31u + k * 7u + (size_t)type) % MATMUL_RECENT;
+    matmul_entry_t const *entry = state->recent[slot];
+    if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
+        entry->ldw != ldw || entry->ldc != ldc) {
+        entry = NULL;
+        pthread_mutex_lock(&matmul_lock);
+        for (size_t i = 0; i < matmul_count && !entry; ++i) {
+            matmul_entry_t const *e = matmul_entries[i];
+            if (e->type == type && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldw == ldw &&
+                e->ldc == ldc)
+                entry = e;
+        }
+        if (!entry && matmul_count < MATMUL_ENTRIES_MAX) {
+            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc);
+            if (created) matmul_entries[matmul_count++] = created, entry = created;
+        }
+        pthread_mutex_unlock(&matmul_lock);
+        if (!entry) return 0;
+        state->recent[slot] = entry;
+    }
+    if (!entry->primitive) return 0;
+    if (entry->scratchpad_bytes > state->scratchpad_bytes) {
+        void *grown = NULL;
+        if (posix_memalign(&grown, 64, entry->scratchpad_bytes) != 0) return 0;
+        free(state->scratchpad);
+        state->scratchpad = grown, state->scratchpad_bytes = entry->scratchpad_bytes;
+    }
+    dnnl_memory_t src = NULL, weights = NULL, dst = NULL, pad = NULL;
+    int done = 0;
+    dnnl_memory_desc_t pad_md;
+    dnnl_dims_t pad_dims = {(dnnl_dim_t)(entry->scratchpad_bytes ? entry->scratchpad_bytes : 1)};
+    if (dnnl_memory_create(&src, &entry->src, matmul_engine, (void *)a) == dnnl_success &&
+        dnnl_memory_create(&weights, &entry->weights, matmul_engine, (void *)w) == dnnl_success &&
+        dnnl_memory_create(&dst, &entry->dst, matmul_engine, c) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&pad_md, 1, pad_dims, dnnl_u8, dnnl_a) == dnnl_success &&
+        dnnl_memory_create(&pad, &pad_md, matmul_engine, entry->scratchpad_bytes ? state->scratchpad : NULL) ==
+            dnnl_success) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst},
+                                   {DNNL_ARG_SCRATCHPAD, pad}};
+        done = dnnl_primitive_execute(entry->primitive, state->stream, 4, args) == dnnl_success &&
+               dnnl_stream_wait(state->stream) == dnnl_success;
+    }
+    if (src) dnnl_memory_destroy(src);
+    if (weights) dnnl_memory_destroy(weights);
+    if (dst) dnnl_memory_destroy(dst);
+    if (pad) dnnl_memory_destroy(pad);
+    return done;
+}
+
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc) {
+    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc)) return;
     if (gemm->use_library &&
         dnnl_sgemm('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a, (dnnl_dim_t)lda, w,
                    (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
@@ -93,6 +279,7 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
     }
     uint16_t *narrow = (uint16_t *)scratch;
     for (size_t i = 0; i < m; ++i) gemm->kernels->f32_to_bf16(a + i * lda, narrow + i * k, k);
+    if (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, narrow, k, w16, ldw, c, ldc)) return;
     if (dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, narrow, (dnnl_dim_t)k, w16,
                               (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
         return;
