@@ -92,11 +92,17 @@ typedef struct matmul_entry_t {
     size_t scratchpad_bytes;
 } matmul_entry_t;
 
+/* A shape this thread ran lately, with its memory objects (their data handles set per call). */
+typedef struct matmul_recent_t {
+    matmul_entry_t const *entry;
+    dnnl_memory_t src, weights, dst, pad;
+} matmul_recent_t;
+
 typedef struct matmul_thread_t {
     dnnl_stream_t stream;
     void *scratchpad;
     size_t scratchpad_bytes;
-    matmul_entry_t const *recent[MATMUL_RECENT];
+    matmul_recent_t recent[MATMUL_RECENT];
     struct matmul_thread_t *prev, *next;
 } matmul_thread_t;
 
@@ -110,6 +116,13 @@ static pthread_key_t matmul_key;
 static int matmul_ready;
 static pthread_once_t matmul_once = PTHREAD_ONCE_INIT;
 
+static void matmul_recent_clear(matmul_recent_t *recent) {
+    dnnl_memory_t memories[4] = {recent->src, recent->weights, recent->dst, recent->pad};
+    for (int i = 0; i < 4; ++i)
+        if (memories[i]) dnnl_memory_destroy(memories[i]);
+    *recent = (matmul_recent_t){0};
+}
+
 static void matmul_thread_free(void *opaque) {
     matmul_thread_t *state = (matmul_thread_t *)opaque;
     pthread_mutex_lock(&matmul_lock);
@@ -117,6 +130,7 @@ static void matmul_thread_free(void *opaque) {
     else matmul_threads = state->next;
     if (state->next) state->next->prev = state->prev;
     pthread_mutex_unlock(&matmul_lock);
+    for (size_t i = 0; i < MATMUL_RECENT; ++i) matmul_recent_clear(&state->recent[i]);
     if (state->stream) dnnl_stream_destroy(state->stream);
     free(state->scratchpad);
     free(state);
@@ -203,8 +217,8 @@ static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void 
     if (!matmul_ready) return 0;
     matmul_thread_t *state = matmul_thread();
     if (!state) return 0;
-    size_t slot = (m * 131u + n * 31u + k * 7u + (size_t)type) % MATMUL_RECENT;
-    matmul_entry_t const *entry = state->recent[slot];
+    matmul_recent_t *recent = &state->recent[(m * 131u + n * 31u + k * 7u + (size_t)type) % MATMUL_RECENT];
+    matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
         entry->ldw != ldw || entry->ldc != ldc) {
         entry = NULL;
@@ -220,36 +234,35 @@ static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void 
             if (created) matmul_entries[matmul_count++] = created, entry = created;
         }
         pthread_mutex_unlock(&matmul_lock);
-        if (!entry) return 0;
-        state->recent[slot] = entry;
+        if (!entry || !entry->primitive) return 0;
+        matmul_recent_clear(recent);
+        dnnl_memory_desc_t pad_md;
+        dnnl_dims_t pad_dims = {(dnnl_dim_t)(entry->scratchpad_bytes ? entry->scratchpad_bytes : 1)};
+        if (dnnl_memory_create(&recent->src, &entry->src, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&recent->weights, &entry->weights, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&recent->dst, &entry->dst, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_desc_init_by_tag(&pad_md, 1, pad_dims, dnnl_u8, dnnl_a) != dnnl_success ||
+            dnnl_memory_create(&recent->pad, &pad_md, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success) {
+            matmul_recent_clear(recent);
+            return 0;
+        }
+        recent->entry = entry;
     }
-    if (!entry->primitive) return 0;
     if (entry->scratchpad_bytes > state->scratchpad_bytes) {
         void *grown = NULL;
         if (posix_memalign(&grown, 64, entry->scratchpad_bytes) != 0) return 0;
         free(state->scratchpad);
         state->scratchpad = grown, state->scratchpad_bytes = entry->scratchpad_bytes;
     }
-    dnnl_memory_t src = NULL, weights = NULL, dst = NULL, pad = NULL;
-    int done = 0;
-    dnnl_memory_desc_t pad_md;
-    dnnl_dims_t pad_dims = {(dnnl_dim_t)(entry->scratchpad_bytes ? entry->scratchpad_bytes : 1)};
-    if (dnnl_memory_create(&src, &entry->src, matmul_engine, (void *)a) == dnnl_success &&
-        dnnl_memory_create(&weights, &entry->weights, matmul_engine, (void *)w) == dnnl_success &&
-        dnnl_memory_create(&dst, &entry->dst, matmul_engine, c) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&pad_md, 1, pad_dims, dnnl_u8, dnnl_a) == dnnl_success &&
-        dnnl_memory_create(&pad, &pad_md, matmul_engine, entry->scratchpad_bytes ? state->scratchpad : NULL) ==
-            dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst},
-                                   {DNNL_ARG_SCRATCHPAD, pad}};
-        done = dnnl_primitive_execute(entry->primitive, state->stream, 4, args) == dnnl_success &&
-               dnnl_stream_wait(state->stream) == dnnl_success;
-    }
-    if (src) dnnl_memory_destroy(src);
-    if (weights) dnnl_memory_destroy(weights);
-    if (dst) dnnl_memory_destroy(dst);
-    if (pad) dnnl_memory_destroy(pad);
-    return done;
+    if (dnnl_memory_set_data_handle(recent->src, (void *)a) != dnnl_success ||
+        dnnl_memory_set_data_handle(recent->weights, (void *)w) != dnnl_success ||
+        dnnl_memory_set_data_handle(recent->dst, c) != dnnl_success ||
+        dnnl_memory_set_data_handle(recent->pad, entry->scratchpad_bytes ? state->scratchpad : NULL) != dnnl_success)
+        return 0;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, recent->src}, {DNNL_ARG_WEIGHTS, recent->weights},
+                               {DNNL_ARG_DST, recent->dst}, {DNNL_ARG_SCRATCHPAD, recent->pad}};
+    return dnnl_primitive_execute(entry->primitive, state->stream, 4, args) == dnnl_success &&
+           dnnl_stream_wait(state->stream) == dnnl_success;
 }
 
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
