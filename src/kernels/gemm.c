@@ -29,7 +29,8 @@
 #include "kernels/kernels.h"
 
 #include <dlfcn.h>    // `dlsym`
-#include <dnnl.h>     // `dnnl_sgemm`
+#include <dnnl.h>     // `dnnl_sgemm`, the matmul primitive
+#include <stdio.h>    // `snprintf`
 #include <pthread.h>  // `pthread_once`
 #include <stdlib.h>   // `getenv`
 #include <string.h>   // `strcmp`
@@ -102,6 +103,8 @@ typedef struct matmul_thread_t {
     dnnl_stream_t stream;
     void *scratchpad;
     size_t scratchpad_bytes;
+    float *dense; /**< A dense dst for tiles whose rows lie apart: brgemm refuses strided dst. */
+    size_t dense_bytes;
     matmul_recent_t recent[MATMUL_RECENT];
     struct matmul_thread_t *prev, *next;
 } matmul_thread_t;
@@ -110,7 +113,8 @@ static pthread_mutex_t matmul_lock = PTHREAD_MUTEX_INITIALIZER;
 static matmul_entry_t *matmul_entries[MATMUL_ENTRIES_MAX]; /* Never freed: reachable until exit. */
 static size_t matmul_count;
 static matmul_thread_t *matmul_threads; /* Live thread states, so they stay reachable. */
-static char matmul_impl[96];
+static struct { char name[48]; size_t shapes; } matmul_impls[8]; /* Distinct implementations chosen. */
+static char matmul_impl[8 * 64];
 static dnnl_engine_t matmul_engine;
 static pthread_key_t matmul_key;
 static int matmul_ready;
@@ -133,6 +137,7 @@ static void matmul_thread_free(void *opaque) {
     for (size_t i = 0; i < MATMUL_RECENT; ++i) matmul_recent_clear(&state->recent[i]);
     if (state->stream) dnnl_stream_destroy(state->stream);
     free(state->scratchpad);
+    free(state->dense);
     free(state);
 }
 
@@ -152,6 +157,11 @@ int uform_gemm_matmul_for(uform_cpu_class_t cpu_class) {
 
 char const *uform_gemm_matmul_impl(void) {
     pthread_mutex_lock(&matmul_lock);
+    size_t used = 0;
+    matmul_impl[0] = 0;
+    for (size_t i = 0; i < 8 && matmul_impls[i].shapes; ++i)
+        used += (size_t)snprintf(matmul_impl + used, sizeof matmul_impl - used, "%s%s (%zu shapes)", i ? ", " : "",
+                                 matmul_impls[i].name, matmul_impls[i].shapes);
     char const *impl = matmul_impl[0] ? matmul_impl : NULL;
     pthread_mutex_unlock(&matmul_lock);
     return impl;
@@ -178,10 +188,13 @@ static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, 
     if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &desc, attr, matmul_engine, NULL) == dnnl_success) {
         char const *impl = NULL;
-        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) {
-            strncpy(matmul_impl, impl, sizeof matmul_impl - 1);
-            matmul_impl[sizeof matmul_impl - 1] = 0;
-        }
+        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+            for (size_t i = 0; i < 8; ++i)
+                if (!matmul_impls[i].shapes || strncmp(matmul_impls[i].name, impl, sizeof matmul_impls[i].name - 1) == 0) {
+                    if (!matmul_impls[i].shapes) snprintf(matmul_impls[i].name, sizeof matmul_impls[i].name, "%s", impl);
+                    ++matmul_impls[i].shapes;
+                    break;
+                }
         dnnl_memory_desc_t const *pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         entry->scratchpad_bytes = pad ? dnnl_memory_desc_get_size(pad) : 0;
         if (dnnl_primitive_create(&entry->primitive, pd) != dnnl_success) entry->primitive = NULL;
@@ -210,6 +223,9 @@ static matmul_thread_t *matmul_thread(void) {
     return state;
 }
 
+static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc);
+
 /* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back). */
 static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
                       void const *w, size_t ldw, float *c, size_t ldc) {
@@ -217,6 +233,27 @@ static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void 
     if (!matmul_ready) return 0;
     matmul_thread_t *state = matmul_thread();
     if (!state) return 0;
+    /* oneDNN 2.6's brgemm takes only a dense dst (with `ldc` > `n` it picks gemm:jit): such tiles go
+     * through a dense buffer of the thread and are copied into place. */
+    float *out = c;
+    size_t ldo = ldc;
+    if (ldc != n) {
+        if (m * n * sizeof(float) > state->dense_bytes) {
+            void *grown = NULL;
+            if (posix_memalign(&grown, 64, m * n * sizeof(float)) != 0) return 0;
+            free(state->dense);
+            state->dense = (float *)grown, state->dense_bytes = m * n * sizeof(float);
+        }
+        out = state->dense, ldo = n;
+    }
+    if (!matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo)) return 0;
+    if (out != c)
+        for (size_t i = 0; i < m; ++i) memcpy(c + i * ldc, out + i * n, n * sizeof(float));
+    return 1;
+}
+
+static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc) {
     matmul_recent_t *recent = &state->recent[(m * 131u + n * 31u + k * 7u + (size_t)type) % MATMUL_RECENT];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||

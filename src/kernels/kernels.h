@@ -71,8 +71,9 @@ typedef struct uform_gemm_t {
  *  class has native bf16, else f32 on widened weights), `0` keeps the GEMM functions everywhere. */
 int uform_gemm_matmul_for(uform_cpu_class_t cpu_class);
 
-/** @brief The implementation oneDNN chose for the last matmul primitive this process created (e.g.
- *  "brg:avx512_core_amx"), or NULL when none was created; for benchmarks' verbose output. */
+/** @brief The implementations oneDNN chose for the matmul primitives this process created, with how
+ *  many tile shapes each serves (e.g. "brg:avx512_core_amx (6 shapes)"), or NULL when none was
+ *  created; for benchmarks' verbose output. Not thread-safe against a concurrent call of itself. */
 char const *uform_gemm_matmul_impl(void);
 
 /** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
