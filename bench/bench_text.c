@@ -14,6 +14,7 @@
 #define _GNU_SOURCE 1
 #include "internal.h"
 #include "models/text_forward.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,7 @@ int main(int argc, char **argv) {
     else
         printf("uform %s %s: %zu tokens, batch %zu, %zu threads: %.1f texts/s, best call %.3f ms, peak RSS %.1f MiB\n",
                shape, dtype_name, tokens, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+    if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
     uform_executor_free(executor);
     for (size_t i = 0; i < allocations_count; ++i) free(allocations[i]);
     free(t.layers), free(ids), free(offsets), free(rows);

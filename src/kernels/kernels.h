@@ -62,7 +62,19 @@ typedef struct uform_gemm_t {
     uform_kernels_t const *kernels;
     int use_library; /**< 0: the portable loops (SERIAL); 1: oneDNN. */
     int native_bf16; /**< bf16 weights multiply as bf16 through oneDNN; else they widen to f32. */
+    int matmul;      /**< Through oneDNN's matmul primitive (brgemm, AMX tiles) instead of its GEMM functions. */
 } uform_gemm_t;
+
+/** @brief Whether a class multiplies through oneDNN's matmul primitive: AMX-BF16 classes (Sapphire
+ *  Rapids and above), where only the primitive API reaches AMX. The environment variable
+ *  `UFORM_GEMM_MATMUL` overrides it: `1` forces the primitive on every library class (bf16 where the
+ *  class has native bf16, else f32 on widened weights), `0` keeps the GEMM functions everywhere. */
+int uform_gemm_matmul_for(uform_cpu_class_t cpu_class);
+
+/** @brief The implementations oneDNN chose for the matmul primitives this process created, with how
+ *  many tile shapes each serves (e.g. "brg:avx512_core_amx (6 shapes)"), or NULL when none was
+ *  created; for benchmarks' verbose output. Not thread-safe against a concurrent call of itself. */
+char const *uform_gemm_matmul_impl(void);
 
 /** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
  *  depth `depth` with weights of `dtype`. */

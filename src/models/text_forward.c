@@ -490,6 +490,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->gemm.kernels = job->kernels;
     job->gemm.use_library = cpu_class != uform_cpu_class_serial_k;
     job->gemm.native_bf16 = uform_kernels_native_bf16(cpu_class);
+    job->gemm.matmul = uform_gemm_matmul_for(cpu_class);
     job->threads = threads;
     job->count = count;
 
