@@ -4,7 +4,7 @@
     /work/venv/bin/python test/encode/make_references.py sentences     # writes sentences.txt (committed)
     /work/venv/bin/python test/encode/make_references.py minilm DIR    # minilm_f32.bin (committed) from all-MiniLM-L6-v2 in DIR
     /work/venv/bin/python test/encode/make_references.py ids DIR       # minilm_ids.txt (committed): HF tokenizers' ids
-    /work/venv/bin/python test/encode/make_references.py uform3 OUT    # OUT/uform3-{768-cls,384-mean}/ model dirs + expected.bin
+    /work/venv/bin/python test/encode/make_references.py uform3 DIR    # uform3_ids.txt, expected/, uform3_references.txt (committed)
 
 Pinned versions the committed files were made with: Python 3.11, torch 2.15.0 (CPU),
 sentence-transformers 6.2.0, transformers 5.24.0, tokenizers 0.23.3, safetensors 0.8.0, numpy 2.4.6,
@@ -14,17 +14,18 @@ Sentences: 1,200 texts from Debian's English fortunes (fortunes-min/fortune-mod:
 whitespace collapsed, one per line: 1,000 whole fortunes, 150 first sentences (short), 50 long texts of
 several fortunes joined (longer than the 256-token context, so truncation is checked).
 
-UForm3 towers: the `uform` package's TextEncoder built from a config dict with random weights scaled so
-every branch matters (products as large as the residual, LayerNorm gains away from one, biases away from
-zero), saved as text_encoder.safetensors (f32) + config.json + MiniLM's tokenizer.json; expected
-embeddings from TextEncoder.forward over padded batches with HF tokenizers' ids. Random weights make these
-large (the 768-wide tower holds 30522 x 768 word embeddings), so they are generated in the build tree.
+UForm3 towers: the `uform` package's TextEncoder built from a config dict with the random weights of
+text_towers.h, drawn bit for bit as make_text_tower writes them at test time (splitmix64 of
+random_weights.h, the numpy version from test/encode_images/make_references.py), scaled so every branch
+matters (products as large as the residual, LayerNorm gains away from one, biases away from zero; the
+script prints how far the embeddings move without attention or MLP); expected embeddings of the first
+UFORM3_TEXTS sentences from TextEncoder.forward over padded batches with MiniLM's ids (committed:
+uform3_ids.txt, expected/<tower>.f32, uform3_references.txt with the weights' checksums).
 """
-import json
+import math
 import os
 import random
 import re
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,58 +105,132 @@ UFORM3_CONFIGS = {
                             num_layers=2, num_heads=6, embedding_dim=384, multimodal_layers_ids=[],
                             head_one_neuron=True, pooling="mean", max_position_embeddings=66),
 }
+# The seeds of text_towers.h's text_tower_specs, and how many sentences (the first of sentences.txt) they check.
+UFORM3_SEEDS = {"uform3-768-cls": 0x7E470001, "uform3-384-mean": 0x7E470002}
+UFORM3_TEXTS = 300
 
 
-def uform3(out_dir, minilm_dir):
+def uform3_tensors(config):
+    """(name, shape, center, half) in stream order, as text_tower_tensors in text_towers.h."""
+    d = config["dim"]
+    matrix, peaked = 1.2 * math.sqrt(3.0 / d), 2.0 * math.sqrt(3.0 / d)
+    out = [
+        ("word_embeddings.weight", (config["vocab_size"], d), 0.0, 0.8),
+        ("position_embeddings.weight", (config["max_position_embeddings"], d), 0.0, 0.8),
+        ("layer_norm.weight", (d,), 1.0, 0.3),
+        ("layer_norm.bias", (d,), 0.0, 0.2),
+    ]
+    for l in range(config["num_layers"]):
+        kinds = [("attention", "norm_attn")]
+        if l in config["multimodal_layers_ids"]:
+            kinds.append(("crossattn", "norm_crossattn"))
+        for attention, norm in kinds:
+            out += [(f"blocks.{l}.{norm}.weight", (d,), 1.0, 0.3), (f"blocks.{l}.{norm}.bias", (d,), 0.0, 0.2)]
+            for i, projection in enumerate(("query", "key", "value", "out")):
+                out += [(f"blocks.{l}.{attention}.{projection}.weight", (d, d), 0.0, peaked if i < 2 else matrix),
+                        (f"blocks.{l}.{attention}.{projection}.bias", (d,), 0.0, 0.2)]
+        out += [
+            (f"blocks.{l}.norm_mlp.weight", (d,), 1.0, 0.3),
+            (f"blocks.{l}.norm_mlp.bias", (d,), 0.0, 0.2),
+            (f"blocks.{l}.mlp.hidden_layer.weight", (4 * d, d), 0.0, matrix),
+            (f"blocks.{l}.mlp.hidden_layer.bias", (4 * d,), 0.0, 0.2),
+            (f"blocks.{l}.mlp.output_layer.weight", (d, 4 * d), 0.0, 1.2 * math.sqrt(3.0 / (4.0 * d))),
+            (f"blocks.{l}.mlp.output_layer.bias", (d,), 0.0, 0.2),
+        ]
+    heads = 1 if config["head_one_neuron"] else 2
+    out += [
+        ("embedding_projection.weight", (config["embedding_dim"], d), 0.0, matrix),
+        ("matching_head.weight", (heads, d), 0.0, matrix),
+        ("matching_head.bias", (heads,), 0.0, 0.2),
+    ]
+    if config["context_dim"] != d:
+        out.append(("context_projection.weight", (d, config["context_dim"]), 0.0, 1.2 * math.sqrt(3.0 / config["context_dim"])))
+    return out
+
+
+def image_generator():
+    """test/encode_images/make_references.py, whose numpy splitmix64 mirrors random_weights.h."""
+    import importlib.util
+
+    path = os.path.join(HERE, "..", "encode_images", "make_references.py")
+    spec = importlib.util.spec_from_file_location("encode_images_references", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def uform3(minilm_dir):
+    """Draws the towers of text_towers.h bit for bit, runs the `uform` package's TextEncoder over the first
+    UFORM3_TEXTS sentences (ids from MiniLM's tokenizer, context 65, padded batches) and writes
+    uform3_ids.txt, expected/<tower>.f32 (float32 [texts][embedding_dim]) and uform3_references.txt
+    (tower, weights' checksum, texts)."""
+    from importlib.metadata import version
+
     import numpy as np
     import torch
-    from safetensors.torch import save_file
     from tokenizers import Tokenizer
     from uform.torch_encoders import TextEncoder
 
-    texts = read_sentences()
-    for seed, (name, config) in enumerate(sorted(UFORM3_CONFIGS.items())):
-        torch.manual_seed(100 + seed)
+    pinned = {"torch": "2.15.0", "numpy": "2.4.6", "tokenizers": "0.23.3", "uform": "3.1.3"}
+    for package, wanted in pinned.items():
+        found = version(package)
+        if not found.startswith(wanted):
+            sys.exit(f"{package} {found} is installed; the references were made with {wanted}")
+    images = image_generator()
+    texts = read_sentences()[:UFORM3_TEXTS]
+    tokenizer = Tokenizer.from_file(os.path.join(minilm_dir, "tokenizer.json"))
+    contexts = {c["max_position_embeddings"] - c["padding_idx"] - 1 for c in UFORM3_CONFIGS.values()}
+    assert len(contexts) == 1, "one ids file serves both towers"
+    context = contexts.pop()
+    tokenizer.enable_truncation(context)
+    tokenizer.no_padding()
+    encodings = [e.ids for e in tokenizer.encode_batch(texts)]
+    with open(os.path.join(HERE, "uform3_ids.txt"), "w") as f:
+        for ids in encodings:
+            f.write(" ".join(str(i) for i in ids) + "\n")
+    os.makedirs(os.path.join(HERE, "expected"), exist_ok=True)
+    lines = []
+    for name, config in sorted(UFORM3_CONFIGS.items()):
+        seed, position, state, bits = UFORM3_SEEDS[name], 0, {}, []
+        for tensor, shape, center, half in uform3_tensors(config):
+            n = int(np.prod(shape))
+            u = (images.splitmix64(seed, position, n) >> np.uint64(40)).astype(np.float64) * (1.0 / 16777216.0)
+            values = (center + (2.0 * u - 1.0) * half).astype(np.float32)
+            state[tensor] = torch.from_numpy(values.reshape(shape))
+            bits.append(values.view(np.uint32))
+            position += n
+        bits = np.concatenate(bits).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            digest = int(np.sum(bits * (np.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)), dtype=np.uint64))
         encoder = TextEncoder(**config).eval()
-        with torch.no_grad():
-            for key, tensor in encoder.state_dict().items():
-                if "norm" in key and key.endswith("weight"):
-                    tensor.copy_(1.0 + 0.3 * torch.randn_like(tensor))
-                elif key.endswith("bias"):
-                    tensor.copy_(0.2 * torch.randn_like(tensor))
-                elif "embeddings" in key:
-                    tensor.copy_(0.5 * torch.randn_like(tensor))
-                else:
-                    fan_in = tensor.shape[-1]
-                    gain = 2.0 if ("query" in key or "key" in key) else 1.2
-                    tensor.copy_(gain / fan_in ** 0.5 * torch.randn_like(tensor))
-        target = os.path.join(out_dir, name)
-        os.makedirs(target, exist_ok=True)
-        state = {k: v.contiguous() for k, v in encoder.state_dict().items()}
-        save_file(state, os.path.join(target, "text_encoder.safetensors"))
-        with open(os.path.join(target, "config.json"), "w") as f:
-            json.dump({"text_encoder": config}, f, indent=2)
-        shutil.copy(os.path.join(minilm_dir, "tokenizer.json"), os.path.join(target, "tokenizer.json"))
-
-        tokenizer = Tokenizer.from_file(os.path.join(target, "tokenizer.json"))
-        context = config["max_position_embeddings"] - config["padding_idx"] - 1
-        tokenizer.enable_truncation(context)
-        tokenizer.no_padding()
+        encoder.load_state_dict(state, strict=True)
         rows = []
         with torch.no_grad():
             for start in range(0, len(texts), 64):
-                batch = tokenizer.encode_batch(texts[start:start + 64])
-                width = max(len(e.ids) for e in batch)
+                batch = encodings[start:start + 64]
+                width = max(len(ids) for ids in batch)
                 ids = torch.full((len(batch), width), config["padding_idx"], dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for i, e in enumerate(batch):
-                    ids[i, :len(e.ids)] = torch.tensor(e.ids)
-                    mask[i, :len(e.ids)] = 1
+                for i, row in enumerate(batch):
+                    ids[i, :len(row)] = torch.tensor(row)
+                    mask[i, :len(row)] = 1
                 rows.append(encoder(ids, mask).float().numpy())
+                if start == 0:
+                    first = (ids, mask, rows[0])
         expected = np.concatenate(rows).astype("<f4")
-        expected.tofile(os.path.join(target, "expected.bin"))
-        write_ids(os.path.join(target, "ids.txt"), os.path.join(target, "tokenizer.json"), context)
-        print(f"{name}: {expected.shape}, context {context}")
+        # Every branch matters: the embeddings move when the attention or the MLP outputs are dropped.
+        for branch in ("attention.out", "mlp.output_layer"):
+            ablated = TextEncoder(**config).eval()
+            ablated.load_state_dict({k: (v * 0 if f".{branch}." in k else v) for k, v in state.items()}, strict=True)
+            with torch.no_grad():
+                other = ablated(first[0], first[1]).float().numpy()
+            cos = (other * first[2]).sum(1) / np.linalg.norm(other, axis=1) / np.linalg.norm(first[2], axis=1)
+            print(f"{name}: without {branch}, mean cosine to the full tower {cos.mean():.3f}", file=sys.stderr)
+        expected.tofile(os.path.join(HERE, "expected", f"{name}.f32"))
+        lines.append(f"{name} {digest:016x} {len(texts)}")
+        print(lines[-1], expected.shape, f"rms {np.sqrt((expected ** 2).mean()):.3f}", file=sys.stderr)
+    with open(os.path.join(HERE, "uform3_references.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
@@ -167,6 +242,6 @@ if __name__ == "__main__":
     elif what == "ids":
         write_ids(os.path.join(HERE, "minilm_ids.txt"), os.path.join(sys.argv[2], "tokenizer.json"), 256)
     elif what == "uform3":
-        uform3(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else sys.argv[2] + "/../minilm")
+        uform3(sys.argv[2])
     else:
         sys.exit(__doc__)
