@@ -19,6 +19,7 @@
 #include <uform.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h> // `atomic_uint`
 
 /** @brief The fused kernels of one class. Rows are contiguous `cols` floats `ld` apart. */
 typedef struct uform_kernels_t {
@@ -85,6 +86,23 @@ size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, s
  *  at least `uform_gemm_scratch_bytes` bytes, aligned to 64. */
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch);
+
+/** @brief A barrier between the phases of a forward pass: spins briefly, then sleeps on a futex.
+ *  Zero-initialised; every one of `threads` threads calls `uform_phase_barrier_wait` with the same
+ *  count, and it is reusable phase after phase. */
+typedef struct uform_phase_barrier_t {
+    atomic_uint arrived, generation, sleepers;
+} uform_phase_barrier_t;
+void uform_phase_barrier_wait(uform_phase_barrier_t *barrier, size_t threads);
+
+/** @brief How a phase's GEMM of `m` x `n` splits into tiles that `threads` threads take one at a
+ *  time: row tiles of 128 to 512 while each thread keeps two, columns split (in multiples of 16, at
+ *  least 64) when rows are too few; weights that widen per tile (f16, bf16 without native bf16)
+ *  take all rows per tile, so each weight tile widens once. */
+typedef struct uform_gemm_plan_t {
+    size_t rows_per_tile, cols_per_tile, tiles_m, tiles_n;
+} uform_gemm_plan_t;
+uform_gemm_plan_t uform_gemm_plan(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m, size_t n);
 
 /** @brief The products of attention through the library (not for SERIAL): C = alpha A B^T
  *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */

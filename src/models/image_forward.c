@@ -28,16 +28,13 @@
 #include "internal.h"
 #include "kernels/kernels.h"
 
-#include <limits.h>    // `INT_MAX`
 #include <math.h>      // `sqrt`
 #include <stdatomic.h>
 #include <stdio.h>     // `snprintf`
 #include <stdlib.h>
 #include <string.h>
 
-#define IMAGE_TILE_ROWS 128
 #define IMAGE_CHUNK_FLOATS (4096u * 384u)
-#define IMAGE_BARRIER_SPINS 4096u
 
 typedef struct image_thread_t {
     uform_image_tower_t const *tower;
@@ -78,7 +75,7 @@ typedef struct image_job_t {
     atomic_size_t *counters;
     size_t counters_count;
     atomic_int abandoned; /**< A strict call with a failed image computes nothing. */
-    atomic_uint barrier_arrived, barrier_generation, barrier_sleepers;
+    uform_phase_barrier_t barrier;
     atomic_size_t threads_left;
 } image_job_t;
 
@@ -86,47 +83,10 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
-static void barrier(image_job_t *job) {
-    if (job->threads == 1) return;
-    unsigned generation = atomic_load(&job->barrier_generation);
-    if (atomic_fetch_add(&job->barrier_arrived, 1) + 1 == job->threads) {
-        atomic_store(&job->barrier_arrived, 0);
-        atomic_fetch_add(&job->barrier_generation, 1);
-        if (atomic_load(&job->barrier_sleepers)) uform_futex_wake((uint32_t *)&job->barrier_generation, INT_MAX);
-        return;
-    }
-    for (unsigned spin = 0; spin < IMAGE_BARRIER_SPINS; ++spin) {
-        if (atomic_load_explicit(&job->barrier_generation, memory_order_acquire) != generation) return;
-        uform_spin_pause();
-    }
-    atomic_fetch_add(&job->barrier_sleepers, 1);
-    while (atomic_load(&job->barrier_generation) == generation)
-        uform_futex_wait((uint32_t *)&job->barrier_generation, generation, NULL);
-    atomic_fetch_sub(&job->barrier_sleepers, 1);
-}
+static void barrier(image_job_t *job) { uform_phase_barrier_wait(&job->barrier, job->threads); }
 
-/* ---- GEMM phases ---- */
-
-typedef struct plan_t {
-    size_t rows_per_tile, cols_per_tile, tiles_m, tiles_n;
-} plan_t;
-
-/** Row tiles of 128 to 512 (two per thread at least), columns split when rows are too few; weights
- *  that widen per tile (f16, bf16 without native bf16) take all rows per tile. */
-static plan_t plan_for(image_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
-    plan_t plan;
-    size_t wanted = job->threads == 1 ? 1 : job->threads * 2;
-    int widens = uform_gemm_scratch_bytes(&job->gemm, dtype, 1, 1, 1) == sizeof(float);
-    size_t rows = IMAGE_TILE_ROWS;
-    while (rows < 4 * IMAGE_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
-    plan.rows_per_tile = widens ? (m ? m : 1) : rows;
-    plan.tiles_m = m ? ceil_div(m, plan.rows_per_tile) : 0;
-    size_t splits = plan.tiles_m >= wanted || !plan.tiles_m ? 1 : ceil_div(wanted, plan.tiles_m);
-    plan.cols_per_tile = round_up(ceil_div(n, splits), 16);
-    if (plan.cols_per_tile < 64 && !widens) plan.cols_per_tile = 64;
-    if (plan.cols_per_tile > n) plan.cols_per_tile = n;
-    plan.tiles_n = ceil_div(n, plan.cols_per_tile);
-    return plan;
+static uform_gemm_plan_t plan_for(image_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
+    return uform_gemm_plan(&job->gemm, job->threads, dtype, m, n);
 }
 
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_layer_scale_k } epilogue_t;
@@ -136,7 +96,7 @@ typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k
 static void gemm_phase(image_job_t *job, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
                        float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
                        uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld) {
-    plan_t plan = plan_for(job, weight->dtype, m, n);
+    uform_gemm_plan_t plan = plan_for(job, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
     float const *b = bias && bias->data ? (float const *)bias->data : NULL;
@@ -192,7 +152,7 @@ static size_t gemm_scratch_floats(image_job_t const *job) {
                            {n, c->embedding_dimensions, c->dim}};
     size_t bytes = 0;
     for (size_t s = 0; s < 5; ++s) {
-        plan_t plan = plan_for(job, job->tower0->weights_dtype, shapes[s][0], shapes[s][1]);
+        uform_gemm_plan_t plan = plan_for(job, job->tower0->weights_dtype, shapes[s][0], shapes[s][1]);
         size_t b = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, plan.rows_per_tile,
                                             plan.cols_per_tile, shapes[s][2]);
         if (b > bytes) bytes = b;
@@ -303,7 +263,7 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
         /* Q, K and V: one counter over the tiles of the three products. */
         {
             atomic_size_t *counter = &job->counters[(*phase)++];
-            plan_t plan = plan_for(job, layer->query_weight.dtype, tokens, d);
+            uform_gemm_plan_t plan = plan_for(job, layer->query_weight.dtype, tokens, d);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};

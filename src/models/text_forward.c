@@ -21,18 +21,13 @@
 #include "internal.h"
 #include "kernels/kernels.h"
 
-#include <limits.h>    // `INT_MAX`
 #include <math.h>      // `sqrt`
 #include <stdatomic.h> // `atomic_size_t`
 #include <stdlib.h>    // `calloc`
 #include <string.h>    // `memset`
 
-/** Rows per GEMM tile when rows are many. */
-#define FORWARD_TILE_ROWS 128
 /** Floats of activations per chunk: tokens * hidden stays near this (six buffers of it, about). */
 #define FORWARD_CHUNK_FLOATS (4096u * 384u)
-/** Spins at a barrier before sleeping on the futex. */
-#define FORWARD_BARRIER_SPINS 4096u
 
 typedef struct forward_chunk_t {
     size_t first_text, end_text; /**< Texts [first, end) among the job's non-skipped order. */
@@ -75,9 +70,7 @@ typedef struct forward_job_t {
     /* Synchronisation. */
     atomic_size_t *counters; /**< One per phase, in the order every thread walks them. */
     size_t counters_count;
-    atomic_uint barrier_arrived;
-    atomic_uint barrier_generation;
-    atomic_uint barrier_sleepers;
+    uform_phase_barrier_t barrier;
     atomic_size_t threads_left; /**< The last thread out frees the job. */
 } forward_job_t;
 
@@ -88,55 +81,13 @@ static uform_text_tower_t const *replica_on(struct uform_model_s const *model, i
     return &model->text_replicas[0];
 }
 
-/* ---- Barrier ---- */
-
-static void forward_barrier(forward_job_t *job) {
-    if (job->threads == 1) return;
-    unsigned generation = atomic_load(&job->barrier_generation);
-    if (atomic_fetch_add(&job->barrier_arrived, 1) + 1 == job->threads) {
-        atomic_store(&job->barrier_arrived, 0);
-        atomic_fetch_add(&job->barrier_generation, 1);
-        if (atomic_load(&job->barrier_sleepers)) uform_futex_wake((uint32_t *)&job->barrier_generation, INT_MAX);
-        return;
-    }
-    for (unsigned spin = 0; spin < FORWARD_BARRIER_SPINS; ++spin) {
-        if (atomic_load_explicit(&job->barrier_generation, memory_order_acquire) != generation) return;
-        uform_spin_pause();
-    }
-    atomic_fetch_add(&job->barrier_sleepers, 1);
-    while (atomic_load(&job->barrier_generation) == generation)
-        uform_futex_wait((uint32_t *)&job->barrier_generation, generation, NULL);
-    atomic_fetch_sub(&job->barrier_sleepers, 1);
-}
-
-/* ---- GEMM tiling ---- */
-
-typedef struct gemm_plan_t {
-    size_t rows_per_tile, cols_per_tile, tiles_m, tiles_n;
-} gemm_plan_t;
-
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 
-/** Rows in tiles of FORWARD_TILE_ROWS; columns split too when rows give too few tiles for the
- *  threads. Weights that widen per tile (f16, bf16 without native bf16) take all rows per tile, so
- *  each weight tile widens once. */
-static gemm_plan_t gemm_plan(forward_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
-    gemm_plan_t plan;
-    size_t wanted = job->threads == 1 ? 1 : job->threads * 2;
-    int widens = uform_gemm_scratch_bytes(&job->gemm, dtype, 1, 1, 1) == sizeof(float);
-    /* Bigger row tiles amortise the library's packing of the weights, as long as every thread
-     * still gets two tiles. */
-    size_t rows = FORWARD_TILE_ROWS;
-    while (rows < 4 * FORWARD_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
-    plan.rows_per_tile = widens ? (m ? m : 1) : rows;
-    plan.tiles_m = m ? ceil_div(m, plan.rows_per_tile) : 0;
-    size_t splits = plan.tiles_m >= wanted || !plan.tiles_m ? 1 : ceil_div(wanted, plan.tiles_m);
-    plan.cols_per_tile = round_up(ceil_div(n, splits), 16);
-    if (plan.cols_per_tile < 64 && !widens) plan.cols_per_tile = 64;
-    if (plan.cols_per_tile > n) plan.cols_per_tile = n;
-    plan.tiles_n = ceil_div(n, plan.cols_per_tile);
-    return plan;
+static void forward_barrier(forward_job_t *job) { uform_phase_barrier_wait(&job->barrier, job->threads); }
+
+static uform_gemm_plan_t gemm_plan(forward_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
+    return uform_gemm_plan(&job->gemm, job->threads, dtype, m, n);
 }
 
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_bias_residual_k } epilogue_t;
@@ -145,7 +96,7 @@ typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k
 static void gemm_phase(forward_job_t *job, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
                        float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc,
                        epilogue_t epilogue, uform_tensor_t const *bias, float const *residual, size_t residual_ld) {
-    gemm_plan_t plan = gemm_plan(job, weight->dtype, m, n);
+    uform_gemm_plan_t plan = gemm_plan(job, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
     float const *bias_data = bias && bias->data ? (float const *)bias->data : NULL;
@@ -251,7 +202,7 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
         {
             /* The three share one counter: the tiles of Q, then those of K, then of V. */
             atomic_size_t *counter = &job->counters[(*phase)++];
-            gemm_plan_t plan = gemm_plan(job, layer->query_weight.dtype, tokens, hidden);
+            uform_gemm_plan_t plan = gemm_plan(job, layer->query_weight.dtype, tokens, hidden);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
@@ -364,7 +315,7 @@ static size_t gemm_scratch_floats(forward_job_t const *job) {
                            {job->chunk_tokens_max, hidden, inter}, {job->chunk_texts_max, tower->embedding_dimensions, hidden}};
     size_t bytes = 0;
     for (size_t s = 0; s < 4; ++s) {
-        gemm_plan_t plan = gemm_plan(job, tower->weights_dtype, shapes[s][0], shapes[s][1]);
+        uform_gemm_plan_t plan = gemm_plan(job, tower->weights_dtype, shapes[s][0], shapes[s][1]);
         size_t b = uform_gemm_scratch_bytes(&job->gemm, tower->weights_dtype, plan.rows_per_tile, plan.cols_per_tile,
                                             shapes[s][2]);
         if (b > bytes) bytes = b;
