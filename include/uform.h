@@ -915,6 +915,15 @@ typedef struct uform_mesh_description_t {
  *  a mesh lives, its executor's waits also watch NCCL: a lost peer, or a collective pending past
  *  the timeout, aborts the communicators and fails the wait with PEER_LOST.
  *
+ *  NCCL is started with non-blocking communicators, so that its initialisation is bounded by
+ *  `timeout_seconds`; with NCCL 2.18 or later each is then split (`ncclCommSplit`, same ranks, under
+ *  the same timeout) into a blocking one that collectives run on, as torch.distributed's do, since
+ *  polling a non-blocking communicator costs tens of microseconds per call. An all-reduce kept from
+ *  being enqueued by a lost peer is ended by a thread of the mesh, which aborts the communicators
+ *  once the call has run past the timeout: the call fails with PEER_LOST. Each mesh of more than one
+ *  GPU holds that thread (asleep between calls) until freed. Before NCCL 2.18 collectives run on
+ *  the non-blocking communicators.
+ *
  *  @code{.c}
  *  uform_mesh_options_t options = {.host_domain_index = rank, .host_domain_count = 2,
  *                                  .directory = "/shared/uform", .job = "run-42"};

@@ -58,6 +58,7 @@ static void nccl_load(void) {
         {(void **)&table->CommFinalize, "ncclCommFinalize", true},
         {(void **)&table->GroupStart, "ncclGroupStart", true},
         {(void **)&table->GroupEnd, "ncclGroupEnd", true},
+        {(void **)&table->CommSplit, "ncclCommSplit", false},
         {(void **)&table->AllReduce, "ncclAllReduce", true},
         {(void **)&table->GetErrorString, "ncclGetErrorString", true},
         {(void **)&table->GetLastError, "ncclGetLastError", false},

@@ -58,13 +58,18 @@ typedef struct uform_nccl_config_t {
     size_t size;          /**< sizeof this struct: NCCL reads no further. */
     unsigned int magic;   /**< 0xcafebeef. */
     unsigned int version; /**< NCCL_VERSION(2, 14, 0): later fields take NCCL's defaults. */
-    int blocking;         /**< 0: non-blocking initialisation and calls, polled. */
+    int blocking;         /**< 0: non-blocking initialisation and calls, polled; 1: blocking. */
     int cga_cluster_size, min_ctas, max_ctas; /**< INT_MIN: NCCL's defaults. */
     char const *net_name;                     /**< NULL: NCCL's default. */
 } uform_nccl_config_t;
 
 #define UFORM_NCCL_CONFIG_NONBLOCKING                                                              \
     {sizeof(uform_nccl_config_t), 0xcafebeefu, 21400u, 0, INT_MIN, INT_MIN, INT_MIN, NULL}
+
+/** The configuration of the communicators collectives run on: blocking, so that `ncclGroupEnd`
+ *  returns once the work is enqueued instead of reporting `ncclInProgress` to be polled. */
+#define UFORM_NCCL_CONFIG_BLOCKING                                                                 \
+    {sizeof(uform_nccl_config_t), 0xcafebeefu, 21400u, 1, INT_MIN, INT_MIN, INT_MIN, NULL}
 
 /** @brief The functions meshes call, resolved from `libnccl.so.2`. */
 typedef struct uform_nccl_t {
@@ -78,6 +83,10 @@ typedef struct uform_nccl_t {
     uform_nccl_result_t (*CommFinalize)(uform_nccl_comm_t comm);
     uform_nccl_result_t (*GroupStart)(void);
     uform_nccl_result_t (*GroupEnd)(void);
+    /** `ncclCommSplit` (NCCL 2.18 and later; NULL before): the blocking child of each non-blocking
+     *  communicator, so initialisation stays bounded by the timeout and collectives do not poll. */
+    uform_nccl_result_t (*CommSplit)(uform_nccl_comm_t comm, int color, int key, uform_nccl_comm_t *child,
+                                     uform_nccl_config_t *config);
     uform_nccl_result_t (*AllReduce)(void const *send, void *receive, size_t count, int dtype, int op,
                                      uform_nccl_comm_t comm, void *stream);
     char const *(*GetErrorString)(uform_nccl_result_t result);
@@ -106,8 +115,10 @@ typedef struct uform_mesh_timings_t {
 
 void uform_mesh_timings(uform_mesh_t mesh, uform_mesh_timings_t *timings);
 
-/** @brief The mesh's communicators, one per device of its executor (none for a run of one GPU);
- *  benchmarks call NCCL directly on them. Valid until the mesh is freed or aborted. */
+/** @brief The communicators the mesh's collectives run on, one per device of its executor (none for
+ *  a run of one GPU): the blocking children split from the non-blocking ones NCCL was started
+ *  with (with NCCL 2.18 and later; before it, those non-blocking ones). Benchmarks call NCCL directly
+ *  on them. Valid until the mesh is freed or aborted. */
 size_t uform_mesh_comms(uform_mesh_t mesh, uform_nccl_comm_t const **comms);
 
 #endif // UFORM_NCCL_H

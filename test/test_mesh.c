@@ -415,14 +415,75 @@ static uform_status_t sleep_device(void *context, uform_device_slot_t const *slo
  *  Roles on the fake driver with the fake NCCL (test/gpu/fake_nccl.c), which sums in place across
  *  the ranks of this process: the NCCL paths of a mesh without a GPU.
  */
+/** Checks that the mesh's collectives run on blocking communicators split off the non-blocking
+ *  ones (the fake records each communicator's config), each having enqueued at least `collectives`. */
+static void check_blocking_children(uform_mesh_t mesh, size_t devices, long collectives) {
+    void *library = dlopen(UFORM_FAKE_NCCL_PATH, RTLD_NOW | RTLD_NOLOAD);
+    int (*describe)(uform_nccl_comm_t, int *, int *, long *) =
+        library ? (int (*)(uform_nccl_comm_t, int *, int *, long *))dlsym(library, "fake_nccl_describe") : NULL;
+    CHECK_FATAL(describe != NULL);
+    uform_nccl_comm_t const *comms = NULL;
+    CHECK(uform_mesh_comms(mesh, &comms) == devices);
+    for (size_t d = 0; comms && d < devices; ++d) {
+        int blocking = -1, child = -1;
+        long enqueued = -1;
+        CHECK(describe(comms[d], &blocking, &child, &enqueued) == 0);
+        CHECK(blocking == 1 && child == 1);
+        CHECK(enqueued >= collectives);
+        if (enqueued < collectives) fprintf(stderr, "rank %zu enqueued %ld collectives\n", d, enqueued);
+    }
+    if (library) dlclose(library);
+}
+
 static int fake_nccl_child(char const *role, uform_executor_t executor, uform_mesh_options_t *options) {
     uform_mesh_t mesh = NULL;
     double start = now();
     if (strcmp(role, "fake-nccl-single") == 0) {
-        // Two GPUs, no peers: initialisation polled to the end, then the whole all-reduce suite.
+        // Two GPUs, no peers: initialisation polled to the end, then the whole all-reduce suite, on
+        // the blocking children split off the non-blocking communicators NCCL started with.
         options->host_domain_count = 0, options->directory = NULL;
         CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_ok_k);
+        if (mesh) check_blocking_children(mesh, 2, 0);
         if (mesh) exercise(executor, mesh, "fake NCCL, one process", 4096);
+        if (mesh) check_blocking_children(mesh, 2, 7); // every non-empty all-reduce of `exercise`
+    }
+    else if (strcmp(role, "fake-nccl-split-hang") == 0) {
+        // NCCL starts, but the split into blocking communicators never completes: bounded too.
+        options->host_domain_count = 0, options->directory = NULL, options->timeout_seconds = 1;
+        CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_timeout_k);
+        CHECK_MESSAGE("NCCL split into blocking communicators (ncclCommSplit of 2 ranks, 2 in this process) did not "
+                      "finish within 1 s; this process's ranks 0, 1 (of 2 in the run) are still waiting");
+        CHECK_MESSAGE("communicators aborted");
+        double elapsed = now() - start;
+        CHECK(elapsed >= 0.9 && elapsed < 4);
+        printf("%s: %s after %.2f s: %s\n", role, uform_status_name(uform_status_timeout_k), elapsed, uform_error_message());
+        CHECK(mesh == NULL);
+    }
+    else if (strcmp(role, "fake-nccl-blocked") == 0) {
+        // A peer is lost: the blocking ncclGroupEnd of the second all-reduce never returns by itself.
+        // The guard thread aborts the communicators at the timeout, which releases it: PEER_LOST,
+        // blocking or deferred, and the mesh stays aborted; freeing it returns at once.
+        alarm(30);
+        options->host_domain_count = 0, options->directory = NULL, options->timeout_seconds = 1;
+        CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_ok_k);
+        buffers_t buffers;
+        CHECK_FATAL(buffers_alloc(executor, 256, sizeof(float), &buffers));
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL), uform_status_ok_k);
+        check_blocking_children(mesh, 2, 1);
+        start = now();
+        uform_outcome_t outcome;
+        uform_status_t status = uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, &outcome);
+        CHECK(status == uform_status_peer_lost_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, 10), uform_status_peer_lost_k);
+        double elapsed = now() - start;
+        CHECK_MESSAGE("mesh all-reduce (ncclGroupEnd) did not return within 1 s: a peer is gone or stalled; "
+                      "communicators aborted");
+        CHECK(elapsed >= 0.9 && elapsed < 4);
+        printf("%s: %s after %.2f s: %s\n", role, uform_status_name(uform_status_peer_lost_k), elapsed,
+               uform_error_message());
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL), uform_status_peer_lost_k);
+        CHECK_MESSAGE("did not return within 1 s");
+        buffers_free(&buffers);
     }
     else if (strcmp(role, "fake-nccl-pair") == 0) {
         // Two processes: the unique ID through the directory, then every file removed.
@@ -735,6 +796,12 @@ static void test_fake_driver(void) {
     setenv("UFORM_NCCL_LIBRARY", UFORM_FAKE_NCCL_PATH, 1);
     setenv("FAKE_NCCL_DIR", directory, 1);
     CHECK(run_children("fake-nccl-single", 1, directory, "fake-single", 0) == 0);
+    setenv("FAKE_NCCL_SPLIT_HANG", "1", 1);
+    CHECK(run_children("fake-nccl-split-hang", 1, directory, "fake-split-hang", 0) == 0);
+    unsetenv("FAKE_NCCL_SPLIT_HANG");
+    setenv("FAKE_NCCL_BLOCK_AFTER", "1", 1);
+    CHECK(run_children("fake-nccl-blocked", 1, directory, "fake-blocked", 0) == 0);
+    unsetenv("FAKE_NCCL_BLOCK_AFTER");
     CHECK(run_children("fake-nccl-pair", 2, directory, "fake-pair", 0) == 0);
     char leftover[512];
     snprintf(leftover, sizeof leftover, "%s/fake-pair/run", directory);

@@ -4,17 +4,29 @@
  *          `UFORM_NCCL_LIBRARY`, so a mesh's NCCL paths run (under ASan, UBSan and TSan too) on the
  *          fake CUDA driver (fake_cuda.c), whose device pointers are host memory. Never installed.
  *
- *  - Communicators are non-blocking only: `ncclCommInitRankConfig` (inside a group, as the engine
- *    calls it) starts an initialisation that `ncclCommGetAsyncError` reports as in progress for
- *    `FAKE_NCCL_INIT_POLLS` polls (default 3) and until every rank of the unique ID started, in any
- *    process, as NCCL's does: each rank leaves a marker file `.fake-nccl-<id>-<rank>` in
- *    `FAKE_NCCL_DIR` (default /tmp), never removed. Forever with `FAKE_NCCL_INIT_HANG=1`.
+ *  - `ncclCommInitRankConfig` starts non-blocking communicators only (the engine bounds its
+ *    initialisation so): inside a group, as the engine calls it, it starts an initialisation that
+ *    `ncclCommGetAsyncError` reports as in progress for `FAKE_NCCL_INIT_POLLS` polls (default 3) and
+ *    until every rank of the unique ID started, in any process, as NCCL's does: each rank leaves a
+ *    marker file `.fake-nccl-<id>-<rank>` in `FAKE_NCCL_DIR` (default /tmp), never removed. Forever
+ *    with `FAKE_NCCL_INIT_HANG=1`.
+ *  - `ncclCommSplit` (color 0 only) on a started non-blocking parent makes a child with the config
+ *    given (its `blocking` recorded): as NCCL's, the call returns at once, the parent reports the
+ *    split in progress (the same polls and markers as an initialisation; forever with
+ *    `FAKE_NCCL_SPLIT_HANG=1`), and the child is written to `*newcomm` only once it is up. Aborting
+ *    the parent meanwhile retires the child.
  *  - `ncclAllReduce` inside a group queues; `ncclGroupEnd` sums every queued operation whose ranks
  *    all live in this process (after synchronising their streams through the fake driver, unless
- *    `FAKE_NCCL_SYNC=0`), in place, and returns ncclInProgress once per group so the engine's
- *    polling is exercised. Operations of ranks in other processes are left as they are.
+ *    `FAKE_NCCL_SYNC=0`), in place. A group of non-blocking communicators returns ncclInProgress
+ *    every other time so the engine's polling is exercised; a group of blocking ones returns
+ *    ncclSuccess (mixing both in one group is misuse, as in NCCL). Operations of ranks in other
+ *    processes are left as they are.
  *  - `FAKE_NCCL_REMOTE_ERROR_AFTER=K`: once K collectives completed, a communicator reports
  *    ncclRemoteError, as one whose peer was lost would.
+ *  - `FAKE_NCCL_BLOCK_AFTER=K`: once K collectives completed on a blocking communicator, the next
+ *    group's `ncclGroupEnd` blocks, as NCCL's does when a peer is gone, until one of the group's
+ *    communicators is aborted (from another thread), then returns ncclRemoteError.
+ *  - `fake_nccl_describe` tells a test how a communicator was made and how many collectives ran on it.
  *  - Misuse (a call on a destroyed or aborted communicator, an unbalanced group, an operation on a
  *    communicator still initialising) prints "fake_nccl: misuse"; communicators alive at exit print
  *    "fake_nccl: leak". ctest fails on either.
@@ -46,8 +58,13 @@ typedef struct comm_t {
     int ranks, rank;
     int init_polls;  /**< Polls left before initialisation completes; -1 hangs. */
     int finalizing;  /**< Polls left before finalisation completes. */
-    int dead;        /**< Destroyed or aborted: any later use is misuse. */
-    long collectives;
+    int dead;        /**< Destroyed or aborted: any later use is misuse (atomic: aborts may come from any thread). */
+    int blocking;    /**< As configured. */
+    int child;       /**< Made by ncclCommSplit. */
+    int splits;      /**< Children split off so far: numbers their unique IDs. */
+    struct comm_t *split_pending;     /**< A child still starting, handed out through... */
+    struct comm_t **split_out;        /**< ...this once it is up. */
+    long collectives, enqueued;
     result_t error;
     struct comm_t *next;
 } comm_t;
@@ -69,6 +86,7 @@ static int fake_depth = 0;
 static op_t *fake_ops = NULL;
 static size_t fake_ops_count = 0, fake_ops_capacity = 0;
 static int fake_group_pending = 0;
+static int fake_group_blocking = -1; // -1: no communicator in the group yet
 
 static void misuse(char const *what) { fprintf(stderr, "fake_nccl: misuse: %s\n", what); }
 
@@ -93,9 +111,17 @@ static int all_ranks_started(comm_t const *comm) {
     return 1;
 }
 
+static int is_dead(comm_t const *comm) { return __atomic_load_n(&comm->dead, __ATOMIC_ACQUIRE); }
+
+/** Notes a communicator's kind in the open group: NCCL refuses blocking and non-blocking together. */
+static void join_group(comm_t const *comm) {
+    if (fake_group_blocking == -1) fake_group_blocking = comm->blocking;
+    else if (fake_group_blocking != comm->blocking) misuse("blocking and non-blocking communicators in one group");
+}
+
 static int usable(comm_t *comm, char const *call) {
     if (!comm) return misuse(call), 0;
-    if (comm->dead) {
+    if (is_dead(comm)) {
         char text[128];
         snprintf(text, sizeof text, "%s on a destroyed or aborted communicator", call);
         misuse(text);
@@ -119,9 +145,9 @@ FAKE_API result_t ncclGetUniqueId(unique_id_t *id) {
 FAKE_API result_t ncclCommInitRankConfig(comm_t **out, int ranks, unique_id_t id, int rank, config_prefix_t *config) {
     if (!out || ranks < 1 || rank < 0 || rank >= ranks || !config || config->magic != 0xcafebeefu)
         return invalid_argument_k;
-    if (config->blocking != 0) misuse("the fake supports non-blocking communicators only");
+    if (config->blocking != 0) misuse("the engine starts NCCL non-blocking, to bound it by its timeout");
     comm_t *comm = calloc(1, sizeof *comm);
-    comm->id = id, comm->ranks = ranks, comm->rank = rank;
+    comm->id = id, comm->ranks = ranks, comm->rank = rank, comm->blocking = config->blocking;
     comm->init_polls = env_int("FAKE_NCCL_INIT_HANG", 0) ? -1 : env_int("FAKE_NCCL_INIT_POLLS", 3);
     char path[512];
     marker_path(comm, rank, path, sizeof path);
@@ -134,30 +160,66 @@ FAKE_API result_t ncclCommInitRankConfig(comm_t **out, int ranks, unique_id_t id
     return fake_depth ? ok_k : in_progress_k;
 }
 
+FAKE_API result_t ncclCommSplit(comm_t *parent, int color, int key, comm_t **out, config_prefix_t *config) {
+    if (!usable(parent, "ncclCommSplit")) return invalid_usage_k;
+    if (!out || color != 0 || key < 0 || key >= parent->ranks || (config && config->magic != 0xcafebeefu))
+        return invalid_argument_k;
+    if (parent->init_polls || parent->split_pending) misuse("ncclCommSplit on a communicator still starting");
+    if (!fake_depth) misuse("ncclCommSplit outside a group (the engine always groups)");
+    comm_t *child = calloc(1, sizeof *child);
+    child->id = parent->id;
+    size_t used = strnlen(child->id.internal, sizeof child->id.internal - 16);
+    snprintf(child->id.internal + used, sizeof child->id.internal - used, "-s%d", ++parent->splits);
+    child->ranks = parent->ranks, child->rank = key, child->child = 1;
+    child->blocking = config ? config->blocking : parent->blocking;
+    child->init_polls = env_int("FAKE_NCCL_SPLIT_HANG", 0) ? -1 : env_int("FAKE_NCCL_INIT_POLLS", 3);
+    char path[512];
+    marker_path(child, key, path, sizeof path);
+    FILE *marker = fopen(path, "w");
+    if (marker) fclose(marker);
+    pthread_mutex_lock(&fake_lock);
+    child->next = fake_comms, fake_comms = child;
+    parent->split_pending = child, parent->split_out = out;
+    pthread_mutex_unlock(&fake_lock);
+    *out = NULL; // NCCL writes the child only once the split completed
+    join_group(parent);
+    return ok_k;
+}
+
 FAKE_API result_t ncclCommGetAsyncError(comm_t *comm, result_t *error) {
     if (!usable(comm, "ncclCommGetAsyncError")) return invalid_usage_k;
     pthread_mutex_lock(&fake_lock);
     if (comm->init_polls > 1 || (comm->init_polls == 1 && all_ranks_started(comm))) --comm->init_polls;
+    comm_t *child = comm->split_pending;
+    if (child && (child->init_polls > 1 || (child->init_polls == 1 && all_ranks_started(child)))) --child->init_polls;
+    if (child && !child->init_polls) *comm->split_out = child, comm->split_pending = NULL, child = NULL;
     if (comm->finalizing > 0) --comm->finalizing;
-    *error = comm->error ? comm->error : (comm->init_polls || comm->finalizing) ? in_progress_k : ok_k;
+    *error = comm->error                                                   ? comm->error
+             : (comm->init_polls || child || comm->finalizing) ? in_progress_k
+                                                                           : ok_k;
     pthread_mutex_unlock(&fake_lock);
     return ok_k;
 }
 
 static result_t retire(comm_t *comm, char const *call) {
     if (!usable(comm, call)) return invalid_usage_k;
-    comm->dead = 1;
+    pthread_mutex_lock(&fake_lock);
+    if (comm->split_pending) __atomic_store_n(&comm->split_pending->dead, 1, __ATOMIC_RELEASE); // never handed out
+    comm->split_pending = NULL;
+    pthread_mutex_unlock(&fake_lock);
+    __atomic_store_n(&comm->dead, 1, __ATOMIC_RELEASE);
     return ok_k;
 }
 FAKE_API result_t ncclCommAbort(comm_t *comm) { return comm ? retire(comm, "ncclCommAbort") : ok_k; }
 FAKE_API result_t ncclCommDestroy(comm_t *comm) {
-    if (comm && !comm->dead && comm->finalizing) misuse("ncclCommDestroy before ncclCommFinalize completed");
+    if (comm && !is_dead(comm) && comm->finalizing) misuse("ncclCommDestroy before ncclCommFinalize completed");
     return comm ? retire(comm, "ncclCommDestroy") : ok_k;
 }
 FAKE_API result_t ncclCommFinalize(comm_t *comm) {
     if (!usable(comm, "ncclCommFinalize")) return invalid_usage_k;
-    comm->finalizing = 2;
-    return fake_depth ? ok_k : in_progress_k;
+    comm->finalizing = comm->blocking ? 0 : 2; // a blocking group finalises before it returns
+    if (fake_depth) join_group(comm);
+    return fake_depth || comm->blocking ? ok_k : in_progress_k;
 }
 
 FAKE_API result_t ncclGroupStart(void) {
@@ -171,6 +233,7 @@ FAKE_API result_t ncclAllReduce(void const *send, void *receive, size_t count, i
     if (comm->init_polls) misuse("ncclAllReduce on a communicator still initialising");
     if (op != 0 || dtype < 0 || dtype > 9) return invalid_argument_k;
     if (!fake_depth) misuse("ncclAllReduce outside a group (the engine always groups)");
+    join_group(comm);
     if (fake_ops_count == fake_ops_capacity) {
         fake_ops_capacity = fake_ops_capacity ? fake_ops_capacity * 2 : 16;
         fake_ops = realloc(fake_ops, fake_ops_capacity * sizeof *fake_ops);
@@ -227,6 +290,25 @@ static void synchronize(void *stream) {
 FAKE_API result_t ncclGroupEnd(void) {
     if (fake_depth <= 0) return misuse("ncclGroupEnd without ncclGroupStart"), invalid_usage_k;
     if (--fake_depth) return ok_k;
+    int blocking = fake_group_blocking == 1;
+    fake_group_blocking = -1;
+    long block_after = env_int("FAKE_NCCL_BLOCK_AFTER", 0);
+    if (blocking && block_after && fake_ops_count && fake_ops[0].comm->enqueued >= block_after) {
+        // A peer is gone: NCCL's blocking group waits until a communicator of it is aborted.
+        for (int waited = 0;; ++waited) {
+            int aborted = 0;
+            for (size_t i = 0; i < fake_ops_count; ++i) aborted = aborted || is_dead(fake_ops[i].comm);
+            if (aborted) break;
+            if (waited == 60000) {
+                misuse("a blocked ncclGroupEnd was never released by ncclCommAbort within 60 s");
+                break;
+            }
+            usleep(1000);
+        }
+        fake_ops_count = 0;
+        return remote_error_k;
+    }
+    for (size_t i = 0; i < fake_ops_count; ++i) ++fake_ops[i].comm->enqueued;
     int sync = env_int("FAKE_NCCL_SYNC", 1);
     long error_after = env_int("FAKE_NCCL_REMOTE_ERROR_AFTER", 0);
     // Every set of operations on one unique ID whose ranks are all here is summed in place.
@@ -259,7 +341,9 @@ FAKE_API result_t ncclGroupEnd(void) {
         first->comm = NULL;
     }
     fake_ops_count = 0;
-    // Every other group "finishes in the background", to exercise the caller's polling.
+    // Every other group "finishes in the background", to exercise the caller's polling; a group of
+    // blocking communicators returns once its work is enqueued.
+    if (blocking) return ok_k;
     return (fake_group_pending ^= 1) ? in_progress_k : ok_k;
 }
 
@@ -275,6 +359,18 @@ FAKE_API char const *ncclGetErrorString(result_t result) {
 FAKE_API char const *ncclGetLastError(comm_t *comm) {
     (void)comm;
     return "";
+}
+
+/** For tests: how `comm` was made (blocking, a split child) and how many collectives it enqueued.
+ *  Returns 0, or -1 for a communicator the fake never made. */
+FAKE_API int fake_nccl_describe(comm_t const *comm, int *blocking, int *child, long *enqueued) {
+    pthread_mutex_lock(&fake_lock);
+    comm_t const *known = fake_comms;
+    while (known && known != comm) known = known->next;
+    pthread_mutex_unlock(&fake_lock);
+    if (!known) return -1;
+    *blocking = comm->blocking, *child = comm->child, *enqueued = comm->enqueued;
+    return 0;
 }
 
 __attribute__((destructor)) static void fake_nccl_exit_report(void) {
