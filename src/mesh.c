@@ -161,20 +161,30 @@ static uform_status_t nccl_status(uform_nccl_result_t result) {
     }
 }
 
-/** Aborts every communicator (the mutex held) and remembers why, once. The parents go first: that
- *  also stops a split still in progress, after which no child appears any more. */
+/** Aborts `comms` (any may be NULL) and forgets them. */
+static void mesh_abort_each(uform_mesh_t mesh, uform_nccl_comm_t *comms) {
+    for (size_t d = 0; comms && d < mesh->devices_count; ++d)
+        if (comms[d]) {
+            mesh->nccl->CommAbort(comms[d]);
+            comms[d] = NULL;
+        }
+}
+
+/**
+ *  Aborts every communicator (the mutex held) and remembers why, once. The order matters:
+ *  - Once the split is done (`blocking`), the children go first. A lost peer leaves a collective's
+ *    kernel spinning on its flags until its communicator's abort flag is set, and `ncclCommAbort`
+ *    ends by freeing the communicator's device memory, which waits for the device (`cuMemUnmap`,
+ *    `cudaFree`): aborting a parent while its child's kernel spins never returns (the killed-peer
+ *    hang on 2 x H200). Aborting the child sets its flag, the kernel quits, and the parents follow.
+ *  - Before that (a failed start, a split still in progress) the parents go first: their abort also
+ *    stops the split, after which no child appears any more.
+ */
 static void mesh_abort(uform_mesh_t mesh, char const *why) {
     if (!atomic_load(&mesh->aborted)) snprintf(mesh->abort_message, sizeof mesh->abort_message, "%s", why);
-    for (size_t d = 0; mesh->parents && d < mesh->devices_count; ++d)
-        if (mesh->parents[d]) {
-            mesh->nccl->CommAbort(mesh->parents[d]);
-            mesh->parents[d] = NULL;
-        }
-    for (size_t d = 0; mesh->comms && d < mesh->devices_count; ++d)
-        if (mesh->comms[d]) {
-            mesh->nccl->CommAbort(mesh->comms[d]);
-            mesh->comms[d] = NULL;
-        }
+    if (mesh->blocking) mesh_abort_each(mesh, mesh->comms);
+    mesh_abort_each(mesh, mesh->parents);
+    mesh_abort_each(mesh, mesh->comms);
     atomic_store(&mesh->aborted, true);
 }
 

@@ -485,6 +485,50 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
         CHECK_MESSAGE("did not return within 1 s");
         buffers_free(&buffers);
     }
+    else if (strcmp(role, "fake-nccl-stalled") == 0) {
+        // A peer was SIGKILLed between all-reduces (test_mesh's "death" case on the fake): the next
+        // ncclGroupEnd returns, but its kernels spin on the dead peer until their communicators are
+        // aborted, and no communicator reports an error. The executor's wait runs the watchdog,
+        // which aborts at the timeout: PEER_LOST, blocking or deferred, within the timeout. Aborting
+        // must start with the blocking children the kernels run on: an NCCL abort frees device
+        // memory, which waits for the device, so aborting a parent first waited forever for the
+        // child's spinning kernel (the hang on 2 x H200; here: 10 s and "fake_nccl: misuse").
+        alarm(60);
+        options->host_domain_count = 0, options->directory = NULL, options->timeout_seconds = 1;
+        CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_ok_k);
+        buffers_t buffers;
+        CHECK_FATAL(buffers_alloc(executor, 256, sizeof(float), &buffers));
+        fill_t fill = {.buffers = &buffers};
+        uform_call_t call = {.residency = uform_residency_vram_k, .device = fill_device, .context = &fill};
+        CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k); // GPU g holds g + 1
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL), uform_status_ok_k);
+        CHECK(check_f32(&buffers, 3.0f));
+        check_blocking_children(mesh, 2, 1);
+        bool deferred = getenv("FAKE_TEST_DEFERRED") != NULL;
+        start = now();
+        uform_outcome_t outcome;
+        uform_status_t status = uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k,
+                                                      deferred ? &outcome : NULL);
+        if (deferred) { // enqueued: the wait on its outcome fails
+            CHECK_STATUS(status, uform_status_ok_k);
+            status = uform_outcome_wait(&outcome, 30);
+        }
+        double elapsed = now() - start;
+        CHECK_STATUS(status, uform_status_peer_lost_k);
+        CHECK_MESSAGE("mesh all-reduce did not finish within 1 s: a peer is gone or stalled; communicators aborted");
+        CHECK(elapsed >= 0.9 && elapsed < 4);
+        printf("%s%s: %s after %.2f s: %s\n", role, deferred ? " (deferred)" : "", uform_status_name(status), elapsed,
+               uform_error_message());
+        CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL), uform_status_peer_lost_k);
+        CHECK_MESSAGE("aborted");
+        // The aborted kernels quit: the executor drains, and freeing returns at once.
+        CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+        double freeing = now();
+        uform_mesh_free(mesh);
+        mesh = NULL;
+        CHECK(now() - freeing < 2);
+        buffers_free(&buffers);
+    }
     else if (strcmp(role, "fake-nccl-pair") == 0) {
         // Two processes: the unique ID through the directory, then every file removed.
         CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_ok_k);
@@ -802,6 +846,12 @@ static void test_fake_driver(void) {
     setenv("FAKE_NCCL_BLOCK_AFTER", "1", 1);
     CHECK(run_children("fake-nccl-blocked", 1, directory, "fake-blocked", 0) == 0);
     unsetenv("FAKE_NCCL_BLOCK_AFTER");
+    setenv("FAKE_NCCL_STALL_AFTER", "1", 1);
+    CHECK(run_children("fake-nccl-stalled", 1, directory, "fake-stalled", 0) == 0);
+    setenv("FAKE_TEST_DEFERRED", "1", 1);
+    CHECK(run_children("fake-nccl-stalled", 1, directory, "fake-stalled-deferred", 0) == 0);
+    unsetenv("FAKE_TEST_DEFERRED");
+    unsetenv("FAKE_NCCL_STALL_AFTER");
     CHECK(run_children("fake-nccl-pair", 2, directory, "fake-pair", 0) == 0);
     char leftover[512];
     snprintf(leftover, sizeof leftover, "%s/fake-pair/run", directory);

@@ -23,6 +23,9 @@
  *  - `cuMemAlloc` above 64 GiB is CUDA_ERROR_OUT_OF_MEMORY.
  *  - `fake_cuda_refuse_context(device, times)` (exported for tests) makes the next `times` calls
  *    making that device's context current fail, to stop a VRAM call part-way through its devices.
+ *  - `fake_cuda_hold(stream, release)` (exported for the fake NCCL) enqueues work that never finishes
+ *    until `*release` turns non-zero, as an NCCL kernel spins on a dead peer until its abort flag
+ *    is set: the stream, and every event recorded behind it, stay NOT_READY until then.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -35,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 #define FAKE_API __attribute__((visibility("default")))
@@ -47,9 +51,10 @@ static char const *const fake_kernel_names[fake_kernels_k] = {"uform_kernel_empt
 
 typedef struct fake_op_t {
     fake_kernel_t kernel;
-    double finish;
+    double finish; /**< INFINITY behind a hold not yet released. */
     uint64_t buffer, count;
     float value;
+    int const *release; /**< A hold (fake_cuda_hold): finishes once this turns non-zero. */
 } fake_op_t;
 
 struct CUctx_st {
@@ -64,12 +69,15 @@ struct CUstream_st {
     fake_op_t *ops;
     size_t head, count, capacity;
     double last_finish;
+    uint64_t enqueued, retired; /**< Operations ever queued and ever finished (or dropped). */
     struct CUstream_st *next; /**< In the global list of live streams. */
 };
 
 struct CUevent_st {
     struct CUctx_st *context;
-    double finish;
+    double finish;              /**< INFINITY when recorded behind a hold: then `ticket` decides. */
+    struct CUstream_st *stream; /**< Behind a hold: complete once `stream` retired `ticket` operations. */
+    uint64_t ticket;
 };
 
 struct CUmod_st {
@@ -118,6 +126,19 @@ static bool fake_inside(struct CUctx_st *context, uint64_t buffer, uint64_t byte
     return false;
 }
 
+/** A released hold at the head of `stream` finishes now, and so does the work queued behind it up
+ *  to the next hold still held (it had no finish time while the hold stood). */
+static void fake_release_hold(struct CUstream_st *stream, double now) {
+    stream->ops[stream->head].finish = now, stream->ops[stream->head].release = NULL;
+    size_t index = 1;
+    for (; index < stream->count; ++index) {
+        fake_op_t *op = &stream->ops[(stream->head + index) % stream->capacity];
+        if (op->release) break;
+        if (isinf(op->finish)) op->finish = now;
+    }
+    if (index == stream->count && isinf(stream->last_finish)) stream->last_finish = now;
+}
+
 /** Applies every finished operation of the context's streams, in each stream's order. */
 static void fake_advance(struct CUctx_st *context) {
     double const now = fake_now();
@@ -125,6 +146,7 @@ static void fake_advance(struct CUctx_st *context) {
         if (stream->context != context) continue;
         while (stream->count && !context->error) {
             fake_op_t *op = &stream->ops[stream->head];
+            if (op->release && __atomic_load_n(op->release, __ATOMIC_ACQUIRE)) fake_release_hold(stream, now);
             if (op->finish > now) break;
             if (op->kernel == fake_trap_k) context->error = CUDA_ERROR_ILLEGAL_INSTRUCTION;
             else if (op->kernel == fake_fill_k || op->kernel == fake_add_k) {
@@ -138,8 +160,9 @@ static void fake_advance(struct CUctx_st *context) {
             }
             stream->head = (stream->head + 1) % stream->capacity;
             --stream->count;
+            ++stream->retired;
         }
-        if (context->error) stream->count = 0; // a broken context runs nothing more
+        if (context->error) stream->retired += stream->count, stream->count = 0; // a broken context runs nothing more
     }
 }
 
@@ -441,6 +464,7 @@ static CUresult fake_event_record(CUevent event, CUstream stream) {
     CUresult result = fake_touch(stream->context);
     if (result != CUDA_SUCCESS) return result;
     event->finish = stream->count ? stream->last_finish : 0;
+    event->stream = stream, event->ticket = stream->enqueued;
     return CUDA_SUCCESS;
 }
 static CUresult cu_event_record(CUevent event, CUstream stream) { FAKE_LOCKED(fake_event_record(event, stream)); }
@@ -449,6 +473,9 @@ static CUresult fake_event_query(CUevent event) {
     if (!event) return CUDA_ERROR_INVALID_HANDLE;
     CUresult result = fake_touch(event->context);
     if (result != CUDA_SUCCESS) return result;
+    if (isinf(event->finish)) // recorded behind a hold: done once the stream got past it
+        return !fake_live_stream(event->stream) || event->stream->retired >= event->ticket ? CUDA_SUCCESS
+                                                                                          : CUDA_ERROR_NOT_READY;
     return fake_now() >= event->finish ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 static CUresult cu_event_query(CUevent event) { FAKE_LOCKED(fake_event_query(event)); }
@@ -606,6 +633,35 @@ static CUresult cu_module_get_function(CUfunction *function, CUmodule module, ch
     return CUDA_ERROR_NOT_FOUND;
 }
 
+/** Queues `op` on `stream`, finishing `duration` after the stream's last work (never behind a hold). */
+static CUresult fake_push(struct CUstream_st *stream, fake_op_t op, double duration) {
+    if (stream->count == stream->capacity) {
+        size_t capacity = stream->capacity ? stream->capacity * 2 : 64;
+        fake_op_t *grown = malloc(capacity * sizeof(fake_op_t));
+        if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t index = 0; index < stream->count; ++index)
+            grown[index] = stream->ops[(stream->head + index) % stream->capacity];
+        free(stream->ops);
+        stream->ops = grown, stream->capacity = capacity, stream->head = 0;
+    }
+    double const now = fake_now();
+    double const start = stream->count && stream->last_finish > now ? stream->last_finish : now;
+    op.finish = op.release ? INFINITY : start + duration;
+    stream->last_finish = op.finish;
+    stream->ops[(stream->head + stream->count++) % stream->capacity] = op;
+    ++stream->enqueued;
+    return CUDA_SUCCESS;
+}
+
+/* Seam for the fake NCCL: work on `stream` that finishes only once `*release` is non-zero. */
+FAKE_API CUresult fake_cuda_hold(CUstream stream, int const *release) {
+    pthread_mutex_lock(&fake_lock);
+    CUresult result = !release || !fake_live_stream(stream) ? CUDA_ERROR_INVALID_HANDLE
+                                                            : fake_push(stream, (fake_op_t) {.release = release}, 0);
+    pthread_mutex_unlock(&fake_lock);
+    return result;
+}
+
 static CUresult fake_launch(CUfunction function, unsigned grid, unsigned block, unsigned shared, CUstream stream,
                             void **parameters, void **extra) {
     struct CUctx_st *context;
@@ -637,21 +693,7 @@ static CUresult fake_launch(CUfunction function, unsigned grid, unsigned block, 
     case fake_trap_k: duration = 1e-6; break;
     default: break;
     }
-    if (stream->count == stream->capacity) {
-        size_t capacity = stream->capacity ? stream->capacity * 2 : 64;
-        fake_op_t *grown = malloc(capacity * sizeof(fake_op_t));
-        if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
-        for (size_t index = 0; index < stream->count; ++index)
-            grown[index] = stream->ops[(stream->head + index) % stream->capacity];
-        free(stream->ops);
-        stream->ops = grown, stream->capacity = capacity, stream->head = 0;
-    }
-    double const now = fake_now();
-    double const start = stream->count && stream->last_finish > now ? stream->last_finish : now;
-    op.finish = start + duration;
-    stream->last_finish = op.finish;
-    stream->ops[(stream->head + stream->count++) % stream->capacity] = op;
-    return CUDA_SUCCESS;
+    return fake_push(stream, op, duration);
 }
 static CUresult cu_launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                  unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared, CUstream stream,

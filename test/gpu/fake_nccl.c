@@ -26,6 +26,16 @@
  *  - `FAKE_NCCL_BLOCK_AFTER=K`: once K collectives completed on a blocking communicator, the next
  *    group's `ncclGroupEnd` blocks, as NCCL's does when a peer is gone, until one of the group's
  *    communicators is aborted (from another thread), then returns ncclRemoteError.
+ *  - `FAKE_NCCL_STALL_AFTER=K`: once K collectives completed on a blocking communicator, the next
+ *    group is enqueued (`ncclGroupEnd` returns ncclSuccess) but never runs, as on NCCL when a peer
+ *    was SIGKILLed between collectives: its kernel spins on the dead peer's flags, so each stream
+ *    holds (fake_cuda.c's `fake_cuda_hold`) until that collective's communicator is aborted, and
+ *    `ncclCommGetAsyncError` keeps reporting ncclSuccess (nothing on NVLink notices a dead peer).
+ *  - Aborting or destroying a communicator frees its device memory, which on the real driver
+ *    synchronises the device (`cuMemUnmap`, `cudaFree`): it waits, as NCCL's `commFree` does, until
+ *    no stalled collective of another live communicator on the same device remains. Aborting the
+ *    parents before a child whose collective spins therefore never returns on NCCL; here it prints
+ *    "fake_nccl: misuse" after 10 s and goes on.
  *  - `fake_nccl_describe` tells a test how a communicator was made and how many collectives ran on it.
  *  - Misuse (a call on a destroyed or aborted communicator, an unbalanced group, an operation on a
  *    communicator still initialising) prints "fake_nccl: misuse"; communicators alive at exit print
@@ -61,6 +71,7 @@ typedef struct comm_t {
     int dead;        /**< Destroyed or aborted: any later use is misuse (atomic: aborts may come from any thread). */
     int blocking;    /**< As configured. */
     int child;       /**< Made by ncclCommSplit. */
+    void *context;   /**< The CUDA context current at creation: the communicator's device. */
     int splits;      /**< Children split off so far: numbers their unique IDs. */
     struct comm_t *split_pending;     /**< A child still starting, handed out through... */
     struct comm_t **split_out;        /**< ...this once it is up. */
@@ -87,6 +98,8 @@ static op_t *fake_ops = NULL;
 static size_t fake_ops_count = 0, fake_ops_capacity = 0;
 static int fake_group_pending = 0;
 static int fake_group_blocking = -1; // -1: no communicator in the group yet
+static comm_t **fake_stalled = NULL; // communicators with a collective spinning on a dead peer (under fake_lock)
+static size_t fake_stalled_count = 0, fake_stalled_capacity = 0;
 
 static void misuse(char const *what) { fprintf(stderr, "fake_nccl: misuse: %s\n", what); }
 
@@ -130,6 +143,30 @@ static int usable(comm_t *comm, char const *call) {
     return 1;
 }
 
+/** A function of the fake driver (the same libcuda.so.1 the engine loaded): a driver entry point
+ *  through `cuGetProcAddress_v2`, or one of fake_cuda.c's own seams by name. NULL without one. */
+static void *driver_function(char const *name, int seam) {
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!driver) return NULL;
+    void *function = NULL;
+    if (seam) function = dlsym(driver, name);
+    else {
+        int (*get)(char const *, void **, int, unsigned long long, void *) =
+            (int (*)(char const *, void **, int, unsigned long long, void *))dlsym(driver, "cuGetProcAddress_v2");
+        if (get) get(name, &function, 2000, 0, NULL);
+    }
+    dlclose(driver); // drops the reference RTLD_NOLOAD took; the engine keeps the library loaded
+    return function;
+}
+
+/** The calling thread's CUDA context: the device a communicator made now lives on. */
+static void *current_context(void) {
+    int (*get_current)(void **) = (int (*)(void **))driver_function("cuCtxGetCurrent", 0);
+    void *context = NULL;
+    if (get_current) get_current(&context);
+    return context;
+}
+
 FAKE_API result_t ncclGetVersion(int *version) {
     *version = 22800;
     return ok_k;
@@ -149,6 +186,7 @@ FAKE_API result_t ncclCommInitRankConfig(comm_t **out, int ranks, unique_id_t id
     comm_t *comm = calloc(1, sizeof *comm);
     comm->id = id, comm->ranks = ranks, comm->rank = rank, comm->blocking = config->blocking;
     comm->init_polls = env_int("FAKE_NCCL_INIT_HANG", 0) ? -1 : env_int("FAKE_NCCL_INIT_POLLS", 3);
+    comm->context = current_context();
     char path[512];
     marker_path(comm, rank, path, sizeof path);
     FILE *marker = fopen(path, "w");
@@ -172,6 +210,7 @@ FAKE_API result_t ncclCommSplit(comm_t *parent, int color, int key, comm_t **out
     snprintf(child->id.internal + used, sizeof child->id.internal - used, "-s%d", ++parent->splits);
     child->ranks = parent->ranks, child->rank = key, child->child = 1;
     child->blocking = config ? config->blocking : parent->blocking;
+    child->context = current_context();
     child->init_polls = env_int("FAKE_NCCL_SPLIT_HANG", 0) ? -1 : env_int("FAKE_NCCL_INIT_POLLS", 3);
     char path[512];
     marker_path(child, key, path, sizeof path);
@@ -210,10 +249,42 @@ static result_t retire(comm_t *comm, char const *call) {
     __atomic_store_n(&comm->dead, 1, __ATOMIC_RELEASE);
     return ok_k;
 }
-FAKE_API result_t ncclCommAbort(comm_t *comm) { return comm ? retire(comm, "ncclCommAbort") : ok_k; }
+/** Frees a retired communicator's device memory: as on the real driver, that waits for the device,
+ *  so for every collective of another communicator on the same device that spins on a dead peer
+ *  (FAKE_NCCL_STALL_AFTER) until that communicator is aborted too. */
+static void free_device_memory(comm_t const *comm, char const *call) {
+    for (int waited = 0;; ++waited) {
+        int spinning = 0;
+        pthread_mutex_lock(&fake_lock);
+        for (size_t i = 0; i < fake_stalled_count && !spinning; ++i)
+            spinning = fake_stalled[i] != comm && fake_stalled[i]->context == comm->context && !is_dead(fake_stalled[i]);
+        pthread_mutex_unlock(&fake_lock);
+        if (!spinning) return;
+        if (waited == 10000) {
+            char text[256];
+            snprintf(text, sizeof text,
+                     "%s waited 10 s for its device, where a collective of another communicator spins on a dead peer "
+                     "(NCCL's would wait forever: abort that communicator first)",
+                     call);
+            misuse(text);
+            return;
+        }
+        usleep(1000);
+    }
+}
+
+FAKE_API result_t ncclCommAbort(comm_t *comm) {
+    if (!comm) return ok_k;
+    result_t result = retire(comm, "ncclCommAbort"); // sets its own abort flag: its own kernels quit
+    if (result == ok_k) free_device_memory(comm, "ncclCommAbort");
+    return result;
+}
 FAKE_API result_t ncclCommDestroy(comm_t *comm) {
     if (comm && !is_dead(comm) && comm->finalizing) misuse("ncclCommDestroy before ncclCommFinalize completed");
-    return comm ? retire(comm, "ncclCommDestroy") : ok_k;
+    if (!comm) return ok_k;
+    result_t result = retire(comm, "ncclCommDestroy");
+    if (result == ok_k) free_device_memory(comm, "ncclCommDestroy");
+    return result;
 }
 FAKE_API result_t ncclCommFinalize(comm_t *comm) {
     if (!usable(comm, "ncclCommFinalize")) return invalid_usage_k;
@@ -276,15 +347,8 @@ static void store(void *buffer, size_t i, int dtype, double value) {
 
 /** Synchronises a stream through the fake driver (the same libcuda.so.1 the engine loaded). */
 static void synchronize(void *stream) {
-    static int (*stream_synchronize)(void *) = NULL;
-    if (!stream_synchronize) {
-        void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-        int (*get)(char const *, void **, int, unsigned long long, void *) =
-            driver ? (int (*)(char const *, void **, int, unsigned long long, void *))dlsym(driver, "cuGetProcAddress_v2") : NULL;
-        if (get) get("cuStreamSynchronize", (void **)&stream_synchronize, 2000, 0, NULL);
-        if (!stream_synchronize) return;
-    }
-    stream_synchronize(stream);
+    int (*stream_synchronize)(void *) = (int (*)(void *))driver_function("cuStreamSynchronize", 0);
+    if (stream_synchronize) stream_synchronize(stream);
 }
 
 FAKE_API result_t ncclGroupEnd(void) {
@@ -307,6 +371,27 @@ FAKE_API result_t ncclGroupEnd(void) {
         }
         fake_ops_count = 0;
         return remote_error_k;
+    }
+    long stall_after = env_int("FAKE_NCCL_STALL_AFTER", 0);
+    if (blocking && stall_after && fake_ops_count && fake_ops[0].comm->enqueued >= stall_after) {
+        // A peer died between collectives: enqueued, but each kernel spins until its communicator's
+        // abort flag is set (`dead`, which fake_cuda_hold watches).
+        int (*hold)(void *, int const *) = (int (*)(void *, int const *))driver_function("fake_cuda_hold", 1);
+        if (!hold) misuse("FAKE_NCCL_STALL_AFTER needs the fake CUDA driver");
+        for (size_t i = 0; i < fake_ops_count; ++i) {
+            comm_t *comm = fake_ops[i].comm;
+            ++comm->enqueued;
+            if (hold && hold(fake_ops[i].stream, &comm->dead) != 0) misuse("fake_cuda_hold refused a stream");
+            pthread_mutex_lock(&fake_lock);
+            if (fake_stalled_count == fake_stalled_capacity) {
+                fake_stalled_capacity = fake_stalled_capacity ? fake_stalled_capacity * 2 : 8;
+                fake_stalled = realloc(fake_stalled, fake_stalled_capacity * sizeof *fake_stalled);
+            }
+            fake_stalled[fake_stalled_count++] = comm;
+            pthread_mutex_unlock(&fake_lock);
+        }
+        fake_ops_count = 0;
+        return ok_k;
     }
     for (size_t i = 0; i < fake_ops_count; ++i) ++fake_ops[i].comm->enqueued;
     int sync = env_int("FAKE_NCCL_SYNC", 1);
@@ -381,5 +466,6 @@ __attribute__((destructor)) static void fake_nccl_exit_report(void) {
         free(comm);
     }
     free(fake_ops);
+    free(fake_stalled);
     if (live) fprintf(stderr, "fake_nccl: leak: %d communicator(s) never destroyed\n", live);
 }
