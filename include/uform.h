@@ -922,7 +922,11 @@ typedef struct uform_mesh_description_t {
  *  being enqueued by a lost peer is ended by a thread of the mesh, which aborts the communicators
  *  once the call has run past the timeout: the call fails with PEER_LOST. Each mesh of more than one
  *  GPU holds that thread (asleep between calls) until freed. Before NCCL 2.18 collectives run on
- *  the non-blocking communicators.
+ *  the non-blocking communicators, and so they do with the environment variable
+ *  `UFORM_MESH_BLOCKING=0` (read at bootstrap; "1", empty or unset: blocking; any other value is
+ *  INVALID_ARGUMENT), which also starts no thread. On a lost peer the communicators a collective
+ *  runs on are aborted before those they were split from, so PEER_LOST arrives within the timeout
+ *  on either kind.
  *
  *  @code{.c}
  *  uform_mesh_options_t options = {.host_domain_index = rank, .host_domain_count = 2,

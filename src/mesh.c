@@ -29,7 +29,8 @@
  *    each rank splits a blocking child off its communicator (`ncclCommSplit`, color 0, the same
  *    rank, `blocking` 1), again in one group as a device call: the group is the non-blocking
  *    parents', so it returns at once and the split is polled on the parents under the rest of the
- *    timeout (at least 1 s) like the initialisation. Collectives run on the children: a
+ *    timeout (at least 1 s) like the initialisation (unless `UFORM_MESH_BLOCKING=0`, which keeps
+ *    collectives on the parents, polled, and starts no guard). Collectives run on the children: a
  *    non-blocking communicator reports every `ncclGroupEnd` as in progress and finishes the enqueue
  *    on a thread of its own, which cost tens of microseconds per call (1 and 4 MiB all-reduces at
  *    0.3-0.8x NCCL's blocking communicators on 2 x H200). Before 2.18 collectives stay on the
@@ -104,6 +105,7 @@ struct uform_mesh_s {
     uform_nccl_comm_t *parents; /**< [devices_count] the non-blocking communicators NCCL started with;
                                      NULL entries once released or moved to `comms`. */
     bool blocking;             /**< `comms` are blocking: `guard` bounds the calls that may block. */
+    bool split_wanted;         /**< `UFORM_MESH_BLOCKING` is not "0": split blocking children off. */
     void **events;             /**< [devices_count] `CUevent`s recorded after each collective. */
     reduce_staging_t *staging; /**< [devices_count] where the running all-reduce goes on each device;
                                     calls on one executor never overlap. */
@@ -491,8 +493,8 @@ static uform_status_t mesh_start_nccl(uform_mesh_t mesh, uform_rendezvous_t *ren
     else status = mesh_settle(mesh, mesh->parents, mesh->timeout, stage, rendezvous);
     // Collectives run on blocking communicators (a non-blocking one reports every group as in
     // progress, to be polled: tens of microseconds per call); NCCL before 2.18 cannot split, and its
-    // collectives stay on the non-blocking ones.
-    if (status == uform_status_ok_k && mesh->nccl->CommSplit) {
+    // collectives stay on the non-blocking ones, as with `UFORM_MESH_BLOCKING=0`.
+    if (status == uform_status_ok_k && mesh->nccl->CommSplit && mesh->split_wanted) {
         double left = mesh->timeout - (uform_now_seconds() - start);
         status = mesh_split(mesh, rendezvous, left > 1 ? left : 1);
     }
@@ -541,6 +543,12 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     if (!mesh) return uform_fail(uform_status_invalid_argument_k, "uform_mesh_bootstrap: mesh is NULL");
     uform_status_t status = uform_rendezvous_check_options(options);
     if (status != uform_status_ok_k) return status;
+    char const *blocking = getenv("UFORM_MESH_BLOCKING");
+    if (blocking && *blocking && strcmp(blocking, "0") != 0 && strcmp(blocking, "1") != 0)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_mesh_bootstrap: UFORM_MESH_BLOCKING is \"%.40s\"; use 1 (collectives on blocking NCCL "
+                          "communicators, the default) or 0 (on the non-blocking ones NCCL starts with)",
+                          blocking);
     uform_mesh_options_t const alone = {0};
     if (!options) options = &alone;
     uform_vram_member_t const *members = NULL;
@@ -589,6 +597,7 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     created->devices_count = devices;
     created->members = members;
     created->timeout = options->timeout_seconds > 0 ? options->timeout_seconds : 120.0;
+    created->split_wanted = !blocking || strcmp(blocking, "0") != 0;
     if (!mesh_register(created)) {
         mesh_release(created, false);
         return uform_fail(uform_status_invalid_argument_k,

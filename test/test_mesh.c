@@ -416,7 +416,8 @@ static uform_status_t sleep_device(void *context, uform_device_slot_t const *slo
  *  the ranks of this process: the NCCL paths of a mesh without a GPU.
  */
 /** Checks that the mesh's collectives run on blocking communicators split off the non-blocking
- *  ones (the fake records each communicator's config), each having enqueued at least `collectives`. */
+ *  ones (the fake records each communicator's config), each having enqueued at least `collectives`;
+ *  with `UFORM_MESH_BLOCKING=0`, on the non-blocking ones NCCL started with. */
 static void check_blocking_children(uform_mesh_t mesh, size_t devices, long collectives) {
     void *library = dlopen(UFORM_FAKE_NCCL_PATH, RTLD_NOW | RTLD_NOLOAD);
     int (*describe)(uform_nccl_comm_t, int *, int *, long *) =
@@ -428,7 +429,9 @@ static void check_blocking_children(uform_mesh_t mesh, size_t devices, long coll
         int blocking = -1, child = -1;
         long enqueued = -1;
         CHECK(describe(comms[d], &blocking, &child, &enqueued) == 0);
-        CHECK(blocking == 1 && child == 1);
+        char const *wanted = getenv("UFORM_MESH_BLOCKING");
+        if (wanted && strcmp(wanted, "0") == 0) CHECK(blocking == 0 && child == 0);
+        else CHECK(blocking == 1 && child == 1);
         CHECK(enqueued >= collectives);
         if (enqueued < collectives) fprintf(stderr, "rank %zu enqueued %ld collectives\n", d, enqueued);
     }
@@ -442,6 +445,16 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
         // Two GPUs, no peers: initialisation polled to the end, then the whole all-reduce suite, on
         // the blocking children split off the non-blocking communicators NCCL started with.
         options->host_domain_count = 0, options->directory = NULL;
+        char const *wanted = getenv("UFORM_MESH_BLOCKING");
+        char kept[8];
+        snprintf(kept, sizeof kept, "%s", wanted ? wanted : "");
+        setenv("UFORM_MESH_BLOCKING", "yes", 1);
+        CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("UFORM_MESH_BLOCKING is \"yes\"; use 1 (collectives on blocking NCCL communicators, the "
+                      "default) or 0");
+        CHECK(mesh == NULL);
+        if (wanted) setenv("UFORM_MESH_BLOCKING", kept, 1);
+        else unsetenv("UFORM_MESH_BLOCKING");
         CHECK_STATUS(uform_mesh_bootstrap(executor, options, &mesh), uform_status_ok_k);
         if (mesh) check_blocking_children(mesh, 2, 0);
         if (mesh) exercise(executor, mesh, "fake NCCL, one process", 4096);
@@ -840,6 +853,12 @@ static void test_fake_driver(void) {
     setenv("UFORM_NCCL_LIBRARY", UFORM_FAKE_NCCL_PATH, 1);
     setenv("FAKE_NCCL_DIR", directory, 1);
     CHECK(run_children("fake-nccl-single", 1, directory, "fake-single", 0) == 0);
+    setenv("UFORM_MESH_BLOCKING", "0", 1); // collectives on the non-blocking communicators
+    CHECK(run_children("fake-nccl-single", 1, directory, "fake-single-nonblocking", 0) == 0);
+    setenv("FAKE_NCCL_STALL_AFTER", "1", 1);
+    CHECK(run_children("fake-nccl-stalled", 1, directory, "fake-stalled-nonblocking", 0) == 0);
+    unsetenv("FAKE_NCCL_STALL_AFTER");
+    unsetenv("UFORM_MESH_BLOCKING");
     setenv("FAKE_NCCL_SPLIT_HANG", "1", 1);
     CHECK(run_children("fake-nccl-split-hang", 1, directory, "fake-split-hang", 0) == 0);
     unsetenv("FAKE_NCCL_SPLIT_HANG");

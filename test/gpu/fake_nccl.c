@@ -26,8 +26,8 @@
  *  - `FAKE_NCCL_BLOCK_AFTER=K`: once K collectives completed on a blocking communicator, the next
  *    group's `ncclGroupEnd` blocks, as NCCL's does when a peer is gone, until one of the group's
  *    communicators is aborted (from another thread), then returns ncclRemoteError.
- *  - `FAKE_NCCL_STALL_AFTER=K`: once K collectives completed on a blocking communicator, the next
- *    group is enqueued (`ncclGroupEnd` returns ncclSuccess) but never runs, as on NCCL when a peer
+ *  - `FAKE_NCCL_STALL_AFTER=K`: once K collectives completed on a communicator (of either kind), the
+ *    next group is enqueued (`ncclGroupEnd` returns ncclSuccess) but never runs, as on NCCL when a peer
  *    was SIGKILLed between collectives: its kernel spins on the dead peer's flags, so each stream
  *    holds (fake_cuda.c's `fake_cuda_hold`) until that collective's communicator is aborted, and
  *    `ncclCommGetAsyncError` keeps reporting ncclSuccess (nothing on NVLink notices a dead peer).
@@ -373,7 +373,7 @@ FAKE_API result_t ncclGroupEnd(void) {
         return remote_error_k;
     }
     long stall_after = env_int("FAKE_NCCL_STALL_AFTER", 0);
-    if (blocking && stall_after && fake_ops_count && fake_ops[0].comm->enqueued >= stall_after) {
+    if (stall_after && fake_ops_count && fake_ops[0].comm->enqueued >= stall_after) {
         // A peer died between collectives: enqueued, but each kernel spins until its communicator's
         // abort flag is set (`dead`, which fake_cuda_hold watches).
         int (*hold)(void *, int const *) = (int (*)(void *, int const *))driver_function("fake_cuda_hold", 1);

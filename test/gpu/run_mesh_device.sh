@@ -9,6 +9,9 @@
 #      process over every GPU, one process per GPU (started by the test), a mismatched pair failing
 #      on both sides, a peer killed between all-reduces (PEER_LOST within the timeout). A skip
 #      there is a failure on this machine.
+#      With UFORM_MESH_DEATH_REPEATS=N, the killed-peer pair runs N more times first, each bounded
+#      (45 s; on expiry the survivor's threads' stacks are logged when gdb is there, then both are
+#      killed); should one fail, test_mesh (whose own death case would hang to its alarm) is skipped.
 #   2. torch.distributed's all_reduce bus bandwidth (bench/bench_allreduce_torch.py, one process
 #      per GPU, file store), then bench_allreduce: the mesh against NCCL called directly, in both
 #      shapes, with torch's column beside, and the bootstrap times of two processes.
@@ -76,10 +79,44 @@ if ! step compile "$LOG" required cmake --build "$BUILD" -j "$(nproc)" --target 
     exit 1
 fi
 
+# death_pair N: test_mesh's killed-peer case ("death": process 1 SIGKILLs itself between
+# all-reduces, process 0 must get PEER_LOST within its 10 s timeout), bounded by 45 s.
+death_pair() {
+    local directory
+    directory=$(mktemp -d /tmp/uform-death-XXXXXX)
+    "$BUILD/test/test_mesh" --child death 0 2 "$directory" "death-$1" 0 &
+    local survivor=$!
+    "$BUILD/test/test_mesh" --child death 1 2 "$directory" "death-$1" 1 &
+    local victim=$!
+    local waited=0
+    while kill -0 "$survivor" 2>/dev/null && ((waited < 450)); do sleep 0.1; waited=$((waited + 1)); done
+    if kill -0 "$survivor" 2>/dev/null; then
+        echo "death pair $1: the survivor (pid $survivor) still runs after 45 s"
+        command -v gdb >/dev/null && timeout 30 gdb -p "$survivor" -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' | head -120
+        kill -9 "$survivor" "$victim" 2>/dev/null
+    fi
+    wait "$survivor"
+    local survived=$?
+    wait "$victim"
+    local victim_status=$?
+    rm -rf "$directory"
+    echo "death pair $1: survivor exit $survived, victim exit $victim_status (137: SIGKILL, as it should)"
+    [[ $survived == 0 && $victim_status == 137 ]]
+}
+
 # 2. Tests. test_mesh exits 77 when it finds no GPU: a failure here.
 step test_rendezvous "$LOG" required timeout 60 "$BUILD/test/test_rendezvous"
-step test_mesh "$LOG" required timeout 240 "$BUILD/test/test_mesh"
-grep -E '^(one process|process [0-9]|[0-9]+ processes|mismatch|peer death|NCCL|SKIPPED|bootstrap of)' "$LOG" |
+DEATHS_OK=1
+for ((repeat = 1; repeat <= ${UFORM_MESH_DEATH_REPEATS:-0} && GPUS >= 2; ++repeat)); do
+    step "death_pair_$repeat" "$LOG" required death_pair "$repeat" || DEATHS_OK=0
+done
+grep -E '^(peer death|death pair)' "$LOG" | cut -c1-400 | sed 's/^/  /' | tee -a "$SUMMARY"
+if ((DEATHS_OK)); then
+    step test_mesh "$LOG" required timeout 240 "$BUILD/test/test_mesh"
+else
+    note "test_mesh: skipped, a killed-peer pair failed above (its own death case would wait for its alarm)"
+fi
+sed -n '/^==== test_mesh/,$p' "$LOG" | grep -E '^(one process|process [0-9]|[0-9]+ processes|mismatch|peer death|NCCL|SKIPPED|bootstrap of)' |
     cut -c1-400 | sed 's/^/  /' | tee -a "$SUMMARY"
 
 # 3. Benchmarks: torch first, then ours with its column beside.
