@@ -11,7 +11,7 @@
 #      there is a failure on this machine.
 #      With UFORM_MESH_DEATH_REPEATS=N, the killed-peer pair runs N more times first, each bounded
 #      (45 s; on expiry the survivor's threads' stacks are logged when gdb is there, then both are
-#      killed); should one fail, test_mesh (whose own death case would hang to its alarm) is skipped.
+#      killed); should one fail, the rest and test_mesh (whose own death case would hang to its alarm) is skipped.
 #   2. torch.distributed's all_reduce bus bandwidth (bench/bench_allreduce_torch.py, one process
 #      per GPU, file store), then bench_allreduce: the mesh against NCCL called directly, in both
 #      shapes, with torch's column beside, and the bootstrap times of two processes.
@@ -108,7 +108,7 @@ death_pair() {
 step test_rendezvous "$LOG" required timeout 60 "$BUILD/test/test_rendezvous"
 DEATHS_OK=1
 for ((repeat = 1; repeat <= ${UFORM_MESH_DEATH_REPEATS:-0} && GPUS >= 2; ++repeat)); do
-    step "death_pair_$repeat" "$LOG" required death_pair "$repeat" || DEATHS_OK=0
+    step "death_pair_$repeat" "$LOG" required death_pair "$repeat" || { DEATHS_OK=0; break; }
 done
 grep -E '^(peer death|death pair)' "$LOG" | cut -c1-400 | sed 's/^/  /' | tee -a "$SUMMARY"
 if ((DEATHS_OK)); then
