@@ -549,6 +549,7 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
                           "uform_mesh_bootstrap: UFORM_MESH_BLOCKING is \"%.40s\"; use 1 (collectives on blocking NCCL "
                           "communicators, the default) or 0 (on the non-blocking ones NCCL starts with)",
                           blocking);
+    bool const split_wanted = !blocking || strcmp(blocking, "0") != 0; // read once, before anything sets the environment
     uform_mesh_options_t const alone = {0};
     if (!options) options = &alone;
     uform_vram_member_t const *members = NULL;
@@ -597,7 +598,7 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     created->devices_count = devices;
     created->members = members;
     created->timeout = options->timeout_seconds > 0 ? options->timeout_seconds : 120.0;
-    created->split_wanted = !blocking || strcmp(blocking, "0") != 0;
+    created->split_wanted = split_wanted;
     if (!mesh_register(created)) {
         mesh_release(created, false);
         return uform_fail(uform_status_invalid_argument_k,
