@@ -925,8 +925,9 @@ typedef struct uform_mesh_description_t {
  *  the non-blocking communicators, and so they do with the environment variable
  *  `UFORM_MESH_BLOCKING=0` (read at bootstrap; "1", empty or unset: blocking; any other value is
  *  INVALID_ARGUMENT), which also starts no thread. On a lost peer the communicators a collective
- *  runs on are aborted before those they were split from, so PEER_LOST arrives within the timeout
- *  on either kind.
+ *  runs on are aborted before those they were split from, so PEER_LOST arrives once the timeout
+ *  has passed plus the abort itself, which NCCL makes synchronous (measured 0.8-1.3 s past a 10 s
+ *  timeout on two H200s with two communicators per rank), on either kind.
  *
  *  @code{.c}
  *  uform_mesh_options_t options = {.host_domain_index = rank, .host_domain_count = 2,
@@ -960,7 +961,8 @@ typedef enum uform_dtype_t {
  *  @brief Sums `count` elements in place across every GPU of the run, as a call on the mesh's
  *  executor: blocking when `outcome` is NULL, deferred otherwise, with CONTENDED and ordering as for
  *  every call. `buffers` holds one `CUdeviceptr` per device of this process, in the executor's
- *  device order. A peer lost mid-way fails the call with PEER_LOST within the mesh's timeout. A call
+ *  device order. A peer lost mid-way fails the call with PEER_LOST once the mesh's timeout has passed (plus the
+ *  abort's own second or so, see `uform_mesh_bootstrap`). A call
  *  the executor stops part-way through its devices (a device whose context cannot be made current)
  *  fails with that status having enqueued no collective: the mesh stays usable.
  *
