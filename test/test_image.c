@@ -432,6 +432,8 @@ static void test_threads(void) {
 
 int main(void) {
     uform_image_scratch_t scratch = {0}; /* one scratch for everything: reuse across sizes and modes */
+    test_manifest(&scratch, "AVX-512 VNNI or AVX2, the widest the CPU has");
+    uform_image_set_simd(1);
     test_manifest(&scratch, "AVX2 where the CPU has it");
     uform_image_use_simd(false);
     test_manifest(&scratch, "portable");

@@ -82,8 +82,8 @@ typedef struct uform_pixels_t {
 /** @brief Buffers reused from one image to the next (decoded pixels, resize rows, coefficients).
  *  Zero-initialise; release with `uform_image_scratch_free`. One thread at a time. */
 typedef struct uform_image_scratch_t {
-    void *buffers[9];
-    size_t capacities[9];
+    void *buffers[12];
+    size_t capacities[12];
 } uform_image_scratch_t;
 
 void uform_image_scratch_free(uform_image_scratch_t *scratch);
@@ -168,5 +168,10 @@ void uform_image_normalize(uint8_t const *rgb, size_t side, float const mean[3],
 /** @brief Tests only: `false` makes the resize take its portable path even where AVX2 runs (both
  *  give the same bytes; the test checks it). Process-wide. */
 void uform_image_use_simd(bool enabled);
+
+/** @brief Tests and benchmarks only: the widest vector path the resize may take, where the CPU has
+ *  it: 2 (the default) AVX-512 VNNI (F, BW, VL, VNNI, VBMI) then AVX2, 1 AVX2 at most, 0 portable.
+ *  Every path gives the same bytes. Process-wide. */
+void uform_image_set_simd(int level);
 
 #endif // UFORM_IMAGE_IMAGE_H

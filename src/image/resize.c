@@ -287,15 +287,125 @@ __attribute__((target("avx2"))) static void vertical_pass_avx2(uint8_t const *in
                                                                size_t width, weights_t const *weights, int32_t *sums) {
     vertical_body(in, in_stride, row0, out, out_stride, rows, width, weights, sums);
 }
+
+/* ---- AVX-512 VNNI: the same integer sums through 8-bit dot products ----
+ *
+ * A 22-bit weight w is split into three signed 8-bit digits, w = d2 * 2^16 + d1 * 2^8 + d0 (each
+ * in -128..127), and vpdpbusd sums 4 products of an unsigned pixel byte by a signed digit into a
+ * 32-bit lane, without saturation. The three digit sums recombine as s0 + (s1 << 8) + (s2 << 16):
+ * the arithmetic is modulo 2^32, and the true sum fits in 32 bits (PIL's own int sums), so the
+ * result is PIL's sum exactly, wherever an intermediate wrapped. */
+#define UFORM_RESIZE_VNNI 1
+#define UFORM_VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi"
+
+/** Packs the weights into digit quads: for output `i` and group `g` of 4 taps, three 32-bit words
+ *  (the 4 taps' d0 bytes, their d1 bytes, their d2 bytes) at `digits[(i * groups + g) * 3 ...]`;
+ *  taps past an output's window weigh 0. False when a weight does not split (never for PIL's). */
+static bool weight_digits(weights_t const *weights, size_t count, int32_t *digits) {
+    size_t ksize = weights->ksize, groups = (ksize + 3) / 4;
+    for (size_t i = 0; i < count; ++i) {
+        int32_t const *k = weights->fixed + i * ksize;
+        int n = weights->bounds[2 * i + 1];
+        for (size_t g = 0; g < groups; ++g) {
+            uint32_t packed[3] = {0, 0, 0};
+            for (size_t t = 0; t < 4; ++t) {
+                size_t tap = 4 * g + t;
+                int32_t w = tap < (size_t)n ? k[tap] : 0;
+                int32_t d0 = (int32_t)(((uint32_t)w + 128u) & 255u) - 128;
+                int32_t w1 = (w - d0) / 256;
+                int32_t d1 = (int32_t)(((uint32_t)w1 + 128u) & 255u) - 128;
+                int32_t d2 = (w1 - d1) / 256;
+                if (d2 < -128 || d2 > 127) return false;
+                packed[0] |= (uint32_t)(uint8_t)d0 << (8 * t);
+                packed[1] |= (uint32_t)(uint8_t)d1 << (8 * t);
+                packed[2] |= (uint32_t)(uint8_t)d2 << (8 * t);
+            }
+            memcpy(digits + (i * groups + g) * 3, packed, sizeof(packed));
+        }
+    }
+    return true;
+}
+
+/* 16 bytes of a row from byte `offset`, zeros past `row_bytes` (a masked load never touches them). */
+__attribute__((target(UFORM_VNNI_TARGET))) static inline __m128i load_row16(uint8_t const *row, size_t offset,
+                                                                             size_t row_bytes) {
+    if (offset + 16 <= row_bytes) return _mm_loadu_si128((__m128i const *)(row + offset));
+    __mmask16 mask = (__mmask16)((1u << (row_bytes - offset)) - 1u);
+    return _mm_maskz_loadu_epi8(mask, row + offset);
+}
+
+/* Four rows at once, 3 or 4 channels: lane 4r + c of a 512-bit register sums row r's channel c;
+ * each group of 4 taps is 16 bytes from each row (the window's 4 pixels), put in place by one
+ * vpermb, then weighed by three vpdpbusd. The digits hold 4 * groups taps per output. */
+__attribute__((target(UFORM_VNNI_TARGET))) static void horizontal_pass_vnni(uint8_t const *in, size_t in_stride,
+                                                                            size_t rows, size_t in_width, uint8_t *out,
+                                                                            size_t out_stride, size_t count,
+                                                                            weights_t const *weights, size_t channels,
+                                                                            int32_t const *digits) {
+    size_t groups = (weights->ksize + 3) / 4, row_bytes = in_width * channels;
+    uint8_t index[64];
+    for (size_t lane = 0; lane < 16; ++lane) {
+        size_t r = lane / 4, c = lane % 4;
+        for (size_t t = 0; t < 4; ++t) index[4 * lane + t] = (uint8_t)(16 * r + t * channels + (c < channels ? c : 0));
+    }
+    __m512i const permutation = _mm512_loadu_si512(index);
+    __m512i const half = _mm512_set1_epi32(1 << (UFORM_PRECISION_BITS - 1)), zero = _mm512_setzero_si512();
+    for (size_t y = 0; y < rows; y += 4) {
+        uint8_t const *row[4];
+        for (size_t j = 0; j < 4; ++j) row[j] = in + (y + j < rows ? y + j : rows - 1) * in_stride;
+        for (size_t i = 0; i < count; ++i) {
+            size_t start = (size_t)weights->bounds[2 * i] * channels;
+            size_t n = (size_t)weights->bounds[2 * i + 1];
+            int32_t const *d = digits + i * groups * 3;
+            __m512i s0 = zero, s1 = zero, s2 = zero;
+            for (size_t g = 0; 4 * g < n; ++g, d += 3) {
+                size_t offset = start + 4 * g * channels;
+                __m512i x = _mm512_castsi128_si512(load_row16(row[0], offset, row_bytes));
+                x = _mm512_inserti32x4(x, load_row16(row[1], offset, row_bytes), 1);
+                x = _mm512_inserti32x4(x, load_row16(row[2], offset, row_bytes), 2);
+                x = _mm512_inserti32x4(x, load_row16(row[3], offset, row_bytes), 3);
+                x = _mm512_permutexvar_epi8(permutation, x);
+                s0 = _mm512_dpbusd_epi32(s0, x, _mm512_set1_epi32(d[0]));
+                s1 = _mm512_dpbusd_epi32(s1, x, _mm512_set1_epi32(d[1]));
+                s2 = _mm512_dpbusd_epi32(s2, x, _mm512_set1_epi32(d[2]));
+            }
+            __m512i sum = _mm512_add_epi32(_mm512_add_epi32(s0, half),
+                                           _mm512_add_epi32(_mm512_slli_epi32(s1, 8), _mm512_slli_epi32(s2, 16)));
+            /* PIL's clip8: negative to 0, else >> 22 and saturate at 255 */
+            sum = _mm512_srai_epi32(_mm512_max_epi32(sum, zero), UFORM_PRECISION_BITS);
+            __m128i bytes = _mm512_cvtusepi32_epi8(sum);
+            uint32_t pixels[4];
+            _mm_storeu_si128((__m128i *)pixels, bytes);
+            /* 4-byte stores, the next output overwriting a padding byte, but never past a row. */
+            size_t stored = channels == 4 || i + 1 < count ? 4 : channels;
+            for (size_t j = 0; j < 4 && y + j < rows; ++j)
+                memcpy(out + (y + j) * out_stride + i * channels, &pixels[j], stored);
+        }
+    }
+}
 #endif
 
-static atomic_bool uform_image_simd_disabled;
+/* Which vector paths may run: 2 all (AVX-512 VNNI, AVX2), 1 up to AVX2, 0 none (tests). */
+static atomic_int uform_image_simd_level = 2;
 
-void uform_image_use_simd(bool enabled) { atomic_store(&uform_image_simd_disabled, !enabled); }
+void uform_image_use_simd(bool enabled) { atomic_store(&uform_image_simd_level, enabled ? 2 : 0); }
+
+void uform_image_set_simd(int level) { atomic_store(&uform_image_simd_level, level < 0 ? 0 : level > 2 ? 2 : level); }
 
 static bool use_avx2(void) {
 #if defined(UFORM_RESIZE_AVX2)
-    return !atomic_load_explicit(&uform_image_simd_disabled, memory_order_relaxed) && __builtin_cpu_supports("avx2");
+    return atomic_load_explicit(&uform_image_simd_level, memory_order_relaxed) >= 1 && __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
+static bool use_vnni(void) {
+#if defined(UFORM_RESIZE_VNNI)
+    return atomic_load_explicit(&uform_image_simd_level, memory_order_relaxed) >= 2 &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512vbmi");
 #else
     return false;
 #endif
@@ -303,7 +413,15 @@ static bool use_avx2(void) {
 
 static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, size_t in_width, uint8_t *out,
                             size_t out_stride, size_t count, weights_t const *weights, size_t channels,
-                            uint8_t *padded) {
+                            uint8_t *padded, int32_t *digits) {
+#if defined(UFORM_RESIZE_VNNI)
+    if (digits && channels >= 3 && use_vnni() && weight_digits(weights, count, digits)) {
+        horizontal_pass_vnni(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, digits);
+        return;
+    }
+#else
+    (void)digits;
+#endif
 #if defined(UFORM_RESIZE_AVX2)
     if (use_avx2()) {
         horizontal_pass_avx2(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, padded);
@@ -573,12 +691,15 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
         if (need_horizontal) {
             uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
             uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, pixels->width * 8);
-            if (!temporary || !padded) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
+            int32_t *digits = uform_image_scratch_reserve(
+                scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
+            if (!temporary || !padded || !digits)
+                return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
             if (mode == uform_image_mode_i16_k)
                 horizontal_pass16(source, source_stride, rows, temporary, crop_stride, side, &horizontal);
             else
                 horizontal_pass(source, source_stride, rows, pixels->width, temporary, crop_stride, side, &horizontal,
-                                bytes, padded);
+                                bytes, padded, digits);
             columns = temporary, columns_stride = crop_stride;
         }
         if (need_vertical) {
