@@ -383,6 +383,63 @@ __attribute__((target(UFORM_VNNI_TARGET))) static void horizontal_pass_vnni(uint
         }
     }
 }
+
+/* The vertical pass with the same digits: for each output row and 64 columns at a time, the 4 rows
+ * of a tap group are interleaved byte by byte (vpunpck*: column c's 4 taps in one 32-bit lane, the
+ * columns permuted within 128-bit lanes), weighed by vpdpbusd, and put back in column order by a
+ * 4 x 4 transpose of 32-bit words. Taps past an output's window weigh 0 and read its last row. */
+__attribute__((target(UFORM_VNNI_TARGET))) static void vertical_pass_vnni(uint8_t const *in, size_t in_stride,
+                                                                          size_t row0, uint8_t *out,
+                                                                          size_t out_stride, size_t rows,
+                                                                          size_t width, weights_t const *weights,
+                                                                          int32_t const *digits) {
+    size_t groups = (weights->ksize + 3) / 4;
+    __m512i const half = _mm512_set1_epi32(1 << (UFORM_PRECISION_BITS - 1)), zero = _mm512_setzero_si512();
+    for (size_t i = 0; i < rows; ++i) {
+        size_t ymin = (size_t)weights->bounds[2 * i] - row0;
+        size_t n = (size_t)weights->bounds[2 * i + 1];
+        int32_t const *d = digits + i * groups * 3;
+        uint8_t *target = out + i * out_stride;
+        for (size_t x = 0; x < width; x += 64) {
+            __mmask64 mask = width - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (width - x)) - 1);
+            __m512i sums[4][3];
+            for (size_t k = 0; k < 4; ++k) sums[k][0] = sums[k][1] = sums[k][2] = zero;
+            for (size_t g = 0; 4 * g < n; ++g) {
+                __m512i r[4];
+                for (size_t t = 0; t < 4; ++t) {
+                    size_t tap = 4 * g + t < n ? 4 * g + t : n - 1;
+                    r[t] = _mm512_maskz_loadu_epi8(mask, in + (ymin + tap) * in_stride + x);
+                }
+                __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
+                __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
+                __m512i quads[4] = {_mm512_unpacklo_epi16(low01, low23), _mm512_unpackhi_epi16(low01, low23),
+                                    _mm512_unpacklo_epi16(high01, high23), _mm512_unpackhi_epi16(high01, high23)};
+                __m512i w0 = _mm512_set1_epi32(d[3 * g]), w1 = _mm512_set1_epi32(d[3 * g + 1]),
+                        w2 = _mm512_set1_epi32(d[3 * g + 2]);
+                for (size_t k = 0; k < 4; ++k) {
+                    sums[k][0] = _mm512_dpbusd_epi32(sums[k][0], quads[k], w0);
+                    sums[k][1] = _mm512_dpbusd_epi32(sums[k][1], quads[k], w1);
+                    sums[k][2] = _mm512_dpbusd_epi32(sums[k][2], quads[k], w2);
+                }
+            }
+            __m128i b[4]; /* b[k]'s word L: columns 16 L + 4 k ... + 3 */
+            for (size_t k = 0; k < 4; ++k) {
+                __m512i sum = _mm512_add_epi32(_mm512_add_epi32(sums[k][0], half),
+                                               _mm512_add_epi32(_mm512_slli_epi32(sums[k][1], 8),
+                                                                _mm512_slli_epi32(sums[k][2], 16)));
+                sum = _mm512_srai_epi32(_mm512_max_epi32(sum, zero), UFORM_PRECISION_BITS);
+                b[k] = _mm512_cvtusepi32_epi8(sum);
+            }
+            __m128i t0 = _mm_unpacklo_epi32(b[0], b[1]), t1 = _mm_unpacklo_epi32(b[2], b[3]);
+            __m128i t2 = _mm_unpackhi_epi32(b[0], b[1]), t3 = _mm_unpackhi_epi32(b[2], b[3]);
+            __m512i row = _mm512_castsi128_si512(_mm_unpacklo_epi64(t0, t1));
+            row = _mm512_inserti32x4(row, _mm_unpackhi_epi64(t0, t1), 1);
+            row = _mm512_inserti32x4(row, _mm_unpacklo_epi64(t2, t3), 2);
+            row = _mm512_inserti32x4(row, _mm_unpackhi_epi64(t2, t3), 3);
+            _mm512_mask_storeu_epi8(target + x, mask, row);
+        }
+    }
+}
 #endif
 
 /* Which vector paths may run: 2 all (AVX-512 VNNI, AVX2), 1 up to AVX2, 0 none (tests). */
@@ -432,7 +489,15 @@ static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, si
 }
 
 static void vertical_pass(uint8_t const *in, size_t in_stride, size_t row0, uint8_t *out, size_t out_stride,
-                          size_t rows, size_t width, weights_t const *weights, int32_t *sums) {
+                          size_t rows, size_t width, weights_t const *weights, int32_t *sums, int32_t *digits) {
+#if defined(UFORM_RESIZE_VNNI)
+    if (digits && use_vnni() && weight_digits(weights, rows, digits)) {
+        vertical_pass_vnni(in, in_stride, row0, out, out_stride, rows, width, weights, digits);
+        return;
+    }
+#else
+    (void)digits;
+#endif
 #if defined(UFORM_RESIZE_AVX2)
     if (use_avx2()) {
         vertical_pass_avx2(in, in_stride, row0, out, out_stride, rows, width, weights, sums);
@@ -704,12 +769,14 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
         }
         if (need_vertical) {
             int32_t *sums = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_SUMS, crop_stride * sizeof(int32_t));
-            if (!sums) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
+            int32_t *digits = uform_image_scratch_reserve(
+                scratch, UFORM_SCRATCH_VERTICAL_DIGITS, side * ((vertical.ksize + 3) / 4) * 3 * sizeof(int32_t));
+            if (!sums || !digits) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
             if (mode == uform_image_mode_i16_k)
                 vertical_pass16(columns, columns_stride, row_first, crop, crop_stride, side, side, &vertical);
             else
                 vertical_pass(columns, columns_stride, row_first, crop, crop_stride, side, crop_stride, &vertical,
-                              sums);
+                              sums, digits);
         } else {
             for (size_t y = 0; y < side; ++y) memcpy(crop + y * crop_stride, columns + y * columns_stride, crop_stride);
         }
