@@ -334,37 +334,68 @@ __attribute__((target(UFORM_VNNI_TARGET))) static inline __m128i load_row16(uint
     return _mm_maskz_loadu_epi8(mask, row + offset);
 }
 
-/* Four rows at once, 3 or 4 channels: lane 4r + c of a 512-bit register sums row r's channel c;
- * each group of 4 taps is 16 bytes from each row (the window's 4 pixels), put in place by one
- * vpermb, then weighed by three vpdpbusd. The digits hold 4 * groups taps per output. */
+/* Four rows at once, 3 or 4 channels: lane 4r + c of a 512-bit register sums row r's channel c.
+ * The 4 rows are first interleaved 4 bytes at a time (`quads`: 16 bytes per 4 bytes of a row, one
+ * 4 x 4 transpose of 32-bit words per 16 bytes of the rows), so a group of 4 taps (4 pixels, 12 or
+ * 16 bytes of each row, plus up to 3 bytes before them in their first word) is one 64-byte load,
+ * which one vpermb puts in place (the permutation depends only on the window's start modulo 4
+ * bytes, so one per output), then three vpdpbusd weigh it. */
 __attribute__((target(UFORM_VNNI_TARGET))) static void horizontal_pass_vnni(uint8_t const *in, size_t in_stride,
                                                                             size_t rows, size_t in_width, uint8_t *out,
                                                                             size_t out_stride, size_t count,
                                                                             weights_t const *weights, size_t channels,
-                                                                            int32_t const *digits) {
+                                                                            int32_t const *digits, uint8_t *quads) {
     size_t groups = (weights->ksize + 3) / 4, row_bytes = in_width * channels;
-    uint8_t index[64];
-    for (size_t lane = 0; lane < 16; ++lane) {
-        size_t r = lane / 4, c = lane % 4;
-        for (size_t t = 0; t < 4; ++t) index[4 * lane + t] = (uint8_t)(16 * r + t * channels + (c < channels ? c : 0));
+    __m512i permutations[4];
+    for (size_t sub = 0; sub < 4; ++sub) {
+        uint8_t index[64];
+        for (size_t lane = 0; lane < 16; ++lane) {
+            size_t r = lane / 4, c = lane % 4 < channels ? lane % 4 : 0;
+            for (size_t t = 0; t < 4; ++t) {
+                size_t byte = sub + t * channels + c; /* from the first word loaded */
+                index[4 * lane + t] = (uint8_t)(16 * (byte / 4) + 4 * r + byte % 4);
+            }
+        }
+        permutations[sub] = _mm512_loadu_si512(index);
     }
-    __m512i const permutation = _mm512_loadu_si512(index);
+    /* The words the windows read: from the first window's to past the last one's, plus the 3 words
+     * a last group's load reaches beyond (zeros past the row). */
+    size_t word_first = (size_t)weights->bounds[0] * channels / 4;
+    size_t word_end = ((size_t)weights->bounds[2 * (count - 1)] + (size_t)weights->bounds[2 * (count - 1) + 1]) *
+                      channels / 4 + 4;
+    for (size_t i = 0; i < count; ++i) { /* windows need not grow monotonically at the ends */
+        size_t first = (size_t)weights->bounds[2 * i] * channels / 4;
+        size_t end = ((size_t)weights->bounds[2 * i] + 4 * ((size_t)weights->bounds[2 * i + 1] + 3) / 4) * channels / 4 + 4;
+        if (first < word_first) word_first = first;
+        if (end > word_end) word_end = end;
+    }
     __m512i const half = _mm512_set1_epi32(1 << (UFORM_PRECISION_BITS - 1)), zero = _mm512_setzero_si512();
     for (size_t y = 0; y < rows; y += 4) {
         uint8_t const *row[4];
         for (size_t j = 0; j < 4; ++j) row[j] = in + (y + j < rows ? y + j : rows - 1) * in_stride;
+        for (size_t word = word_first; word < word_end; word += 4) {
+            size_t offset = 4 * word;
+            __m128i a = offset < row_bytes ? load_row16(row[0], offset, row_bytes) : _mm_setzero_si128();
+            __m128i b = offset < row_bytes ? load_row16(row[1], offset, row_bytes) : _mm_setzero_si128();
+            __m128i c = offset < row_bytes ? load_row16(row[2], offset, row_bytes) : _mm_setzero_si128();
+            __m128i d = offset < row_bytes ? load_row16(row[3], offset, row_bytes) : _mm_setzero_si128();
+            __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpacklo_epi32(c, d);
+            __m128i t2 = _mm_unpackhi_epi32(a, b), t3 = _mm_unpackhi_epi32(c, d);
+            uint8_t *target = quads + 16 * (word - word_first);
+            _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi64(t0, t1));
+            _mm_storeu_si128((__m128i *)(target + 16), _mm_unpackhi_epi64(t0, t1));
+            _mm_storeu_si128((__m128i *)(target + 32), _mm_unpacklo_epi64(t2, t3));
+            _mm_storeu_si128((__m128i *)(target + 48), _mm_unpackhi_epi64(t2, t3));
+        }
         for (size_t i = 0; i < count; ++i) {
             size_t start = (size_t)weights->bounds[2 * i] * channels;
             size_t n = (size_t)weights->bounds[2 * i + 1];
+            __m512i const permutation = permutations[start % 4];
+            uint8_t const *source = quads + 16 * (start / 4 - word_first);
             int32_t const *d = digits + i * groups * 3;
             __m512i s0 = zero, s1 = zero, s2 = zero;
-            for (size_t g = 0; 4 * g < n; ++g, d += 3) {
-                size_t offset = start + 4 * g * channels;
-                __m512i x = _mm512_castsi128_si512(load_row16(row[0], offset, row_bytes));
-                x = _mm512_inserti32x4(x, load_row16(row[1], offset, row_bytes), 1);
-                x = _mm512_inserti32x4(x, load_row16(row[2], offset, row_bytes), 2);
-                x = _mm512_inserti32x4(x, load_row16(row[3], offset, row_bytes), 3);
-                x = _mm512_permutexvar_epi8(permutation, x);
+            for (size_t g = 0; 4 * g < n; ++g, d += 3, source += 16 * channels) {
+                __m512i x = _mm512_permutexvar_epi8(permutation, _mm512_loadu_si512(source));
                 s0 = _mm512_dpbusd_epi32(s0, x, _mm512_set1_epi32(d[0]));
                 s1 = _mm512_dpbusd_epi32(s1, x, _mm512_set1_epi32(d[1]));
                 s2 = _mm512_dpbusd_epi32(s2, x, _mm512_set1_epi32(d[2]));
@@ -383,6 +414,9 @@ __attribute__((target(UFORM_VNNI_TARGET))) static void horizontal_pass_vnni(uint
         }
     }
 }
+
+/** Bytes `horizontal_pass_vnni` needs for its interleaved rows. */
+static size_t vnni_quads_bytes(size_t in_width, size_t channels) { return 16 * (in_width * channels / 4 + 12); }
 
 /* The vertical pass with the same digits: for each output row and 64 columns at a time, the 4 rows
  * of a tap group are interleaved byte by byte (vpunpck*: column c's 4 taps in one 32-bit lane, the
@@ -473,7 +507,7 @@ static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, si
                             uint8_t *padded, int32_t *digits) {
 #if defined(UFORM_RESIZE_VNNI)
     if (digits && channels >= 3 && use_vnni() && weight_digits(weights, count, digits)) {
-        horizontal_pass_vnni(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, digits);
+        horizontal_pass_vnni(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, digits, padded);
         return;
     }
 #else
@@ -751,11 +785,20 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
             source = premultiplied, source_stride = row_bytes;
         }
         /* Horizontal pass: the needed rows, the crop's columns only. */
-        uint8_t const *columns = source + (left - x0) * bytes; /* without a horizontal pass, the crop's columns */
+        uint8_t const *columns = source; /* without a horizontal pass, the crop's columns */
         size_t columns_stride = source_stride;
-        if (need_horizontal) {
+        if (!need_horizontal) {
+            if (left < x0 || left + side > x0 + pixels->width)
+                return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks columns");
+            columns = source + (left - x0) * bytes;
+        } else {
             uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
-            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, pixels->width * 8);
+            /* AVX2: two rows of 4 bytes a pixel; VNNI: four rows interleaved (see `vnni_quads_bytes`). */
+            size_t padded_bytes = pixels->width * 8;
+#if defined(UFORM_RESIZE_VNNI)
+            if (vnni_quads_bytes(pixels->width, bytes) > padded_bytes) padded_bytes = vnni_quads_bytes(pixels->width, bytes);
+#endif
+            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
             int32_t *digits = uform_image_scratch_reserve(
                 scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
             if (!temporary || !padded || !digits)
