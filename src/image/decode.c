@@ -267,10 +267,14 @@ static inline uint32_t load_be32(uint8_t const *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-static inline uint8_t paeth_predictor(unsigned a, unsigned b, unsigned c) {
-    int p = (int)a + (int)b - (int)c;
-    int pa = abs(p - (int)a), pb = abs(p - (int)b), pc = abs(p - (int)c);
-    return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+/* PNG's Paeth predictor: the one of a (left), b (up), c (up-left) nearest a + b - c, ties to a then
+ * b. Written as minimum and selects, which compile to conditional moves: the branches mispredict
+ * on photos, and each byte waits on the one a pixel to its left. */
+static inline uint8_t paeth_predictor(int a, int b, int c) {
+    int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
+    int nearest = pb <= pc ? pb : pc;
+    int b_or_c = pb <= pc ? b : c;
+    return (uint8_t)(pa <= nearest ? a : b_or_c);
 }
 
 /* One row: `raw` (after the filter byte) to `row`, `prior` the row above (zeros for the first). */
