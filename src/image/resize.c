@@ -404,9 +404,10 @@ __attribute__((target(UFORM_VNNI_TARGET))) static void horizontal_pass_vnni(uint
                                            _mm512_add_epi32(_mm512_slli_epi32(s1, 8), _mm512_slli_epi32(s2, 16)));
             /* PIL's clip8: negative to 0, else >> 22 and saturate at 255 */
             sum = _mm512_srai_epi32(_mm512_max_epi32(sum, zero), UFORM_PRECISION_BITS);
+            /* The pixels leave through registers: vpmovusdb to memory is slow on some cores (Zen 4). */
             __m128i bytes = _mm512_cvtusepi32_epi8(sum);
-            uint32_t pixels[4];
-            _mm_storeu_si128((__m128i *)pixels, bytes);
+            uint32_t pixels[4] = {(uint32_t)_mm_cvtsi128_si32(bytes), (uint32_t)_mm_extract_epi32(bytes, 1),
+                                  (uint32_t)_mm_extract_epi32(bytes, 2), (uint32_t)_mm_extract_epi32(bytes, 3)};
             /* 4-byte stores, the next output overwriting a padding byte, but never past a row. */
             size_t stored = channels == 4 || i + 1 < count ? 4 : channels;
             for (size_t j = 0; j < 4 && y + j < rows; ++j)
