@@ -96,9 +96,11 @@ typedef struct uform_image_decode_options_t {
      *  12 megapixels), but the pixels are no longer PIL's (a mean 0.5 to 2 levels off, see
      *  bench/RESULTS.md): the exact path is the default. */
     size_t jpeg_min_side;
-    /** Nonzero: decode only the rows a resize and crop to this side reads (JPEG, through
-     *  libjpeg-turbo's `jpeg_skip_scanlines`; the whole file is still read, so truncation is still
-     *  caught). The rows' pixels are those of the whole decode (the tests check it). */
+    /** Nonzero: decode only the rows and columns a resize and crop to this side reads (JPEG, through
+     *  libjpeg-turbo's `jpeg_skip_scanlines` and `jpeg_crop_scanline`, the columns with a margin of
+     *  16 pixels each side, where the cropped upsampling's edges may differ; the whole file is still
+     *  read, so truncation is still caught). The pixels the resize reads are those of the whole
+     *  decode (the tests check it); `uform_pixels_t` says where the region lies. */
     size_t region_side;
 } uform_image_decode_options_t;
 
