@@ -4,7 +4,13 @@
  *          the `uform` processor does it (bench_image.py measures PIL + that processor on the same
  *          files and prints the ratio). Single-threaded; files are read into memory first.
  *
- *  usage: bench_image [--side N] [--seconds S] [--quick] FILE...
+ *  usage: bench_image [--side N] [--seconds S] [--quick] [--stages] [--dump DIR] FILE...
+ *
+ *  `--stages` prints instead the exact path's time and its stages apart: decoding the region the
+ *  crop reads, resize + crop (on that region), ToTensor + Normalize. `--dump DIR` writes instead,
+ *  per file, the float tensors (3 x side x side, CHW, host-order float32) of the exact path and of
+ *  the two DCT-scaled ones as DIR/<index>.{exact,fast,fast2}.f32 (bench_image_fast.py compares their
+ *  embeddings).
  *
  *  Per file it prints one line: `file WIDTHxHEIGHT exact_us fast_us decode_us fast_mean_diff
  *  fast_max_diff fast2_us fast2_mean_diff fast2_max_diff`: microseconds per image on the exact path
@@ -40,7 +46,11 @@ static uint8_t *read_all(char const *path, size_t *size) {
     return data;
 }
 
-typedef enum { run_exact, run_fast, run_decode } run_kind_t;
+typedef enum { run_exact, run_fast, run_decode, run_region, run_resize, run_normalize } run_kind_t;
+
+/* The stages' input (`--stages`): the decoded region and the resized crop. */
+static uform_pixels_t const *stage_pixels;
+static uint8_t *stage_rgb;
 
 /* Microseconds per image: repeats until `seconds` passed (at least 3 runs), best of 3 rounds. */
 static double time_per_image(uform_image_t const *image, uform_image_preprocess_options_t const *options,
@@ -51,9 +61,16 @@ static double time_per_image(uform_image_t const *image, uform_image_preprocess_
         double start = cpu_seconds(), now = start;
         do {
             uform_status_t status;
-            if (kind == run_decode) {
+            if (kind == run_decode || kind == run_region) {
                 uform_pixels_t pixels;
-                status = uform_image_decode(image, &options->decode, scratch, &pixels);
+                uform_image_decode_options_t decode = options->decode;
+                if (kind == run_region) decode.region_side = options->side;
+                status = uform_image_decode(image, &decode, scratch, &pixels);
+            } else if (kind == run_resize) { /* on the region decoded before, still in the scratch */
+                status = uform_image_resize_crop(stage_pixels, options->side, scratch, stage_rgb);
+            } else if (kind == run_normalize) {
+                uform_image_normalize(stage_rgb, options->side, options->mean, options->std, chw);
+                status = uform_status_ok_k;
             } else {
                 status = uform_image_preprocess(image, options, scratch, chw, NULL);
             }
@@ -73,18 +90,21 @@ static double time_per_image(uform_image_t const *image, uform_image_preprocess_
 int main(int argc, char **argv) {
     size_t side = 224;
     double seconds = 1.0;
-    int first = 1;
+    int first = 1, stages = 0;
+    char const *dump = NULL; /* `--dump DIR`: the exact and fast tensors, for bench_image_fast.py */
     for (; first < argc && !strncmp(argv[first], "--", 2); ++first) {
         if (!strcmp(argv[first], "--side") && first + 1 < argc) side = strtoul(argv[++first], NULL, 10);
         else if (!strcmp(argv[first], "--seconds") && first + 1 < argc) seconds = atof(argv[++first]);
         else if (!strcmp(argv[first], "--quick")) seconds = 0.03;
+        else if (!strcmp(argv[first], "--stages")) stages = 1;
+        else if (!strcmp(argv[first], "--dump") && first + 1 < argc) dump = argv[++first];
         else {
-            fprintf(stderr, "usage: bench_image [--side N] [--seconds S] [--quick] FILE...\n");
+            fprintf(stderr, "usage: bench_image [--side N] [--seconds S] [--quick] [--stages] [--dump DIR] FILE...\n");
             return 2;
         }
     }
     if (first == argc) {
-        fprintf(stderr, "usage: bench_image [--side N] [--seconds S] [--quick] FILE...\n");
+        fprintf(stderr, "usage: bench_image [--side N] [--seconds S] [--quick] [--stages] [--dump DIR] FILE...\n");
         return 2;
     }
     uform_image_scratch_t scratch = {0};
@@ -115,6 +135,39 @@ int main(int argc, char **argv) {
             return 1;
         }
         size_t width = pixels.width, height = pixels.height;
+        if (dump) {
+            uform_image_preprocess_options_t const *variants[3] = {&options, &fast_options, &mild_options};
+            char const *names[3] = {"exact", "fast", "fast2"};
+            for (int v = 0; v < 3; ++v) {
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/%d.%s.f32", dump, i - first, names[v]);
+                FILE *file = fopen(path, "wb");
+                if (!file || uform_image_preprocess(&image, variants[v], &scratch, chw, NULL) != uform_status_ok_k ||
+                    fwrite(chw, sizeof(float), 3 * side * side, file) != 3 * side * side) {
+                    fprintf(stderr, "bench_image: cannot dump %s\n", path);
+                    return 1;
+                }
+                fclose(file);
+            }
+            printf("%s %zux%zu dumped\n", argv[i], width, height);
+            free(data);
+            continue;
+        }
+        if (stages) { /* the exact path's stages apart: region decode, resize + crop, normalise */
+            double whole_us = time_per_image(&image, &options, &scratch, chw, run_exact, seconds);
+            double region_us = time_per_image(&image, &options, &scratch, chw, run_region, seconds);
+            uform_image_decode_options_t decode = options.decode;
+            decode.region_side = side;
+            uform_pixels_t region;
+            if (uform_image_decode(&image, &decode, &scratch, &region) != uform_status_ok_k) return 1;
+            stage_pixels = &region, stage_rgb = exact;
+            double resize_us = time_per_image(&image, &options, &scratch, chw, run_resize, seconds);
+            double normalize_us = time_per_image(&image, &options, &scratch, chw, run_normalize, seconds);
+            printf("%s %zux%zu exact %.1f = region decode (%zux%zu) %.1f + resize and crop %.1f + normalise %.1f us\n",
+                   argv[i], width, height, whole_us, region.width, region.height, region_us, resize_us, normalize_us);
+            free(data);
+            continue;
+        }
         double mean[2] = {0, 0};
         int largest[2] = {0, 0};
         for (int variant = 0; variant < 2; ++variant) {

@@ -89,15 +89,20 @@ def main():
           "its diff: mean / max levels | C fast (short side >= 448) | ratio | its diff |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     totals = [0.0] * 4
+    ratios = []
     for path, size, exact_us, fast_us, decode_us, mean_diff, max_diff, mild_us, mild_mean, mild_max in rows:
         pil = pil_us[path]
         exact_us, fast_us, mild_us = float(exact_us), float(fast_us), float(mild_us)
         for i, value in enumerate((pil, exact_us, fast_us, mild_us)):
             totals[i] += value
+        ratios.append((pil / exact_us, pil / fast_us, pil / mild_us))
         print(f"| {os.path.basename(path)} | {size} | {pil / 1000:.2f} ms | {exact_us / 1000:.2f} ms | {pil / exact_us:.1f}x | "
               f"{float(decode_us) / 1000:.2f} ms | {fast_us / 1000:.2f} ms | {pil / fast_us:.1f}x | "
               f"{float(mean_diff):.2f} / {max_diff} | {mild_us / 1000:.2f} ms | {pil / mild_us:.1f}x | "
               f"{float(mild_mean):.2f} / {mild_max} |")
+    means = [float(np.exp(np.mean(np.log([r[k] for r in ratios])))) for k in range(3)]
+    print(f"| geometric mean of the {len(rows)} ratios | | | | {means[0]:.1f}x | | | {means[1]:.1f}x | | | "
+          f"{means[2]:.1f}x | |")
     print(f"| all {len(rows)} | | {totals[0] / 1000:.1f} ms | {totals[1] / 1000:.1f} ms | {totals[0] / totals[1]:.1f}x | | "
           f"{totals[2] / 1000:.1f} ms | {totals[0] / totals[2]:.1f}x | | {totals[3] / 1000:.1f} ms | "
           f"{totals[0] / totals[3]:.1f}x | |")

@@ -18,9 +18,10 @@ if(UFORM_FUZZ)
     message(FATAL_ERROR "UFORM_FUZZ needs clang (e.g. CC=clang-14), not ${CMAKE_C_COMPILER_ID}")
   endif()
   add_executable(fuzz_image ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_image.c ${PROJECT_SOURCE_DIR}/src/image/decode.c
-                 ${PROJECT_SOURCE_DIR}/src/image/resize.c ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c)
+                 ${PROJECT_SOURCE_DIR}/src/image/resize.c ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c
+                 ${CMAKE_CURRENT_SOURCE_DIR}/image_stubs.c)
   target_include_directories(fuzz_image PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
-                             ${JPEG_INCLUDE} ${SPNG_INCLUDE})
+                             ${JPEG_INCLUDE} ${SPNG_INCLUDE} ${UFORM_INFLATE_INCLUDE})
   target_compile_definitions(fuzz_image PRIVATE UFORM_VERSION_STRING="${PROJECT_VERSION}")
   target_compile_options(fuzz_image PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g
                          -ffp-contract=off)

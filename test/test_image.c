@@ -352,9 +352,10 @@ static void test_fast_jpeg(uform_image_scratch_t *scratch) {
 static void test_regions(uform_image_scratch_t *scratch) {
     char const *files[] = {"photos/franz-kafka.jpg", "synth/jpeg_420.jpg", "synth/jpeg_422.jpg",
                            "synth/jpeg_progressive.jpg", "synth/jpeg_grey.jpg", "synth/jpeg_cmyk.jpg",
-                           "synth/jpeg_ycck.jpg", "synth/jpeg_37x211.jpg", "synth/rgb_801x599.jpg"};
+                           "synth/jpeg_ycck.jpg", "synth/jpeg_37x211.jpg", "synth/rgb_801x599.jpg",
+                           "synth/jpeg_444.jpg", "synth/rgb_640x480.jpg", "photos/rocket.jpg"};
     uform_image_scratch_t whole_scratch = {0};
-    size_t regions = 0;
+    size_t regions = 0, cropped = 0;
     for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); ++f) {
         size_t size = 0;
         uint8_t *data = read_file(files[f], &size);
@@ -366,13 +367,22 @@ static void test_regions(uform_image_scratch_t *scratch) {
             uform_image_decode_options_t options = {.region_side = side};
             uform_pixels_t region;
             CHECK_STATUS(uform_image_decode(&image, &options, scratch, &region), uform_status_ok_k);
-            size_t y0 = region.full_width ? region.y0 : 0;
-            CHECK(region.width == whole.width && region.stride == whole.stride);
-            bool same = y0 + region.height <= whole.height;
+            size_t y0 = region.full_width ? region.y0 : 0, x0 = region.full_width ? region.x0 : 0;
+            size_t bytes = uform_image_mode_bytes(region.mode);
+            CHECK(region.mode == whole.mode && region.stride == region.width * bytes);
+            /* The columns the resize reads, margins excluded (the outermost ones may differ). */
+            size_t columns_x0 = 0, columns_x1 = 0, rows_y0 = 0, rows_y1 = 0;
+            CHECK_STATUS(uform_image_region(whole.width, whole.height, side, &whole_scratch, &columns_x0, &columns_x1,
+                                            &rows_y0, &rows_y1),
+                         uform_status_ok_k);
+            bool same = y0 + region.height <= whole.height && x0 + region.width <= whole.width &&
+                        x0 <= columns_x0 && columns_x1 <= x0 + region.width;
             for (size_t y = 0; same && y < region.height; ++y)
-                same = !memcmp(region.data + y * region.stride, whole.data + (y0 + y) * whole.stride, whole.stride);
-            if (!same) fprintf(stderr, "%s: rows %zu+%zu for side %zu differ from the whole decode\n", files[f], y0,
-                               region.height, side);
+                same = !memcmp(region.data + y * region.stride + (columns_x0 - x0) * bytes,
+                               whole.data + (y0 + y) * whole.stride + columns_x0 * bytes,
+                               (columns_x1 - columns_x0) * bytes);
+            if (!same) fprintf(stderr, "%s: rows %zu+%zu, columns %zu+%zu for side %zu differ from the whole decode\n",
+                               files[f], y0, region.height, x0, region.width, side);
             CHECK(same);
             uint8_t *from_region = malloc(side * side * 3), *from_whole = malloc(side * side * 3);
             CHECK_STATUS(uform_image_resize_crop(&region, side, scratch, from_region), uform_status_ok_k);
@@ -380,11 +390,13 @@ static void test_regions(uform_image_scratch_t *scratch) {
             CHECK(!memcmp(from_region, from_whole, side * side * 3));
             free(from_region), free(from_whole);
             regions += region.height < whole.height;
+            cropped += region.width < whole.width;
         }
         free(data);
     }
-    printf("regions: %zu decodes of fewer rows than the image, all equal to whole decodes\n", regions);
-    CHECK(regions > 50);
+    printf("regions: %zu decodes of fewer rows than the image, %zu of fewer columns, all equal to whole decodes\n",
+           regions, cropped);
+    CHECK(regions > 50 && cropped > 20);
     uform_image_scratch_free(&whole_scratch);
 }
 
@@ -432,6 +444,8 @@ static void test_threads(void) {
 
 int main(void) {
     uform_image_scratch_t scratch = {0}; /* one scratch for everything: reuse across sizes and modes */
+    test_manifest(&scratch, "AVX-512 VNNI or AVX2, the widest the CPU has");
+    uform_image_set_simd(1);
     test_manifest(&scratch, "AVX2 where the CPU has it");
     uform_image_use_simd(false);
     test_manifest(&scratch, "portable");

@@ -82,8 +82,8 @@ typedef struct uform_pixels_t {
 /** @brief Buffers reused from one image to the next (decoded pixels, resize rows, coefficients).
  *  Zero-initialise; release with `uform_image_scratch_free`. One thread at a time. */
 typedef struct uform_image_scratch_t {
-    void *buffers[9];
-    size_t capacities[9];
+    void *buffers[12];
+    size_t capacities[12];
 } uform_image_scratch_t;
 
 void uform_image_scratch_free(uform_image_scratch_t *scratch);
@@ -96,9 +96,11 @@ typedef struct uform_image_decode_options_t {
      *  12 megapixels), but the pixels are no longer PIL's (a mean 0.5 to 2 levels off, see
      *  bench/RESULTS.md): the exact path is the default. */
     size_t jpeg_min_side;
-    /** Nonzero: decode only the rows a resize and crop to this side reads (JPEG, through
-     *  libjpeg-turbo's `jpeg_skip_scanlines`; the whole file is still read, so truncation is still
-     *  caught). The rows' pixels are those of the whole decode (the tests check it). */
+    /** Nonzero: decode only the rows and columns a resize and crop to this side reads (JPEG, through
+     *  libjpeg-turbo's `jpeg_skip_scanlines` and `jpeg_crop_scanline`, the columns with a margin of
+     *  16 pixels each side, where the cropped upsampling's edges may differ; the whole file is still
+     *  read, so truncation is still caught). The pixels the resize reads are those of the whole
+     *  decode (the tests check it); `uform_pixels_t` says where the region lies. */
     size_t region_side;
 } uform_image_decode_options_t;
 
@@ -168,5 +170,10 @@ void uform_image_normalize(uint8_t const *rgb, size_t side, float const mean[3],
 /** @brief Tests only: `false` makes the resize take its portable path even where AVX2 runs (both
  *  give the same bytes; the test checks it). Process-wide. */
 void uform_image_use_simd(bool enabled);
+
+/** @brief Tests and benchmarks only: the widest vector path the resize may take, where the CPU has
+ *  it: 2 (the default) AVX-512 VNNI (F, BW, VL, VNNI, VBMI) then AVX2, 1 AVX2 at most, 0 portable.
+ *  Every path gives the same bytes. Process-wide. */
+void uform_image_set_simd(int level);
 
 #endif // UFORM_IMAGE_IMAGE_H

@@ -287,15 +287,217 @@ __attribute__((target("avx2"))) static void vertical_pass_avx2(uint8_t const *in
                                                                size_t width, weights_t const *weights, int32_t *sums) {
     vertical_body(in, in_stride, row0, out, out_stride, rows, width, weights, sums);
 }
+
+/* ---- AVX-512 VNNI: the same integer sums through 8-bit dot products ----
+ *
+ * A 22-bit weight w is split into three signed 8-bit digits, w = d2 * 2^16 + d1 * 2^8 + d0 (each
+ * in -128..127), and vpdpbusd sums 4 products of an unsigned pixel byte by a signed digit into a
+ * 32-bit lane, without saturation. The three digit sums recombine as s0 + (s1 << 8) + (s2 << 16):
+ * the arithmetic is modulo 2^32, and the true sum fits in 32 bits (PIL's own int sums), so the
+ * result is PIL's sum exactly, wherever an intermediate wrapped. */
+#define UFORM_RESIZE_VNNI 1
+#define UFORM_VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi"
+
+/** Packs the weights into digit quads: for output `i` and group `g` of 4 taps, three 32-bit words
+ *  (the 4 taps' d0 bytes, their d1 bytes, their d2 bytes) at `digits[(i * groups + g) * 3 ...]`;
+ *  taps past an output's window weigh 0. False when a weight does not split (never for PIL's). */
+static bool weight_digits(weights_t const *weights, size_t count, int32_t *digits) {
+    size_t ksize = weights->ksize, groups = (ksize + 3) / 4;
+    for (size_t i = 0; i < count; ++i) {
+        int32_t const *k = weights->fixed + i * ksize;
+        int n = weights->bounds[2 * i + 1];
+        for (size_t g = 0; g < groups; ++g) {
+            uint32_t packed[3] = {0, 0, 0};
+            for (size_t t = 0; t < 4; ++t) {
+                size_t tap = 4 * g + t;
+                int32_t w = tap < (size_t)n ? k[tap] : 0;
+                int32_t d0 = (int32_t)(((uint32_t)w + 128u) & 255u) - 128;
+                int32_t w1 = (w - d0) / 256;
+                int32_t d1 = (int32_t)(((uint32_t)w1 + 128u) & 255u) - 128;
+                int32_t d2 = (w1 - d1) / 256;
+                if (d2 < -128 || d2 > 127) return false;
+                packed[0] |= (uint32_t)(uint8_t)d0 << (8 * t);
+                packed[1] |= (uint32_t)(uint8_t)d1 << (8 * t);
+                packed[2] |= (uint32_t)(uint8_t)d2 << (8 * t);
+            }
+            memcpy(digits + (i * groups + g) * 3, packed, sizeof(packed));
+        }
+    }
+    return true;
+}
+
+/* 16 bytes of a row from byte `offset`, zeros past `row_bytes` (a masked load never touches them). */
+__attribute__((target(UFORM_VNNI_TARGET))) static inline __m128i load_row16(uint8_t const *row, size_t offset,
+                                                                             size_t row_bytes) {
+    if (offset + 16 <= row_bytes) return _mm_loadu_si128((__m128i const *)(row + offset));
+    __mmask16 mask = (__mmask16)((1u << (row_bytes - offset)) - 1u);
+    return _mm_maskz_loadu_epi8(mask, row + offset);
+}
+
+/* Four rows at once, 3 or 4 channels: lane 4r + c of a 512-bit register sums row r's channel c.
+ * The 4 rows are first interleaved 4 bytes at a time (`quads`: 16 bytes per 4 bytes of a row, one
+ * 4 x 4 transpose of 32-bit words per 16 bytes of the rows), so a group of 4 taps (4 pixels, 12 or
+ * 16 bytes of each row, plus up to 3 bytes before them in their first word) is one 64-byte load,
+ * which one vpermb puts in place (the permutation depends only on the window's start modulo 4
+ * bytes, so one per output), then three vpdpbusd weigh it. */
+__attribute__((target(UFORM_VNNI_TARGET))) static void horizontal_pass_vnni(uint8_t const *in, size_t in_stride,
+                                                                            size_t rows, size_t in_width, uint8_t *out,
+                                                                            size_t out_stride, size_t count,
+                                                                            weights_t const *weights, size_t channels,
+                                                                            int32_t const *digits, uint8_t *quads) {
+    size_t groups = (weights->ksize + 3) / 4, row_bytes = in_width * channels;
+    __m512i permutations[4];
+    for (size_t sub = 0; sub < 4; ++sub) {
+        uint8_t index[64];
+        for (size_t lane = 0; lane < 16; ++lane) {
+            size_t r = lane / 4, c = lane % 4 < channels ? lane % 4 : 0;
+            for (size_t t = 0; t < 4; ++t) {
+                size_t byte = sub + t * channels + c; /* from the first word loaded */
+                index[4 * lane + t] = (uint8_t)(16 * (byte / 4) + 4 * r + byte % 4);
+            }
+        }
+        permutations[sub] = _mm512_loadu_si512(index);
+    }
+    /* The words the windows read: from the first window's to past the last one's, plus the 3 words
+     * a last group's load reaches beyond (zeros past the row). */
+    size_t word_first = (size_t)weights->bounds[0] * channels / 4;
+    size_t word_end = ((size_t)weights->bounds[2 * (count - 1)] + (size_t)weights->bounds[2 * (count - 1) + 1]) *
+                      channels / 4 + 4;
+    for (size_t i = 0; i < count; ++i) { /* windows need not grow monotonically at the ends */
+        size_t first = (size_t)weights->bounds[2 * i] * channels / 4;
+        size_t end = ((size_t)weights->bounds[2 * i] + 4 * ((size_t)weights->bounds[2 * i + 1] + 3) / 4) * channels / 4 + 4;
+        if (first < word_first) word_first = first;
+        if (end > word_end) word_end = end;
+    }
+    __m512i const half = _mm512_set1_epi32(1 << (UFORM_PRECISION_BITS - 1)), zero = _mm512_setzero_si512();
+    for (size_t y = 0; y < rows; y += 4) {
+        uint8_t const *row[4];
+        for (size_t j = 0; j < 4; ++j) row[j] = in + (y + j < rows ? y + j : rows - 1) * in_stride;
+        for (size_t word = word_first; word < word_end; word += 4) {
+            size_t offset = 4 * word;
+            __m128i a = offset < row_bytes ? load_row16(row[0], offset, row_bytes) : _mm_setzero_si128();
+            __m128i b = offset < row_bytes ? load_row16(row[1], offset, row_bytes) : _mm_setzero_si128();
+            __m128i c = offset < row_bytes ? load_row16(row[2], offset, row_bytes) : _mm_setzero_si128();
+            __m128i d = offset < row_bytes ? load_row16(row[3], offset, row_bytes) : _mm_setzero_si128();
+            __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpacklo_epi32(c, d);
+            __m128i t2 = _mm_unpackhi_epi32(a, b), t3 = _mm_unpackhi_epi32(c, d);
+            uint8_t *target = quads + 16 * (word - word_first);
+            _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi64(t0, t1));
+            _mm_storeu_si128((__m128i *)(target + 16), _mm_unpackhi_epi64(t0, t1));
+            _mm_storeu_si128((__m128i *)(target + 32), _mm_unpacklo_epi64(t2, t3));
+            _mm_storeu_si128((__m128i *)(target + 48), _mm_unpackhi_epi64(t2, t3));
+        }
+        for (size_t i = 0; i < count; ++i) {
+            size_t start = (size_t)weights->bounds[2 * i] * channels;
+            size_t n = (size_t)weights->bounds[2 * i + 1];
+            __m512i const permutation = permutations[start % 4];
+            uint8_t const *source = quads + 16 * (start / 4 - word_first);
+            int32_t const *d = digits + i * groups * 3;
+            __m512i s0 = zero, s1 = zero, s2 = zero;
+            for (size_t g = 0; 4 * g < n; ++g, d += 3, source += 16 * channels) {
+                __m512i x = _mm512_permutexvar_epi8(permutation, _mm512_loadu_si512(source));
+                s0 = _mm512_dpbusd_epi32(s0, x, _mm512_set1_epi32(d[0]));
+                s1 = _mm512_dpbusd_epi32(s1, x, _mm512_set1_epi32(d[1]));
+                s2 = _mm512_dpbusd_epi32(s2, x, _mm512_set1_epi32(d[2]));
+            }
+            __m512i sum = _mm512_add_epi32(_mm512_add_epi32(s0, half),
+                                           _mm512_add_epi32(_mm512_slli_epi32(s1, 8), _mm512_slli_epi32(s2, 16)));
+            /* PIL's clip8: negative to 0, else >> 22 and saturate at 255 */
+            sum = _mm512_srai_epi32(_mm512_max_epi32(sum, zero), UFORM_PRECISION_BITS);
+            /* The pixels leave through registers: vpmovusdb to memory is slow on some cores (Zen 4). */
+            __m128i bytes = _mm512_cvtusepi32_epi8(sum);
+            uint32_t pixels[4] = {(uint32_t)_mm_cvtsi128_si32(bytes), (uint32_t)_mm_extract_epi32(bytes, 1),
+                                  (uint32_t)_mm_extract_epi32(bytes, 2), (uint32_t)_mm_extract_epi32(bytes, 3)};
+            /* 4-byte stores, the next output overwriting a padding byte, but never past a row. */
+            size_t stored = channels == 4 || i + 1 < count ? 4 : channels;
+            for (size_t j = 0; j < 4 && y + j < rows; ++j)
+                memcpy(out + (y + j) * out_stride + i * channels, &pixels[j], stored);
+        }
+    }
+}
+
+/** Bytes `horizontal_pass_vnni` needs for its interleaved rows. */
+static size_t vnni_quads_bytes(size_t in_width, size_t channels) { return 16 * (in_width * channels / 4 + 12); }
+
+/* The vertical pass with the same digits: for each output row and 64 columns at a time, the 4 rows
+ * of a tap group are interleaved byte by byte (vpunpck*: column c's 4 taps in one 32-bit lane, the
+ * columns permuted within 128-bit lanes), weighed by vpdpbusd, and put back in column order by a
+ * 4 x 4 transpose of 32-bit words. Taps past an output's window weigh 0 and read its last row. */
+__attribute__((target(UFORM_VNNI_TARGET))) static void vertical_pass_vnni(uint8_t const *in, size_t in_stride,
+                                                                          size_t row0, uint8_t *out,
+                                                                          size_t out_stride, size_t rows,
+                                                                          size_t width, weights_t const *weights,
+                                                                          int32_t const *digits) {
+    size_t groups = (weights->ksize + 3) / 4;
+    __m512i const half = _mm512_set1_epi32(1 << (UFORM_PRECISION_BITS - 1)), zero = _mm512_setzero_si512();
+    for (size_t i = 0; i < rows; ++i) {
+        size_t ymin = (size_t)weights->bounds[2 * i] - row0;
+        size_t n = (size_t)weights->bounds[2 * i + 1];
+        int32_t const *d = digits + i * groups * 3;
+        uint8_t *target = out + i * out_stride;
+        for (size_t x = 0; x < width; x += 64) {
+            __mmask64 mask = width - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (width - x)) - 1);
+            __m512i sums[4][3];
+            for (size_t k = 0; k < 4; ++k) sums[k][0] = sums[k][1] = sums[k][2] = zero;
+            for (size_t g = 0; 4 * g < n; ++g) {
+                __m512i r[4];
+                for (size_t t = 0; t < 4; ++t) {
+                    size_t tap = 4 * g + t < n ? 4 * g + t : n - 1;
+                    r[t] = _mm512_maskz_loadu_epi8(mask, in + (ymin + tap) * in_stride + x);
+                }
+                __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
+                __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
+                __m512i quads[4] = {_mm512_unpacklo_epi16(low01, low23), _mm512_unpackhi_epi16(low01, low23),
+                                    _mm512_unpacklo_epi16(high01, high23), _mm512_unpackhi_epi16(high01, high23)};
+                __m512i w0 = _mm512_set1_epi32(d[3 * g]), w1 = _mm512_set1_epi32(d[3 * g + 1]),
+                        w2 = _mm512_set1_epi32(d[3 * g + 2]);
+                for (size_t k = 0; k < 4; ++k) {
+                    sums[k][0] = _mm512_dpbusd_epi32(sums[k][0], quads[k], w0);
+                    sums[k][1] = _mm512_dpbusd_epi32(sums[k][1], quads[k], w1);
+                    sums[k][2] = _mm512_dpbusd_epi32(sums[k][2], quads[k], w2);
+                }
+            }
+            __m128i b[4]; /* b[k]'s word L: columns 16 L + 4 k ... + 3 */
+            for (size_t k = 0; k < 4; ++k) {
+                __m512i sum = _mm512_add_epi32(_mm512_add_epi32(sums[k][0], half),
+                                               _mm512_add_epi32(_mm512_slli_epi32(sums[k][1], 8),
+                                                                _mm512_slli_epi32(sums[k][2], 16)));
+                sum = _mm512_srai_epi32(_mm512_max_epi32(sum, zero), UFORM_PRECISION_BITS);
+                b[k] = _mm512_cvtusepi32_epi8(sum);
+            }
+            __m128i t0 = _mm_unpacklo_epi32(b[0], b[1]), t1 = _mm_unpacklo_epi32(b[2], b[3]);
+            __m128i t2 = _mm_unpackhi_epi32(b[0], b[1]), t3 = _mm_unpackhi_epi32(b[2], b[3]);
+            __m512i row = _mm512_castsi128_si512(_mm_unpacklo_epi64(t0, t1));
+            row = _mm512_inserti32x4(row, _mm_unpackhi_epi64(t0, t1), 1);
+            row = _mm512_inserti32x4(row, _mm_unpacklo_epi64(t2, t3), 2);
+            row = _mm512_inserti32x4(row, _mm_unpackhi_epi64(t2, t3), 3);
+            _mm512_mask_storeu_epi8(target + x, mask, row);
+        }
+    }
+}
 #endif
 
-static atomic_bool uform_image_simd_disabled;
+/* Which vector paths may run: 2 all (AVX-512 VNNI, AVX2), 1 up to AVX2, 0 none (tests). */
+static atomic_int uform_image_simd_level = 2;
 
-void uform_image_use_simd(bool enabled) { atomic_store(&uform_image_simd_disabled, !enabled); }
+void uform_image_use_simd(bool enabled) { atomic_store(&uform_image_simd_level, enabled ? 2 : 0); }
+
+void uform_image_set_simd(int level) { atomic_store(&uform_image_simd_level, level < 0 ? 0 : level > 2 ? 2 : level); }
 
 static bool use_avx2(void) {
 #if defined(UFORM_RESIZE_AVX2)
-    return !atomic_load_explicit(&uform_image_simd_disabled, memory_order_relaxed) && __builtin_cpu_supports("avx2");
+    return atomic_load_explicit(&uform_image_simd_level, memory_order_relaxed) >= 1 && __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
+static bool use_vnni(void) {
+#if defined(UFORM_RESIZE_VNNI)
+    return atomic_load_explicit(&uform_image_simd_level, memory_order_relaxed) >= 2 &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512vbmi");
 #else
     return false;
 #endif
@@ -303,7 +505,15 @@ static bool use_avx2(void) {
 
 static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, size_t in_width, uint8_t *out,
                             size_t out_stride, size_t count, weights_t const *weights, size_t channels,
-                            uint8_t *padded) {
+                            uint8_t *padded, int32_t *digits) {
+#if defined(UFORM_RESIZE_VNNI)
+    if (digits && channels >= 3 && use_vnni() && weight_digits(weights, count, digits)) {
+        horizontal_pass_vnni(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, digits, padded);
+        return;
+    }
+#else
+    (void)digits;
+#endif
 #if defined(UFORM_RESIZE_AVX2)
     if (use_avx2()) {
         horizontal_pass_avx2(in, in_stride, rows, in_width, out, out_stride, count, weights, channels, padded);
@@ -314,7 +524,15 @@ static void horizontal_pass(uint8_t const *in, size_t in_stride, size_t rows, si
 }
 
 static void vertical_pass(uint8_t const *in, size_t in_stride, size_t row0, uint8_t *out, size_t out_stride,
-                          size_t rows, size_t width, weights_t const *weights, int32_t *sums) {
+                          size_t rows, size_t width, weights_t const *weights, int32_t *sums, int32_t *digits) {
+#if defined(UFORM_RESIZE_VNNI)
+    if (digits && use_vnni() && weight_digits(weights, rows, digits)) {
+        vertical_pass_vnni(in, in_stride, row0, out, out_stride, rows, width, weights, digits);
+        return;
+    }
+#else
+    (void)digits;
+#endif
 #if defined(UFORM_RESIZE_AVX2)
     if (use_avx2()) {
         vertical_pass_avx2(in, in_stride, row0, out, out_stride, rows, width, weights, sums);
@@ -568,27 +786,41 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
             source = premultiplied, source_stride = row_bytes;
         }
         /* Horizontal pass: the needed rows, the crop's columns only. */
-        uint8_t const *columns = source + (left - x0) * bytes; /* without a horizontal pass, the crop's columns */
+        uint8_t const *columns = source; /* without a horizontal pass, the crop's columns */
         size_t columns_stride = source_stride;
-        if (need_horizontal) {
+        if (!need_horizontal) {
+            if (left < x0 || left + side > x0 + pixels->width)
+                return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks columns");
+            columns = source + (left - x0) * bytes;
+        } else {
             uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
-            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, pixels->width * 8);
-            if (!temporary || !padded) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
+            /* AVX2: two rows of 4 bytes a pixel; VNNI: four rows interleaved (see `vnni_quads_bytes`). */
+            size_t padded_bytes = pixels->width * 8;
+#if defined(UFORM_RESIZE_VNNI)
+            if (vnni_quads_bytes(pixels->width, bytes) > padded_bytes) padded_bytes = vnni_quads_bytes(pixels->width, bytes);
+#endif
+            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
+            int32_t *digits = uform_image_scratch_reserve(
+                scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
+            if (!temporary || !padded || !digits)
+                return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
             if (mode == uform_image_mode_i16_k)
                 horizontal_pass16(source, source_stride, rows, temporary, crop_stride, side, &horizontal);
             else
                 horizontal_pass(source, source_stride, rows, pixels->width, temporary, crop_stride, side, &horizontal,
-                                bytes, padded);
+                                bytes, padded, digits);
             columns = temporary, columns_stride = crop_stride;
         }
         if (need_vertical) {
             int32_t *sums = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_SUMS, crop_stride * sizeof(int32_t));
-            if (!sums) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
+            int32_t *digits = uform_image_scratch_reserve(
+                scratch, UFORM_SCRATCH_VERTICAL_DIGITS, side * ((vertical.ksize + 3) / 4) * 3 * sizeof(int32_t));
+            if (!sums || !digits) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
             if (mode == uform_image_mode_i16_k)
                 vertical_pass16(columns, columns_stride, row_first, crop, crop_stride, side, side, &vertical);
             else
                 vertical_pass(columns, columns_stride, row_first, crop, crop_stride, side, crop_stride, &vertical,
-                              sums);
+                              sums, digits);
         } else {
             for (size_t y = 0; y < side; ++y) memcpy(crop + y * crop_stride, columns + y * columns_stride, crop_stride);
         }
@@ -603,12 +835,43 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
     return uform_status_ok_k;
 }
 
+#if defined(UFORM_RESIZE_VNNI)
+/* 16 pixels at a time: one vpermb splits 48 bytes of RGB into 16 R, 16 G and 16 B, then the same
+ * float32 operations as the table's, in the same order (no contraction), so the same floats. */
+__attribute__((target(UFORM_VNNI_TARGET))) static size_t normalize_avx512(uint8_t const *rgb, size_t plane,
+                                                                          float const mean[3], float const std[3],
+                                                                          float *chw) {
+    uint8_t index[64] = {0};
+    for (size_t c = 0; c < 3; ++c)
+        for (size_t k = 0; k < 16; ++k) index[16 * c + k] = (uint8_t)(3 * k + c);
+    __m512i const split = _mm512_loadu_si512(index);
+    __m512 const scale = _mm512_set1_ps(255.0f);
+    __m512 const means[3] = {_mm512_set1_ps(mean[0]), _mm512_set1_ps(mean[1]), _mm512_set1_ps(mean[2])};
+    __m512 const deviations[3] = {_mm512_set1_ps(std[0]), _mm512_set1_ps(std[1]), _mm512_set1_ps(std[2])};
+    size_t i = 0;
+    for (; i + 16 <= plane; i += 16) {
+        __m512i bytes = _mm512_permutexvar_epi8(split, _mm512_maskz_loadu_epi8(((__mmask64)1 << 48) - 1, rgb + 3 * i));
+        __m128i channel[3] = {_mm512_castsi512_si128(bytes), _mm512_extracti32x4_epi32(bytes, 1),
+                              _mm512_extracti32x4_epi32(bytes, 2)};
+        for (size_t c = 0; c < 3; ++c) {
+            __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(channel[c]));
+            v = _mm512_div_ps(_mm512_sub_ps(_mm512_div_ps(v, scale), means[c]), deviations[c]);
+            _mm512_storeu_ps(chw + c * plane + i, v);
+        }
+    }
+    return i;
+}
+#endif
+
 void uform_image_normalize(uint8_t const *rgb, size_t side, float const mean[3], float const std[3], float *chw) {
+    size_t plane = side * side, done = 0;
+#if defined(UFORM_RESIZE_VNNI)
+    if (use_vnni()) done = normalize_avx512(rgb, plane, mean, std, chw);
+#endif
     float table[3][256];
     for (int c = 0; c < 3; ++c)
         for (int v = 0; v < 256; ++v) table[c][v] = ((float)v / 255.0f - mean[c]) / std[c];
-    size_t plane = side * side;
-    for (size_t i = 0; i < plane; ++i) {
+    for (size_t i = done; i < plane; ++i) {
         chw[i] = table[0][rgb[3 * i]];
         chw[plane + i] = table[1][rgb[3 * i + 1]];
         chw[2 * plane + i] = table[2][rgb[3 * i + 2]];
