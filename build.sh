@@ -59,7 +59,6 @@ need libutf8proc-dev installed libutf8proc-dev
 need zlib1g-dev installed zlib1g-dev
 need libjpeg62-turbo-dev installed libjpeg62-turbo-dev
 need libspng-dev installed libspng-dev
-need libdeflate-dev installed libdeflate-dev
 if ((${#missing[@]})); then
   echo "build.sh: installing missing Debian packages: ${missing[*]}"
   if ! command -v apt-get >/dev/null; then

@@ -16,17 +16,15 @@ set(UFORM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/uform CACHE STRING
 mark_as_advanced(UFORM_INSTALL_CMAKEDIR)
 
 # The archive's private dependencies reach static consumers through its INTERFACE_LINK_LIBRARIES.
-# libnuma, libcjson, libutf8proc, libdnnl, libjpeg, libspng and libdeflate (or zlib) are absolute paths
-# of this build machine there; the installed package names them `numa`, `cjson`, `utf8proc`, `dnnl`,
-# `jpeg`, `spng` and `deflate` (or `z`) instead,
+# libnuma, libcjson, libutf8proc, libdnnl, libjpeg and libspng are absolute paths of this build machine
+# there; the installed package names them `numa`, `cjson`, `utf8proc`, `dnnl`, `jpeg` and `spng` instead,
 # so a consumer links its own machine's.
 get_target_property(_uform_static_interface uform_static INTERFACE_LINK_LIBRARIES)
 if(_uform_static_interface)
   set(_uform_static_exported "")
   foreach(_item IN LISTS _uform_static_interface)
     set(_uform_exported_name "")
-    foreach(_dep numa:NUMA_LIBRARY cjson:CJSON_LIBRARY utf8proc:UTF8PROC_LIBRARY dnnl:DNNL_LIBRARY jpeg:JPEG_LIBRARY spng:SPNG_LIBRARY
-            deflate:DEFLATE_LIBRARY z:ZLIB_LIBRARY)
+    foreach(_dep numa:NUMA_LIBRARY cjson:CJSON_LIBRARY utf8proc:UTF8PROC_LIBRARY dnnl:DNNL_LIBRARY jpeg:JPEG_LIBRARY spng:SPNG_LIBRARY)
       string(REPLACE ":" ";" _dep "${_dep}")
       list(GET _dep 0 _dep_name)
       list(GET _dep 1 _dep_variable)
@@ -76,11 +74,5 @@ foreach(_dir INCLUDEDIR LIBDIR)
     set(UFORM_PC_${_dir} "\${prefix}/${CMAKE_INSTALL_${_dir}}")
   endif()
 endforeach()
-# PNG data inflates through libdeflate or zlib, whichever the build found (CMakeLists.txt).
-if(UFORM_INFLATE_LIBRARY STREQUAL DEFLATE_LIBRARY)
-  set(UFORM_PC_INFLATE -ldeflate)
-else()
-  set(UFORM_PC_INFLATE -lz)
-endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/uform.pc.in ${PROJECT_BINARY_DIR}/uform.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/uform.pc DESTINATION ${_uform_pc_dir})

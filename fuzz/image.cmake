@@ -21,7 +21,7 @@ if(UFORM_FUZZ)
                  ${PROJECT_SOURCE_DIR}/src/image/resize.c ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c
                  ${CMAKE_CURRENT_SOURCE_DIR}/image_stubs.c)
   target_include_directories(fuzz_image PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
-                             ${JPEG_INCLUDE} ${SPNG_INCLUDE} ${UFORM_INFLATE_INCLUDE})
+                             ${JPEG_INCLUDE} ${SPNG_INCLUDE})
   target_compile_definitions(fuzz_image PRIVATE UFORM_VERSION_STRING="${PROJECT_VERSION}")
   target_compile_options(fuzz_image PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g
                          -ffp-contract=off)

@@ -7,7 +7,6 @@
 #include "image/scratch.h"
 #include "internal.h"
 
-#include <limits.h> // `UINT_MAX`
 #include <setjmp.h> // `setjmp`, `longjmp`
 #include <stdio.h>  // `jpeglib.h` needs `FILE`
 #include <stdlib.h> // `malloc`, `free`
@@ -16,11 +15,6 @@
 #include <jpeglib.h>
 #include <jerror.h>
 #include <spng.h>
-#if defined(UFORM_HAVE_LIBDEFLATE)
-#include <libdeflate.h>
-#else
-#include <zlib.h>
-#endif
 
 size_t uform_image_mode_bytes(uform_image_mode_t mode) {
     switch (mode) {
@@ -253,178 +247,8 @@ static uform_status_t spng_failure(int error, char const *what) {
     return uform_fail(uform_status_corrupt_file_k, "image: corrupt PNG %s: %s", what, spng_strerror(error));
 }
 
-/* The fast path for the common PNGs (8 bits a sample, not interlaced, grey, grey+alpha, RGB, RGBA):
- * libspng reads and checks everything before the image data (SPNG_DECODE_PROGRESSIVE stops at the
- * first IDAT), then the IDAT chunks are checked (CRC), inflated in one call (`inflate_exact`,
- * Adler-32 checked) and unfiltered here into the pixels, with loops
- * specialised per pixel size. It
- * accepts only a clean file: consecutive IDATs whose zlib stream ends exactly with the last row and
- * the last chunk's data, then an intact IEND. Anything else, corrupt or merely unusual (chunks after
- * the image data, a filter type past 4), returns false before any output is used, and the libspng
- * path decodes the file from the start: its pixels, its statuses and its messages. */
-
-static inline uint32_t load_be32(uint8_t const *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-/* PNG's Paeth predictor: the one of a (left), b (up), c (up-left) nearest a + b - c, ties to a then
- * b. Written as minimum and selects, which compile to conditional moves: the branches mispredict
- * on photos, and each byte waits on the one a pixel to its left. */
-static inline uint8_t paeth_predictor(int a, int b, int c) {
-    int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
-    int nearest = pb <= pc ? pb : pc;
-    int b_or_c = pb <= pc ? b : c;
-    return (uint8_t)(pa <= nearest ? a : b_or_c);
-}
-
-/* One row: `raw` (after the filter byte) to `row`, `prior` the row above (zeros for the first). */
-static inline __attribute__((always_inline)) bool unfilter_row(unsigned filter, uint8_t const *raw, uint8_t *row,
-                                                               uint8_t const *prior, size_t bytes, size_t bpp) {
-    switch (filter) {
-    case 0: memcpy(row, raw, bytes); return true;
-    case 1:
-        for (size_t x = 0; x < bpp; ++x) row[x] = raw[x];
-        for (size_t x = bpp; x < bytes; ++x) row[x] = (uint8_t)(raw[x] + row[x - bpp]);
-        return true;
-    case 2:
-        for (size_t x = 0; x < bytes; ++x) row[x] = (uint8_t)(raw[x] + prior[x]);
-        return true;
-    case 3:
-        for (size_t x = 0; x < bpp; ++x) row[x] = (uint8_t)(raw[x] + (prior[x] >> 1));
-        for (size_t x = bpp; x < bytes; ++x) row[x] = (uint8_t)(raw[x] + ((row[x - bpp] + prior[x]) >> 1));
-        return true;
-    case 4:
-        for (size_t x = 0; x < bpp; ++x) row[x] = (uint8_t)(raw[x] + prior[x]); /* Paeth(0, b, 0) = b */
-        for (size_t x = bpp; x < bytes; ++x)
-            row[x] = (uint8_t)(raw[x] + paeth_predictor(row[x - bpp], prior[x], prior[x - bpp]));
-        return true;
-    default: return false;
-    }
-}
-
-static bool unfilter(unsigned filter, uint8_t const *raw, uint8_t *row, uint8_t const *prior, size_t bytes,
-                     size_t bpp) {
-    switch (bpp) {
-    case 1: return unfilter_row(filter, raw, row, prior, bytes, 1);
-    case 2: return unfilter_row(filter, raw, row, prior, bytes, 2);
-    case 3: return unfilter_row(filter, raw, row, prior, bytes, 3);
-    default: return unfilter_row(filter, raw, row, prior, bytes, 4);
-    }
-}
-
-/* The next chunk at `*position`, if it is whole: its length and type. */
-static bool png_chunk_at(uint8_t const *data, size_t size, size_t position, uint32_t *length, uint8_t const **type) {
-    if (position > size || size - position < 12) return false;
-    *length = load_be32(data + position);
-    if (*length > size - position - 12) return false;
-    *type = data + position + 4;
-    return true;
-}
-
-static bool png_chunk_crc_ok(uint8_t const *data, size_t position, uint32_t length) {
-#if defined(UFORM_HAVE_LIBDEFLATE)
-    return libdeflate_crc32(0, data + position + 4, (size_t)length + 4) == load_be32(data + position + 8 + length);
-#else
-    return crc32(0L, data + position + 4, (uInt)length + 4) == load_be32(data + position + 8 + length);
-#endif
-}
-
-/* A whole zlib stream into exactly `bytes` bytes, every input byte used, the Adler-32 checked:
- * libdeflate where the build found it (twice zlib's speed on photos), else zlib in one call. */
-static bool inflate_exact(uint8_t const *stream, size_t compressed, uint8_t *out, size_t bytes) {
-#if defined(UFORM_HAVE_LIBDEFLATE)
-    struct libdeflate_decompressor *inflater = libdeflate_alloc_decompressor();
-    if (!inflater) return false;
-    size_t used = 0, produced = 0;
-    bool ok = libdeflate_zlib_decompress_ex(inflater, stream, compressed, out, bytes, &used, &produced) ==
-                  LIBDEFLATE_SUCCESS &&
-              used == compressed && produced == bytes;
-    libdeflate_free_decompressor(inflater);
-    return ok;
-#else
-    if (compressed > UINT_MAX || bytes > UINT_MAX) return false; /* the libspng path streams those */
-    z_stream z = {0};
-    if (inflateInit(&z) != Z_OK) return false;
-    z.next_in = (Bytef *)(uintptr_t)stream, z.avail_in = (uInt)compressed;
-    z.next_out = out, z.avail_out = (uInt)bytes;
-    bool ok = inflate(&z, Z_FINISH) == Z_STREAM_END && z.avail_in == 0 && z.avail_out == 0;
-    inflateEnd(&z);
-    return ok;
-#endif
-}
-
-static bool decode_png_fast(uint8_t const *data, size_t size, size_t max_pixels, uform_image_scratch_t *scratch,
-                            uform_pixels_t *out) {
-    bool decoded = false;
-    spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) return false;
-    spng_set_chunk_limits(ctx, (size_t)16 << 20, (size_t)64 << 20);
-    struct spng_ihdr ihdr;
-    if (spng_set_png_buffer(ctx, data, size) || spng_get_ihdr(ctx, &ihdr)) goto end;
-    size_t channels = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE         ? 1
-                      : ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2
-                      : ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR       ? 3
-                      : ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ? 4
-                                                                           : 0;
-    if (!channels || ihdr.bit_depth != 8 || ihdr.interlace_method != 0) goto end;
-    size_t width = ihdr.width, height = ihdr.height;
-    if (width == 0 || height == 0 || height > max_pixels / width) goto end; /* the libspng path says why */
-    /* libspng reads and checks the chunks before the image data, as its own decode would. */
-    if (spng_decode_image(ctx, NULL, 0, SPNG_FMT_PNG, SPNG_DECODE_PROGRESSIVE)) goto end;
-    /* The IDAT chunks: consecutive, each CRC intact, then an intact IEND. */
-    size_t position = 8, first = 0, chunks = 0, compressed = 0;
-    uint32_t length = 0;
-    uint8_t const *type = NULL;
-    for (;;) {
-        if (!png_chunk_at(data, size, position, &length, &type)) goto end;
-        bool idat = !memcmp(type, "IDAT", 4);
-        if (idat) {
-            if (!png_chunk_crc_ok(data, position, length)) goto end;
-            if (!chunks++) first = position;
-            compressed += length;
-        } else if (chunks) {
-            if (memcmp(type, "IEND", 4) || length != 0 || !png_chunk_crc_ok(data, position, 0)) goto end;
-            break;
-        }
-        position += 12 + (size_t)length;
-    }
-    /* The zlib stream in one piece (copied together when split over several chunks). */
-    uint8_t const *stream = data + first + 8;
-    if (chunks > 1) {
-        uint8_t *joined = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_COMPRESSED, compressed);
-        if (!joined) goto end;
-        size_t at = 0;
-        for (size_t chunk = 0, p = first; chunk < chunks; ++chunk) {
-            uint32_t n = load_be32(data + p);
-            memcpy(joined + at, data + p + 8, n);
-            at += n, p += 12 + (size_t)n;
-        }
-        stream = joined;
-    }
-    size_t stride = width * channels, line_bytes = stride + 1, raw_bytes = line_bytes * height;
-    uint8_t *pixels = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PIXELS, stride * height);
-    uint8_t *raw = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_RAW, raw_bytes + stride);
-    /* Exactly the image's bytes, the stream (Adler-32 checked) ending with the last IDAT's data. */
-    if (!pixels || !raw || !inflate_exact(stream, compressed, raw, raw_bytes)) goto end;
-    uint8_t *zeros = raw + raw_bytes;
-    memset(zeros, 0, stride);
-    for (size_t y = 0; y < height; ++y) {
-        uint8_t const *line = raw + y * line_bytes;
-        if (!unfilter(line[0], line + 1, pixels + y * stride, y ? pixels + (y - 1) * stride : zeros, stride, channels))
-            goto end;
-    }
-    static uform_image_mode_t const modes[5] = {uform_image_mode_l_k, uform_image_mode_l_k, uform_image_mode_la_k,
-                                                uform_image_mode_rgb_k, uform_image_mode_rgba_k};
-    *out = (uform_pixels_t){.width = width, .height = height, .stride = stride, .mode = modes[channels], .data = pixels};
-    decoded = true;
-end:
-    spng_ctx_free(ctx);
-    return decoded;
-}
-
 static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pixels, uform_image_scratch_t *scratch,
                                  uform_pixels_t *out) {
-    if (decode_png_fast(data, size, max_pixels, scratch, out)) return uform_status_ok_k;
     spng_ctx *ctx = spng_ctx_new(0);
     if (!ctx) return uform_fail(uform_status_out_of_memory_k, "image: no memory for a PNG decoder");
     uform_status_t status = uform_status_ok_k;

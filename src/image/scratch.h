@@ -19,7 +19,6 @@ enum {
     UFORM_SCRATCH_PADDED = 8,     /**< Input rows padded to 4 bytes a pixel (two rows interleaved for AVX2). */
     UFORM_SCRATCH_DIGITS = 9,     /**< Horizontal weights split into 8-bit digits (AVX-512 VNNI). */
     UFORM_SCRATCH_VERTICAL_DIGITS = 10, /**< Vertical weights split into 8-bit digits (AVX-512 VNNI). */
-    UFORM_SCRATCH_COMPRESSED = 11, /**< A PNG's IDAT data joined into one zlib stream. */
 };
 
 /** @brief Slot `slot` of at least `bytes` bytes (contents not kept), or NULL when out of memory. */
