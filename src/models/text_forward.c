@@ -89,6 +89,8 @@ typedef struct forward_job_t {
     size_t chunks_count;
     forward_chunk_t *chunks;
     size_t chunk_tokens_max, chunk_texts_max, longest;
+    size_t norm_offset; /**< Floats into each thread's scratch of its norm buffer (fused phases). */
+    int widens;         /**< The GEMM widens weights per tile (f16, bf16 without native bf16): no fused norms. */
     size_t groups_count;
     forward_group_t *groups;
 
@@ -117,21 +119,45 @@ static uform_gemm_plan_t gemm_plan(forward_job_t const *job, forward_group_t con
 
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_bias_residual_k } epilogue_t;
 
-/** C = A W^T (+ epilogue) over all tiles of the phase, taking tiles from `counter`. */
+/** A LayerNorm that a phase applies to rows as it reads them (see `forward_chunk`). */
+typedef struct norm_t {
+    float const *gamma, *beta;
+    float epsilon;
+} norm_t;
+
+static float *thread_floats(forward_job_t *job, size_t thread, size_t offset_floats);
+
+/** Rows [i0, i0 + rows) of `in` (`cols` wide), normalised into the thread's norm buffer, unless they
+ *  are there already (`*cached` is the first row there, or SIZE_MAX). */
+static float const *normalised_rows(forward_job_t *job, size_t thread, norm_t const *norm, float const *in, size_t ld,
+                                    size_t i0, size_t rows, size_t cols, size_t *cached) {
+    float *normed = thread_floats(job, thread, job->norm_offset);
+    if (*cached != i0) job->kernels->layer_norm(in + i0 * ld, ld, normed, cols, rows, cols, norm->gamma, norm->beta, norm->epsilon);
+    *cached = i0;
+    return normed;
+}
+
+/** C = A W^T (+ epilogue) over all tiles of the phase, taking tiles from `counter`. `a_norm` (may be
+ *  NULL) normalises A's rows as tiles read them, `residual_norm` the residual's (`n` wide). */
 static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t thread, atomic_size_t *counter, size_t m,
                        size_t n, size_t k, float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc,
-                       epilogue_t epilogue, uform_tensor_t const *bias, float const *residual, size_t residual_ld) {
+                       epilogue_t epilogue, uform_tensor_t const *bias, float const *residual, size_t residual_ld,
+                       norm_t const *a_norm, norm_t const *residual_norm) {
     uform_gemm_plan_t plan = gemm_plan(job, group, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
     float const *bias_data = bias && bias->data ? (float const *)bias->data : NULL;
+    size_t cached = SIZE_MAX;
     for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
         size_t tm = tile / plan.tiles_n, tn = tile % plan.tiles_n;
         size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
-        uform_gemm_tile(&job->gemm, rows, cols, k, a + i0 * lda, lda, (char const *)weight->data + j0 * k * element,
+        float const *at = a + i0 * lda;
+        size_t at_ld = lda;
+        if (a_norm) at = normalised_rows(job, thread, a_norm, a, lda, i0, rows, k, &cached), at_ld = k;
+        uform_gemm_tile(&job->gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
                         weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
         switch (epilogue) {
         case epilogue_none_k: break;
@@ -147,8 +173,14 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             break;
         }
         case epilogue_bias_residual_k:
-            job->kernels->bias_residual(ct, ldc, rows, cols, bias_data ? bias_data + j0 : NULL,
-                                        residual + i0 * residual_ld + j0, residual_ld);
+            if (residual_norm)
+                job->kernels->bias_residual(ct, ldc, rows, cols, bias_data ? bias_data + j0 : NULL,
+                                            normalised_rows(job, thread, residual_norm, residual, residual_ld, i0, rows,
+                                                            n, &cached) + j0,
+                                            n);
+            else
+                job->kernels->bias_residual(ct, ldc, rows, cols, bias_data ? bias_data + j0 : NULL,
+                                            residual + i0 * residual_ld + j0, residual_ld);
             break;
         }
     }
@@ -221,9 +253,17 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         forward_barrier(group);
     }
 
+    /* With several threads in the group, the LayerNorms are not phases of their own: the products that
+     * read a normalised stream normalise its rows as they take them (A of the MLP's up product, the
+     * residual of its down product, A of the next layer's Q/K/V and the residual of its output
+     * product), five barriers per layer instead of seven; the down product then writes the un-normalised
+     * stream into x, and the last layer's LayerNorm runs as a phase, in place, before pooling. */
+    int fuse = group->threads > 1 && !job->widens;
+    norm_t pending = {0}; /* x's LayerNorm still to apply, when `pending.gamma` is set. */
     float scale = (float)(1.0 / sqrt((double)head));
     for (size_t l = 0; l < tower->layers_count; ++l) {
         uform_text_layer_t const *layer = &tower->layers[l];
+        norm_t const *x_norm = pending.gamma ? &pending : NULL;
         /* Q, K and V: three products, one phase. */
         {
             /* The three share one counter: the tiles of Q, then those of K, then of V. */
@@ -232,6 +272,7 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+            size_t cached = SIZE_MAX;
             for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
                 size_t which = tile / per;
                 size_t local = tile % per;
@@ -241,7 +282,9 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
                 size_t cols = hidden - j0 < plan.cols_per_tile ? hidden - j0 : plan.cols_per_tile;
                 size_t element = weights[which]->dtype == uform_dtype_f32_k ? 4 : 2;
                 float *ct = group->qkv + i0 * 3 * hidden + which * hidden + j0;
-                uform_gemm_tile(&job->gemm, rows, cols, hidden, group->x + i0 * hidden, hidden,
+                float const *at = x_norm ? normalised_rows(job, thread, x_norm, group->x, hidden, i0, rows, hidden, &cached)
+                                         : group->x + i0 * hidden;
+                uform_gemm_tile(&job->gemm, rows, cols, hidden, at, hidden,
                                 (char const *)weights[which]->data + j0 * hidden * element, weights[which]->dtype,
                                 hidden, ct, 3 * hidden, job->per_thread[thread].scratch);
                 if (biases[which]->data)
@@ -271,17 +314,39 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         /* Output product + bias + residual, then LayerNorm into x. */
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, hidden, group->ctx, hidden,
                    &layer->attention_output_weight, group->tmp, hidden, epilogue_bias_residual_k,
-                   &layer->attention_output_bias, group->x, hidden);
+                   &layer->attention_output_bias, group->x, hidden, NULL, x_norm);
         forward_barrier(group);
+        if (fuse) {
+            norm_t attention = {(float const *)layer->attention_norm_weight.data,
+                                (float const *)layer->attention_norm_bias.data, epsilon};
+            gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, hidden, group->tmp, hidden,
+                       &layer->intermediate_weight, group->ffn, inter, epilogue_bias_gelu_k, &layer->intermediate_bias,
+                       NULL, 0, &attention, NULL);
+            forward_barrier(group);
+            gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, inter, group->ffn, inter,
+                       &layer->output_weight, group->x, hidden, epilogue_bias_residual_k, &layer->output_bias, group->tmp,
+                       hidden, NULL, &attention);
+            forward_barrier(group);
+            pending = (norm_t){(float const *)layer->output_norm_weight.data, (float const *)layer->output_norm_bias.data,
+                               epsilon};
+            if (l + 1 == tower->layers_count) {
+                norm_phase(job, &group->counters[(*phase)++], tokens, group->x, group->x, hidden,
+                           &layer->output_norm_weight, &layer->output_norm_bias, epsilon);
+                forward_barrier(group);
+            }
+            continue;
+        }
         norm_phase(job, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden, &layer->attention_norm_weight,
                    &layer->attention_norm_bias, epsilon);
         forward_barrier(group);
         /* MLP: up + bias + GELU, down + bias + residual, LayerNorm into x. */
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, hidden, group->x, hidden,
-                   &layer->intermediate_weight, group->ffn, inter, epilogue_bias_gelu_k, &layer->intermediate_bias, NULL, 0);
+                   &layer->intermediate_weight, group->ffn, inter, epilogue_bias_gelu_k, &layer->intermediate_bias, NULL, 0,
+                   NULL, NULL);
         forward_barrier(group);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, inter, group->ffn, inter,
-                   &layer->output_weight, group->tmp, hidden, epilogue_bias_residual_k, &layer->output_bias, group->x, hidden);
+                   &layer->output_weight, group->tmp, hidden, epilogue_bias_residual_k, &layer->output_bias, group->x, hidden,
+                   NULL, NULL);
         forward_barrier(group);
         norm_phase(job, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden, &layer->output_norm_weight,
                    &layer->output_norm_bias, epsilon);
@@ -304,7 +369,8 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         atomic_size_t *counter = &group->counters[(*phase)++];
         if (tower->projection.data) {
             gemm_phase(job, group, thread, counter, texts, tower->embedding_dimensions, hidden, group->pooled, hidden,
-                       &tower->projection, group->projected, tower->embedding_dimensions, epilogue_none_k, NULL, NULL, 0);
+                       &tower->projection, group->projected, tower->embedding_dimensions, epilogue_none_k, NULL, NULL, 0,
+                       NULL, NULL);
             forward_barrier(group);
         }
     }
@@ -639,7 +705,13 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     }
     size_t row_floats = hidden > tower0->embedding_dimensions ? hidden : tower0->embedding_dimensions;
     size_t attention_floats = longest * (longest > head + 1 ? longest : head + 1);
-    size_t scratch_bytes = (gemm_scratch_floats(job) + attention_floats + row_floats + 16) * sizeof(float);
+    /* The norm buffer of the fused phases: a tile's rows (at most 512, the plan's largest) of hidden. */
+    job->widens = uform_gemm_scratch_bytes(&job->gemm, tower0->weights_dtype, 1, 1, 1) == sizeof(float);
+    int fused = 0;
+    for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens;
+    size_t norm_floats = fused ? (job->chunk_tokens_max < 512 ? job->chunk_tokens_max : 512) * hidden : 0;
+    job->norm_offset = round_up(gemm_scratch_floats(job) + attention_floats + row_floats, 16);
+    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = replica_node_of_thread(executor, description.kind, t);
         job->per_thread[t].tower = replica_on(model, node);
