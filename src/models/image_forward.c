@@ -90,6 +90,8 @@ typedef struct image_job_t {
     float lut[3][256];            /**< `(v / 255 - mean) / std`, as `uform_image_normalize`. */
 
     size_t chunk_images; /**< The most of any group. */
+    size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
+    int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
     size_t groups_count;
     image_group_t *groups;
 
@@ -111,22 +113,42 @@ static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_
 
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_layer_scale_k } epilogue_t;
 
+/** A LayerNorm that a product applies to the rows of A as it reads them. */
+typedef struct norm_t {
+    uform_tensor_t const *weight, *bias;
+    float epsilon;
+} norm_t;
+
+/** Rows [i0, i0 + rows) of `in` normalised into the thread's norm buffer, unless they are there. */
+static float const *normalised_rows(image_job_t *job, size_t thread, norm_t const *norm, float const *in, size_t cols,
+                                    size_t i0, size_t rows, size_t *cached) {
+    float *normed = (float *)job->per_thread[thread].scratch + job->norm_offset;
+    if (*cached != i0)
+        job->kernels->layer_norm(in + i0 * cols, cols, normed, cols, rows, cols, (float const *)norm->weight->data,
+                                 (float const *)norm->bias->data, norm->epsilon);
+    *cached = i0;
+    return normed;
+}
+
 /** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
  *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). */
 static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
                        float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
-                       uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld) {
+                       uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld,
+                       norm_t const *a_norm) {
     uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
     float const *b = bias && bias->data ? (float const *)bias->data : NULL;
+    size_t cached = SIZE_MAX;
     for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
         size_t tm = tile / plan.tiles_n, tn = tile % plan.tiles_n;
         size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
-        uform_gemm_tile(&job->gemm, rows, cols, k, a + i0 * lda, lda, (char const *)weight->data + j0 * k * element,
+        float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
+        uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
                         weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
         switch (epilogue) {
         case epilogue_none_k: break;
@@ -263,7 +285,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     }
     /* Patch embedding into tmp (n P rows), bias added. */
     gemm_phase(job, group, thread, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
-               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0);
+               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL);
     /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -281,8 +303,13 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     float scale = (float)(1.0 / sqrt((double)head));
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
-        norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight, &layer->norm1_bias,
-                   epsilon);
+        /* With several threads in the group, the two LayerNorms are not phases of their own: the
+         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take. */
+        int fuse = group->threads > 1 && !job->widens;
+        norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
+        if (!fuse)
+            norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight,
+                       &layer->norm1_bias, epsilon);
         /* Q, K and V: one counter over the tiles of the three products. */
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
@@ -290,6 +317,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+            size_t cached = SIZE_MAX;
             for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
                 size_t which = tile / per, local = tile % per;
                 size_t tm = local / plan.tiles_n, tn = local % plan.tiles_n;
@@ -297,7 +325,8 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
                 size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
                 float *ct = group->qkv + i0 * 3 * d + which * d + j0;
-                uform_gemm_tile(&job->gemm, rows, cols, d, group->h + i0 * d, d,
+                float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
+                uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
                                 (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
                                 weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
@@ -331,13 +360,15 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
             barrier(group);
         }
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d);
-        norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight, &layer->norm2_bias,
-                   epsilon);
-        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, group->h, d, &layer->hidden_weight, group->ffn, f,
-                   epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0);
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL);
+        if (!fuse)
+            norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
+                       &layer->norm2_bias, epsilon);
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
+                   &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
+                   fuse ? &norm2 : NULL);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d);
+                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL);
     }
 
     /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
@@ -359,7 +390,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
         barrier(group);
     }
     gemm_phase(job, group, thread, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
-               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0);
+               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL);
     /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -590,7 +621,14 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         group->projected = group->pooled + n * c->dim;
     }
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
-    size_t scratch_bytes = (gemm_scratch_floats(job) + scores_floats(c) + row_floats + 16) * sizeof(float);
+    /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
+    job->widens = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, 1, 1, 1) == sizeof(float);
+    int fused = 0;
+    for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens;
+    size_t chunk_tokens = job->chunk_images * c->sequence;
+    size_t norm_floats = fused ? (chunk_tokens < 512 ? chunk_tokens : 512) * c->dim : 0;
+    job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
+    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = node_of_thread(executor, description.kind, t);
         job->per_thread[t].tower = uform_model_image_replica(model, node);
