@@ -227,8 +227,24 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
                           size_t lda, void const *w, size_t ldw, float *c, size_t ldc);
 
 /* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back). */
+static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                            void const *w, size_t ldw, float *c, size_t ldc);
+
+/* Rows split into a multiple of MATMUL_ROWS_STEP and the rest, so the shapes a pass of texts of any
+ * lengths creates stay few (a primitive per tile size, plus one per remainder below the step). */
+#define MATMUL_ROWS_STEP 32
+
 static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
                       void const *w, size_t ldw, float *c, size_t ldc) {
+    size_t main_rows = m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP, element = type == dnnl_f32 ? 4 : 2;
+    if (main_rows == 0 || main_rows == m) return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc);
+    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc) &&
+           matmul_run_shape(type, m - main_rows, n, k, (char const *)a + main_rows * lda * element, lda, w, ldw,
+                            c + main_rows * ldc, ldc);
+}
+
+static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                            void const *w, size_t ldw, float *c, size_t ldc) {
     pthread_once(&matmul_once, matmul_init);
     if (!matmul_ready) return 0;
     matmul_thread_t *state = matmul_thread();

@@ -104,6 +104,33 @@ typedef struct uform_gemm_plan_t {
 } uform_gemm_plan_t;
 uform_gemm_plan_t uform_gemm_plan(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m, size_t n);
 
+/** @brief A page-aligned block of at least `bytes` bytes from the process's pool of activation arenas
+ *  (src/kernels/arena.c), placed on NUMA node `node` (-1: any) when it is first touched; `*granted`
+ *  gets its real size, which `uform_arena_give` takes back. Its contents are whatever the last user
+ *  left (zeroes when new). NULL (and `*granted` 0) when out of memory. */
+void *uform_arena_take(size_t bytes, int32_t node, size_t *granted);
+/** @brief Returns an arena to the pool (which unmaps its oldest arenas past its bound). */
+void uform_arena_give(void *data, size_t bytes, int32_t node);
+/** @brief Bytes the pool holds now, for tests and benchmarks. */
+size_t uform_arena_pooled_bytes(void);
+
+/** @brief How a forward pass spreads a batch over `threads` threads: in `groups` groups of
+ *  consecutive threads, each walking the whole pass over its own items with its own activations and
+ *  its own barrier (a group of one thread has no barrier at all), the items of a group's GEMMs
+ *  packed into its rows. One group of every thread is the tile-split pass (batch 1); one thread per
+ *  group is the batch-parallel pass. Items are dealt longest first, each to the group that would
+ *  finish it first (`costs` relative, e.g. tokens), and the number of groups is the one whose
+ *  slowest group is estimated to finish first, a group of `g` threads counted as
+ *  `g / (1 + UFORM_GROUP_PENALTY (g - 1))` threads of one (barriers, smaller tiles). `forced` > 0
+ *  fixes the threads per group instead (the `UFORM_FORWARD_GROUP` environment variable, for
+ *  benchmarks and tests). Fills `group_threads[g]` for g < the returned count and `group_of[i]` for
+ *  every item; `order` is scratch of `count` entries. At least one group, even for no items. */
+size_t uform_batch_groups(size_t threads, size_t count, double const *costs, size_t forced, size_t *group_threads,
+                          size_t *group_of, size_t *order);
+
+/** @brief `UFORM_FORWARD_GROUP` as a number of threads per group, or 0 (automatic). */
+size_t uform_forward_group_forced(void);
+
 /** @brief The products of attention through the library (not for SERIAL): C = alpha A B^T
  *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */
 int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,

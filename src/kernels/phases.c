@@ -3,11 +3,13 @@
  *  @brief  What the forward passes (text and image) share to walk their phases together: the
  *          barrier between phases and the GEMM tile plan each phase's threads take tiles from.
  */
+#define _GNU_SOURCE
 #include "kernels/kernels.h"
 
 #include "internal.h" // `uform_futex_wait`, `uform_spin_pause`
 
 #include <limits.h> // `INT_MAX`
+#include <stdlib.h> // `qsort_r`, `getenv`, `strtoul`
 
 /** Spins at a barrier before sleeping on the futex. */
 #define UFORM_PHASE_BARRIER_SPINS 4096u
@@ -51,4 +53,75 @@ uform_gemm_plan_t uform_gemm_plan(uform_gemm_t const *gemm, size_t threads, ufor
     if (plan.cols_per_tile > n) plan.cols_per_tile = n;
     plan.tiles_n = ceil_div(n, plan.cols_per_tile);
     return plan;
+}
+
+/** How much slower than one thread per thread a group of several is, per extra thread. */
+#define UFORM_GROUP_PENALTY 0.05
+
+static int by_cost_descending(void const *a, void const *b, void *context) {
+    double const *costs = (double const *)context;
+    size_t i = *(size_t const *)a, j = *(size_t const *)b;
+    if (costs[i] != costs[j]) return costs[i] > costs[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static double group_speed(size_t threads) { return (double)threads / (1.0 + UFORM_GROUP_PENALTY * (double)(threads - 1)); }
+
+/* Deals the items (in `order`) to `groups` groups of `threads` threads, returning the estimated
+ * finish of the slowest; `group_of` (when not NULL) gets each item's group. */
+static double deal(size_t threads, size_t groups, size_t count, double const *costs, size_t const *order,
+                   size_t *group_of, double *loads) {
+    for (size_t g = 0; g < groups; ++g) loads[g] = 0;
+    double slowest = 0;
+    for (size_t n = 0; n < count; ++n) {
+        size_t item = order[n], best = 0;
+        double best_finish = 0;
+        for (size_t g = 0; g < groups; ++g) {
+            size_t size = threads / groups + (g < threads % groups);
+            double finish = (loads[g] + costs[item]) / group_speed(size);
+            if (g == 0 || finish < best_finish) best = g, best_finish = finish;
+        }
+        loads[best] += costs[item];
+        if (best_finish > slowest) slowest = best_finish;
+        if (group_of) group_of[item] = best;
+    }
+    return slowest;
+}
+
+size_t uform_batch_groups(size_t threads, size_t count, double const *costs, size_t forced, size_t *group_threads,
+                          size_t *group_of, size_t *order) {
+    if (threads == 0) threads = 1;
+    size_t most = count < threads ? count : threads;
+    if (most == 0) {
+        group_threads[0] = threads;
+        return 1;
+    }
+    for (size_t i = 0; i < count; ++i) order[i] = i;
+    qsort_r(order, count, sizeof(size_t), by_cost_descending, (void *)costs);
+    double loads_stack[64];
+    double *loads = threads <= 64 ? loads_stack : (double *)malloc(threads * sizeof(double));
+    size_t groups = most;
+    if (forced) groups = threads / forced ? threads / forced : 1, groups = groups < most ? groups : most;
+    else if (loads && count < 4 * threads) {
+        double best = 0;
+        for (size_t candidate = most; candidate >= 1; --candidate) {
+            double finish = deal(threads, candidate, count, costs, order, NULL, loads);
+            /* Fewer threads per group wins ties: fewer barriers. */
+            if (candidate == most || finish < best * (1 - 1e-9)) best = finish, groups = candidate;
+        }
+    }
+    if (loads) deal(threads, groups, count, costs, order, group_of, loads);
+    else
+        for (size_t i = 0; i < count; ++i) group_of[i] = i % groups;
+    if (loads != loads_stack) free(loads);
+    for (size_t g = 0; g < groups; ++g) group_threads[g] = threads / groups + (g < threads % groups);
+    return groups;
+}
+
+size_t uform_forward_group_forced(void) {
+    char const *value = getenv("UFORM_FORWARD_GROUP");
+    if (!value || !*value) return 0;
+    char *end = NULL;
+    unsigned long threads = strtoul(value, &end, 10);
+    return end && *end == 0 ? (size_t)threads : 0;
 }

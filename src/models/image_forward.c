@@ -15,8 +15,13 @@
  *      tmp     [n S][dim]     a product before LayerScale (and the patch embedding)
  *      ffn     [n S][4 dim]   GELU(h W1^T + b1)
  *
- *  Every thread walks the same phases, taking tiles from each phase's counter, meeting at a
- *  barrier after each: decode (all images, before the chunks), then per chunk im2col, the patch
+ *  Every thread decodes images from one counter (all images, before the chunks), meeting the others
+ *  at the job's barrier. Then the threads split into groups (`uform_batch_groups`), each taking a
+ *  run of consecutive images with its own activations (from the arena pool) and its own barrier, as
+ *  the text pass does: one thread per group (no barrier at all, the images' rows in one GEMM per
+ *  product) for batches of at least about as many images as threads, one group of every thread for
+ *  batch 1. Within a group every thread walks the same phases, taking tiles from each phase's
+ *  counter, meeting at the group's barrier after each: per chunk im2col, the patch
  *  GEMM, assembly (position embeddings added, then [CLS] and registers in front, as the package
  *  does), per block `x += ls1 * attn(norm1(x))`, `x += ls2 * mlp(norm2(x))`, the final LayerNorm
  *  with pooling, the projection and the output rows.
@@ -35,16 +40,32 @@
 #include <string.h>
 
 #define IMAGE_CHUNK_FLOATS (4096u * 384u)
+/** A group's chunks take at least this many tokens (whole images, at least one). */
+#define IMAGE_GROUP_TOKENS_MIN 128u
 
 typedef struct image_thread_t {
     uform_image_tower_t const *tower;
-    void *scratch;
+    void *scratch; /**< An arena on the thread's node. */
     size_t scratch_bytes;
+    int32_t node;
+    size_t group;
     uform_image_scratch_t images; /**< Decoding and resize buffers, this thread's own. */
     size_t failed_index;          /**< The lowest image this thread failed to decode, or SIZE_MAX. */
     uform_status_t failed_status;
     char failed_message[256];
 } image_thread_t;
+
+/** Threads [first_thread, + threads) encoding images [first_image, + images), `chunk_images` at a time. */
+typedef struct image_group_t {
+    _Alignas(64) uform_phase_barrier_t barrier; /**< On a cache line of its own (groups are 64-aligned). */
+    size_t first_thread, threads;
+    size_t first_image, images, chunk_images;
+    float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
+    void *arena;
+    size_t arena_bytes;
+    int32_t node;
+    atomic_size_t *counters;
+} image_group_t;
 
 typedef struct image_job_t {
     struct uform_model_s const *model;
@@ -68,14 +89,15 @@ typedef struct image_job_t {
     uform_image_preprocess_options_t preprocess;
     float lut[3][256];            /**< `(v / 255 - mean) / std`, as `uform_image_normalize`. */
 
-    size_t chunk_images, chunks_count;
-    float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
-    size_t activation_bytes;
+    size_t chunk_images; /**< The most of any group. */
+    size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
+    int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
+    size_t groups_count;
+    image_group_t *groups;
 
-    atomic_size_t *counters;
+    atomic_size_t *counters; /**< [0]: decoding; then each group's, 8-aligned. */
     size_t counters_count;
-    atomic_int abandoned; /**< A strict call with a failed image computes nothing. */
-    uform_phase_barrier_t barrier;
+    uform_phase_barrier_t barrier; /**< Every thread's, after decoding. */
     atomic_size_t threads_left;
 } image_job_t;
 
@@ -83,30 +105,50 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
-static void barrier(image_job_t *job) { uform_phase_barrier_wait(&job->barrier, job->threads); }
+static void barrier(image_group_t *group) { uform_phase_barrier_wait(&group->barrier, group->threads); }
 
-static uform_gemm_plan_t plan_for(image_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
-    return uform_gemm_plan(&job->gemm, job->threads, dtype, m, n);
+static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_dtype_t dtype, size_t m, size_t n) {
+    return uform_gemm_plan(&job->gemm, threads, dtype, m, n);
 }
 
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_layer_scale_k } epilogue_t;
 
+/** A LayerNorm that a product applies to the rows of A as it reads them. */
+typedef struct norm_t {
+    uform_tensor_t const *weight, *bias;
+    float epsilon;
+} norm_t;
+
+/** Rows [i0, i0 + rows) of `in` normalised into the thread's norm buffer, unless they are there. */
+static float const *normalised_rows(image_job_t *job, size_t thread, norm_t const *norm, float const *in, size_t cols,
+                                    size_t i0, size_t rows, size_t *cached) {
+    float *normed = (float *)job->per_thread[thread].scratch + job->norm_offset;
+    if (*cached != i0)
+        job->kernels->layer_norm(in + i0 * cols, cols, normed, cols, rows, cols, (float const *)norm->weight->data,
+                                 (float const *)norm->bias->data, norm->epsilon);
+    *cached = i0;
+    return normed;
+}
+
 /** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
  *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). */
-static void gemm_phase(image_job_t *job, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
+static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
                        float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
-                       uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld) {
-    uform_gemm_plan_t plan = plan_for(job, weight->dtype, m, n);
+                       uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld,
+                       norm_t const *a_norm) {
+    uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
     float const *b = bias && bias->data ? (float const *)bias->data : NULL;
+    size_t cached = SIZE_MAX;
     for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
         size_t tm = tile / plan.tiles_n, tn = tile % plan.tiles_n;
         size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
-        uform_gemm_tile(&job->gemm, rows, cols, k, a + i0 * lda, lda, (char const *)weight->data + j0 * k * element,
+        float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
+        uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
                         weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
         switch (epilogue) {
         case epilogue_none_k: break;
@@ -126,10 +168,10 @@ static void gemm_phase(image_job_t *job, size_t thread, atomic_size_t *counter, 
         }
         }
     }
-    barrier(job);
+    barrier(group);
 }
 
-static void norm_phase(image_job_t *job, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
+static void norm_phase(image_job_t *job, image_group_t *group, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
                        uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon) {
     size_t blocks = ceil_div(rows, 16);
     for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
@@ -137,7 +179,7 @@ static void norm_phase(image_job_t *job, atomic_size_t *counter, size_t rows, fl
         job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
                                  (float const *)weight->data, (float const *)bias->data, epsilon);
     }
-    barrier(job);
+    barrier(group);
 }
 
 /* ---- Per-thread scratch: [GEMM][scores S * max(S, head + 1)][row max(dim, E)] ---- */
@@ -151,12 +193,14 @@ static size_t gemm_scratch_floats(image_job_t const *job) {
                            {tokens, c->dim, c->intermediate},
                            {n, c->embedding_dimensions, c->dim}};
     size_t bytes = 0;
-    for (size_t s = 0; s < 5; ++s) {
-        uform_gemm_plan_t plan = plan_for(job, job->tower0->weights_dtype, shapes[s][0], shapes[s][1]);
-        size_t b = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, plan.rows_per_tile,
-                                            plan.cols_per_tile, shapes[s][2]);
-        if (b > bytes) bytes = b;
-    }
+    for (size_t g = 0; g < job->groups_count; ++g)
+        for (size_t s = 0; s < 5; ++s) {
+            uform_gemm_plan_t plan = plan_for(job, job->groups[g].threads, job->tower0->weights_dtype, shapes[s][0],
+                                              shapes[s][1]);
+            size_t b = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, plan.rows_per_tile,
+                                                plan.cols_per_tile, shapes[s][2]);
+            if (b > bytes) bytes = b;
+        }
     return round_up(bytes, 64) / sizeof(float);
 }
 
@@ -199,10 +243,11 @@ static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter
             snprintf(self->failed_message, sizeof self->failed_message, "%s", uform_error_message());
         }
     }
-    barrier(job);
+    uform_phase_barrier_wait(&job->barrier, job->threads);
 }
 
-static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, size_t n, size_t *phase) {
+static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,
+                          size_t *phase) {
     uform_image_tower_t const *tower = job->per_thread[thread].tower;
     uform_image_config_t const *c = &tower->config;
     uform_kernels_t const *kernels = job->kernels;
@@ -215,11 +260,11 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
 
     /* im2col: one task per (image, patch row); failed images get zero patches. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         size_t tasks = n * grid;
         for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tasks;) {
             size_t local = task / grid, gy = task % grid, index = first_image + local;
-            float *target = job->patches + (local * P + gy * grid) * depth;
+            float *target = group->patches + (local * P + gy * grid) * depth;
             if (job->item[index] != uform_status_ok_k) {
                 memset(target, 0, grid * depth * sizeof(float));
                 continue;
@@ -236,57 +281,64 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
                     }
             }
         }
-        barrier(job);
+        barrier(group);
     }
     /* Patch embedding into tmp (n P rows), bias added. */
-    gemm_phase(job, thread, &job->counters[(*phase)++], n * P, d, depth, job->patches, depth, &tower->patch_weight,
-               job->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0);
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
+               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL);
     /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         float const *pos = (float const *)tower->pos_embed.data;
         for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
-            float *x = job->x + local * S * d;
+            float *x = group->x + local * S * d;
             memcpy(x, tower->cls_token.data, d * sizeof(float));
             if (R) memcpy(x + d, tower->reg_token.data, R * d * sizeof(float));
-            float const *embedded = job->tmp + local * P * d;
+            float const *embedded = group->tmp + local * P * d;
             for (size_t i = 0; i < P * d; ++i) x[(1 + R) * d + i] = embedded[i] + pos[i];
         }
-        barrier(job);
+        barrier(group);
     }
 
     float scale = (float)(1.0 / sqrt((double)head));
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
-        norm_phase(job, &job->counters[(*phase)++], tokens, job->x, job->h, d, &layer->norm1_weight, &layer->norm1_bias,
-                   epsilon);
+        /* With several threads in the group, the two LayerNorms are not phases of their own: the
+         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take. */
+        int fuse = group->threads > 1 && !job->widens;
+        norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
+        if (!fuse)
+            norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight,
+                       &layer->norm1_bias, epsilon);
         /* Q, K and V: one counter over the tiles of the three products. */
         {
-            atomic_size_t *counter = &job->counters[(*phase)++];
-            uform_gemm_plan_t plan = plan_for(job, layer->query_weight.dtype, tokens, d);
+            atomic_size_t *counter = &group->counters[(*phase)++];
+            uform_gemm_plan_t plan = plan_for(job, group->threads, layer->query_weight.dtype, tokens, d);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+            size_t cached = SIZE_MAX;
             for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
                 size_t which = tile / per, local = tile % per;
                 size_t tm = local / plan.tiles_n, tn = local % plan.tiles_n;
                 size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
                 size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
                 size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
-                float *ct = job->qkv + i0 * 3 * d + which * d + j0;
-                uform_gemm_tile(&job->gemm, rows, cols, d, job->h + i0 * d, d,
+                float *ct = group->qkv + i0 * 3 * d + which * d + j0;
+                float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
+                uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
                                 (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
                                 weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
             }
-            barrier(job);
+            barrier(group);
         }
         /* Attention per (image, head, block of query rows) through the library's GEMM: S = scale Q
          * K^T, softmax, O = S V; the blocks split few images over many threads. SERIAL (or a refusal
          * of the library) takes the fused kernel over whole (image, head) pairs. */
         {
-            atomic_size_t *counter = &job->counters[(*phase)++];
-            size_t blocks = job->gemm.use_library ? ceil_div(2 * job->threads, n * heads) : 1;
+            atomic_size_t *counter = &group->counters[(*phase)++];
+            size_t blocks = job->gemm.use_library ? ceil_div(2 * group->threads, n * heads) : 1;
             size_t most = ceil_div(S, 16);
             blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
             size_t block_rows = ceil_div(S, blocks);
@@ -294,8 +346,8 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
             for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads * blocks;) {
                 size_t local = task / (heads * blocks), hh = task / blocks % heads, block = task % blocks;
                 size_t first = block * block_rows, rows = S - first < block_rows ? S - first : block_rows;
-                float const *q = job->qkv + local * S * 3 * d + hh * head;
-                float *o = job->ctx + local * S * d + hh * head;
+                float const *q = group->qkv + local * S * 3 * d + hh * head;
+                float *o = group->ctx + local * S * d + hh * head;
                 float const *qb = q + first * 3 * d;
                 float *ob = o + first * d;
                 if (!job->gemm.use_library)
@@ -305,41 +357,43 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
                           !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
                     attention_rows(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
             }
-            barrier(job);
+            barrier(group);
         }
-        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, d, d, job->ctx, d, &layer->out_weight, job->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, job->x, d);
-        norm_phase(job, &job->counters[(*phase)++], tokens, job->x, job->h, d, &layer->norm2_weight, &layer->norm2_bias,
-                   epsilon);
-        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, f, d, job->h, d, &layer->hidden_weight, job->ffn, f,
-                   epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0);
-        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, d, f, job->ffn, f, &layer->output_weight, job->tmp, d,
-                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, job->x, d);
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL);
+        if (!fuse)
+            norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
+                       &layer->norm2_bias, epsilon);
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
+                   &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
+                   fuse ? &norm2 : NULL);
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
+                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL);
     }
 
     /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
-            float const *x = job->x + local * S * d;
-            float *pooled = job->pooled + local * d;
+            float const *x = group->x + local * S * d;
+            float *pooled = group->pooled + local * d;
             if (c->pooling == uform_pooling_cls_k)
                 kernels->layer_norm(x, d, pooled, d, 1, d, (float const *)tower->norm_weight.data,
                                     (float const *)tower->norm_bias.data, epsilon);
             else {
-                float *h = job->h + local * S * d;
+                float *h = group->h + local * S * d;
                 kernels->layer_norm(x, d, h, d, S, d, (float const *)tower->norm_weight.data,
                                     (float const *)tower->norm_bias.data, epsilon);
                 kernels->mean_rows(h, d, S, d, pooled);
             }
         }
-        barrier(job);
+        barrier(group);
     }
-    gemm_phase(job, thread, &job->counters[(*phase)++], n, c->embedding_dimensions, d, job->pooled, d, &tower->projection,
-               job->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0);
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
+               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL);
     /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         size_t width = c->embedding_dimensions, dims = job->out_dimensions;
         for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
             size_t index = first_image + local;
@@ -348,7 +402,7 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
                 memset(target, 0, dims * dtype_size(job->out.dtype));
                 continue;
             }
-            memcpy(row, job->projected + local * width, width * sizeof(float));
+            memcpy(row, group->projected + local * width, width * sizeof(float));
             if (job->out.normalize) kernels->l2_normalize(row, dims);
             switch (job->out.dtype) {
             case uform_dtype_bf16_k: kernels->f32_to_bf16(row, (uint16_t *)target, dims); break;
@@ -356,7 +410,7 @@ static void forward_chunk(image_job_t *job, size_t thread, size_t first_image, s
             default: memcpy(target, row, dims * sizeof(float)); break;
             }
         }
-        barrier(job);
+        barrier(group);
     }
 }
 
@@ -366,13 +420,16 @@ static void job_free(image_job_t *job) {
     if (!job) return;
     if (job->per_thread)
         for (size_t t = 0; t < job->threads; ++t) {
-            if (job->per_thread[t].scratch) uform_numa_free(job->per_thread[t].scratch, job->per_thread[t].scratch_bytes);
+            uform_arena_give(job->per_thread[t].scratch, job->per_thread[t].scratch_bytes, job->per_thread[t].node);
             uform_image_scratch_free(&job->per_thread[t].images);
         }
     free(job->per_thread);
-    if (job->patches) uform_numa_free(job->patches, job->activation_bytes);
+    if (job->groups)
+        for (size_t g = 0; g < job->groups_count; ++g)
+            uform_arena_give(job->groups[g].arena, job->groups[g].arena_bytes, job->groups[g].node);
+    free(job->groups);
     free(job->images);
-    free(job->rgb);
+    uform_arena_give(job->rgb, job->rgb_bytes, -1);
     free(job->item);
     free(job->counters);
     free(job);
@@ -382,15 +439,15 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
     (void)task, (void)domain;
     image_job_t *job = (image_job_t *)context;
     int previous = uform_gemm_thread_enter();
-    size_t phase = 0;
-    if (!job->predecoded) decode_phase(job, thread, &job->counters[phase++]);
+    if (!job->predecoded) decode_phase(job, thread, &job->counters[0]);
     int abandon = 0;
     if (job->strict)
         for (size_t i = 0; i < job->count && !abandon; ++i) abandon = job->item[i] != uform_status_ok_k;
-    for (size_t chunk = 0; chunk < job->chunks_count && !abandon; ++chunk) {
-        size_t first = chunk * job->chunk_images;
-        size_t n = job->count - first < job->chunk_images ? job->count - first : job->chunk_images;
-        forward_chunk(job, thread, first, n, &phase);
+    image_group_t *group = &job->groups[job->per_thread[thread].group];
+    size_t phase = 0;
+    for (size_t first = 0; first < group->images && !abandon; first += group->chunk_images) {
+        size_t n = group->images - first < group->chunk_images ? group->images - first : group->chunk_images;
+        forward_chunk(job, group, thread, group->first_image + first, n, &phase);
     }
     uform_gemm_thread_leave(previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) job_free(job);
@@ -473,6 +530,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->gemm.kernels = job->kernels;
     job->gemm.use_library = cpu_class != uform_cpu_class_serial_k;
     job->gemm.native_bf16 = uform_kernels_native_bf16(cpu_class);
+    job->gemm.matmul = uform_gemm_matmul_for(cpu_class);
     job->threads = threads;
     job->count = count;
     job->statuses = statuses;
@@ -485,46 +543,98 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         for (int v = 0; v < 256; ++v) job->lut[ch][v] = ((float)v / 255.0f - c->mean[ch]) / c->std[ch];
 
     size_t per_image = c->image_size * c->image_size * 3;
-    job->chunk_images = IMAGE_CHUNK_FLOATS / (c->sequence * c->dim);
-    if (job->chunk_images < 1) job->chunk_images = 1;
-    if (job->chunk_images > count) job->chunk_images = count ? count : 1;
-    job->chunks_count = ceil_div(count, job->chunk_images);
-    job->counters_count = 1 + job->chunks_count * phases_per_chunk(c);
     job->images = (uform_image_t *)malloc((count ? count : 1) * sizeof(uform_image_t));
-    job->rgb = (uint8_t *)malloc(count ? count * per_image : 1);
+    job->rgb = (uint8_t *)uform_arena_take(count ? count * per_image : 1, -1, &job->rgb_bytes);
     job->item = (uform_status_t *)calloc(count ? count : 1, sizeof(uform_status_t));
-    job->counters = (atomic_size_t *)calloc(job->counters_count, sizeof(atomic_size_t));
     job->per_thread = (image_thread_t *)calloc(threads, sizeof(image_thread_t));
-    size_t n = job->chunk_images, tokens = n * c->sequence, depth = 3 * c->patch_size * c->patch_size;
-    size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
-                    n * c->dim + n * c->embedding_dimensions;
-    job->activation_bytes = round_up(floats * sizeof(float) + 64 * 10, 4096);
-    if (count) job->patches = (float *)uform_numa_alloc(job->activation_bytes, -1);
-    if (!job->images || !job->rgb || !job->item || !job->counters || !job->per_thread || (count && !job->patches)) {
+    /* Groups of threads, each a run of consecutive images: as many as `uform_batch_groups` deals
+     * it (all images cost the same). */
+    size_t *group_threads = (size_t *)malloc(threads * sizeof(size_t));
+    size_t *group_of = (size_t *)malloc((count ? count : 1) * sizeof(size_t));
+    size_t *sorted = (size_t *)malloc((count ? count : 1) * sizeof(size_t));
+    double *costs = (double *)malloc((count ? count : 1) * sizeof(double));
+    int lists_ok = job->images && job->rgb && job->item && job->per_thread && group_threads && group_of && sorted && costs;
+    if (lists_ok) {
+        for (size_t i = 0; i < count; ++i) costs[i] = 1.0;
+        job->groups_count = uform_batch_groups(threads, count, costs, uform_forward_group_forced(), group_threads,
+                                               group_of, sorted);
+        job->groups = (image_group_t *)aligned_alloc(64, round_up(job->groups_count * sizeof(image_group_t), 64));
+        lists_ok = job->groups != NULL;
+    }
+    if (lists_ok) {
+        memset(job->groups, 0, job->groups_count * sizeof(image_group_t));
+        for (size_t i = 0; i < count; ++i) ++job->groups[group_of[i]].images;
+        size_t per_group = 0;
+        for (size_t g = 0, first_thread = 0, first_image = 0; g < job->groups_count; ++g) {
+            image_group_t *group = &job->groups[g];
+            group->first_thread = first_thread, group->threads = group_threads[g];
+            group->first_image = first_image;
+            first_thread += group->threads, first_image += group->images;
+            for (size_t t = group->first_thread; t < first_thread; ++t) job->per_thread[t].group = g;
+            size_t chunk = IMAGE_CHUNK_FLOATS / (c->sequence * c->dim) * group->threads / threads;
+            if (chunk * c->sequence < IMAGE_GROUP_TOKENS_MIN) chunk = ceil_div(IMAGE_GROUP_TOKENS_MIN, c->sequence);
+            if (chunk < 1) chunk = 1;
+            if (chunk > group->images) chunk = group->images ? group->images : 1;
+            group->chunk_images = chunk;
+            if (chunk > job->chunk_images) job->chunk_images = chunk;
+            size_t phases = round_up(ceil_div(group->images, chunk) * phases_per_chunk(c), 8);
+            per_group = phases > per_group ? phases : per_group;
+        }
+        job->counters_count = 8 + job->groups_count * per_group;
+        job->counters = (atomic_size_t *)aligned_alloc(64, round_up(job->counters_count * sizeof(atomic_size_t), 64));
+        lists_ok = job->counters != NULL;
+        if (lists_ok) {
+            for (size_t i = 0; i < job->counters_count; ++i) atomic_init(&job->counters[i], 0);
+            for (size_t g = 0; g < job->groups_count; ++g) job->groups[g].counters = job->counters + 8 + g * per_group;
+        }
+    }
+    free(group_threads), free(group_of), free(sorted), free(costs);
+    if (!lists_ok) {
         job_free(job);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
-                                          "uform_encode_images: no memory for %zu images (%zu bytes of activations)", count,
-                                          job->activation_bytes));
+        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_images: no memory for %zu images",
+                                          count));
     }
     if (count) memcpy(job->images, images, count * sizeof(uform_image_t));
-    if (count) {
-        job->x = job->patches + n * c->patches * depth;
-        job->h = job->x + tokens * c->dim;
-        job->qkv = job->h + tokens * c->dim;
-        job->ctx = job->qkv + tokens * c->dim * 3;
-        job->tmp = job->ctx + tokens * c->dim;
-        job->ffn = job->tmp + tokens * c->dim;
-        job->pooled = job->ffn + tokens * c->intermediate;
-        job->projected = job->pooled + n * c->dim;
+    size_t depth = 3 * c->patch_size * c->patch_size;
+    for (size_t g = 0; g < job->groups_count; ++g) {
+        image_group_t *group = &job->groups[g];
+        if (!group->images) continue;
+        size_t n = group->chunk_images, tokens = n * c->sequence;
+        size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
+                        n * c->dim + n * c->embedding_dimensions;
+        group->node = node_of_thread(executor, description.kind, group->first_thread);
+        group->arena = uform_arena_take(floats * sizeof(float) + 64 * 10, group->node, &group->arena_bytes);
+        if (!group->arena) {
+            job_free(job);
+            return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                              "uform_encode_images: no memory for %zu images (%zu bytes of activations)",
+                                              count, floats * sizeof(float)));
+        }
+        group->patches = (float *)group->arena;
+        group->x = group->patches + n * c->patches * depth;
+        group->h = group->x + tokens * c->dim;
+        group->qkv = group->h + tokens * c->dim;
+        group->ctx = group->qkv + tokens * c->dim * 3;
+        group->tmp = group->ctx + tokens * c->dim;
+        group->ffn = group->tmp + tokens * c->dim;
+        group->pooled = group->ffn + tokens * c->intermediate;
+        group->projected = group->pooled + n * c->dim;
     }
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
-    size_t scratch_bytes = (gemm_scratch_floats(job) + scores_floats(c) + row_floats + 16) * sizeof(float);
+    /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
+    job->widens = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, 1, 1, 1) == sizeof(float);
+    int fused = 0;
+    for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens;
+    size_t chunk_tokens = job->chunk_images * c->sequence;
+    size_t norm_floats = fused ? (chunk_tokens < 512 ? chunk_tokens : 512) * c->dim : 0;
+    job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
+    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = node_of_thread(executor, description.kind, t);
         job->per_thread[t].tower = uform_model_image_replica(model, node);
         job->per_thread[t].failed_index = SIZE_MAX;
-        job->per_thread[t].scratch_bytes = scratch_bytes;
-        job->per_thread[t].scratch = uform_numa_alloc(scratch_bytes, node);
+        job->per_thread[t].node = node;
+        job->per_thread[t].scratch = uform_arena_take(scratch_bytes, node, &job->per_thread[t].scratch_bytes);
         if (!job->per_thread[t].scratch) {
             job_free(job);
             return refuse(outcome, uform_fail(uform_status_out_of_memory_k,

@@ -11,9 +11,16 @@
  *      tmp  [tokens][hidden]        a product plus its residual, before LayerNorm
  *      ffn  [tokens][intermediate]  GELU(x W1^T + b1)
  *
- *  Every thread runs `job_thread`, walking the same phases; a phase's work is cut into tiles that
- *  threads take from the phase's own counter, then everyone meets at the barrier. Nothing in the
- *  call allocates or fails: `uform_text_encode_ids` allocated and checked everything before.
+ *  The threads are split into groups (`uform_batch_groups`): each group takes its own texts (dealt
+ *  longest first to the group that would finish them first), packs them into its own activations
+ *  and walks the whole pass over them alone. Within a group every thread runs the same phases; a
+ *  phase's work is cut into tiles that the group's threads take from the phase's own counter, then
+ *  they meet at the group's barrier. A group of one thread (the batch-parallel pass, for batches of
+ *  at least about as many texts as threads) multiplies its texts' rows in one GEMM per product and
+ *  never waits; one group of every thread (batch 1) is the tile-split pass. Activations and
+ *  per-thread scratch come from the arena pool (src/kernels/arena.c), so repeated calls fault
+ *  nothing in. Nothing in the call allocates or fails: `uform_text_encode_ids` allocated and
+ *  checked everything before.
  */
 #define _GNU_SOURCE
 #include "models/text_forward.h"
@@ -26,8 +33,11 @@
 #include <stdlib.h>    // `calloc`
 #include <string.h>    // `memset`
 
-/** Floats of activations per chunk: tokens * hidden stays near this (six buffers of it, about). */
+/** Floats of activations per chunk: tokens * hidden stays near this (six buffers of it, about),
+ *  shared among the groups in proportion to their threads... */
 #define FORWARD_CHUNK_FLOATS (4096u * 384u)
+/** ...but a group's chunks take at least this many tokens (or its longest text). */
+#define FORWARD_GROUP_TOKENS_MIN 256u
 
 typedef struct forward_chunk_t {
     size_t first_text, end_text; /**< Texts [first, end) among the job's non-skipped order. */
@@ -36,9 +46,24 @@ typedef struct forward_chunk_t {
 
 typedef struct forward_thread_t {
     uform_text_tower_t const *tower; /**< The replica on this thread's node. */
-    void *scratch;                   /**< GEMM scratch, scores and the output row, on its node. */
+    void *scratch;                   /**< GEMM scratch, scores and the output row, on its node (an arena). */
     size_t scratch_bytes;
+    int32_t node;
+    size_t group;                    /**< Its group. */
 } forward_thread_t;
+
+/** Threads [first_thread, first_thread + threads) walking chunks [first_chunk, + chunks_count). */
+typedef struct forward_group_t {
+    _Alignas(64) uform_phase_barrier_t barrier; /**< On a cache line of its own (groups are 64-aligned). */
+    size_t first_thread, threads;
+    size_t first_chunk, chunks_count;
+    size_t chunk_tokens_max, chunk_texts_max;
+    float *x, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
+    void *arena; /**< The activations, from the pool, on the first thread's node. */
+    size_t arena_bytes;
+    int32_t node;
+    atomic_size_t *counters; /**< One per phase, in the order the group's threads walk them. */
+} forward_group_t;
 
 typedef struct forward_job_t {
     struct uform_model_s const *model;
@@ -49,7 +74,7 @@ typedef struct forward_job_t {
     size_t threads;
     forward_thread_t *per_thread;
 
-    /* Texts. */
+    /* Texts, packed group after group. */
     size_t count;            /**< All texts, skipped included (rows of the output). */
     size_t encoded;          /**< Texts that are encoded, in `order`. */
     size_t *order;           /**< [encoded] original index of each encoded text. */
@@ -60,17 +85,18 @@ typedef struct forward_job_t {
     uform_status_t *item_statuses; /**< [count] or NULL: copied into `statuses` as the call starts. */
     uform_status_t *statuses;
 
-    /* Chunks and buffers. */
+    /* Chunks (each group's consecutive) and groups. */
     size_t chunks_count;
     forward_chunk_t *chunks;
-    size_t chunk_tokens_max, chunk_texts_max;
-    float *x, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
-    size_t activation_bytes;
+    size_t chunk_tokens_max, chunk_texts_max, longest;
+    size_t norm_offset; /**< Floats into each thread's scratch of its norm buffer (fused phases). */
+    int widens;         /**< The GEMM widens weights per tile (f16, bf16 without native bf16): no fused norms. */
+    size_t groups_count;
+    forward_group_t *groups;
 
     /* Synchronisation. */
-    atomic_size_t *counters; /**< One per phase, in the order every thread walks them. */
+    atomic_size_t *counters; /**< All groups' phase counters. */
     size_t counters_count;
-    uform_phase_barrier_t barrier;
     atomic_size_t threads_left; /**< The last thread out frees the job. */
 } forward_job_t;
 
@@ -84,29 +110,54 @@ static uform_text_tower_t const *replica_on(struct uform_model_s const *model, i
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 
-static void forward_barrier(forward_job_t *job) { uform_phase_barrier_wait(&job->barrier, job->threads); }
+static void forward_barrier(forward_group_t *group) { uform_phase_barrier_wait(&group->barrier, group->threads); }
 
-static uform_gemm_plan_t gemm_plan(forward_job_t const *job, uform_dtype_t dtype, size_t m, size_t n) {
-    return uform_gemm_plan(&job->gemm, job->threads, dtype, m, n);
+static uform_gemm_plan_t gemm_plan(forward_job_t const *job, forward_group_t const *group, uform_dtype_t dtype, size_t m,
+                                   size_t n) {
+    return uform_gemm_plan(&job->gemm, group->threads, dtype, m, n);
 }
 
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_bias_residual_k } epilogue_t;
 
-/** C = A W^T (+ epilogue) over all tiles of the phase, taking tiles from `counter`. */
-static void gemm_phase(forward_job_t *job, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
-                       float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc,
-                       epilogue_t epilogue, uform_tensor_t const *bias, float const *residual, size_t residual_ld) {
-    uform_gemm_plan_t plan = gemm_plan(job, weight->dtype, m, n);
+/** A LayerNorm that a phase applies to rows as it reads them (see `forward_chunk`). */
+typedef struct norm_t {
+    float const *gamma, *beta;
+    float epsilon;
+} norm_t;
+
+static float *thread_floats(forward_job_t *job, size_t thread, size_t offset_floats);
+
+/** Rows [i0, i0 + rows) of `in` (`cols` wide), normalised into the thread's norm buffer, unless they
+ *  are there already (`*cached` is the first row there, or SIZE_MAX). */
+static float const *normalised_rows(forward_job_t *job, size_t thread, norm_t const *norm, float const *in, size_t ld,
+                                    size_t i0, size_t rows, size_t cols, size_t *cached) {
+    float *normed = thread_floats(job, thread, job->norm_offset);
+    if (*cached != i0) job->kernels->layer_norm(in + i0 * ld, ld, normed, cols, rows, cols, norm->gamma, norm->beta, norm->epsilon);
+    *cached = i0;
+    return normed;
+}
+
+/** C = A W^T (+ epilogue) over all tiles of the phase, taking tiles from `counter`. `a_norm` (may be
+ *  NULL) normalises A's rows as tiles read them, `residual_norm` the residual's (`n` wide). */
+static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t thread, atomic_size_t *counter, size_t m,
+                       size_t n, size_t k, float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc,
+                       epilogue_t epilogue, uform_tensor_t const *bias, float const *residual, size_t residual_ld,
+                       norm_t const *a_norm, norm_t const *residual_norm) {
+    uform_gemm_plan_t plan = gemm_plan(job, group, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
     float const *bias_data = bias && bias->data ? (float const *)bias->data : NULL;
+    size_t cached = SIZE_MAX;
     for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
         size_t tm = tile / plan.tiles_n, tn = tile % plan.tiles_n;
         size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
-        uform_gemm_tile(&job->gemm, rows, cols, k, a + i0 * lda, lda, (char const *)weight->data + j0 * k * element,
+        float const *at = a + i0 * lda;
+        size_t at_ld = lda;
+        if (a_norm) at = normalised_rows(job, thread, a_norm, a, lda, i0, rows, k, &cached), at_ld = k;
+        uform_gemm_tile(&job->gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
                         weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
         switch (epilogue) {
         case epilogue_none_k: break;
@@ -122,8 +173,14 @@ static void gemm_phase(forward_job_t *job, size_t thread, atomic_size_t *counter
             break;
         }
         case epilogue_bias_residual_k:
-            job->kernels->bias_residual(ct, ldc, rows, cols, bias_data ? bias_data + j0 : NULL,
-                                        residual + i0 * residual_ld + j0, residual_ld);
+            if (residual_norm)
+                job->kernels->bias_residual(ct, ldc, rows, cols, bias_data ? bias_data + j0 : NULL,
+                                            normalised_rows(job, thread, residual_norm, residual, residual_ld, i0, rows,
+                                                            n, &cached) + j0,
+                                            n);
+            else
+                job->kernels->bias_residual(ct, ldc, rows, cols, bias_data ? bias_data + j0 : NULL,
+                                            residual + i0 * residual_ld + j0, residual_ld);
             break;
         }
     }
@@ -162,14 +219,15 @@ static float *thread_floats(forward_job_t *job, size_t thread, size_t offset_flo
 /** Per-thread scratch: [GEMM scratch][attention: context * max(context, head + 1) floats][row: max(hidden, dims) floats]. */
 static size_t gemm_scratch_floats(forward_job_t const *job);
 
-static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t const *chunk, size_t *phase) {
+static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thread, forward_chunk_t const *chunk,
+                          size_t *phase) {
     uform_text_tower_t const *tower = job->per_thread[thread].tower;
     uform_kernels_t const *kernels = job->kernels;
     size_t hidden = tower->hidden, inter = tower->intermediate, heads = tower->heads, head = hidden / heads;
     size_t tokens = chunk->tokens, texts = chunk->end_text - chunk->first_text;
     float epsilon = (float)tower->layer_norm_epsilon;
     float *scores = thread_floats(job, thread, gemm_scratch_floats(job));
-    float *wide = scores + tower->context * (tower->context > head + 1 ? tower->context : head + 1);
+    float *wide = scores + job->longest * (job->longest > head + 1 ? job->longest : head + 1);
     int32_t const *ids = job->ids + chunk->first_token;
     int32_t const *positions = job->positions + chunk->first_token;
     size_t const *offsets = job->offsets + chunk->first_text;
@@ -177,35 +235,44 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
 
     /* Embeddings: word + position (+ token type 0), then LayerNorm, 16 tokens per tile. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         size_t blocks = ceil_div(tokens, 16);
         for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
             size_t first = block * 16, count = tokens - first < 16 ? tokens - first : 16;
             for (size_t t = first; t < first + count; ++t) {
-                float *row = job->x + t * hidden;
+                float *row = group->x + t * hidden;
                 memset(row, 0, hidden * sizeof(float));
                 add_row(job, row, &tower->word_embeddings, (size_t)ids[t], wide);
                 add_row(job, row, &tower->position_embeddings, (size_t)positions[t], wide);
                 if (tower->token_type_embeddings.data) add_row(job, row, &tower->token_type_embeddings, 0, wide);
             }
-            kernels->layer_norm(job->x + first * hidden, hidden, job->x + first * hidden, hidden, count, hidden,
+            kernels->layer_norm(group->x + first * hidden, hidden, group->x + first * hidden, hidden, count, hidden,
                                 (float const *)tower->embedding_norm_weight.data,
                                 (float const *)tower->embedding_norm_bias.data, epsilon);
         }
-        forward_barrier(job);
+        forward_barrier(group);
     }
 
+    /* With several threads in the group, the LayerNorms are not phases of their own: the products that
+     * read a normalised stream normalise its rows as they take them (A of the MLP's up product, the
+     * residual of its down product, A of the next layer's Q/K/V and the residual of its output
+     * product), five barriers per layer instead of seven; the down product then writes the un-normalised
+     * stream into x, and the last layer's LayerNorm runs as a phase, in place, before pooling. */
+    int fuse = group->threads > 1 && !job->widens;
+    norm_t pending = {0}; /* x's LayerNorm still to apply, when `pending.gamma` is set. */
     float scale = (float)(1.0 / sqrt((double)head));
     for (size_t l = 0; l < tower->layers_count; ++l) {
         uform_text_layer_t const *layer = &tower->layers[l];
+        norm_t const *x_norm = pending.gamma ? &pending : NULL;
         /* Q, K and V: three products, one phase. */
         {
             /* The three share one counter: the tiles of Q, then those of K, then of V. */
-            atomic_size_t *counter = &job->counters[(*phase)++];
-            uform_gemm_plan_t plan = gemm_plan(job, layer->query_weight.dtype, tokens, hidden);
+            atomic_size_t *counter = &group->counters[(*phase)++];
+            uform_gemm_plan_t plan = gemm_plan(job, group, layer->query_weight.dtype, tokens, hidden);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+            size_t cached = SIZE_MAX;
             for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
                 size_t which = tile / per;
                 size_t local = tile % per;
@@ -214,24 +281,26 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
                 size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
                 size_t cols = hidden - j0 < plan.cols_per_tile ? hidden - j0 : plan.cols_per_tile;
                 size_t element = weights[which]->dtype == uform_dtype_f32_k ? 4 : 2;
-                float *ct = job->qkv + i0 * 3 * hidden + which * hidden + j0;
-                uform_gemm_tile(&job->gemm, rows, cols, hidden, job->x + i0 * hidden, hidden,
+                float *ct = group->qkv + i0 * 3 * hidden + which * hidden + j0;
+                float const *at = x_norm ? normalised_rows(job, thread, x_norm, group->x, hidden, i0, rows, hidden, &cached)
+                                         : group->x + i0 * hidden;
+                uform_gemm_tile(&job->gemm, rows, cols, hidden, at, hidden,
                                 (char const *)weights[which]->data + j0 * hidden * element, weights[which]->dtype,
                                 hidden, ct, 3 * hidden, job->per_thread[thread].scratch);
                 if (biases[which]->data)
                     kernels->bias_residual(ct, 3 * hidden, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
             }
-            forward_barrier(job);
+            forward_barrier(group);
         }
         /* Attention per (text, head). */
         {
-            atomic_size_t *counter = &job->counters[(*phase)++];
+            atomic_size_t *counter = &group->counters[(*phase)++];
             size_t tasks = texts * heads;
             for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tasks;) {
                 size_t text = task / heads, h = task % heads;
                 size_t first = offsets[text] - base, length = offsets[text + 1] - offsets[text];
-                float const *q = job->qkv + first * 3 * hidden + h * head;
-                float *o = job->ctx + first * hidden + h * head;
+                float const *q = group->qkv + first * 3 * hidden + h * head;
+                float *o = group->ctx + first * hidden + h * head;
                 /* Through the library: S = scale Q K^T, softmax, O = S V; the fused kernel for SERIAL
                  * (or should the library refuse). */
                 if (!job->gemm.use_library ||
@@ -240,53 +309,76 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
                      !uform_gemm_f32(0, length, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, o, hidden)))
                     kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
             }
-            forward_barrier(job);
+            forward_barrier(group);
         }
         /* Output product + bias + residual, then LayerNorm into x. */
-        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, hidden, hidden, job->ctx, hidden,
-                   &layer->attention_output_weight, job->tmp, hidden, epilogue_bias_residual_k,
-                   &layer->attention_output_bias, job->x, hidden);
-        forward_barrier(job);
-        norm_phase(job, &job->counters[(*phase)++], tokens, job->tmp, job->x, hidden, &layer->attention_norm_weight,
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, hidden, group->ctx, hidden,
+                   &layer->attention_output_weight, group->tmp, hidden, epilogue_bias_residual_k,
+                   &layer->attention_output_bias, group->x, hidden, NULL, x_norm);
+        forward_barrier(group);
+        if (fuse) {
+            norm_t attention = {(float const *)layer->attention_norm_weight.data,
+                                (float const *)layer->attention_norm_bias.data, epsilon};
+            gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, hidden, group->tmp, hidden,
+                       &layer->intermediate_weight, group->ffn, inter, epilogue_bias_gelu_k, &layer->intermediate_bias,
+                       NULL, 0, &attention, NULL);
+            forward_barrier(group);
+            gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, inter, group->ffn, inter,
+                       &layer->output_weight, group->x, hidden, epilogue_bias_residual_k, &layer->output_bias, group->tmp,
+                       hidden, NULL, &attention);
+            forward_barrier(group);
+            pending = (norm_t){(float const *)layer->output_norm_weight.data, (float const *)layer->output_norm_bias.data,
+                               epsilon};
+            if (l + 1 == tower->layers_count) {
+                norm_phase(job, &group->counters[(*phase)++], tokens, group->x, group->x, hidden,
+                           &layer->output_norm_weight, &layer->output_norm_bias, epsilon);
+                forward_barrier(group);
+            }
+            continue;
+        }
+        norm_phase(job, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden, &layer->attention_norm_weight,
                    &layer->attention_norm_bias, epsilon);
-        forward_barrier(job);
+        forward_barrier(group);
         /* MLP: up + bias + GELU, down + bias + residual, LayerNorm into x. */
-        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, inter, hidden, job->x, hidden,
-                   &layer->intermediate_weight, job->ffn, inter, epilogue_bias_gelu_k, &layer->intermediate_bias, NULL, 0);
-        forward_barrier(job);
-        gemm_phase(job, thread, &job->counters[(*phase)++], tokens, hidden, inter, job->ffn, inter,
-                   &layer->output_weight, job->tmp, hidden, epilogue_bias_residual_k, &layer->output_bias, job->x, hidden);
-        forward_barrier(job);
-        norm_phase(job, &job->counters[(*phase)++], tokens, job->tmp, job->x, hidden, &layer->output_norm_weight,
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, hidden, group->x, hidden,
+                   &layer->intermediate_weight, group->ffn, inter, epilogue_bias_gelu_k, &layer->intermediate_bias, NULL, 0,
+                   NULL, NULL);
+        forward_barrier(group);
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, inter, group->ffn, inter,
+                   &layer->output_weight, group->tmp, hidden, epilogue_bias_residual_k, &layer->output_bias, group->x, hidden,
+                   NULL, NULL);
+        forward_barrier(group);
+        norm_phase(job, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden, &layer->output_norm_weight,
                    &layer->output_norm_bias, epsilon);
-        forward_barrier(job);
+        forward_barrier(group);
     }
 
     /* Pooling per text. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t text; (text = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < texts;) {
             size_t first = offsets[text] - base, length = offsets[text + 1] - offsets[text];
-            float *pooled = job->pooled + text * hidden;
-            if (tower->pooling == uform_pooling_cls_k) memcpy(pooled, job->x + first * hidden, hidden * sizeof(float));
-            else kernels->mean_rows(job->x + first * hidden, hidden, length, hidden, pooled);
+            float *pooled = group->pooled + text * hidden;
+            if (tower->pooling == uform_pooling_cls_k) memcpy(pooled, group->x + first * hidden, hidden * sizeof(float));
+            else kernels->mean_rows(group->x + first * hidden, hidden, length, hidden, pooled);
         }
-        forward_barrier(job);
+        forward_barrier(group);
     }
     /* Projection. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         if (tower->projection.data) {
-            gemm_phase(job, thread, counter, texts, tower->embedding_dimensions, hidden, job->pooled, hidden,
-                       &tower->projection, job->projected, tower->embedding_dimensions, epilogue_none_k, NULL, NULL, 0);
-            forward_barrier(job);
+            gemm_phase(job, group, thread, counter, texts, tower->embedding_dimensions, hidden, group->pooled, hidden,
+                       &tower->projection, group->projected, tower->embedding_dimensions, epilogue_none_k, NULL, NULL, 0,
+                       NULL, NULL);
+            forward_barrier(group);
         }
     }
     /* Output: the layout's normalisation, truncation, the caller's normalisation, the dtype. */
     {
-        atomic_size_t *counter = &job->counters[(*phase)++];
+        atomic_size_t *counter = &group->counters[(*phase)++];
         size_t width = tower->embedding_dimensions, dims = job->out_dimensions;
-        float const *source = tower->projection.data ? job->projected : job->pooled;
+        float const *source = tower->projection.data ? group->projected : group->pooled;
         float *row = wide;
         for (size_t text; (text = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < texts;) {
             memcpy(row, source + text * width, width * sizeof(float));
@@ -300,7 +392,7 @@ static void forward_chunk(forward_job_t *job, size_t thread, forward_chunk_t con
             default: memcpy(target, row, dims * sizeof(float)); break;
             }
         }
-        forward_barrier(job);
+        forward_barrier(group);
     }
 }
 
@@ -314,12 +406,14 @@ static size_t gemm_scratch_floats(forward_job_t const *job) {
     size_t shapes[4][3] = {{job->chunk_tokens_max, hidden, hidden}, {job->chunk_tokens_max, inter, hidden},
                            {job->chunk_tokens_max, hidden, inter}, {job->chunk_texts_max, tower->embedding_dimensions, hidden}};
     size_t bytes = 0;
-    for (size_t s = 0; s < 4; ++s) {
-        uform_gemm_plan_t plan = gemm_plan(job, tower->weights_dtype, shapes[s][0], shapes[s][1]);
-        size_t b = uform_gemm_scratch_bytes(&job->gemm, tower->weights_dtype, plan.rows_per_tile, plan.cols_per_tile,
-                                            shapes[s][2]);
-        if (b > bytes) bytes = b;
-    }
+    /* The largest over every group size, so every thread's scratch has the same layout. */
+    for (size_t g = 0; g < job->groups_count; ++g)
+        for (size_t s = 0; s < 4; ++s) {
+            uform_gemm_plan_t plan = gemm_plan(job, &job->groups[g], tower->weights_dtype, shapes[s][0], shapes[s][1]);
+            size_t b = uform_gemm_scratch_bytes(&job->gemm, tower->weights_dtype, plan.rows_per_tile, plan.cols_per_tile,
+                                                shapes[s][2]);
+            if (b > bytes) bytes = b;
+        }
     return round_up(bytes, 64) / sizeof(float);
 }
 
@@ -327,9 +421,12 @@ static void job_free(forward_job_t *job) {
     if (!job) return;
     if (job->per_thread)
         for (size_t t = 0; t < job->threads; ++t)
-            if (job->per_thread[t].scratch) uform_numa_free(job->per_thread[t].scratch, job->per_thread[t].scratch_bytes);
+            uform_arena_give(job->per_thread[t].scratch, job->per_thread[t].scratch_bytes, job->per_thread[t].node);
     free(job->per_thread);
-    if (job->x) uform_numa_free(job->x, job->activation_bytes);
+    if (job->groups)
+        for (size_t g = 0; g < job->groups_count; ++g)
+            uform_arena_give(job->groups[g].arena, job->groups[g].arena_bytes, job->groups[g].node);
+    free(job->groups);
     free(job->order);
     free(job->offsets);
     free(job->ids);
@@ -352,8 +449,10 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
         for (size_t i = 0; i < job->count; ++i)
             if (job->skipped[i]) memset((char *)job->out.data + i * job->out_stride, 0, bytes);
     }
+    forward_group_t *group = &job->groups[job->per_thread[thread].group];
     size_t phase = 0;
-    for (size_t c = 0; c < job->chunks_count; ++c) forward_chunk(job, thread, &job->chunks[c], &phase);
+    for (size_t c = 0; c < group->chunks_count; ++c)
+        forward_chunk(job, group, thread, &job->chunks[group->first_chunk + c], &phase);
     uform_gemm_thread_leave(previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1) job_free(job);
 }
@@ -476,11 +575,11 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     if (job->skipped)
         for (size_t i = 0; i < count; ++i) job->skipped[i] = item_statuses[i] != uform_status_ok_k;
     if (job->item_statuses) memcpy(job->item_statuses, item_statuses, count * sizeof(uform_status_t));
-    job->offsets[0] = 0;
     size_t max_position = tower0->position_embeddings.rows;
-    for (size_t i = 0, e = 0; i < count; ++i) {
+    /* Every id and position checked in the texts' order, so the first bad one is named. */
+    for (size_t i = 0; i < count; ++i) {
         if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
-        size_t length = offsets[i + 1] - offsets[i], first = job->offsets[e];
+        size_t length = offsets[i + 1] - offsets[i];
         for (size_t t = 0; t < length; ++t) {
             int32_t id = ids[offsets[i] + t];
             size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
@@ -494,61 +593,130 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
                                                         "text %zu: token %zu needs position %zu; the model has %zu", i, t,
                                                         position, max_position));
             }
-            job->ids[first + t] = id;
-            job->positions[first + t] = (int32_t)position;
         }
-        job->order[e] = i;
-        job->offsets[++e] = first + length;
     }
 
-    /* Chunks of whole texts, about FORWARD_CHUNK_FLOATS / hidden tokens each. */
-    size_t chunk_limit = FORWARD_CHUNK_FLOATS / tower0->hidden;
-    if (chunk_limit < longest) chunk_limit = longest;
+    /* Groups of threads, and the texts each group takes. */
+    size_t hidden = tower0->hidden, head = hidden / tower0->heads;
+    size_t *lengths = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *originals = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *group_of = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *sorted = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *group_threads = (size_t *)malloc(threads * sizeof(size_t));
+    double *costs = (double *)malloc((encoded ? encoded : 1) * sizeof(double));
     job->chunks = (forward_chunk_t *)malloc((encoded ? encoded : 1) * sizeof(forward_chunk_t));
-    if (!job->chunks) {
+    job->per_thread = (forward_thread_t *)calloc(threads, sizeof(forward_thread_t));
+    int lists_ok = lengths && originals && group_of && sorted && group_threads && costs && job->chunks && job->per_thread;
+    if (lists_ok) {
+        for (size_t i = 0, e = 0; i < count; ++i) {
+            if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
+            lengths[e] = offsets[i + 1] - offsets[i], originals[e] = i;
+            /* Products grow with the tokens, attention with their square. */
+            costs[e] = (double)lengths[e] * (double)(lengths[e] + 6 * hidden);
+            ++e;
+        }
+        job->groups_count = uform_batch_groups(threads, encoded, costs, uform_forward_group_forced(), group_threads,
+                                               group_of, sorted);
+        job->groups = (forward_group_t *)aligned_alloc(64, round_up(job->groups_count * sizeof(forward_group_t), 64));
+        lists_ok = job->groups != NULL;
+    }
+    if (!lists_ok) {
+        free(lengths), free(originals), free(group_of), free(sorted), free(group_threads), free(costs);
         job_free(job);
         return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
     }
-    for (size_t e = 0; e < encoded;) {
-        forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
-        chunk->first_text = e, chunk->first_token = job->offsets[e];
-        while (e < encoded && job->offsets[e + 1] - chunk->first_token <= chunk_limit) ++e;
-        chunk->end_text = e, chunk->tokens = job->offsets[e] - chunk->first_token;
-        if (chunk->tokens > job->chunk_tokens_max) job->chunk_tokens_max = chunk->tokens;
-        if (e - chunk->first_text > job->chunk_texts_max) job->chunk_texts_max = e - chunk->first_text;
-    }
-    size_t phases_per_chunk = 4 + 7 * tower0->layers_count;
-    job->counters_count = job->chunks_count * phases_per_chunk;
-    job->counters = (atomic_size_t *)calloc(job->counters_count ? job->counters_count : 1, sizeof(atomic_size_t));
+    memset(job->groups, 0, job->groups_count * sizeof(forward_group_t));
+    job->longest = longest;
 
-    /* Activations for the largest chunk, one block. */
-    size_t hidden = tower0->hidden, tokens = job->chunk_tokens_max, texts = job->chunk_texts_max;
-    size_t floats = tokens * hidden * 6 + tokens * tower0->intermediate + texts * hidden + texts * tower0->embedding_dimensions;
-    job->activation_bytes = round_up(floats * sizeof(float) + 64 * 8, 4096);
-    if (encoded) job->x = (float *)uform_numa_alloc(job->activation_bytes, -1);
-    job->per_thread = (forward_thread_t *)calloc(threads, sizeof(forward_thread_t));
-    if (!job->counters || (encoded && !job->x) || !job->per_thread) {
-        job_free(job);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the activations of %zu tokens",
-                                          tokens));
+    /* Packed group after group, each group's texts in their order, cut into chunks of whole texts of
+     * about the group's share of FORWARD_CHUNK_FLOATS / hidden tokens each. */
+    job->offsets[0] = 0;
+    size_t phases_per_chunk = 4 + 7 * tower0->layers_count;
+    for (size_t g = 0, e = 0, first_thread = 0; g < job->groups_count; ++g) {
+        forward_group_t *group = &job->groups[g];
+        group->first_thread = first_thread, group->threads = group_threads[g];
+        first_thread += group_threads[g];
+        size_t chunk_limit = FORWARD_CHUNK_FLOATS / hidden * group->threads / threads;
+        if (chunk_limit < FORWARD_GROUP_TOKENS_MIN) chunk_limit = FORWARD_GROUP_TOKENS_MIN;
+        if (chunk_limit < longest) chunk_limit = longest;
+        size_t first_text = e;
+        for (size_t n = 0; n < encoded; ++n) {
+            if (group_of[n] != g) continue;
+            size_t i = originals[n], length = lengths[n], first = job->offsets[e];
+            for (size_t t = 0; t < length; ++t) {
+                size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
+                job->ids[first + t] = ids[offsets[i] + t];
+                job->positions[first + t] = (int32_t)position;
+            }
+            job->order[e] = i;
+            job->offsets[++e] = first + length;
+        }
+        group->first_chunk = job->chunks_count;
+        for (size_t f = first_text; f < e;) {
+            forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
+            chunk->first_text = f, chunk->first_token = job->offsets[f];
+            while (f < e && job->offsets[f + 1] - chunk->first_token <= chunk_limit) ++f;
+            chunk->end_text = f, chunk->tokens = job->offsets[f] - chunk->first_token;
+            if (chunk->tokens > group->chunk_tokens_max) group->chunk_tokens_max = chunk->tokens;
+            if (f - chunk->first_text > group->chunk_texts_max) group->chunk_texts_max = f - chunk->first_text;
+        }
+        group->chunks_count = job->chunks_count - group->first_chunk;
+        if (group->chunk_tokens_max > job->chunk_tokens_max) job->chunk_tokens_max = group->chunk_tokens_max;
+        if (group->chunk_texts_max > job->chunk_texts_max) job->chunk_texts_max = group->chunk_texts_max;
+        for (size_t t = group->first_thread; t < first_thread; ++t) job->per_thread[t].group = g;
     }
-    if (encoded) {
-        job->qkv = job->x + tokens * hidden;
-        job->ctx = job->qkv + tokens * hidden * 3;
-        job->tmp = job->ctx + tokens * hidden;
-        job->ffn = job->tmp + tokens * hidden;
-        job->pooled = job->ffn + tokens * tower0->intermediate;
-        job->projected = job->pooled + texts * hidden;
+    free(lengths), free(originals), free(group_of), free(sorted), free(group_threads), free(costs);
+
+    /* Phase counters: each group's on cache lines of their own. */
+    size_t counters_per_group = 0;
+    for (size_t g = 0; g < job->groups_count; ++g) {
+        size_t wanted = round_up(job->groups[g].chunks_count * phases_per_chunk, 8);
+        counters_per_group = wanted > counters_per_group ? wanted : counters_per_group;
+    }
+    job->counters_count = job->groups_count * (counters_per_group ? counters_per_group : 8);
+    job->counters = (atomic_size_t *)aligned_alloc(64, round_up(job->counters_count * sizeof(atomic_size_t), 64));
+    if (!job->counters) {
+        job_free(job);
+        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+    }
+    for (size_t c = 0; c < job->counters_count; ++c) atomic_init(&job->counters[c], 0);
+
+    /* Activations per group, from the arena pool on the node of the group's first thread. */
+    for (size_t g = 0; g < job->groups_count; ++g) {
+        forward_group_t *group = &job->groups[g];
+        group->counters = job->counters + g * (job->counters_count / job->groups_count);
+        size_t tokens = group->chunk_tokens_max, texts = group->chunk_texts_max;
+        if (!tokens) continue;
+        size_t floats = tokens * hidden * 6 + tokens * tower0->intermediate + texts * hidden + texts * tower0->embedding_dimensions;
+        group->node = replica_node_of_thread(executor, description.kind, group->first_thread);
+        group->arena = uform_arena_take(floats * sizeof(float) + 64 * 8, group->node, &group->arena_bytes);
+        if (!group->arena) {
+            job_free(job);
+            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the activations of %zu tokens",
+                                              tokens));
+        }
+        group->x = (float *)group->arena;
+        group->qkv = group->x + tokens * hidden;
+        group->ctx = group->qkv + tokens * hidden * 3;
+        group->tmp = group->ctx + tokens * hidden;
+        group->ffn = group->tmp + tokens * hidden;
+        group->pooled = group->ffn + tokens * tower0->intermediate;
+        group->projected = group->pooled + texts * hidden;
     }
     size_t row_floats = hidden > tower0->embedding_dimensions ? hidden : tower0->embedding_dimensions;
-    size_t head = tower0->hidden / tower0->heads;
-    size_t attention_floats = tower0->context * (tower0->context > head + 1 ? tower0->context : head + 1);
-    size_t scratch_bytes = (gemm_scratch_floats(job) + attention_floats + row_floats + 16) * sizeof(float);
+    size_t attention_floats = longest * (longest > head + 1 ? longest : head + 1);
+    /* The norm buffer of the fused phases: a tile's rows (at most 512, the plan's largest) of hidden. */
+    job->widens = uform_gemm_scratch_bytes(&job->gemm, tower0->weights_dtype, 1, 1, 1) == sizeof(float);
+    int fused = 0;
+    for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens;
+    size_t norm_floats = fused ? (job->chunk_tokens_max < 512 ? job->chunk_tokens_max : 512) * hidden : 0;
+    job->norm_offset = round_up(gemm_scratch_floats(job) + attention_floats + row_floats, 16);
+    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = replica_node_of_thread(executor, description.kind, t);
         job->per_thread[t].tower = replica_on(model, node);
-        job->per_thread[t].scratch_bytes = scratch_bytes;
-        job->per_thread[t].scratch = uform_numa_alloc(scratch_bytes, node);
+        job->per_thread[t].node = node;
+        job->per_thread[t].scratch = uform_arena_take(scratch_bytes, node, &job->per_thread[t].scratch_bytes);
         if (!job->per_thread[t].scratch) {
             job_free(job);
             return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for thread %zu's scratch", t));

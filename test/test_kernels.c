@@ -1,0 +1,116 @@
+/**
+ *  @file   test_kernels.c
+ *  @brief  How the forward passes spread a batch over threads (`uform_batch_groups`) and the pool of
+ *          activation arenas they take their buffers from (src/kernels/phases.c, arena.c). The
+ *          passes themselves are checked against PyTorch by test_encode and test_encode_images,
+ *          which also run with the grouping forced (ctest's test_encode_group1, _group2, ...).
+ */
+#include "check.h"
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct split_t {
+    size_t groups, group_threads[64], group_of[256], items[64];
+    double load[64];
+} split_t;
+
+static split_t split(size_t threads, size_t count, double const *costs, size_t forced) {
+    split_t s;
+    memset(&s, 0, sizeof s);
+    size_t order[256];
+    s.groups = uform_batch_groups(threads, count, costs, forced, s.group_threads, s.group_of, order);
+    size_t total = 0;
+    for (size_t g = 0; g < s.groups; ++g) {
+        total += s.group_threads[g];
+        CHECK(s.group_threads[g] >= 1);
+    }
+    CHECK(total == threads); /* every thread in exactly one group */
+    for (size_t i = 0; i < count; ++i) {
+        CHECK_FATAL(s.group_of[i] < s.groups);
+        ++s.items[s.group_of[i]], s.load[s.group_of[i]] += costs[i];
+    }
+    return s;
+}
+
+static void test_groups(void) {
+    double equal[256], skewed[9] = {100, 1, 1, 1, 1, 1, 1, 1, 1};
+    for (size_t i = 0; i < 256; ++i) equal[i] = 1.0;
+
+    /* No items, one item: one group of every thread (the tile-split pass). */
+    split_t s = split(4, 0, equal, 0);
+    CHECK(s.groups == 1 && s.group_threads[0] == 4);
+    s = split(28, 1, equal, 0);
+    CHECK(s.groups == 1 && s.group_threads[0] == 28 && s.group_of[0] == 0);
+
+    /* As many items as threads or more: one thread per group, the items dealt evenly. */
+    s = split(4, 8, equal, 0);
+    CHECK(s.groups == 4);
+    for (size_t g = 0; g < 4; ++g) CHECK(s.group_threads[g] == 1 && s.items[g] == 2);
+    s = split(28, 50, equal, 0);
+    CHECK(s.groups == 28);
+    for (size_t g = 0; g < 28; ++g) CHECK(s.items[g] == 1 || s.items[g] == 2);
+    s = split(28, 256, equal, 0);
+    CHECK(s.groups == 28);
+    for (size_t g = 0; g < 28; ++g) CHECK(s.items[g] == 9 || s.items[g] == 10);
+
+    /* Fewer items than threads: one group per item, the threads shared out (4 x 4 + 4 x 3). */
+    s = split(28, 8, equal, 0);
+    CHECK(s.groups == 8);
+    for (size_t g = 0; g < 8; ++g) CHECK(s.items[g] == 1 && s.group_threads[g] == (g < 4 ? 4 : 3));
+
+    /* One text far longer than the rest: one thread alone on it would be the straggler, so every
+     * thread splits the tiles of the whole batch instead. */
+    s = split(4, 9, skewed, 0);
+    CHECK(s.groups == 1 && s.group_threads[0] == 4);
+
+    /* Longest first: with two long and six short items on two threads, each long one gets a
+     * thread and the short ones balance the loads exactly. */
+    double mixed[8] = {1, 4, 1, 1, 4, 1, 1, 1};
+    s = split(2, 8, mixed, 0);
+    CHECK(s.groups == 2 && s.load[0] == 7.0 && s.load[1] == 7.0);
+    CHECK(s.group_of[1] != s.group_of[4]);
+
+    /* Forced threads per group (UFORM_FORWARD_GROUP), never more groups than items. */
+    s = split(4, 8, equal, 2);
+    CHECK(s.groups == 2 && s.group_threads[0] == 2 && s.group_threads[1] == 2 && s.items[0] == 4);
+    s = split(4, 8, equal, 4);
+    CHECK(s.groups == 1);
+    s = split(4, 2, equal, 1);
+    CHECK(s.groups == 2 && s.group_threads[0] + s.group_threads[1] == 4);
+    s = split(2, 8, equal, 28);
+    CHECK(s.groups == 1 && s.group_threads[0] == 2);
+    printf("groups: every split checked\n");
+}
+
+static void test_arenas(void) {
+    size_t granted = 0, pooled = uform_arena_pooled_bytes();
+    char *a = (char *)uform_arena_take(100000, -1, &granted);
+    CHECK_FATAL(a != NULL);
+    CHECK(granted >= 100000 && granted % 4096 == 0);
+    memset(a, 7, granted);
+    uform_arena_give(a, granted, -1);
+    CHECK(uform_arena_pooled_bytes() == pooled + granted);
+    /* Taken again (it fits and is not four times too big): the same pages, with what was left. */
+    size_t again = 0;
+    char *b = (char *)uform_arena_take(90000, -1, &again);
+    CHECK(b == a && again == granted && b[granted - 1] == 7);
+    CHECK(uform_arena_pooled_bytes() == pooled);
+    /* Too big a pooled arena for a small request is left in the pool: a new one is mapped. */
+    uform_arena_give(b, again, -1);
+    size_t small = 0;
+    char *c = (char *)uform_arena_take(100, -1, &small);
+    CHECK(c != NULL && c != b && small == 4096);
+    uform_arena_give(c, small, -1);
+    CHECK(uform_arena_take(0, -1, &small) == NULL && small == 0);
+    uform_arena_give(NULL, 0, -1); /* a no-op */
+    printf("arenas: reused, bounded by size, %zu bytes pooled\n", uform_arena_pooled_bytes());
+}
+
+int main(void) {
+    test_groups();
+    test_arenas();
+    return check_failures ? 1 : 0;
+}
