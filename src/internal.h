@@ -58,6 +58,8 @@ uint64_t uform_fork_generation(void);
 typedef enum uform_global_lock_t {
     uform_global_lock_pools_k,  /**< The table of pool gates (host.c). */
     uform_global_lock_meshes_k, /**< The list of live meshes (mesh.c). */
+    uform_global_lock_arenas_k, /**< The pool of activation arenas (kernels/arena.c). */
+    uform_global_lock_matmul_k, /**< The cache of matmul primitives (kernels/gemm.c). */
     uform_global_locks_count_k,
 } uform_global_lock_t;
 void uform_global_lock(uform_global_lock_t lock);

@@ -13,9 +13,8 @@
  */
 #include "kernels/kernels.h"
 
-#include "internal.h" // `uform_numa_alloc`
+#include "internal.h" // `uform_numa_alloc`, `uform_global_lock` (taken around fork like every global lock)
 
-#include <pthread.h>
 
 #define UFORM_ARENA_POOL_ENTRIES 256
 #define UFORM_ARENA_POOL_BYTES ((size_t)1 << 30)
@@ -26,7 +25,6 @@ typedef struct arena_entry_t {
     int32_t node;
 } arena_entry_t;
 
-static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static arena_entry_t arena_entries[UFORM_ARENA_POOL_ENTRIES]; /* oldest first */
 static size_t arena_count, arena_bytes;
 
@@ -36,7 +34,7 @@ void *uform_arena_take(size_t bytes, int32_t node, size_t *granted) {
     *granted = 0;
     if (!bytes) return NULL;
     bytes = page_round(bytes);
-    pthread_mutex_lock(&arena_lock);
+    uform_global_lock(uform_global_lock_arenas_k);
     /* The smallest pooled arena of this node that fits, unless it is more than four times too big. */
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < arena_count; ++i)
@@ -47,11 +45,11 @@ void *uform_arena_take(size_t bytes, int32_t node, size_t *granted) {
         arena_entry_t taken = arena_entries[best];
         for (size_t i = best + 1; i < arena_count; ++i) arena_entries[i - 1] = arena_entries[i];
         --arena_count, arena_bytes -= taken.bytes;
-        pthread_mutex_unlock(&arena_lock);
+        uform_global_unlock(uform_global_lock_arenas_k);
         *granted = taken.bytes;
         return taken.data;
     }
-    pthread_mutex_unlock(&arena_lock);
+    uform_global_unlock(uform_global_lock_arenas_k);
     void *data = uform_numa_alloc(bytes, node);
     if (data) *granted = bytes;
     return data;
@@ -62,7 +60,7 @@ void uform_arena_give(void *data, size_t bytes, int32_t node) {
     arena_entry_t evicted[UFORM_ARENA_POOL_ENTRIES];
     size_t evicted_count = 0;
     int pooled = 0;
-    pthread_mutex_lock(&arena_lock);
+    uform_global_lock(uform_global_lock_arenas_k);
     if (bytes <= UFORM_ARENA_POOL_BYTES) {
         while (arena_count && (arena_count == UFORM_ARENA_POOL_ENTRIES || arena_bytes + bytes > UFORM_ARENA_POOL_BYTES)) {
             evicted[evicted_count++] = arena_entries[0];
@@ -74,14 +72,14 @@ void uform_arena_give(void *data, size_t bytes, int32_t node) {
         arena_bytes += bytes;
         pooled = 1;
     }
-    pthread_mutex_unlock(&arena_lock);
+    uform_global_unlock(uform_global_lock_arenas_k);
     for (size_t i = 0; i < evicted_count; ++i) uform_numa_free(evicted[i].data, evicted[i].bytes);
     if (!pooled) uform_numa_free(data, bytes);
 }
 
 size_t uform_arena_pooled_bytes(void) {
-    pthread_mutex_lock(&arena_lock);
+    uform_global_lock(uform_global_lock_arenas_k);
     size_t bytes = arena_bytes;
-    pthread_mutex_unlock(&arena_lock);
+    uform_global_unlock(uform_global_lock_arenas_k);
     return bytes;
 }

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
+#include "internal.h" // `uform_global_lock`: the primitive cache's lock is taken around fork like every global lock
 
 #include <dlfcn.h>    // `dlsym`
 #include <dnnl.h>     // `dnnl_sgemm`, the matmul primitive
@@ -109,7 +110,6 @@ typedef struct matmul_thread_t {
     struct matmul_thread_t *prev, *next;
 } matmul_thread_t;
 
-static pthread_mutex_t matmul_lock = PTHREAD_MUTEX_INITIALIZER;
 static matmul_entry_t *matmul_entries[MATMUL_ENTRIES_MAX]; /* Never freed: reachable until exit. */
 static size_t matmul_count;
 static matmul_thread_t *matmul_threads; /* Live thread states, so they stay reachable. */
@@ -129,11 +129,11 @@ static void matmul_recent_clear(matmul_recent_t *recent) {
 
 static void matmul_thread_free(void *opaque) {
     matmul_thread_t *state = (matmul_thread_t *)opaque;
-    pthread_mutex_lock(&matmul_lock);
+    uform_global_lock(uform_global_lock_matmul_k);
     if (state->prev) state->prev->next = state->next;
     else matmul_threads = state->next;
     if (state->next) state->next->prev = state->prev;
-    pthread_mutex_unlock(&matmul_lock);
+    uform_global_unlock(uform_global_lock_matmul_k);
     for (size_t i = 0; i < MATMUL_RECENT; ++i) matmul_recent_clear(&state->recent[i]);
     if (state->stream) dnnl_stream_destroy(state->stream);
     free(state->scratchpad);
@@ -156,14 +156,14 @@ int uform_gemm_matmul_for(uform_cpu_class_t cpu_class) {
 }
 
 char const *uform_gemm_matmul_impl(void) {
-    pthread_mutex_lock(&matmul_lock);
+    uform_global_lock(uform_global_lock_matmul_k);
     size_t used = 0;
     matmul_impl[0] = 0;
     for (size_t i = 0; i < 8 && matmul_impls[i].shapes; ++i)
         used += (size_t)snprintf(matmul_impl + used, sizeof matmul_impl - used, "%s%s (%zu shapes)", i ? ", " : "",
                                  matmul_impls[i].name, matmul_impls[i].shapes);
     char const *impl = matmul_impl[0] ? matmul_impl : NULL;
-    pthread_mutex_unlock(&matmul_lock);
+    uform_global_unlock(uform_global_lock_matmul_k);
     return impl;
 }
 
@@ -215,11 +215,11 @@ static matmul_thread_t *matmul_thread(void) {
         free(state);
         return NULL;
     }
-    pthread_mutex_lock(&matmul_lock);
+    uform_global_lock(uform_global_lock_matmul_k);
     state->next = matmul_threads;
     if (matmul_threads) matmul_threads->prev = state;
     matmul_threads = state;
-    pthread_mutex_unlock(&matmul_lock);
+    uform_global_unlock(uform_global_lock_matmul_k);
     return state;
 }
 
@@ -275,7 +275,7 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
         entry->ldw != ldw || entry->ldc != ldc) {
         entry = NULL;
-        pthread_mutex_lock(&matmul_lock);
+        uform_global_lock(uform_global_lock_matmul_k);
         for (size_t i = 0; i < matmul_count && !entry; ++i) {
             matmul_entry_t const *e = matmul_entries[i];
             if (e->type == type && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldw == ldw &&
@@ -286,7 +286,7 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
             matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc);
             if (created) matmul_entries[matmul_count++] = created, entry = created;
         }
-        pthread_mutex_unlock(&matmul_lock);
+        uform_global_unlock(uform_global_lock_matmul_k);
         if (!entry || !entry->primitive) return 0;
         matmul_recent_clear(recent);
         dnnl_memory_desc_t pad_md;
