@@ -141,6 +141,10 @@ char const *uform_cuda_error_text(CUresult result, char *buffer, size_t capacity
  *  launch timeout, unknown): the executor that sees one is poisoned. */
 bool uform_cuda_error_is_fault(CUresult result);
 
+/** @brief The one CUresult-to-status mapping: OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, DEVICE_FAULT
+ *  for a sticky error (`uform_cuda_error_is_fault`), else `otherwise`. */
+uform_status_t uform_cuda_status(CUresult result, uform_status_t otherwise);
+
 /** @brief Records "<formatted context>: <uform_cuda_error_text(result)>" as the thread's message and
  *  returns `status`. */
 uform_status_t uform_cuda_fail(uform_status_t status, CUresult result, char const *format, ...) UFORM_PRINTF(3, 4);

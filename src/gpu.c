@@ -146,6 +146,12 @@ bool uform_cuda_error_is_fault(CUresult result) {
     }
 }
 
+uform_status_t uform_cuda_status(CUresult result, uform_status_t otherwise) {
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) return uform_status_out_of_memory_k;
+    if (uform_cuda_error_is_fault(result)) return uform_status_device_fault_k;
+    return otherwise;
+}
+
 uform_status_t uform_cuda_fail(uform_status_t status, CUresult result, char const *format, ...) {
     char context[320], error[160];
     va_list arguments;

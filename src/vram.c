@@ -95,12 +95,10 @@
 #include <float.h>   // `FLT_MAX`
 #include <math.h>    // `isnan`
 #include <pthread.h> // `pthread_mutex_t`
+#include <stdarg.h>  // `va_list`
 #include <stdio.h>   // `snprintf`
 #include <stdlib.h>  // `aligned_alloc`
 #include <string.h>  // `memset`
-
-/** The largest `deferred_limit` accepted, as for RAM executors: the ring is preallocated. */
-#define UFORM_VRAM_DEFERRED_LIMIT_MAX ((size_t)1 << 20)
 
 /* ---- Argument checks, in every build ---- */
 
@@ -134,11 +132,7 @@ static uform_status_t vram_check_arguments(uform_vram_options_t const *vram, voi
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_for_vram: borrowed streams are not wired yet; pass streams as NULL and "
                           "the executor opens its own");
-    if (deferred_limit > UFORM_VRAM_DEFERRED_LIMIT_MAX)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_executor_for_vram: deferred_limit %zu is above the maximum of %zu", deferred_limit,
-                          UFORM_VRAM_DEFERRED_LIMIT_MAX);
-    return uform_status_ok_k;
+    return uform_ring_check_limit(deferred_limit, "uform_executor_for_vram");
 }
 
 static uform_status_t vram_check_launch(uform_device_slot_t const *slot, uform_kernel_t kernel) {
@@ -214,9 +208,8 @@ struct vram_executor_s {
     pthread_mutex_t lock;
     _Atomic uint64_t enqueued;  /**< Every call up to this one has enqueued its work. */
     _Atomic uint64_t completed; /**< Every call up to this one has finished on the devices. */
-    vram_entry_t *ring;
-    size_t ring_capacity, ring_head;
-    atomic_size_t ring_count; /**< Grows only under the gate, so a submitter may read it unlocked. */
+    uform_ring_t ring; /**< `vram_entry_t`s: `tail` grows only under the gate (and `lock`), `head` under
+                          `lock`, so a submitter may count it unlocked. */
     vram_mark_state_t mark_states[UFORM_VRAM_MARKS];
     uint64_t mark_sequences[UFORM_VRAM_MARKS];
     atomic_bool faulted;
@@ -262,38 +255,24 @@ static void vram_context_leave(uform_cuda_t const *cuda, vram_context_t *state) 
 
 /* ---- Outcomes, marks and faults: every function named `_locked` runs under `lock` ---- */
 
-/**
- *  Finishes an outcome as `uform_outcome_finish` does, minus its futex wake: nobody sleeps on the
- *  futex of a VRAM outcome, since `uform_outcome_wait` hands those to `vram_poll`, which waits on
- *  the devices instead. That saves a system call per deferred call, about a sixth of a launch.
- */
-static void vram_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message) {
-    size_t length = status != uform_status_ok_k && message ? strlen(message) : 0;
-    if (length >= sizeof(outcome->message)) length = sizeof(outcome->message) - 1;
-    memcpy(outcome->message, message ? message : "", length);
-    outcome->message[length] = '\0';
-    outcome->status = status;
-    __atomic_store_n(&outcome->finished, 1u, __ATOMIC_RELEASE);
+/** Finishes, in order, the tracked outcomes whose sequence is at most `completed` (all of them
+ *  with `status` and `message` when `all`). */
+static void vram_finish_locked(vram_executor_t *self, bool all, uform_status_t status, char const *message) {
+    uint64_t const completed = atomic_load_explicit(&self->completed, memory_order_relaxed);
+    unsigned head = atomic_load_explicit(&self->ring.head, memory_order_relaxed);
+    unsigned const tail = atomic_load_explicit(&self->ring.tail, memory_order_relaxed);
+    for (; head != tail; ++head) {
+        vram_entry_t const *entry = uform_ring_at(&self->ring, head);
+        if (!all && entry->sequence > completed) break;
+        uform_outcome_finish(entry->outcome, all ? status : uform_status_ok_k, all ? message : NULL);
+    }
+    atomic_store_explicit(&self->ring.head, head, memory_order_release);
 }
 
-static void vram_finish_ready_locked(vram_executor_t *self) {
-    uint64_t const completed = atomic_load_explicit(&self->completed, memory_order_relaxed);
-    size_t count = atomic_load_explicit(&self->ring_count, memory_order_relaxed);
-    while (count && self->ring[self->ring_head].sequence <= completed) {
-        vram_outcome_finish(self->ring[self->ring_head].outcome, uform_status_ok_k, NULL);
-        self->ring_head = (self->ring_head + 1) % self->ring_capacity;
-        --count;
-    }
-    atomic_store_explicit(&self->ring_count, count, memory_order_release);
-}
+static void vram_finish_ready_locked(vram_executor_t *self) { vram_finish_locked(self, false, uform_status_ok_k, NULL); }
 
 static void vram_finish_all_locked(vram_executor_t *self, uform_status_t status, char const *message) {
-    size_t count = atomic_load_explicit(&self->ring_count, memory_order_relaxed);
-    for (; count; --count) {
-        vram_outcome_finish(self->ring[self->ring_head].outcome, status, message);
-        self->ring_head = (self->ring_head + 1) % self->ring_capacity;
-    }
-    atomic_store_explicit(&self->ring_count, 0, memory_order_release);
+    vram_finish_locked(self, true, status, message);
 }
 
 static void vram_poison_locked(vram_executor_t *self, size_t device_index, CUresult result, char const *where) {
@@ -318,6 +297,28 @@ static void vram_poison(vram_executor_t *self, size_t device_index, CUresult res
 
 static uform_status_t vram_fault_status(vram_executor_t *self, char const *verb) {
     return uform_fail(uform_status_device_fault_k, "%s: %s", verb, self->fault);
+}
+
+/**
+ *  The one way a driver call's failure on a device becomes a status: a sticky error poisons the
+ *  executor (DEVICE_FAULT with the fault's message under `verb`); anything else is
+ *  `uform_cuda_status(result, otherwise)` with "<verb>: <formatted>: <the driver's error>".
+ */
+static uform_status_t vram_fail(vram_executor_t *self, size_t device_index, CUresult result, char const *where,
+                                char const *verb, uform_status_t otherwise, char const *format, ...)
+    UFORM_PRINTF(7, 8);
+static uform_status_t vram_fail(vram_executor_t *self, size_t device_index, CUresult result, char const *where,
+                                char const *verb, uform_status_t otherwise, char const *format, ...) {
+    if (uform_cuda_error_is_fault(result)) {
+        vram_poison(self, device_index, result, where);
+        return vram_fault_status(self, verb);
+    }
+    char context[400];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(context, sizeof(context), format, arguments);
+    va_end(arguments);
+    return uform_cuda_fail(uform_cuda_status(result, otherwise), result, "%s: %s", verb, context);
 }
 
 /**
@@ -404,16 +405,13 @@ static uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t targe
     return completed >= target ? uform_status_ok_k : uform_status_pending_k;
 }
 
-/** Runs the watchdog unless another waiter is running it; copies its message on failure. */
-static uform_status_t vram_run_watchdog(vram_executor_t *self, char *message, size_t capacity) {
+/** Runs the watchdog unless another waiter is running it; saves its failure. */
+static uform_status_t vram_run_watchdog(vram_executor_t *self, uform_failure_t *failure) {
+    failure->status = uform_status_ok_k;
     if (pthread_mutex_trylock(&self->watchdog_lock) != 0) return uform_status_ok_k;
-    uform_status_t status = uform_status_ok_k;
-    if (self->watchdog) {
-        status = self->watchdog(self->watchdog_context);
-        if (status != uform_status_ok_k) snprintf(message, capacity, "%s", uform_error_message());
-    }
+    if (self->watchdog) uform_failure_save(failure, self->watchdog(self->watchdog_context));
     pthread_mutex_unlock(&self->watchdog_lock);
-    return status;
+    return failure->status;
 }
 
 /**
@@ -439,13 +437,12 @@ static uform_status_t vram_wait_in(vram_executor_t *self, uint64_t target, doubl
         double const now = uform_now_seconds();
         if (timeout_seconds >= 0 && now - start >= timeout_seconds) return uform_status_pending_k;
         if (now >= next_watchdog) {
-            char message[256] = "";
-            status = vram_run_watchdog(self, message, sizeof(message));
-            if (status != uform_status_ok_k) {
+            uform_failure_t failure;
+            if (vram_run_watchdog(self, &failure) != uform_status_ok_k) {
                 pthread_mutex_lock(&self->lock);
-                vram_finish_all_locked(self, status, message);
+                vram_finish_all_locked(self, failure.status, failure.message);
                 pthread_mutex_unlock(&self->lock);
-                return uform_fail(status, "%s", message);
+                return uform_failure_raise(&failure);
             }
             next_watchdog = now + UFORM_VRAM_WATCHDOG_SECONDS;
         }
@@ -501,16 +498,9 @@ static uform_status_t vram_reserve_scratch(vram_executor_t *self, size_t bytes, 
         if (result == CUDA_SUCCESS) result = cuda->MemAlloc(&device->scratch, capacity);
         if (result != CUDA_SUCCESS) {
             device->scratch = 0;
-            if (uform_cuda_error_is_fault(result)) {
-                vram_poison(self, index, result, "cuMemAlloc");
-                return vram_fault_status(self, "uform_executor_call");
-            }
-            return uform_cuda_fail(result == CUDA_ERROR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
-                                                                       : uform_status_system_error_k,
-                                   result,
-                                   "uform_executor_call: cannot allocate %zu bytes of scratch on device %zu "
-                                   "(ordinal %d)",
-                                   capacity, index, (int)device->ordinal);
+            return vram_fail(self, index, result, "cuMemAlloc", "uform_executor_call", uform_status_system_error_k,
+                             "cannot allocate %zu bytes of scratch on device %zu (ordinal %d)", capacity, index,
+                             (int)device->ordinal);
         }
         atomic_store_explicit(&device->scratch_capacity, capacity, memory_order_relaxed);
     }
@@ -557,18 +547,14 @@ static uform_status_t vram_call(uform_executor_t executor, uform_call_t const *c
     vram_context_t context;
     vram_context_enter(cuda, &context);
     uform_status_t status = uform_status_ok_k;
-    if (outcome && atomic_load_explicit(&self->ring_count, memory_order_acquire) == self->ring_capacity) {
+    if (outcome && uform_ring_count(&self->ring) >= self->ring.capacity) {
         pthread_mutex_lock(&self->lock);
-        status = vram_progress_locked(self, self->ring[self->ring_head].sequence, &context);
-        bool const full = atomic_load_explicit(&self->ring_count, memory_order_relaxed) == self->ring_capacity;
+        unsigned const head = atomic_load_explicit(&self->ring.head, memory_order_relaxed);
+        status = vram_progress_locked(self, ((vram_entry_t *)uform_ring_at(&self->ring, head))->sequence, &context);
+        bool const full = uform_ring_count(&self->ring) >= self->ring.capacity;
         pthread_mutex_unlock(&self->lock);
         if (status == uform_status_device_fault_k) status = vram_fault_status(self, "uform_executor_call");
-        else if (full)
-            status = uform_fail(uform_status_deferred_full_k,
-                                "uform_executor_call: %zu deferred calls are already tracked, the executor's "
-                                "deferred_limit, and none has finished; wait for an outcome or drain, then submit "
-                                "again",
-                                self->ring_capacity);
+        else if (full) status = uform_ring_full(&self->ring);
         else status = uform_status_ok_k;
     }
     if (status == uform_status_ok_k && call->device && call->scratch_bytes)
@@ -592,22 +578,15 @@ static uform_status_t vram_call(uform_executor_t executor, uform_call_t const *c
     if (call->device) {
         if (outcome) mark = vram_reserve_mark(self, sequence);
         mark_recorded = mark != UFORM_VRAM_MARKS;
-        // The thread's message is cleared so that a callback failing without one is told apart.
-        // `uform_error_message` returns this thread's own writable buffer.
-        ((char *)uform_error_message())[0] = '\0';
+        uform_clear_error(); // so a callback failing without a message is told apart
         uform_executor_t const outer_executor = uform_current_executor;
         vram_device_t *const outer_device = vram_active_device;
         for (size_t index = 0; index < self->devices_count; ++index) {
             vram_device_t *device = &self->devices[index];
             CUresult result = vram_context_use(cuda, &context, device->context);
             if (UFORM_UNLIKELY(result != CUDA_SUCCESS)) {
-                if (uform_cuda_error_is_fault(result)) {
-                    vram_poison(self, index, result, "cuCtxSetCurrent");
-                    status = vram_fault_status(self, "uform_executor_call");
-                }
-                else
-                    status = uform_cuda_fail(uform_status_system_error_k, result,
-                                             "uform_executor_call: cannot make device %zu's context current", index);
+                status = vram_fail(self, index, result, "cuCtxSetCurrent", "uform_executor_call",
+                                   uform_status_system_error_k, "cannot make device %zu's context current", index);
                 failed_index = index;
                 break;
             }
@@ -636,13 +615,11 @@ static uform_status_t vram_call(uform_executor_t executor, uform_call_t const *c
     self->submitted = sequence;
 
     if (UFORM_UNLIKELY(status != uform_status_ok_k)) {
-        char message[512];
-        if (uform_error_message()[0])
-            snprintf(message, sizeof(message), "%s", uform_error_message());
-        else
-            snprintf(message, sizeof(message),
-                     "uform_executor_call: the device callback returned %s on device %zu (ordinal %d)",
-                     uform_status_name(status), failed_index, (int)self->devices[failed_index].ordinal);
+        if (!uform_error_message()[0])
+            uform_fail(status, "uform_executor_call: the device callback returned %s on device %zu (ordinal %d)",
+                       uform_status_name(status), failed_index, (int)self->devices[failed_index].ordinal);
+        uform_failure_t failure;
+        uform_failure_save(&failure, status);
         pthread_mutex_lock(&self->lock);
         vram_publish_locked(self, sequence, mark, false);
         pthread_mutex_unlock(&self->lock);
@@ -650,7 +627,7 @@ static uform_status_t vram_call(uform_executor_t executor, uform_call_t const *c
         uform_status_t const waited = vram_wait_in(self, sequence, -1, &context, "uform_executor_call");
         vram_context_leave(cuda, &context);
         if (waited != uform_status_ok_k) return waited;
-        return uform_fail(status, "%s", message);
+        return uform_failure_raise(&failure);
     }
 
     if (!outcome) {
@@ -665,34 +642,29 @@ static uform_status_t vram_call(uform_executor_t executor, uform_call_t const *c
     outcome->reserved[1] = sequence;
     pthread_mutex_lock(&self->lock);
     vram_publish_locked(self, sequence, mark, mark_recorded);
-    size_t const count = atomic_load_explicit(&self->ring_count, memory_order_relaxed);
-    self->ring[(self->ring_head + count) % self->ring_capacity] = (vram_entry_t) {.outcome = outcome, .sequence = sequence};
-    atomic_store_explicit(&self->ring_count, count + 1, memory_order_release);
+    unsigned const tail = atomic_load_explicit(&self->ring.tail, memory_order_relaxed);
+    *(vram_entry_t *)uform_ring_at(&self->ring, tail) = (vram_entry_t) {.outcome = outcome, .sequence = sequence};
+    atomic_store_explicit(&self->ring.tail, tail + 1, memory_order_release);
     pthread_mutex_unlock(&self->lock);
     vram_context_leave(cuda, &context);
     return uform_status_ok_k;
 }
 
-static uform_status_t vram_drain(uform_executor_t executor, uform_mood_t mood) {
+static uform_status_t vram_settle(uform_executor_t executor, char const *verb) {
     vram_executor_t *self = (vram_executor_t *)executor;
-    uint64_t const target = atomic_load_explicit(&self->enqueued, memory_order_acquire);
-    uform_status_t status = vram_wait(self, target, -1, "uform_executor_drain");
-    char message[512];
-    if (status != uform_status_ok_k) snprintf(message, sizeof(message), "%s", uform_error_message());
-    uform_status_t const decoders = uform_executor_drain(self->decoders, mood);
-    atomic_store_explicit(&self->base.mood, (unsigned)mood, memory_order_relaxed);
-    if (atomic_load_explicit(&self->faulted, memory_order_acquire))
-        return vram_fault_status(self, "uform_executor_drain");
-    if (status != uform_status_ok_k) return uform_fail(status, "%s", message);
-    return decoders;
+    return vram_wait(self, atomic_load_explicit(&self->enqueued, memory_order_acquire), -1, verb);
+}
+
+/** The mood reaches the decoders too; SPINNING makes the device waits spin instead of sleeping. */
+static uform_status_t vram_apply_mood(uform_executor_t executor, uform_mood_t previous, uform_mood_t mood) {
+    (void)previous;
+    return uform_executor_drain(((vram_executor_t *)executor)->decoders, mood);
 }
 
 static uform_status_t vram_poll(uform_executor_t executor, uform_outcome_t *outcome, double timeout_seconds) {
     vram_executor_t *self = (vram_executor_t *)executor;
-    if (self->base.fork_generation != uform_fork_generation())
-        return uform_fail(uform_status_forked_k,
-                          "uform_outcome_wait: the outcome belongs to an executor of the parent process, whose "
-                          "devices did not survive fork()");
+    uform_status_t const forked = uform_check_forked(executor, "uform_outcome_wait");
+    if (forked != uform_status_ok_k) return forked;
     if (__atomic_load_n(&outcome->finished, __ATOMIC_ACQUIRE)) return uform_status_ok_k;
     // Faults and watchdog failures finish the outcome; only a timeout leaves it pending, which
     // executor.c reports after reading `finished`.
@@ -733,7 +705,7 @@ static void vram_release(vram_executor_t *self) {
     if (self->decoders) uform_executor_free(self->decoders);
     pthread_mutex_destroy(&self->lock);
     pthread_mutex_destroy(&self->watchdog_lock);
-    free(self->ring);
+    uform_ring_free(&self->ring);
     free(self->members);
     free(self->devices);
     free(self);
@@ -742,8 +714,7 @@ static void vram_release(vram_executor_t *self) {
 static void vram_free(uform_executor_t executor) {
     vram_executor_t *self = (vram_executor_t *)executor;
     bool const forked = self->base.fork_generation != uform_fork_generation();
-    if (!forked) vram_wait(self, atomic_load_explicit(&self->enqueued, memory_order_acquire), -1, "uform_executor_free");
-    // Whatever is still tracked (a failed wait, a child's copy) is finished, so no waiter hangs.
+    // executor.c settled the calls unless forked; whatever is still tracked (a failed wait, a child's copy) is finished, so no waiter hangs.
     pthread_mutex_lock(&self->lock);
     if (atomic_load_explicit(&self->faulted, memory_order_relaxed))
         vram_finish_all_locked(self, uform_status_device_fault_k, self->fault);
@@ -757,7 +728,8 @@ static void vram_free(uform_executor_t executor) {
 
 static uform_backend_t const vram_backend = {
     .call = vram_call,
-    .drain = vram_drain,
+    .settle = vram_settle,
+    .apply_mood = vram_apply_mood,
     .poll = vram_poll,
     .thread_placement = vram_thread_placement,
     .free = vram_free,
@@ -822,10 +794,8 @@ static uform_status_t vram_open_device(vram_executor_t *self, vram_device_t *dev
     for (size_t mark = 0; mark < UFORM_VRAM_MARKS && result == CUDA_SUCCESS; ++mark)
         what = "cuEventCreate", result = cuda->EventCreate(&device->marks[mark], CU_EVENT_DISABLE_TIMING);
     if (result != CUDA_SUCCESS)
-        return uform_cuda_fail(result == CUDA_ERROR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
-                               : uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
-                                                                   : uform_status_system_error_k,
-                               result, "uform_executor_for_vram: %s failed on device %zu (ordinal %d)", what,
+        return uform_cuda_fail(uform_cuda_status(result, uform_status_system_error_k), result,
+                               "uform_executor_for_vram: %s failed on device %zu (ordinal %d)", what,
                                device->index, (int)device->ordinal);
     return uform_status_ok_k;
 }
@@ -838,11 +808,8 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
     uform_cuda_t const *cuda;
     uform_cuda_device_t const *listing;
     size_t listed = 0;
-    if (uform_cuda(&cuda) != uform_status_ok_k || uform_cuda_devices(&listing, &listed) != uform_status_ok_k) {
-        char reason[512]; // the message is formatted from a copy: the thread's buffer is rewritten
-        snprintf(reason, sizeof(reason), "%s", uform_error_message());
-        return uform_fail(uform_status_unsupported_k, "uform_executor_for_vram: %s", reason);
-    }
+    if (uform_cuda(&cuda) != uform_status_ok_k || uform_cuda_devices(&listing, &listed) != uform_status_ok_k)
+        return uform_fail(uform_status_unsupported_k, "uform_executor_for_vram: %s", uform_error_message());
     if (uform_cuda_fork_generation() != uform_fork_generation())
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_for_vram: the CUDA driver was initialised before this process was forked, "
@@ -872,7 +839,6 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
                               uform_gpu_class_name(device->own_class), device->name, device->major, device->minor);
     }
 
-    size_t const ring_capacity = deferred_limit ? deferred_limit : UFORM_DEFERRED_LIMIT_DEFAULT;
     vram_executor_t *self = aligned_alloc(128, (sizeof(vram_executor_t) + 127) / 128 * 128);
     if (!self) return uform_fail(uform_status_out_of_memory_k, "uform_executor_for_vram: cannot allocate an executor");
     memset(self, 0, sizeof(*self));
@@ -881,17 +847,16 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
     pthread_mutex_init(&self->watchdog_lock, NULL);
     atomic_init(&self->enqueued, 0);
     atomic_init(&self->completed, 0);
-    atomic_init(&self->ring_count, 0);
     atomic_init(&self->faulted, false);
     self->cuda = cuda;
     self->devices_count = count;
     self->scratch_limit = scratch_limit;
-    self->ring_capacity = ring_capacity;
+    status = uform_ring_init(&self->ring, deferred_limit, sizeof(vram_entry_t), "uform_executor_for_vram");
+    size_t const ring_capacity = self->ring.capacity;
     self->mark_interval = ring_capacity / 4 ? ring_capacity / 4 : 1;
     self->devices = calloc(count, sizeof(vram_device_t));
     self->members = calloc(count, sizeof(uform_vram_member_t));
-    self->ring = calloc(ring_capacity, sizeof(vram_entry_t));
-    if (!self->devices || !self->members || !self->ring) {
+    if (status != uform_status_ok_k || !self->devices || !self->members) {
         vram_release(self);
         return uform_fail(uform_status_out_of_memory_k,
                           "uform_executor_for_vram: cannot allocate the executor's %zu devices and %zu ring entries",
@@ -927,10 +892,10 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
     uform_executor_description_t decoders = {0};
     if (status == uform_status_ok_k) status = uform_executor_describe(self->decoders, &decoders);
     if (status != uform_status_ok_k) {
-        char message[512];
-        snprintf(message, sizeof(message), "%s", uform_error_message());
+        uform_failure_t failure;
+        uform_failure_save(&failure, status);
         vram_release(self);
-        return uform_fail(status, "%s", message);
+        return uform_failure_raise(&failure);
     }
     uform_executor_description_t *description = &self->base.description;
     description->threads_count = decoders.threads_count;
@@ -959,16 +924,11 @@ static uform_status_t vram_load_kernels(vram_device_t *device) {
         what = vram_kernel_names[kernel], result = cuda->ModuleGetFunction(&functions[kernel], module, vram_kernel_names[kernel]);
     if (result != CUDA_SUCCESS) {
         if (module) cuda->ModuleUnload(module);
-        if (uform_cuda_error_is_fault(result)) {
-            vram_poison(self, device->index, result, "cuModuleLoadData");
-            return vram_fault_status(self, "uform_device_launch");
-        }
-        return uform_cuda_fail(result == CUDA_ERROR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
-                                                                   : uform_status_unsupported_k,
-                               result,
-                               "uform_device_launch: the engine's kernels (sm_80, sm_90, compute_90 PTX) did not load "
-                               "on device %zu (ordinal %d, driver %d) at %s",
-                               device->index, (int)device->ordinal, cuda->driver_version, what);
+        return vram_fail(self, device->index, result, "cuModuleLoadData", "uform_device_launch",
+                         uform_status_unsupported_k,
+                         "the engine's kernels (sm_80, sm_90, compute_90 PTX) did not load on device %zu (ordinal "
+                         "%d, driver %d) at %s",
+                         device->index, (int)device->ordinal, cuda->driver_version, what);
     }
     memcpy(device->functions, functions, sizeof(functions));
     device->module = module;
@@ -1043,14 +1003,9 @@ uform_status_t uform_device_launch(uform_device_slot_t const *slot, uform_kernel
     CUresult result = self->cuda->LaunchKernel(device->functions[kernel], grid, 1, 1, block, 1, 1, 0, device->stream,
                                                parameters, NULL);
     if (UFORM_LIKELY(result == CUDA_SUCCESS)) return uform_status_ok_k;
-    if (uform_cuda_error_is_fault(result)) {
-        vram_poison(self, device->index, result, "cuLaunchKernel");
-        return vram_fault_status(self, "uform_device_launch");
-    }
-    return uform_cuda_fail(result == CUDA_ERROR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
-                                                               : uform_status_invalid_argument_k,
-                           result, "uform_device_launch: cuLaunchKernel(%s) on device %zu (ordinal %d)",
-                           vram_kernel_names[kernel], device->index, (int)device->ordinal);
+    return vram_fail(self, device->index, result, "cuLaunchKernel", "uform_device_launch",
+                     uform_status_invalid_argument_k, "cuLaunchKernel(%s) on device %zu (ordinal %d)",
+                     vram_kernel_names[kernel], device->index, (int)device->ordinal);
 }
 
 /** The capacity of the device's scratch buffer (0 before any call asked for scratch, and after a
@@ -1080,20 +1035,8 @@ uform_status_t uform_executor_scratch_release(uform_executor_t executor) {
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_scratch_release: the %s executor holds no device memory; only VRAM executors do",
                           executor ? "RAM or pool" : "NULL");
-    if (self->base.fork_generation != uform_fork_generation())
-        return uform_fail(uform_status_forked_k,
-                          "uform_executor_scratch_release: the executor was created before a fork() by the parent; "
-                          "only uform_executor_free may be called");
-    if (uform_current_executor == executor)
-        return uform_fail(uform_status_contended_k,
-                          "uform_executor_scratch_release: called from inside a callback of the same executor");
-    unsigned expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&self->base.gate, &expected, 1u, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return uform_fail(uform_status_contended_k,
-                          "uform_executor_scratch_release: another call holds the executor; release scratch between "
-                          "calls");
-    uform_status_t status = uform_status_ok_k;
+    uform_status_t status = uform_gate_enter(executor, "uform_executor_scratch_release");
+    if (status != uform_status_ok_k) return status;
     if (atomic_load_explicit(&self->faulted, memory_order_acquire))
         status = vram_fault_status(self, "uform_executor_scratch_release");
     vram_context_t context;
@@ -1106,21 +1049,16 @@ uform_status_t uform_executor_scratch_release(uform_executor_t executor) {
         CUresult result = vram_context_use(self->cuda, &context, device->context);
         if (result == CUDA_SUCCESS) result = self->cuda->MemFree(device->scratch);
         if (result != CUDA_SUCCESS) {
-            if (uform_cuda_error_is_fault(result)) {
-                vram_poison(self, index, result, "cuMemFree");
-                status = vram_fault_status(self, "uform_executor_scratch_release");
-            }
-            else
-                status = uform_cuda_fail(uform_status_system_error_k, result,
-                                         "uform_executor_scratch_release: cuMemFree on device %zu (ordinal %d)",
-                                         index, (int)device->ordinal);
+            status = vram_fail(self, index, result, "cuMemFree", "uform_executor_scratch_release",
+                               uform_status_system_error_k, "cuMemFree on device %zu (ordinal %d)", index,
+                               (int)device->ordinal);
             break;
         }
         device->scratch = 0;
         atomic_store_explicit(&device->scratch_capacity, 0, memory_order_relaxed);
     }
     vram_context_leave(self->cuda, &context);
-    atomic_store_explicit(&self->base.gate, 0u, memory_order_release);
+    uform_gate_leave(executor);
     return status;
 }
 

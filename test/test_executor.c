@@ -323,13 +323,13 @@ static void test_moods(size_t threads) {
  *  the first; anything between keeps it. Back-to-back rounds on every core otherwise stayed in a
  *  regime where each round woke sleeping threads (host.c says why); bench_ram measures it. */
 static void test_adaptive_spin(void) {
-    CHECK(uform_host_adapt_spins(1024, 0.0001) == 4096);
-    CHECK(uform_host_adapt_spins(4096, 0.0009) == 16384);
-    CHECK(uform_host_adapt_spins(16384, 0.0001) == 32768);
-    CHECK(uform_host_adapt_spins(32768, 0.0001) == 32768); // the ceiling
-    CHECK(uform_host_adapt_spins(32768, 0.01) == 32768);   // neither short nor long: kept
-    CHECK(uform_host_adapt_spins(32768, 0.05) == 1024);    // idle long enough: back to the first
-    CHECK(uform_host_adapt_spins(4096, 3600.0) == 1024);
+    CHECK(uform_adapt_spins(1024, 0.0001) == 4096);
+    CHECK(uform_adapt_spins(4096, 0.0009) == 16384);
+    CHECK(uform_adapt_spins(16384, 0.0001) == 32768);
+    CHECK(uform_adapt_spins(32768, 0.0001) == 32768); // the ceiling
+    CHECK(uform_adapt_spins(32768, 0.01) == 32768);   // neither short nor long: kept
+    CHECK(uform_adapt_spins(32768, 0.05) == 1024);    // idle long enough: back to the first
+    CHECK(uform_adapt_spins(4096, 3600.0) == 1024);
 }
 
 /** A drain into SPINNING meeting a worker between its decision to park and its sleep (held there
