@@ -31,6 +31,15 @@
 #define UFORM_WITH_CUDA 0
 #endif
 
+/** The reason every GPU function of a build without CUDA gives (the `*_stub.c` files). */
+#define UFORM_NO_GPU_REASON                                                                        \
+    "built without GPU support: libuform was configured with UFORM_WITH_CUDA=OFF or without the "  \
+    "CUDA toolkit"
+
+/** Argument checks of the listing functions, shared by gpu_driver.c and gpu_stub.c (gpu.c). */
+uform_status_t gpu_check_listing(uform_gpu_device_t const *devices, size_t capacity, size_t const *count);
+uform_status_t gpu_check_name_buffer(char const *name, size_t capacity);
+
 /* ---- GPU classes (gpu.c, in every build) ---- */
 
 /** @brief The class of an NVIDIA device of compute capability `major.minor`, per uform.h's table:
