@@ -229,7 +229,7 @@ uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, s
         uform_cuda_device_t const *device = &uform_gpu.devices[index];
         devices[index] = (uform_gpu_device_t) {
             .vendor = uform_gpu_vendor_nvidia_k,
-            .vendor_ordinal = (uint32_t)device->device,
+            .vendor_ordinal = (uform_gpu_ordinal_t)device->device,
             .gpu_class = device->own_class,
             .compute_units = device->multiprocessors,
             .memory_bytes = device->memory_bytes,
@@ -239,18 +239,18 @@ uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, s
     return uform_status_ok_k;
 }
 
-uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity) {
+uform_status_t uform_gpu_device_name(uform_gpu_ordinal_t ordinal, char *name, size_t capacity) {
     uform_status_t const status = gpu_check_name_buffer(name, capacity);
     if (status != uform_status_ok_k) return status;
     uform_gpu_ensure();
-    if (ordinal >= uform_gpu.devices_count) {
+    if (ordinal < 0 || (size_t)ordinal >= uform_gpu.devices_count) {
         if (!uform_gpu.devices_count)
             return uform_fail(uform_status_invalid_argument_k,
-                              "uform_gpu_device_name: ordinal %zu is out of range, no GPU is listed: %s", ordinal,
+                              "uform_gpu_device_name: ordinal %d is out of range, no GPU is listed: %s", (int)ordinal,
                               uform_gpu.reason);
         return uform_fail(uform_status_invalid_argument_k,
-                          "uform_gpu_device_name: ordinal %zu is out of range, %zu GPUs are listed (0 to %zu)",
-                          ordinal, uform_gpu.devices_count, uform_gpu.devices_count - 1);
+                          "uform_gpu_device_name: ordinal %d is out of range, %zu GPUs are listed (0 to %zu)",
+                          (int)ordinal, uform_gpu.devices_count, uform_gpu.devices_count - 1);
     }
     char const *source = uform_gpu.devices[ordinal].name;
     size_t length = strlen(source);

@@ -17,11 +17,11 @@ uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, s
     return uform_status_ok_k;
 }
 
-uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity) {
+uform_status_t uform_gpu_device_name(uform_gpu_ordinal_t ordinal, char *name, size_t capacity) {
     uform_status_t const status = gpu_check_name_buffer(name, capacity);
     if (status != uform_status_ok_k) return status;
     return uform_fail(uform_status_invalid_argument_k,
-                      "uform_gpu_device_name: ordinal %zu is out of range, no GPU is listed: %s", ordinal,
+                      "uform_gpu_device_name: ordinal %d is out of range, no GPU is listed: %s", (int)ordinal,
                       UFORM_NO_GPU_REASON);
 }
 

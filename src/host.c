@@ -9,16 +9,18 @@
  *  workers spin (SPINNING) or park on a futex after a short spin (PARKED). They park on a bell word
  *  that everything meant to wake them rings (a new round while someone is parked, a drain into
  *  SPINNING, stopping), so no wake-up can slip in between a worker's last look and its sleep; the
- *  publisher rings and makes the wake-up system call only when someone is parked.
+ *  publisher rings and makes the wake-up system call only when someone is parked. Every one of
+ *  those waits (the join, the workers, tickets, the leader) is completion.c's `uform_bell_wait`.
  *
  *  Pool executors hand each round to the borrowed ForkUnion pool, which takes one submitter at a
  *  time: every engine executor over one pool, and the pool's owner through `uform_pool_lock`, take
- *  the pool's gate (one per pool, shared, found by the pool's address) around each submission.
+ *  the pool's gate (pool_gate.c: one per pool, shared, found by the pool's address) around each
+ *  submission.
  *
  *  Tickets order everything: each accepted call takes `submitted`, each finished call bumps
  *  `finished`. A blocking call first waits until every earlier ticket finished (the deferred calls
- *  before it), a drain until every ticket before its own snapshot finished. Deferred calls sit in a
- *  ring of `deferred_limit` slots consumed by the leader in order.
+ *  before it), a drain until every ticket before its own snapshot finished. Deferred calls sit in
+ *  completion.c's ring of `deferred_limit` slots, consumed by the leader in order.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -122,138 +124,6 @@ struct host_executor_s {
 };
 
 
-/* ---- Pool gates ---- */
-
-/**
- *  One per borrowed pool in use (by an executor or a `uform_pool_lock`), found by the pool's address
- *  in a list under the pools' global lock. `word` is a futex lock (0 free, 1 held, 2 held with
- *  waiters); `holder` names the thread holding it (the address of its `uform_pool_thread_token`),
- *  so a forked child can free gates its parent's other threads held.
- */
-typedef struct pool_gate_t {
-    void const *pool;
-    size_t references;        /**< Executors over the pool and `uform_pool_lock` holders. */
-    atomic_uint word;
-    _Atomic(uintptr_t) holder; /**< 0 while free or while being taken. */
-    uform_pool_chain_t link;   /**< The holder's chain entry while held through `uform_pool_lock`. */
-    struct pool_gate_t *next;
-} pool_gate_t;
-
-static pool_gate_t *pool_gates = NULL;
-static _Thread_local char uform_pool_thread_token;
-_Thread_local uform_pool_chain_t *uform_current_pools = NULL;
-
-bool uform_pool_inside(void const *pool) {
-    for (uform_pool_chain_t const *entry = uform_current_pools; entry; entry = entry->outer)
-        if (entry->pool == pool) return true;
-    return false;
-}
-
-/** The gate of `pool` with one more reference, created if absent; NULL when out of memory. */
-static pool_gate_t *pool_gate_acquire(void const *pool) {
-    uform_global_lock(uform_global_lock_pools_k);
-    pool_gate_t *gate = pool_gates;
-    while (gate && gate->pool != pool) gate = gate->next;
-    if (!gate && (gate = calloc(1, sizeof(pool_gate_t)))) {
-        gate->pool = pool;
-        gate->next = pool_gates;
-        pool_gates = gate;
-    }
-    if (gate) ++gate->references;
-    uform_global_unlock(uform_global_lock_pools_k);
-    return gate;
-}
-
-static void pool_gate_release(pool_gate_t *gate) {
-    uform_global_lock(uform_global_lock_pools_k);
-    if (--gate->references == 0) {
-        pool_gate_t **cursor = &pool_gates;
-        while (*cursor != gate) cursor = &(*cursor)->next;
-        *cursor = gate->next;
-        free(gate);
-    }
-    uform_global_unlock(uform_global_lock_pools_k);
-}
-
-static bool pool_gate_try_take(pool_gate_t *gate) {
-    unsigned expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&gate->word, &expected, 1u, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return false;
-    atomic_store_explicit(&gate->holder, (uintptr_t)&uform_pool_thread_token, memory_order_relaxed);
-    return true;
-}
-
-/** Waits for the gate: a short spin (another round usually ends soon), then parked. */
-static void pool_gate_take(pool_gate_t *gate) {
-    for (unsigned spins = 0; spins < UFORM_PARK_SPINS; ++spins) {
-        if (atomic_load_explicit(&gate->word, memory_order_relaxed) == 0 && pool_gate_try_take(gate)) return;
-        uform_spin_pause();
-    }
-    while (atomic_exchange_explicit(&gate->word, 2u, memory_order_acquire) != 0)
-        uform_futex_wait((uint32_t *)&gate->word, 2u, NULL);
-    atomic_store_explicit(&gate->holder, (uintptr_t)&uform_pool_thread_token, memory_order_relaxed);
-}
-
-static void pool_gate_give(pool_gate_t *gate) {
-    atomic_store_explicit(&gate->holder, (uintptr_t)0, memory_order_relaxed);
-    if (atomic_exchange_explicit(&gate->word, 0u, memory_order_release) == 2)
-        uform_futex_wake((uint32_t *)&gate->word, 1);
-}
-
-void uform_pool_gates_after_fork(void) {
-    // Only this thread survived the fork: gates held by any other are free in the child.
-    for (pool_gate_t *gate = pool_gates; gate; gate = gate->next)
-        if (atomic_load_explicit(&gate->holder, memory_order_relaxed) != (uintptr_t)&uform_pool_thread_token) {
-            atomic_store_explicit(&gate->holder, (uintptr_t)0, memory_order_relaxed);
-            atomic_store_explicit(&gate->word, 0u, memory_order_relaxed);
-        }
-}
-
-static uform_status_t pool_lock(void *fu_pool, bool wait, char const *verb) {
-    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "%s: fu_pool is NULL", verb);
-    if (uform_pool_inside(fu_pool))
-        return uform_fail(uform_status_contended_k,
-                          "%s: this thread already holds the pool, or runs one of its tasks; taking it again "
-                          "would wait on itself",
-                          verb);
-    pool_gate_t *gate = pool_gate_acquire(fu_pool);
-    if (!gate) return uform_fail(uform_status_out_of_memory_k, "%s: cannot allocate the pool's gate", verb);
-    if (wait) pool_gate_take(gate);
-    else if (!pool_gate_try_take(gate)) {
-        pool_gate_release(gate);
-        return uform_fail(uform_status_contended_k,
-                          "%s: an engine call or another holder has the pool now; retry, or use uform_pool_lock "
-                          "to wait for it",
-                          verb);
-    }
-    gate->link = (uform_pool_chain_t) {.pool = fu_pool, .outer = uform_current_pools, .gate = gate};
-    uform_current_pools = &gate->link;
-    return uform_status_ok_k;
-}
-
-uform_status_t uform_pool_lock(void *fu_pool) { return pool_lock(fu_pool, true, "uform_pool_lock"); }
-
-uform_status_t uform_pool_try_lock(void *fu_pool) { return pool_lock(fu_pool, false, "uform_pool_try_lock"); }
-
-uform_status_t uform_pool_unlock(void *fu_pool) {
-    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "uform_pool_unlock: fu_pool is NULL");
-    // This thread's innermost entry must be its lock of this pool: locks are released in reverse
-    // order, and never from inside an engine call or task (whose entries would then dangle).
-    uform_pool_chain_t *entry = uform_current_pools;
-    if (!entry || entry->pool != fu_pool || !entry->gate)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_pool_unlock: this thread's innermost hold is not a uform_pool_lock of this pool "
-                          "(never locked here, already unlocked, locked before another pool still held, or "
-                          "called from inside a task)");
-    pool_gate_t *gate = entry->gate;
-    uform_current_pools = entry->outer;
-    pool_gate_give(gate);
-    pool_gate_release(gate);
-    return uform_status_ok_k;
-}
-
-
 /* ---- Rounds ---- */
 
 static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next, size_t thread, size_t threads,
@@ -290,19 +160,21 @@ static bool host_all_finished(host_executor_t *self, unsigned generation) {
     return all;
 }
 
-typedef struct host_join_wait_t {
+/** What a host wait waits for: a round's join (the generation), a worker's next round (the one
+ *  it saw last), or a ticket. One shape for `uform_bell_wait`'s three host conditions. */
+typedef struct host_wait_t {
     host_executor_t *self;
-    unsigned generation;
-} host_join_wait_t;
+    unsigned value;
+} host_wait_t;
 
 static bool host_join_ready(void *context) {
-    host_join_wait_t const *wait = context;
-    return host_all_finished(wait->self, wait->generation);
+    host_wait_t const *wait = context;
+    return host_all_finished(wait->self, wait->value);
 }
 
 /** Thread 0 waits for the round's workers: spinning first, then parking unless SPINNING. */
 static void host_join(host_executor_t *self, unsigned generation) {
-    host_join_wait_t wait = {.self = self, .generation = generation};
+    host_wait_t wait = {.self = self, .value = generation};
     if (UFORM_LIKELY(host_join_ready(&wait))) return;
     uform_spin_t spin = {.budget = atomic_load_explicit(&self->join_spins, memory_order_relaxed),
                          .adaptive = true, .mood = &self->base.mood};
@@ -380,27 +252,22 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
     uform_current_executor = outer;
 }
 
-typedef struct host_worker_wait_t {
-    host_executor_t *self;
-    unsigned seen;
-} host_worker_wait_t;
-
 static bool host_round_published(void *context) {
-    host_worker_wait_t const *wait = context;
-    return atomic_load_explicit(&wait->self->publish.generation, memory_order_acquire) != wait->seen;
+    host_wait_t const *wait = context;
+    return atomic_load_explicit(&wait->self->publish.generation, memory_order_acquire) != wait->value;
 }
 
 static void *host_worker_loop(void *argument) {
     host_thread_t *me = argument;
     host_executor_t *self = me->owner;
     uform_current_executor = &self->base;             // workers only ever run this executor's callbacks
-    host_worker_wait_t wait = {.self = self, .seen = 0}; // `generation` starts at zero, before any worker
+    host_wait_t wait = {.self = self, .value = 0}; // `generation` starts at zero, before any worker
     uform_spin_t spin = {.budget = UFORM_PARK_SPINS, .adaptive = true, .mood = &self->base.mood};
     for (;;) {
         spin.before_park = atomic_load_explicit(&uform_host_before_park, memory_order_relaxed);
         uform_bell_wait(&self->worker_bell, host_round_published, &wait, &spin);
         unsigned const now = atomic_load_explicit(&self->publish.generation, memory_order_acquire);
-        wait.seen = now;
+        wait.value = now;
         if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
         uform_current_pools = self->publish.pools;
         host_run_share(&self->publish.round, &self->dynamic_next, me->thread, self->threads_count, me->domain);
@@ -418,19 +285,14 @@ static void *host_worker_loop(void *argument) {
 
 static void host_finish_ticket(host_executor_t *self) { uform_bell_ring(&self->finished, INT_MAX); }
 
-typedef struct host_ticket_wait_t {
-    host_executor_t *self;
-    unsigned ticket;
-} host_ticket_wait_t;
-
 /** True once every ticket before `ticket` finished; tickets wrap, so compare by difference. */
 static bool host_ticket_ready(void *context) {
-    host_ticket_wait_t const *wait = context;
-    return (int)(atomic_load_explicit(&wait->self->finished.word, memory_order_acquire) - wait->ticket) >= 0;
+    host_wait_t const *wait = context;
+    return (int)(atomic_load_explicit(&wait->self->finished.word, memory_order_acquire) - wait->value) >= 0;
 }
 
 static void host_wait_for_ticket(host_executor_t *self, unsigned ticket) {
-    host_ticket_wait_t wait = {.self = self, .ticket = ticket};
+    host_wait_t wait = {.self = self, .value = ticket};
     uform_spin_t spin = {.budget = UFORM_PARK_SPINS};
     uform_bell_wait(&self->finished, host_ticket_ready, &wait, &spin);
 }
@@ -593,13 +455,18 @@ static uform_status_t host_spawn(host_executor_t *self, host_thread_t **slot, si
     return uform_status_ok_k;
 }
 
+/** Allocates an executor over `placement`, which it takes: the executor's on success, freed on failure. */
 static uform_status_t host_allocate(uform_placement_t *placement, size_t threads, size_t deferred_limit,
                                     uform_backend_t const *backend, uform_executor_kind_t kind, char const *verb,
                                     host_executor_t **out) {
     uform_status_t status = uform_ring_check_limit(deferred_limit, verb);
-    if (status != uform_status_ok_k) return status;
-    host_executor_t *self = aligned_alloc(128, (sizeof(host_executor_t) + 127) / 128 * 128);
-    if (!self) return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor");
+    host_executor_t *self = status == uform_status_ok_k ? aligned_alloc(128, (sizeof(host_executor_t) + 127) / 128 * 128)
+                                                        : NULL;
+    if (!self) {
+        uform_placement_free(placement);
+        if (status != uform_status_ok_k) return status;
+        return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor");
+    }
     memset(self, 0, sizeof(*self));
     uform_executor_init(&self->base, backend, kind);
     atomic_init(&self->join_spins, UFORM_PARK_SPINS);
@@ -666,10 +533,7 @@ uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t thr
     host_executor_t *self;
     status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_ram_k,
                            "uform_executor_for_ram", &self);
-    if (status != uform_status_ok_k) {
-        uform_placement_free(&placement);
-        return status;
-    }
+    if (status != uform_status_ok_k) return status;
     host_choose_cores(self);
     for (size_t thread = 1; thread < threads && status == uform_status_ok_k; ++thread)
         status = host_spawn(self, &self->workers[thread], thread, self->thread_domains[thread],
@@ -710,10 +574,7 @@ uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *
     host_executor_t *self;
     status = host_allocate(&placement, threads, deferred_limit, &pool_backend, uform_executor_kind_pool_k,
                            "uform_executor_on_pool", &self);
-    if (status != uform_status_ok_k) {
-        uform_placement_free(&placement);
-        return status;
-    }
+    if (status != uform_status_ok_k) return status;
     self->pool = fu_pool;
     self->base.pool = fu_pool;
     self->fu = fu;

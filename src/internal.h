@@ -8,6 +8,7 @@
 #define UFORM_INTERNAL_H
 
 #include <uform.h>
+#include "uform_testing.h" // `uform_kernel_t`: the library defines the test kernels
 
 #include <stdarg.h>    // `va_list`
 #include <stdatomic.h> // `atomic_uint`
@@ -246,9 +247,6 @@ typedef struct uform_placement_t {
 uform_status_t uform_placement_resolve(uform_ram_options_t const *ram, uform_placement_t *placement);
 void uform_placement_free(uform_placement_t *placement);
 
-/** @brief 7/8 of `cores`, rounded down, at least one. */
-size_t uform_default_threads(size_t cores);
-
 /** @brief Allocates zeroed memory on a NUMA node (falls back to any node), aligned to a page;
  *  released with `uform_numa_free` and the same size. */
 void *uform_numa_alloc(size_t bytes, int32_t node);
@@ -327,6 +325,15 @@ extern _Thread_local uform_pool_chain_t *uform_current_pools;
 /** @brief True when `pool` is in this thread's `uform_current_pools`. */
 bool uform_pool_inside(void const *pool);
 
+/** @brief The gate of a borrowed pool (pool_gate.c): found by the pool's address, one per pool. */
+typedef struct pool_gate_t pool_gate_t;
+/** @brief The gate of `pool` with one more reference, created if absent; NULL when out of memory. */
+pool_gate_t *pool_gate_acquire(void const *pool);
+void pool_gate_release(pool_gate_t *gate);
+/** @brief Waits for the gate (a short spin, then parked) and holds it; `pool_gate_give` releases. */
+void pool_gate_take(pool_gate_t *gate);
+void pool_gate_give(pool_gate_t *gate);
+
 
 /** @brief Workers of RAM executors parked right now (tests: the moods and the drain's wake-up). */
 size_t uform_host_parked_workers(uform_executor_t executor);
@@ -352,7 +359,7 @@ void uform_run_inline(uform_call_t const *call);
 
 /** @brief One device of a VRAM executor, as a mesh needs it. */
 typedef struct uform_vram_member_t {
-    int32_t ordinal;             /**< UForm ordinal. */
+    uform_gpu_ordinal_t ordinal; /**< UForm ordinal. */
     int cu_device;               /**< `CUdevice`. */
     void *cu_context;            /**< Retained primary `CUcontext`. */
     void *stream;                /**< The executor's `CUstream`. */

@@ -141,8 +141,8 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
                           "and CUDA does not survive fork(); create VRAM executors in the parent, or exec a new "
                           "process");
 
-    int32_t derived = 0;
-    int32_t const *ordinals = vram && vram->devices_count ? vram->devices : NULL;
+    uform_gpu_ordinal_t derived = 0;
+    uform_gpu_ordinal_t const *ordinals = vram && vram->devices_count ? vram->devices : NULL;
     size_t count = ordinals ? vram->devices_count : 1;
     if (!ordinals) {
         derived = (int32_t)uform_cuda_pick_free_device(NULL);

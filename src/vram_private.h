@@ -37,7 +37,7 @@ typedef struct vram_executor_s vram_executor_t;
 typedef struct vram_device_t {
     vram_executor_t *owner;
     size_t index;             /**< Position among the executor's devices. */
-    int32_t ordinal;          /**< UForm ordinal. */
+    uform_gpu_ordinal_t ordinal; /**< UForm ordinal. */
     CUdevice device;
     CUcontext context;        /**< Retained primary context; NULL until retained. */
     CUstream stream;
