@@ -177,6 +177,16 @@ static inline void uform_bell_ring_parked(uform_bell_t *bell, int count) {
 #define UFORM_PARK_SPINS 1024u
 #define UFORM_PARK_SPINS_MAX (UFORM_PARK_SPINS * 32u)
 
+/**
+ *  @brief The spin's clock: `pause` takes from about 10 to 140 cycles depending on the CPU, so a
+ *  count alone spins from 4 to 60 us. A wait that outlasts UFORM_SPIN_CLOCK_AT pauses reads the
+ *  clock once, and then spins at least UFORM_SPIN_MIN_SECONDS before it parks, and yields its core
+ *  (PARKED) only past that: on a CPU with a short `pause`, back-to-back rounds a few microseconds
+ *  apart would otherwise park, or make system calls, between every two rounds.
+ */
+#define UFORM_SPIN_CLOCK_AT 256u
+#define UFORM_SPIN_MIN_SECONDS 50e-6
+
 /** @brief How a thread waits on a bell: spin `budget` pauses (forever while `*mood` is SPINNING),
  *  then park; an `adaptive` budget follows `uform_adapt_spins` after every sleep. */
 typedef struct uform_spin_t {
@@ -191,12 +201,14 @@ typedef struct uform_spin_t {
  *  first again after one of 50 ms or more, else unchanged. completion.c says why. */
 unsigned uform_adapt_spins(unsigned spins, double parked_seconds);
 
-/** @brief One step of an idle spin: a pause; past the first UFORM_PARK_SPINS of a PARKED thread,
- *  a yield every 64 steps so that where threads outnumber cores the spin does not keep the thread
- *  it waits for off the core. */
-static inline void uform_spin_step(uform_spin_t const *spin, unsigned spins) {
-    if (spins >= UFORM_PARK_SPINS && (spins & 63u) == 0 &&
-        (!spin->mood || atomic_load_explicit(spin->mood, memory_order_relaxed) != uform_mood_spinning_k))
+/** @brief One step of an idle spin: a pause; past the first UFORM_PARK_SPINS pauses and the
+ *  first UFORM_SPIN_MIN_SECONDS since `started` (0: the clock was not read) of a PARKED thread, a
+ *  yield every 64 steps, so that where threads outnumber cores the spin does not keep the thread it
+ *  waits for off the core. */
+static inline void uform_spin_step(uform_spin_t const *spin, unsigned spins, double started) {
+    if (spins >= UFORM_PARK_SPINS && (spins & 63u) == 0 && started > 0 &&
+        (!spin->mood || atomic_load_explicit(spin->mood, memory_order_relaxed) != uform_mood_spinning_k) &&
+        uform_now_seconds() - started >= UFORM_SPIN_MIN_SECONDS)
         sched_yield();
     else uform_spin_pause();
 }
@@ -210,14 +222,19 @@ void uform_bell_park(uform_bell_t *bell, bool (*ready)(void *), void *context, u
  */
 static inline void uform_bell_wait(uform_bell_t *bell, bool (*ready)(void *), void *context, uform_spin_t *spin) {
     unsigned spins = 0;
+    double started = 0; // read once a wait outlasts UFORM_SPIN_CLOCK_AT pauses
     while (!ready(context)) {
-        if (spins < spin->budget ||
-            (spin->mood && atomic_load_explicit(spin->mood, memory_order_relaxed) == uform_mood_spinning_k)) {
-            uform_spin_step(spin, spins++);
+        if (UFORM_UNLIKELY(spins == UFORM_SPIN_CLOCK_AT)) started = uform_now_seconds();
+        bool more = spins < spin->budget ||
+                    (spin->mood && atomic_load_explicit(spin->mood, memory_order_relaxed) == uform_mood_spinning_k);
+        // Past the count, on until the minimum time, looking at the clock every 16 pauses.
+        if (!more && started > 0) more = (spins & 15u) != 0 || uform_now_seconds() - started < UFORM_SPIN_MIN_SECONDS;
+        if (more) {
+            uform_spin_step(spin, spins++, started);
             continue;
         }
         uform_bell_park(bell, ready, context, spin);
-        spins = 0;
+        spins = 0, started = 0;
     }
 }
 
