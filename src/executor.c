@@ -194,7 +194,7 @@ uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t
     uform_status_t status = executor ? uform_check_forked(executor, "uform_executor_thread_placement")
                                      : uform_status_ok_k;
     if (status != uform_status_ok_k) return status;
-    if (!executor || !executor->backend->thread_placement)
+    if (!executor || executor->pool || !executor->backend->thread_placement)
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_thread_placement: the %s executor's threads are not the engine's to pin",
                           executor ? "pool" : "NULL");

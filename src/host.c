@@ -403,6 +403,7 @@ size_t uform_host_parked_workers(uform_executor_t executor) {
 
 static void host_free(uform_executor_t executor) { host_release((host_executor_t *)executor); }
 
+/** RAM and pool executors alike (executor.c refuses thread placements of pool executors). */
 static uform_backend_t const host_backend = {
     .call = host_call,
     .settle = host_settle,
@@ -412,14 +413,6 @@ static uform_backend_t const host_backend = {
     .free = host_free,
 };
 
-static uform_backend_t const pool_backend = {
-    .call = host_call,
-    .settle = host_settle,
-    .apply_mood = host_apply_mood,
-    .poll = NULL,
-    .thread_placement = NULL,
-    .free = host_free,
-};
 
 uform_status_t uform_start_pinned_thread(pthread_t *handle, int32_t core, void *(*loop)(void *), void *argument) {
     pthread_attr_t attributes;
@@ -572,7 +565,7 @@ uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *
     uform_status_t status = uform_placement_resolve(ram, &placement);
     if (status != uform_status_ok_k) return status;
     host_executor_t *self;
-    status = host_allocate(&placement, threads, deferred_limit, &pool_backend, uform_executor_kind_pool_k,
+    status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_pool_k,
                            "uform_executor_on_pool", &self);
     if (status != uform_status_ok_k) return status;
     self->pool = fu_pool;
