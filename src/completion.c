@@ -76,27 +76,29 @@ void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor) {
     outcome->status = uform_status_pending_k;
     outcome->reserved[0] = (uint64_t)(uintptr_t)executor;
     outcome->reserved[1] = 0;
-    __atomic_store_n(&outcome->reserved[2], 0u, __ATOMIC_RELAXED);
+    outcome->reserved[2] = 0;
     outcome->reserved[3] = uform_fork_generation(); // a child finds a pending outcome FORKED
     outcome->message[0] = '\0';
 }
 
-void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message) {
+void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake) {
     size_t length = status != uform_status_ok_k && message ? strlen(message) : 0;
     if (length >= sizeof(outcome->message)) length = sizeof(outcome->message) - 1;
     memcpy(outcome->message, message ? message : "", length);
     outcome->message[length] = '\0';
     outcome->status = status;
-    // The bell pattern: `finished` is stored before the parked count is read, and a waiter counts
-    // itself in before its last look at `finished`, so one of the two always sees the other.
-    __atomic_store_n(&outcome->finished, 1u, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&outcome->reserved[2], __ATOMIC_SEQ_CST)) uform_futex_wake(&outcome->finished, 1 << 30);
+    __atomic_store_n(&outcome->finished, 1u, __ATOMIC_RELEASE);
+    // Nothing of the outcome is read once `finished` is set (its owner may reuse it at once): the
+    // wake-up names the address only, as a futex key.
+    if (wake) uform_futex_wake(&outcome->finished, 1 << 30);
+}
+
+void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message) {
+    uform_outcome_settle(outcome, status, message, true);
 }
 
 void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout) {
-    __atomic_fetch_add(&outcome->reserved[2], 1u, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&outcome->finished, __ATOMIC_SEQ_CST)) uform_futex_wait(&outcome->finished, 0u, timeout);
-    __atomic_fetch_sub(&outcome->reserved[2], 1u, __ATOMIC_SEQ_CST);
+    uform_futex_wait(&outcome->finished, 0u, timeout);
 }
 
 /* ---- Spinning and parking ---- */

@@ -130,17 +130,19 @@ static inline void *uform_ring_at(uform_ring_t const *ring, unsigned index) {
 }
 
 /** @brief Marks an outcome as pending and owned by `executor`, before it is queued. Its `reserved`
- *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] nonzero while a
- *  thread is parked on it (`uform_outcome_wait`), [3] the fork generation at submission. */
+ *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] unused, [3] the fork
+ *  generation at submission. */
 void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
 
 /** @brief The one outcome finisher: copies `message` (may be NULL for ""), stores the status,
- *  publishes `finished` and wakes the waiters parked on it, making the system call only when one
- *  is parked (most outcomes are polled, or finished before anyone waits). */
+ *  publishes `finished` and, when `wake`, wakes the threads parked on it (`uform_outcome_park`).
+ *  Outcomes nobody can park on (VRAM: `uform_outcome_wait` polls the devices) skip the system call. */
+void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake);
+/** @brief `uform_outcome_settle` with the wake-up: what every host path uses. */
 void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
 
-/** @brief Parks the calling thread on the outcome's `finished` word until it is set or `timeout`
- *  passes (NULL: forever), announcing itself so `uform_outcome_finish` wakes it. */
+/** @brief Parks the calling thread on the outcome's `finished` word while it is zero, up to
+ *  `timeout` (NULL: forever); spurious returns are possible, callers loop. */
 void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout);
 
 /**

@@ -19,7 +19,8 @@ static void vram_finish_locked(vram_executor_t *self, bool all, uform_status_t s
     for (; head != tail; ++head) {
         vram_entry_t const *entry = uform_ring_at(&self->ring, head);
         if (!all && entry->sequence > completed) break;
-        uform_outcome_finish(entry->outcome, all ? status : uform_status_ok_k, all ? message : NULL);
+        // No wake-up: nobody parks on a VRAM outcome (`uform_outcome_wait` hands it to `vram_poll`).
+        uform_outcome_settle(entry->outcome, all ? status : uform_status_ok_k, all ? message : NULL, false);
     }
     atomic_store_explicit(&self->ring.head, head, memory_order_release);
 }
