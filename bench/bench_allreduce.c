@@ -111,7 +111,7 @@ static int run_open(run_t *run, int32_t const *ordinals, size_t count, uform_mes
     double wait = start_at - wall_seconds();
     if (wait > 0 && wait < 60) usleep((useconds_t)(wait * 1e6));
     if (uform_mesh_bootstrap(run->executor, options, &run->mesh) != uform_status_ok_k) return fail("uform_mesh_bootstrap");
-    uform_mesh_describe(run->mesh, &run->description);
+    if (uform_mesh_describe(run->mesh, &run->description) != uform_status_ok_k) return fail("uform_mesh_describe");
     run->devices = uform_vram_members(run->executor, &run->members);
     uform_nccl(&run->nccl);
     uform_mesh_comms(run->mesh, &run->comms);
@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     char name[256] = "";
-    uform_gpu_device_name(0, name, sizeof name);
+    if (uform_gpu_device_name(0, name, sizeof name) != uform_status_ok_k) snprintf(name, sizeof name, "(unnamed)");
     if (strstr(name, "UForm Fake GPU") && !getenv("UFORM_BENCH_ON_FAKE")) {
         printf("bench_allreduce: the fake test driver; nothing to measure (UFORM_BENCH_ON_FAKE=1 runs the code "
                "paths anyway, with meaningless figures)\n");

@@ -156,7 +156,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     uform_executor_description_t description;
-    uform_executor_describe(bench.executor, &description);
+    if (uform_executor_describe(bench.executor, &description) != uform_status_ok_k) {
+        fprintf(stderr, "bench_gpu: %s\n", uform_error_message());
+        return 1;
+    }
     bench.outcomes_count = description.deferred_limit;
     bench.outcomes = calloc(bench.outcomes_count, sizeof(uform_outcome_t));
 
@@ -170,7 +173,7 @@ int main(int argc, char **argv) {
     if (bench.failures || !bench.outcomes) return 1;
 
     char name[256] = "";
-    uform_gpu_device_name(0, name, sizeof(name));
+    if (uform_gpu_device_name(0, name, sizeof(name)) != uform_status_ok_k) snprintf(name, sizeof(name), "(unnamed)");
     printf("bench_gpu: GPU 0 %s, driver %d.%d, %zu launches and %zu round trips, median of %zu\n", name,
            cuda->driver_version / 1000, cuda->driver_version % 1000 / 10, launches, round_trips, repeats);
 

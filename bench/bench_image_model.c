@@ -157,8 +157,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     uform_executor_description_t description;
-    uform_executor_describe(executor, &description);
-    uform_executor_drain(executor, uform_mood_spinning_k);
+    if (uform_executor_describe(executor, &description) != uform_status_ok_k ||
+        uform_executor_drain(executor, uform_mood_spinning_k) != uform_status_ok_k) {
+        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        return 1;
+    }
     for (int w = 0; w < 1; ++w) /* one warm-up call */
         if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
             fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
@@ -168,13 +171,19 @@ int main(int argc, char **argv) {
     double start = now(), elapsed, best = 1e30;
     do {
         double before = now();
-        uform_encode_images(executor, model, images, batch, &out, statuses, NULL);
+        if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
+            fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+            return 1;
+        }
         double took = now() - before;
         if (took < best) best = took;
         ++calls;
         elapsed = now() - start;
     } while (elapsed < seconds || calls < min_calls);
-    uform_executor_drain(executor, uform_mood_parked_k);
+    if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
+        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        return 1;
+    }
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(calls * batch) / elapsed;

@@ -114,8 +114,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     uform_executor_description_t description;
-    uform_executor_describe(executor, &description);
-    uform_executor_drain(executor, uform_mood_spinning_k);
+    if (uform_executor_describe(executor, &description) != uform_status_ok_k ||
+        uform_executor_drain(executor, uform_mood_spinning_k) != uform_status_ok_k) {
+        fprintf(stderr, "bench_text: %s\n", uform_error_message());
+        return 1;
+    }
     /* Warm-up, then as many calls as fit in `seconds`; batch 1 also reports its median latency. */
     for (int w = 0; w < 2; ++w)
         if (uform_text_encode_ids(executor, &model, ids, offsets, batch, NULL, NULL, &out, NULL) != uform_status_ok_k) {
@@ -126,13 +129,19 @@ int main(int argc, char **argv) {
     double start = uform_now_seconds(), elapsed, best = 1e30;
     do {
         double before = uform_now_seconds();
-        uform_text_encode_ids(executor, &model, ids, offsets, batch, NULL, NULL, &out, NULL);
+        if (uform_text_encode_ids(executor, &model, ids, offsets, batch, NULL, NULL, &out, NULL) != uform_status_ok_k) {
+            fprintf(stderr, "bench_text: %s\n", uform_error_message());
+            return 1;
+        }
         double took = uform_now_seconds() - before;
         if (took < best) best = took;
         ++calls;
         elapsed = uform_now_seconds() - start;
     } while (elapsed < seconds || calls < 3);
-    uform_executor_drain(executor, uform_mood_parked_k);
+    if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
+        fprintf(stderr, "bench_text: %s\n", uform_error_message());
+        return 1;
+    }
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(calls * batch) / elapsed;

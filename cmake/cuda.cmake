@@ -115,3 +115,9 @@ if(UFORM_CUDA_ENABLED)
   set(UFORM_GPU_DEPENDS uform_kernels)
   message(STATUS "uform: CUDA kernels with ${UFORM_NVCC}, headers in ${UFORM_CUDA_HEADERS}")
 endif()
+
+# The sources that need the CUDA driver; a build without CUDA compiles their `*_stub.c` instead.
+set(UFORM_CUDA_ONLY_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/gpu_driver.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_create.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_queue.c)

@@ -4,7 +4,8 @@
  *
  *  This header is the whole public ABI of `libuform` and its manual. It is read top to bottom in
  *  regions: versions, statuses, CPU classes, memory domains, GPU classes and devices, options,
- *  executors, calls and outcomes, device calls, meshes and collectives.
+ *  executors, calls and outcomes, device calls, meshes and collectives. The engine's test kernels
+ *  (`uform_kernel_t`, `uform_device_launch`) are not part of it: see src/uform_testing.h.
  *
  *  The engine runs user work ("calls") on executors. An executor is one of:
  *
@@ -52,14 +53,37 @@
  *    of items, the first `min(capacity, total)` are written, and `items` may be NULL when
  *    `capacity` is zero, so callers query the size first and then fill.
  *  - Enumerations are `int`-sized; their numeric values are part of the ABI and never change.
- *  - Handles (executors, meshes, models): a handle is valid from its successful creation until it
- *    is passed to its free function; afterwards passing it anywhere, free included, is undefined
- *    behaviour, as with free(3); freeing NULL is a no-op.
- *  - Threads: every function may be called from any thread. Calls on one executor take it one at a
- *    time (CONTENDED otherwise), and executors over one ForkUnion pool take the pool in turn
- *    (`uform_pool_lock`). Global state (the engine's few process-wide locks) is taken around
- *    `fork()`, so a child may free what it inherited and create anew; what it inherited reports
- *    FORKED.
+ *  - The lifetime rule, the one rule for every handle (executors, meshes, models, and any handle
+ *    added later): a handle is valid from its successful creation until it is passed to its free
+ *    function; afterwards passing it anywhere, free included, is undefined behaviour, as with
+ *    free(3); freeing NULL is a no-op. Other regions refer to this rule rather than restate it.
+ *  - Statuses are marked `UFORM_NODISCARD` (`warn_unused_result` on GCC and Clang): a status that is
+ *    ignored is a compile-time warning. Define `UFORM_NODISCARD` empty before including this header
+ *    to opt out.
+ *
+ *  Thread safety, the one contract for every function:
+ *
+ *  - Free functions without a handle (versions, statuses, discovery, `uform_default_threads`,
+ *    `uform_gpu_devices`, ...) may be called from any thread at any time, concurrently.
+ *    `uform_error_message` is per thread: it describes the last failure on the calling thread only.
+ *  - One executor: `uform_executor_call` and `uform_executor_scratch_release` take it one call at
+ *    a time; a second thread entering while one is inside gets CONTENDED at once (never a wait).
+ *    Use one executor per submitting thread. `uform_executor_drain`, `uform_executor_describe`,
+ *    `uform_executor_thread_placement`, `uform_executor_scratch_bytes` and waits on its outcomes
+ *    may run concurrently with a call and with each other. `uform_executor_free` must not overlap
+ *    any other use of the same executor (the lifetime rule).
+ *  - One outcome: polled or waited on by any number of threads at once; handed to one call at a time.
+ *  - A mesh's collectives are calls on its executor, so they follow the executor's rule; a model is
+ *    immutable once open, so any number of threads and executors may use it at once. Describing
+ *    either may run concurrently with anything; freeing either must not overlap any other use.
+ *  - From callbacks (a task, a device callback): any function may be called except a call, drain,
+ *    scratch release or free on the executor running the callback (CONTENDED, never a deadlock;
+ *    free is undefined), and, inside a pool task, anything that waits for that pool (CONTENDED).
+ *    Other executors may be called from a callback.
+ *  - After `fork()`: the engine's process-wide locks are taken around the fork, so the child may
+ *    create new executors and free inherited handles; every other use of an inherited handle, and
+ *    waiting on an outcome pending at the fork, reports FORKED. VRAM executors and meshes cannot be
+ *    created in a child forked after the CUDA driver was initialised (UNSUPPORTED).
  */
 #ifndef UFORM_H
 #define UFORM_H
@@ -69,6 +93,15 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/** @brief Marks a status that must not be ignored; define it empty before the include to opt out. */
+#ifndef UFORM_NODISCARD
+#if defined(__GNUC__) || defined(__clang__)
+#define UFORM_NODISCARD __attribute__((warn_unused_result))
+#else
+#define UFORM_NODISCARD
+#endif
 #endif
 
 #if defined(_WIN32)
@@ -276,7 +309,7 @@ typedef enum uform_cpu_feature_t {
  *  printf("%s\n", uform_cpu_class_name(cpu_class)); // "intel_sapphire" on a Sapphire Rapids host
  *  @endcode
  */
-UFORM_API uform_status_t uform_cpu_detect(uform_cpu_class_t *cpu_class, uint64_t *features);
+UFORM_API UFORM_NODISCARD uform_status_t uform_cpu_detect(uform_cpu_class_t *cpu_class, uint64_t *features);
 
 /** @brief The feature bits a class requires (see the tables above); 0 for SERIAL, UNKNOWN, the
  *  WASM classes and MONOVERSIONED (which no native CPU runs) and classes out of range. */
@@ -309,17 +342,21 @@ typedef struct uform_memory_domain_t {
  *  uform_memory_domains(domains, count, &count);
  *  @endcode
  */
-UFORM_API uform_status_t uform_memory_domains(uform_memory_domain_t *domains, size_t capacity,
-                                              size_t *count);
+UFORM_API UFORM_NODISCARD uform_status_t uform_memory_domains(uform_memory_domain_t *domains, size_t capacity,
+                                                              size_t *count);
 
 /** @brief Lists the cores (logical CPU IDs) of `node` this process may run on, ascending. Fails
  *  with INVALID_ARGUMENT for a node that does not exist or that the process may not allocate on. A
  *  memory-only node (or one none of whose cores the process may run on) is OK with zero cores. */
-UFORM_API uform_status_t uform_memory_domain_cores(int32_t node, int32_t *cores, size_t capacity,
-                                                   size_t *count);
+UFORM_API UFORM_NODISCARD uform_status_t uform_memory_domain_cores(int32_t node, int32_t *cores, size_t capacity,
+                                                                   size_t *count);
 
 
 /* ---- GPU Classes and Devices ---- */
+
+/** @brief A GPU's UForm ordinal: its position in `uform_gpu_devices`, from 0. The one type every
+ *  function and struct uses for it; negative values are never valid ordinals. */
+typedef int32_t uform_gpu_ordinal_t;
 
 /**
  *  @brief The GPU family dispatch picks, or a placement pins.
@@ -360,7 +397,7 @@ typedef enum uform_gpu_vendor_t {
  *  the number every VRAM placement names it by. */
 typedef struct uform_gpu_device_t {
     uform_gpu_vendor_t vendor;   /**< The vendor whose runtime drives the device. */
-    uint32_t vendor_ordinal;     /**< The device's ordinal in its vendor's runtime. */
+    uform_gpu_ordinal_t vendor_ordinal; /**< The device's ordinal in its vendor's runtime. */
     uform_gpu_class_t gpu_class; /**< The class whose kernels run on it. */
     uint32_t compute_units;      /**< Streaming multiprocessors or compute units. */
     uint64_t memory_bytes;       /**< Device memory in bytes. */
@@ -382,16 +419,17 @@ typedef struct uform_gpu_device_t {
  *  }
  *  @endcode
  */
-UFORM_API uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, size_t *count);
+UFORM_API UFORM_NODISCARD uform_status_t uform_gpu_devices(uform_gpu_device_t *devices, size_t capacity, size_t *count);
 
 /** @brief The vendor's own name for the device at UForm `ordinal`, NUL-terminated and truncated to
  *  `capacity`. INVALID_ARGUMENT for an ordinal out of range, or a NULL or zero-capacity buffer. */
-UFORM_API uform_status_t uform_gpu_device_name(size_t ordinal, char *name, size_t capacity);
+UFORM_API UFORM_NODISCARD uform_status_t uform_gpu_device_name(uform_gpu_ordinal_t ordinal, char *name,
+                                                                               size_t capacity);
 
 /** @brief OK when at least one GPU can be driven; otherwise UNSUPPORTED with the reason in
  *  `uform_error_message`: built without GPU kernels, no driver library, the driver lacks a function
  *  the engine needs, driver initialisation failed (with the driver's error), or no device. */
-UFORM_API uform_status_t uform_gpu_status(void);
+UFORM_API UFORM_NODISCARD uform_status_t uform_gpu_status(void);
 
 /** @brief Lower-case class name ("nvidia_hopper"); "invalid" out of range. */
 UFORM_API char const *uform_gpu_class_name(uform_gpu_class_t gpu_class);
@@ -429,7 +467,7 @@ typedef struct uform_ram_options_t {
  *  past the call.
  */
 typedef struct uform_vram_options_t {
-    int32_t const *devices;      /**< UForm ordinals (positions in `uform_gpu_devices`); NULL derives one free device. */
+    uform_gpu_ordinal_t const *devices; /**< UForm ordinals (positions in `uform_gpu_devices`); NULL derives one free device. */
     size_t devices_count;        /**< Entries in `devices`; zero derives. */
     uform_gpu_class_t gpu_class; /**< The class every named device dispatches as; UNKNOWN derives the devices' own. */
 } uform_vram_options_t;
@@ -487,8 +525,8 @@ typedef enum uform_executor_kind_t {
  *  uform_status_t status = uform_executor_for_ram(&ram, 0, 0, &executor); // 7/8 of node 0's cores
  *  @endcode
  */
-UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads,
-                                                size_t deferred_limit, uform_executor_t *executor);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads,
+                                                                size_t deferred_limit, uform_executor_t *executor);
 
 /**
  *  @brief Schedules onto a borrowed ForkUnion pool, so libraries in one process share threads.
@@ -521,8 +559,8 @@ UFORM_API uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, 
  *  fu_pool_delete(pool);
  *  @endcode
  */
-UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram,
-                                                size_t deferred_limit, uform_executor_t *executor);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *ram,
+                                                                size_t deferred_limit, uform_executor_t *executor);
 
 /**
  *  @brief Takes a borrowed pool in turn with the engine, so its owner may submit to it directly.
@@ -549,16 +587,16 @@ UFORM_API uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options
  *  }
  *  @endcode
  */
-UFORM_API uform_status_t uform_pool_lock(void *fu_pool);
+UFORM_API UFORM_NODISCARD uform_status_t uform_pool_lock(void *fu_pool);
 
 /** @brief `uform_pool_lock` without waiting: CONTENDED at once while an engine round or another
  *  holder has the pool. */
-UFORM_API uform_status_t uform_pool_try_lock(void *fu_pool);
+UFORM_API UFORM_NODISCARD uform_status_t uform_pool_try_lock(void *fu_pool);
 
 /** @brief Releases a hold of `uform_pool_lock` or `uform_pool_try_lock`, on the thread that took it
  *  and in reverse order of several holds. INVALID_ARGUMENT when this thread's innermost hold is not
  *  of `fu_pool` (never taken, already released, or called from inside a task). */
-UFORM_API uform_status_t uform_pool_unlock(void *fu_pool);
+UFORM_API UFORM_NODISCARD uform_status_t uform_pool_unlock(void *fu_pool);
 
 /**
  *  @brief Opens one stream per named GPU, all driven by the calling thread, host threads for the
@@ -599,10 +637,21 @@ UFORM_API uform_status_t uform_pool_unlock(void *fu_pool);
  *  }
  *  @endcode
  */
-UFORM_API uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram,
-                                                 uform_ram_options_t const *ram, void *const *streams,
-                                                 size_t scratch_limit, size_t deferred_limit,
-                                                 uform_executor_t *executor);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram,
+                                                                 uform_ram_options_t const *ram, void *const *streams,
+                                                                 size_t scratch_limit, size_t deferred_limit,
+                                                                 uform_executor_t *executor);
+
+/**
+ *  @brief The number of threads a RAM executor of `cores` allowed cores runs when asked for zero
+ *  threads (`uform_executor_for_ram`): 7/8 of them rounded down, at least one, so the host keeps
+ *  room for the user's own threads. Never fails; safe from any thread.
+ *
+ *  @code{.c}
+ *  size_t const threads = uform_default_threads(32); // 28
+ *  @endcode
+ */
+UFORM_API size_t uform_default_threads(size_t cores);
 
 /**
  *  @brief Waits for every call submitted before it, then idle workers adopt `mood`.
@@ -615,12 +664,11 @@ UFORM_API uform_status_t uform_executor_for_vram(uform_vram_options_t const *vra
  *  uform_executor_drain(executor, uform_mood_spinning_k); // lowest latency for the next calls
  *  @endcode
  */
-UFORM_API uform_status_t uform_executor_drain(uform_executor_t executor, uform_mood_t mood);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_drain(uform_executor_t executor, uform_mood_t mood);
 
 /**
  *  @brief Drains, stops and joins the threads, releases streams, scratch and contexts, frees.
- *  NULL is a no-op. Afterwards the handle is gone (see the lifetime rule at the top): freeing it
- *  again is undefined, as with free(3). In a forked child it releases only host memory, waiting
+ *  NULL is a no-op; the lifetime rule at the top applies. In a forked child it releases only host memory, waiting
  *  for nothing. Freeing from inside one of the executor's own callbacks, while another thread is
  *  inside a call on it, or while this thread holds its pool (`uform_pool_lock`) is undefined.
  */
@@ -640,15 +688,15 @@ typedef struct uform_executor_description_t {
 } uform_executor_description_t;
 
 /** @brief Describes an executor; the NULL executor describes as INLINE with one thread. */
-UFORM_API uform_status_t uform_executor_describe(uform_executor_t executor,
-                                                 uform_executor_description_t *description);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_describe(uform_executor_t executor,
+                                                                 uform_executor_description_t *description);
 
 /** @brief Where thread `thread` of a RAM or VRAM executor's host threads is pinned: its core and
  *  NUMA node. Thread 0's core is the leader's. INVALID_ARGUMENT out of range; UNSUPPORTED for the
  *  NULL and pool executors, whose threads are not the engine's; FORKED in a child process, where
  *  the threads do not exist (nothing is written then). */
-UFORM_API uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread,
-                                                         int32_t *core, int32_t *node);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread,
+                                                                         int32_t *core, int32_t *node);
 
 
 /* ---- Calls and Outcomes ---- */
@@ -682,7 +730,7 @@ typedef void (*uform_task_callback_t)(void *context, size_t task, size_t thread,
 /** @brief What a device callback is handed for one device of a VRAM executor. */
 typedef struct uform_device_slot_t {
     size_t device_index;         /**< Position among the executor's devices. */
-    int32_t ordinal;             /**< UForm ordinal of the device. */
+    uform_gpu_ordinal_t ordinal; /**< UForm ordinal of the device. */
     uform_gpu_class_t gpu_class; /**< The class its kernels dispatch as. */
     void *stream;                /**< The executor's `CUstream` on the device. */
     void *cu_context;            /**< The device's `CUcontext`, current on the thread during the callback. */
@@ -756,12 +804,12 @@ typedef struct uform_outcome_t {
  *  }
  *  @endcode
  */
-UFORM_API uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const *call,
-                                             uform_outcome_t *outcome);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const *call,
+                                                             uform_outcome_t *outcome);
 
 /** @brief The outcome's status if finished, else PENDING; never blocks. INVALID_ARGUMENT for NULL;
  *  FORKED in a child for an outcome pending at the fork. */
-UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
+UFORM_API UFORM_NODISCARD uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
 
 /**
  *  @brief Waits up to `timeout_seconds` for the outcome, then returns like `uform_outcome_poll`.
@@ -778,7 +826,7 @@ UFORM_API uform_status_t uform_outcome_poll(uform_outcome_t *outcome);
  *  uform_status_t status = uform_outcome_wait(&outcome, 0.5);  // PENDING after half a second
  *  @endcode
  */
-UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
+UFORM_API UFORM_NODISCARD uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_seconds);
 
 
 /* ---- Device Calls ---- */
@@ -788,39 +836,13 @@ UFORM_API uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double tim
  *  `scratch_bytes` so far rounded up to 256, or 0 before the first call asking for scratch and after
  *  a release. INVALID_ARGUMENT out of range; UNSUPPORTED on other executors.
  */
-UFORM_API uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index,
-                                                      size_t *bytes);
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index,
+                                                                      size_t *bytes);
 
 /** @brief Waits for the executor's calls, then frees its scratch on every device; the executor stays
  *  usable and grows scratch again on demand. CONTENDED while another call holds it; DEVICE_FAULT on a
  *  poisoned executor; FORKED in a child; UNSUPPORTED on non-VRAM executors. */
-UFORM_API uform_status_t uform_executor_scratch_release(uform_executor_t executor);
-
-/** @brief The engine's own device kernels, compiled into the library. */
-typedef enum uform_kernel_t {
-    uform_kernel_empty_k = 0,    /**< Does nothing; one block of one thread. Arguments ignored. */
-    uform_kernel_fill_f32_k = 1, /**< Writes `value` into `count` floats at `buffer`. */
-    uform_kernel_sleep_k = 2,    /**< One thread spins on the device clock for `value` nanoseconds. */
-    uform_kernel_trap_k = 3,     /**< Executes a trap: a deliberate device fault, for tests. */
-    uform_kernel_add_f32_k = 4,  /**< Adds `value` to each of `count` floats at `buffer`. */
-} uform_kernel_t;
-
-/**
- *  @brief Enqueues one of the engine's kernels on the slot's stream, only from inside a device
- *  callback with the slot it was handed. INVALID_ARGUMENT for a NULL slot, an unknown kernel, a NULL
- *  buffer with a nonzero count, or a negative or non-finite sleep; DEVICE_FAULT when the launch hits
- *  a sticky device error; UNSUPPORTED in a build without GPU kernels or when they cannot load.
- *
- *  @code{.c}
- *  static uform_status_t fill(void *context, uform_device_slot_t const *slot) {
- *      return uform_device_launch(slot, uform_kernel_fill_f32_k, slot->scratch,
- *                                 slot->scratch_bytes / sizeof(float), 1.0);
- *  }
- *  @endcode
- */
-UFORM_API uform_status_t uform_device_launch(uform_device_slot_t const *slot, uform_kernel_t kernel,
-                                             uint64_t buffer, uint64_t count, double value);
-
+UFORM_API UFORM_NODISCARD uform_status_t uform_executor_scratch_release(uform_executor_t executor);
 
 /* ---- Meshes ---- */
 
@@ -938,11 +960,11 @@ typedef struct uform_mesh_description_t {
  *  uform_mesh_describe(mesh, &description);
  *  @endcode
  */
-UFORM_API uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_options_t const *options,
-                                              uform_mesh_t *mesh);
+UFORM_API UFORM_NODISCARD uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_options_t const *options,
+                                                              uform_mesh_t *mesh);
 
 /** @brief Reports the mesh's shape and this process's place in it; zeroes `description` on failure. */
-UFORM_API uform_status_t uform_mesh_describe(uform_mesh_t mesh, uform_mesh_description_t *description);
+UFORM_API UFORM_NODISCARD uform_status_t uform_mesh_describe(uform_mesh_t mesh, uform_mesh_description_t *description);
 
 /** @brief Leaves the mesh: waits for the executor's calls on it, releases the communicators. NULL
  *  is a no-op. */
@@ -971,8 +993,8 @@ typedef enum uform_dtype_t {
  *  uform_mesh_all_reduce(mesh, buffers, count, uform_dtype_bf16_k, NULL);
  *  @endcode
  */
-UFORM_API uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count,
-                                               uform_dtype_t dtype, uform_outcome_t *outcome);
+UFORM_API UFORM_NODISCARD uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, size_t count,
+                                                               uform_dtype_t dtype, uform_outcome_t *outcome);
 
 /**
  *  @brief `uform_mesh_all_reduce` over host memory: `buffers` holds one host pointer per device of
@@ -988,8 +1010,8 @@ UFORM_API uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const
  *  uform_mesh_all_reduce_host(mesh, buffers, 1024, uform_dtype_f32_k, NULL);
  *  @endcode
  */
-UFORM_API uform_status_t uform_mesh_all_reduce_host(uform_mesh_t mesh, void *const *buffers, size_t count,
-                                                    uform_dtype_t dtype, uform_outcome_t *outcome);
+UFORM_API UFORM_NODISCARD uform_status_t uform_mesh_all_reduce_host(uform_mesh_t mesh, void *const *buffers, size_t count,
+                                                                    uform_dtype_t dtype, uform_outcome_t *outcome);
 
 
 
@@ -1056,10 +1078,10 @@ typedef struct uform_model_description_t {
  *      fprintf(stderr, "uform: %s\n", uform_error_message());
  *  @endcode
  */
-UFORM_API uform_status_t uform_model_open(uform_model_options_t const *options, uform_model_t *model);
+UFORM_API UFORM_NODISCARD uform_status_t uform_model_open(uform_model_options_t const *options, uform_model_t *model);
 
 /** @brief Describes an open model. INVALID_ARGUMENT for NULL. */
-UFORM_API uform_status_t uform_model_describe(uform_model_t model, uform_model_description_t *description);
+UFORM_API UFORM_NODISCARD uform_status_t uform_model_describe(uform_model_t model, uform_model_description_t *description);
 
 /** @brief Releases the model's weights. NULL is a no-op. The model must not be in use by a call. */
 UFORM_API void uform_model_free(uform_model_t model);
@@ -1070,8 +1092,8 @@ UFORM_API void uform_model_free(uform_model_t model);
  *  written (`ids` may be NULL when `capacity` is zero). INVALID_ARGUMENT for invalid UTF-8 (the
  *  message gives the byte offset) or NULL pointers; UNSUPPORTED for an image model.
  */
-UFORM_API uform_status_t uform_model_tokenize(uform_model_t model, char const *text, size_t length,
-                                              int32_t *ids, size_t capacity, size_t *count);
+UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t model, char const *text, size_t length,
+                                                              int32_t *ids, size_t capacity, size_t *count);
 
 /** @brief Where a verb writes its embeddings: row `i` at `data + i * stride` bytes. */
 typedef struct uform_embeddings_t {
@@ -1109,10 +1131,10 @@ typedef struct uform_image_t {
  *  uform_status_t status = uform_encode_texts(executor, model, texts, NULL, 2, &out, NULL, NULL);
  *  @endcode
  */
-UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_model_t model,
-                                            char const *const *texts, size_t const *lengths, size_t count,
-                                            uform_embeddings_t const *embeddings, uform_status_t *statuses,
-                                            uform_outcome_t *outcome);
+UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t executor, uform_model_t model,
+                                                            char const *const *texts, size_t const *lengths, size_t count,
+                                                            uform_embeddings_t const *embeddings, uform_status_t *statuses,
+                                                            uform_outcome_t *outcome);
 
 /**
  *  @brief Encodes `count` images (JPEG or PNG bytes, or raw RGB pixels) into `embeddings` with a
@@ -1146,10 +1168,10 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
  *  uform_status_t status = uform_encode_images(executor, model, images, 2, &out, statuses, NULL);
  *  @endcode
  */
-UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model,
-                                             uform_image_t const *images, size_t count,
-                                             uform_embeddings_t const *embeddings, uform_status_t *statuses,
-                                             uform_outcome_t *outcome);
+UFORM_API UFORM_NODISCARD uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model,
+                                                             uform_image_t const *images, size_t count,
+                                                             uform_embeddings_t const *embeddings, uform_status_t *statuses,
+                                                             uform_outcome_t *outcome);
 
 
 #ifdef __cplusplus

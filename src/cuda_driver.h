@@ -31,6 +31,15 @@
 #define UFORM_WITH_CUDA 0
 #endif
 
+/** The reason every GPU function of a build without CUDA gives (the `*_stub.c` files). */
+#define UFORM_NO_GPU_REASON                                                                        \
+    "built without GPU support: libuform was configured with UFORM_WITH_CUDA=OFF or without the "  \
+    "CUDA toolkit"
+
+/** Argument checks of the listing functions, shared by gpu_driver.c and gpu_stub.c (gpu.c). */
+uform_status_t gpu_check_listing(uform_gpu_device_t const *devices, size_t capacity, size_t const *count);
+uform_status_t gpu_check_name_buffer(char const *name, size_t capacity);
+
 /* ---- GPU classes (gpu.c, in every build) ---- */
 
 /** @brief The class of an NVIDIA device of compute capability `major.minor`, per uform.h's table:
@@ -140,6 +149,10 @@ char const *uform_cuda_error_text(CUresult result, char *buffer, size_t capacity
  *  or instruction, misaligned address, launch failure, trap, hardware stack error, ECC, assert,
  *  launch timeout, unknown): the executor that sees one is poisoned. */
 bool uform_cuda_error_is_fault(CUresult result);
+
+/** @brief The one CUresult-to-status mapping: OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, DEVICE_FAULT
+ *  for a sticky error (`uform_cuda_error_is_fault`), else `otherwise`. */
+uform_status_t uform_cuda_status(CUresult result, uform_status_t otherwise);
 
 /** @brief Records "<formatted context>: <uform_cuda_error_text(result)>" as the thread's message and
  *  returns `status`. */

@@ -1,6 +1,6 @@
 /**
  *  @file   errors.c
- *  @brief  Status names, the per-thread error message, and finishing outcomes.
+ *  @brief  Status names and the per-thread error message.
  */
 #include "internal.h"
 
@@ -24,6 +24,8 @@ char const *uform_status_name(uform_status_t status) {
 
 char const *uform_error_message(void) { return uform_thread_message; }
 
+void uform_clear_error(void) { uform_thread_message[0] = '\0'; }
+
 uform_status_t uform_fail_v(uform_status_t status, char const *format, va_list arguments) {
     // Formatted aside first: callers may pass `uform_error_message()` itself as an argument.
     char formatted[sizeof(uform_thread_message)];
@@ -38,28 +40,4 @@ uform_status_t uform_fail(uform_status_t status, char const *format, ...) {
     uform_fail_v(status, format, arguments);
     va_end(arguments);
     return status;
-}
-
-void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor) {
-    __atomic_store_n(&outcome->finished, 0u, __ATOMIC_RELAXED);
-    outcome->status = uform_status_pending_k;
-    outcome->reserved[0] = (uint64_t)(uintptr_t)executor;
-    outcome->reserved[1] = 0;
-    outcome->reserved[2] = 0;
-    outcome->reserved[3] = uform_fork_generation(); // a child finds a pending outcome FORKED
-    outcome->message[0] = '\0';
-}
-
-void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message) {
-    if (status != uform_status_ok_k && message) {
-        size_t length = strlen(message);
-        if (length >= sizeof(outcome->message)) length = sizeof(outcome->message) - 1;
-        memcpy(outcome->message, message, length);
-        outcome->message[length] = '\0';
-    }
-    else
-        outcome->message[0] = '\0';
-    outcome->status = status;
-    __atomic_store_n(&outcome->finished, 1u, __ATOMIC_RELEASE);
-    uform_futex_wake(&outcome->finished, 1 << 30);
 }

@@ -31,17 +31,34 @@ void uform_run_inline(uform_call_t const *call) {
     }
 }
 
-/** Checks shared by calls and drains: a live executor of this process, not re-entered. */
-static uform_status_t uform_check_usable(uform_executor_t executor, char const *verb) {
+uform_status_t uform_check_forked(uform_executor_t executor, char const *verb) {
     if (UFORM_UNLIKELY(executor->fork_generation != uform_fork_generation()))
         return uform_fail(uform_status_forked_k,
                           "%s: the executor was created before a fork() by the parent process; its threads "
                           "and devices did not survive the fork, so only uform_executor_free may be called",
                           verb);
+    return uform_status_ok_k;
+}
+
+/** Checks shared by calls and drains: a live executor of this process, not re-entered. */
+static uform_status_t uform_check_usable(uform_executor_t executor, char const *verb) {
+    uform_status_t status = uform_check_forked(executor, verb);
+    if (UFORM_UNLIKELY(status != uform_status_ok_k)) return status;
     if (UFORM_UNLIKELY(uform_current_executor == executor))
         return uform_fail(uform_status_contended_k,
                           "%s: called from inside a callback of the same executor, which would wait on itself",
                           verb);
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_gate_enter(uform_executor_t executor, char const *verb) {
+    uform_status_t status = uform_check_usable(executor, verb);
+    if (UFORM_UNLIKELY(status != uform_status_ok_k)) return status;
+    unsigned expected = 0;
+    if (UFORM_UNLIKELY(!atomic_compare_exchange_strong_explicit(&executor->gate, &expected, 1u,
+                                                                memory_order_acquire, memory_order_relaxed)))
+        return uform_fail(uform_status_contended_k,
+                          "%s: another call holds the executor; overlapping threads take one executor apiece", verb);
     return uform_status_ok_k;
 }
 
@@ -89,16 +106,9 @@ static uform_status_t uform_executor_call_checked(uform_executor_t executor, ufo
     uform_status_t status = uform_check_call(call);
     if (UFORM_UNLIKELY(status != uform_status_ok_k)) return status;
     if (!executor) return uform_call_inline(call, outcome);
-    status = uform_check_usable(executor, "uform_executor_call");
-    if (UFORM_UNLIKELY(status == uform_status_ok_k && !outcome)) status = uform_check_pool(executor, "uform_executor_call");
+    if (UFORM_UNLIKELY(!outcome)) status = uform_check_pool(executor, "uform_executor_call");
+    if (UFORM_LIKELY(status == uform_status_ok_k)) status = uform_gate_enter(executor, "uform_executor_call");
     if (UFORM_UNLIKELY(status != uform_status_ok_k)) return status;
-
-    unsigned expected = 0;
-    if (UFORM_UNLIKELY(!atomic_compare_exchange_strong_explicit(&executor->gate, &expected, 1u,
-                                                                memory_order_acquire, memory_order_relaxed)))
-        return uform_fail(uform_status_contended_k,
-                          "uform_executor_call: another call holds the executor; overlapping threads take "
-                          "one executor apiece");
 
     uform_executor_kind_t kind = executor->description.kind;
     bool device_executor = kind == uform_executor_kind_vram_k;
@@ -117,7 +127,7 @@ static uform_status_t uform_executor_call_checked(uform_executor_t executor, ufo
         if (outcome) uform_outcome_begin(outcome, executor);
         status = executor->backend->call(executor, call, outcome);
     }
-    atomic_store_explicit(&executor->gate, 0u, memory_order_release);
+    uform_gate_leave(executor);
     return status;
 }
 
@@ -140,11 +150,23 @@ uform_status_t uform_executor_drain(uform_executor_t executor, uform_mood_t mood
     uform_status_t status = uform_check_usable(executor, "uform_executor_drain");
     if (status == uform_status_ok_k) status = uform_check_pool(executor, "uform_executor_drain");
     if (status != uform_status_ok_k) return status;
-    return executor->backend->drain(executor, mood);
+    // One drain for every kind: settle the earlier calls, then apply the mood, keeping the first
+    // failure (the mood is applied even after one, as a drain promises).
+    uform_failure_t failure;
+    uform_failure_save(&failure, executor->backend->settle(executor, "uform_executor_drain"));
+    unsigned const previous = atomic_exchange_explicit(&executor->mood, (unsigned)mood, memory_order_seq_cst);
+    status = executor->backend->apply_mood ? executor->backend->apply_mood(executor, (uform_mood_t)previous, mood)
+                                           : uform_status_ok_k;
+    if (failure.status != uform_status_ok_k) return uform_failure_raise(&failure);
+    return status;
 }
 
 void uform_executor_free(uform_executor_t executor) {
-    if (executor) executor->backend->free(executor);
+    if (!executor) return;
+    // Every earlier call finishes first, in the process that owns the executor's threads.
+    if (executor->fork_generation == uform_fork_generation())
+        (void)executor->backend->settle(executor, "uform_executor_free");
+    executor->backend->free(executor);
 }
 
 uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor_description_t *description) {
@@ -160,8 +182,8 @@ uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor
         *description = inline_description;
         return uform_status_ok_k;
     }
-    if (executor->fork_generation != uform_fork_generation())
-        return uform_check_usable(executor, "uform_executor_describe");
+    uform_status_t status = uform_check_forked(executor, "uform_executor_describe");
+    if (status != uform_status_ok_k) return status;
     *description = executor->description;
     description->mood = (uform_mood_t)atomic_load_explicit(&executor->mood, memory_order_relaxed);
     return uform_status_ok_k;
@@ -169,9 +191,10 @@ uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor
 
 uform_status_t uform_executor_thread_placement(uform_executor_t executor, size_t thread, int32_t *core,
                                                int32_t *node) {
-    if (executor && executor->fork_generation != uform_fork_generation())
-        return uform_check_usable(executor, "uform_executor_thread_placement");
-    if (!executor || !executor->backend->thread_placement)
+    uform_status_t status = executor ? uform_check_forked(executor, "uform_executor_thread_placement")
+                                     : uform_status_ok_k;
+    if (status != uform_status_ok_k) return status;
+    if (!executor || executor->pool || !executor->backend->thread_placement)
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_thread_placement: the %s executor's threads are not the engine's to pin",
                           executor ? "pool" : "NULL");
@@ -232,7 +255,7 @@ uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_secon
             return uform_fail(uform_status_pending_k, "uform_outcome_wait: the call has not finished yet");
         if (left > UFORM_WAIT_SLICE_SECONDS) left = UFORM_WAIT_SLICE_SECONDS;
         struct timespec timeout = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
-        uform_futex_wait(&outcome->finished, 0u, &timeout);
+        uform_outcome_park(outcome, &timeout);
     }
     return uform_outcome_result(outcome);
 }

@@ -9,16 +9,18 @@
  *  workers spin (SPINNING) or park on a futex after a short spin (PARKED). They park on a bell word
  *  that everything meant to wake them rings (a new round while someone is parked, a drain into
  *  SPINNING, stopping), so no wake-up can slip in between a worker's last look and its sleep; the
- *  publisher rings and makes the wake-up system call only when someone is parked.
+ *  publisher rings and makes the wake-up system call only when someone is parked. Every one of
+ *  those waits (the join, the workers, tickets, the leader) is completion.c's `uform_bell_wait`.
  *
  *  Pool executors hand each round to the borrowed ForkUnion pool, which takes one submitter at a
  *  time: every engine executor over one pool, and the pool's owner through `uform_pool_lock`, take
- *  the pool's gate (one per pool, shared, found by the pool's address) around each submission.
+ *  the pool's gate (pool_gate.c: one per pool, shared, found by the pool's address) around each
+ *  submission.
  *
  *  Tickets order everything: each accepted call takes `submitted`, each finished call bumps
  *  `finished`. A blocking call first waits until every earlier ticket finished (the deferred calls
- *  before it), a drain until every ticket before its own snapshot finished. Deferred calls sit in a
- *  ring of `deferred_limit` slots consumed by the leader in order.
+ *  before it), a drain until every ticket before its own snapshot finished. Deferred calls sit in
+ *  completion.c's ring of `deferred_limit` slots, consumed by the leader in order.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -30,33 +32,6 @@
 #include <sched.h>   // `cpu_set_t`
 #include <stdlib.h>  // `calloc`
 #include <string.h>  // `strerror`
-
-/**
- *  Spins of an idle PARKED worker, or of a thread 0 waiting for its round's workers, before it
- *  sleeps: 1024 `pause`s (about 20-60 microseconds) at first, adapted to how calls arrive
- *  (`uform_host_adapt_spins`): a sleep cut short by the next round within a millisecond quadruples
- *  that thread's spin, up to 32 times the first; a sleep of 50 ms or more (an executor left idle)
- *  brings it back.
- *
- *  Why: with every core in use, a worker preempted for a moment (a kernel thread, a hypervisor)
- *  makes thread 0 outwait its spin and sleep; waking it takes long enough that the other workers
- *  outwait theirs and sleep too, and the next round then wakes them all, one system call and one
- *  wake-up latency after another, which again outlasts every spin. Back-to-back rounds stayed in
- *  that regime (a median of 121 us per empty round at 32 threads on 32 cores, against 1.5 us
- *  SPINNING). A spin that grows after sleeps cut short breaks the cycle within a few rounds.
- */
-#define UFORM_PARK_SPINS 1024u
-#define UFORM_PARK_SPINS_MAX (UFORM_PARK_SPINS * 32u)
-#define UFORM_SHORT_PARK_SECONDS 1e-3
-#define UFORM_LONG_PARK_SECONDS 0.05
-
-unsigned uform_host_adapt_spins(unsigned spins, double parked_seconds) {
-    if (parked_seconds < UFORM_SHORT_PARK_SECONDS) return spins >= UFORM_PARK_SPINS_MAX / 4 ? UFORM_PARK_SPINS_MAX : spins * 4;
-    if (parked_seconds >= UFORM_LONG_PARK_SECONDS) return UFORM_PARK_SPINS;
-    return spins;
-}
-/** The largest `deferred_limit` accepted: slots are preallocated. */
-#define UFORM_DEFERRED_LIMIT_MAX (1u << 20)
 
 typedef struct host_executor_s host_executor_t;
 
@@ -118,28 +93,19 @@ struct host_executor_s {
     } publish;
     unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. On a
                                    line of its own (the publish line is full): workers never read it. */
-    // Thread 0 parked in a long join: workers then bump `join_signal` and wake it.
-    UFORM_ALIGNED atomic_uint joiner_parked;
-    atomic_uint join_signal;
-    atomic_uint join_spins; /**< Thread 0's adaptive spin before it sleeps in a join. */
-    atomic_uint sleepers;   /**< Workers parked on `worker_bell`. */
-    atomic_uint worker_bell; /**< Parked workers sleep on it; rung by rounds, drains and stopping. */
+    // Thread 0 parked in a long join: workers then ring `join_bell`.
+    UFORM_ALIGNED uform_bell_t join_bell;
+    atomic_uint join_spins;  /**< Thread 0's adaptive spin before it sleeps in a join. */
+    uform_bell_t worker_bell; /**< Parked workers sleep on it; rung by rounds, drains and stopping. */
     atomic_uint stopping;
     UFORM_ALIGNED atomic_size_t dynamic_next;
 
-    // Tickets and the deferred ring.
+    // Tickets and the deferred ring. `finished` is a bell whose word is the count itself.
     UFORM_ALIGNED atomic_uint submitted;
-    UFORM_ALIGNED atomic_uint finished;
-    atomic_uint finished_waiters;
-    UFORM_ALIGNED atomic_uint tail; /**< Slots published by submitters. */
-    atomic_uint leader_parked;
-    /** The leader sleeps on this word, bumped by every wake-up meant for it (a submission while it
-     *  is parked, or the executor stopping), so no wake-up can slip in between its last look at the
-     *  queue and its sleep. */
-    atomic_uint leader_bell;
-    UFORM_ALIGNED atomic_uint head; /**< Slots consumed by the leader. */
-    deferred_slot_t *slots;
-    uint32_t slots_count;
+    UFORM_ALIGNED uform_bell_t finished;
+    /** The leader sleeps on it, rung by a submission while it is parked and by stopping. */
+    UFORM_ALIGNED uform_bell_t leader_bell;
+    uform_ring_t ring; /**< `deferred_slot_t` slots consumed by the leader in order. */
 
     // Threads: [1, threads_count) are workers; the leader is thread 0 of deferred calls. Read-mostly.
     size_t threads_count;
@@ -156,141 +122,6 @@ struct host_executor_s {
     fu_abi_t fu;
     struct pool_gate_t *gate; /**< The pool's gate, shared with every executor over the pool. */
 };
-
-static uint32_t *futex_word(atomic_uint *word) { return (uint32_t *)word; }
-
-_Static_assert(sizeof(atomic_uint) == sizeof(uint32_t), "futexes wait on 32-bit words");
-
-/* ---- Pool gates ---- */
-
-/**
- *  One per borrowed pool in use (by an executor or a `uform_pool_lock`), found by the pool's address
- *  in a list under the pools' global lock. `word` is a futex lock (0 free, 1 held, 2 held with
- *  waiters); `holder` names the thread holding it (the address of its `uform_pool_thread_token`),
- *  so a forked child can free gates its parent's other threads held.
- */
-typedef struct pool_gate_t {
-    void const *pool;
-    size_t references;        /**< Executors over the pool and `uform_pool_lock` holders. */
-    atomic_uint word;
-    _Atomic(uintptr_t) holder; /**< 0 while free or while being taken. */
-    uform_pool_chain_t link;   /**< The holder's chain entry while held through `uform_pool_lock`. */
-    struct pool_gate_t *next;
-} pool_gate_t;
-
-static pool_gate_t *pool_gates = NULL;
-static _Thread_local char uform_pool_thread_token;
-_Thread_local uform_pool_chain_t *uform_current_pools = NULL;
-
-bool uform_pool_inside(void const *pool) {
-    for (uform_pool_chain_t const *entry = uform_current_pools; entry; entry = entry->outer)
-        if (entry->pool == pool) return true;
-    return false;
-}
-
-/** The gate of `pool` with one more reference, created if absent; NULL when out of memory. */
-static pool_gate_t *pool_gate_acquire(void const *pool) {
-    uform_global_lock(uform_global_lock_pools_k);
-    pool_gate_t *gate = pool_gates;
-    while (gate && gate->pool != pool) gate = gate->next;
-    if (!gate && (gate = calloc(1, sizeof(pool_gate_t)))) {
-        gate->pool = pool;
-        gate->next = pool_gates;
-        pool_gates = gate;
-    }
-    if (gate) ++gate->references;
-    uform_global_unlock(uform_global_lock_pools_k);
-    return gate;
-}
-
-static void pool_gate_release(pool_gate_t *gate) {
-    uform_global_lock(uform_global_lock_pools_k);
-    if (--gate->references == 0) {
-        pool_gate_t **cursor = &pool_gates;
-        while (*cursor != gate) cursor = &(*cursor)->next;
-        *cursor = gate->next;
-        free(gate);
-    }
-    uform_global_unlock(uform_global_lock_pools_k);
-}
-
-static bool pool_gate_try_take(pool_gate_t *gate) {
-    unsigned expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&gate->word, &expected, 1u, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return false;
-    atomic_store_explicit(&gate->holder, (uintptr_t)&uform_pool_thread_token, memory_order_relaxed);
-    return true;
-}
-
-/** Waits for the gate: a short spin (another round usually ends soon), then parked. */
-static void pool_gate_take(pool_gate_t *gate) {
-    for (unsigned spins = 0; spins < UFORM_PARK_SPINS; ++spins) {
-        if (atomic_load_explicit(&gate->word, memory_order_relaxed) == 0 && pool_gate_try_take(gate)) return;
-        uform_spin_pause();
-    }
-    while (atomic_exchange_explicit(&gate->word, 2u, memory_order_acquire) != 0)
-        uform_futex_wait((uint32_t *)&gate->word, 2u, NULL);
-    atomic_store_explicit(&gate->holder, (uintptr_t)&uform_pool_thread_token, memory_order_relaxed);
-}
-
-static void pool_gate_give(pool_gate_t *gate) {
-    atomic_store_explicit(&gate->holder, (uintptr_t)0, memory_order_relaxed);
-    if (atomic_exchange_explicit(&gate->word, 0u, memory_order_release) == 2)
-        uform_futex_wake((uint32_t *)&gate->word, 1);
-}
-
-void uform_pool_gates_after_fork(void) {
-    // Only this thread survived the fork: gates held by any other are free in the child.
-    for (pool_gate_t *gate = pool_gates; gate; gate = gate->next)
-        if (atomic_load_explicit(&gate->holder, memory_order_relaxed) != (uintptr_t)&uform_pool_thread_token) {
-            atomic_store_explicit(&gate->holder, (uintptr_t)0, memory_order_relaxed);
-            atomic_store_explicit(&gate->word, 0u, memory_order_relaxed);
-        }
-}
-
-static uform_status_t pool_lock(void *fu_pool, bool wait, char const *verb) {
-    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "%s: fu_pool is NULL", verb);
-    if (uform_pool_inside(fu_pool))
-        return uform_fail(uform_status_contended_k,
-                          "%s: this thread already holds the pool, or runs one of its tasks; taking it again "
-                          "would wait on itself",
-                          verb);
-    pool_gate_t *gate = pool_gate_acquire(fu_pool);
-    if (!gate) return uform_fail(uform_status_out_of_memory_k, "%s: cannot allocate the pool's gate", verb);
-    if (wait) pool_gate_take(gate);
-    else if (!pool_gate_try_take(gate)) {
-        pool_gate_release(gate);
-        return uform_fail(uform_status_contended_k,
-                          "%s: an engine call or another holder has the pool now; retry, or use uform_pool_lock "
-                          "to wait for it",
-                          verb);
-    }
-    gate->link = (uform_pool_chain_t) {.pool = fu_pool, .outer = uform_current_pools, .gate = gate};
-    uform_current_pools = &gate->link;
-    return uform_status_ok_k;
-}
-
-uform_status_t uform_pool_lock(void *fu_pool) { return pool_lock(fu_pool, true, "uform_pool_lock"); }
-
-uform_status_t uform_pool_try_lock(void *fu_pool) { return pool_lock(fu_pool, false, "uform_pool_try_lock"); }
-
-uform_status_t uform_pool_unlock(void *fu_pool) {
-    if (!fu_pool) return uform_fail(uform_status_invalid_argument_k, "uform_pool_unlock: fu_pool is NULL");
-    // This thread's innermost entry must be its lock of this pool: locks are released in reverse
-    // order, and never from inside an engine call or task (whose entries would then dangle).
-    uform_pool_chain_t *entry = uform_current_pools;
-    if (!entry || entry->pool != fu_pool || !entry->gate)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_pool_unlock: this thread's innermost hold is not a uform_pool_lock of this pool "
-                          "(never locked here, already unlocked, locked before another pool still held, or "
-                          "called from inside a task)");
-    pool_gate_t *gate = entry->gate;
-    uform_current_pools = entry->outer;
-    pool_gate_give(gate);
-    pool_gate_release(gate);
-    return uform_status_ok_k;
-}
 
 
 /* ---- Rounds ---- */
@@ -318,16 +149,6 @@ static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next
     }
 }
 
-/** One step of an idle spin. Past the first 1024 pauses (a spin lengthened by
- *  `uform_host_adapt_spins`), a PARKED thread also yields its core every 64 steps, so where threads
- *  outnumber cores the extra spin does not keep the thread it waits for off the core. */
-static inline void host_idle_step(host_executor_t *self, unsigned spins) {
-    if (spins >= UFORM_PARK_SPINS && (spins & 63u) == 0 &&
-        atomic_load_explicit(&self->base.mood, memory_order_relaxed) != uform_mood_spinning_k)
-        sched_yield();
-    else uform_spin_pause();
-}
-
 /** True once every worker finished round `generation`. The loads are independent, so the CPU
  *  keeps many of these misses in flight at once rather than one after another. */
 static bool host_all_finished(host_executor_t *self, unsigned generation) {
@@ -339,37 +160,31 @@ static bool host_all_finished(host_executor_t *self, unsigned generation) {
     return all;
 }
 
-/** Thread 0 waits for the round's workers: spinning first, then parking unless SPINNING. */
-static void host_join(host_executor_t *self, unsigned generation) {
-    unsigned spins = 0, budget = atomic_load_explicit(&self->join_spins, memory_order_relaxed);
-    while (!host_all_finished(self, generation)) {
-        if (spins < budget ||
-            atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
-            host_idle_step(self, spins++);
-            continue;
-        }
-        unsigned signal = atomic_load_explicit(&self->join_signal, memory_order_seq_cst);
-        atomic_store_explicit(&self->joiner_parked, 1u, memory_order_seq_cst);
-        if (!host_all_finished(self, generation)) {
-            double const parked_at = uform_now_seconds();
-            uform_futex_wait(futex_word(&self->join_signal), signal, NULL);
-            budget = uform_host_adapt_spins(budget, uform_now_seconds() - parked_at);
-            atomic_store_explicit(&self->join_spins, budget, memory_order_relaxed);
-        }
-        atomic_store_explicit(&self->joiner_parked, 0u, memory_order_relaxed);
-        spins = 0;
-    }
+/** What a host wait waits for: a round's join (the generation), a worker's next round (the one
+ *  it saw last), or a ticket. One shape for `uform_bell_wait`'s three host conditions. */
+typedef struct host_wait_t {
+    host_executor_t *self;
+    unsigned value;
+} host_wait_t;
+
+static bool host_join_ready(void *context) {
+    host_wait_t const *wait = context;
+    return host_all_finished(wait->self, wait->value);
 }
 
-static void host_wake_if_parked(atomic_uint *word, atomic_uint *parked) {
-    if (atomic_load_explicit(parked, memory_order_seq_cst)) uform_futex_wake(futex_word(word), INT_MAX);
+/** Thread 0 waits for the round's workers: spinning first, then parking unless SPINNING. */
+static void host_join(host_executor_t *self, unsigned generation) {
+    host_wait_t wait = {.self = self, .value = generation};
+    if (UFORM_LIKELY(host_join_ready(&wait))) return;
+    uform_spin_t spin = {.budget = atomic_load_explicit(&self->join_spins, memory_order_relaxed),
+                         .adaptive = true, .mood = &self->base.mood};
+    unsigned const budget = spin.budget;
+    uform_bell_wait(&self->join_bell, host_join_ready, &wait, &spin);
+    if (spin.budget != budget) atomic_store_explicit(&self->join_spins, spin.budget, memory_order_relaxed);
 }
 
 /** Rings the workers' bell: every worker parked, or about to park, wakes and looks again. */
-static void host_ring_workers(host_executor_t *self) {
-    atomic_fetch_add_explicit(&self->worker_bell, 1u, memory_order_seq_cst);
-    uform_futex_wake(futex_word(&self->worker_bell), INT_MAX);
-}
+static void host_ring_workers(host_executor_t *self) { uform_bell_ring(&self->worker_bell, INT_MAX); }
 
 void (*_Atomic uform_host_before_park)(void) = NULL;
 
@@ -430,44 +245,29 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
             atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
         self->finished_target += (unsigned)(self->threads_count - 1);
         unsigned generation = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
-        if (atomic_load_explicit(&self->sleepers, memory_order_seq_cst)) host_ring_workers(self);
+        uform_bell_ring_parked(&self->worker_bell, INT_MAX);
         host_run_share(call, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
         host_join(self, generation);
     }
     uform_current_executor = outer;
 }
 
+static bool host_round_published(void *context) {
+    host_wait_t const *wait = context;
+    return atomic_load_explicit(&wait->self->publish.generation, memory_order_acquire) != wait->value;
+}
+
 static void *host_worker_loop(void *argument) {
     host_thread_t *me = argument;
     host_executor_t *self = me->owner;
-    uform_current_executor = &self->base; // workers only ever run this executor's callbacks
-    unsigned seen = 0;                    // `generation` starts at zero, before any worker exists
-    unsigned budget = UFORM_PARK_SPINS;   // adapted after every sleep (`uform_host_adapt_spins`)
+    uform_current_executor = &self->base;             // workers only ever run this executor's callbacks
+    host_wait_t wait = {.self = self, .value = 0}; // `generation` starts at zero, before any worker
+    uform_spin_t spin = {.budget = UFORM_PARK_SPINS, .adaptive = true, .mood = &self->base.mood};
     for (;;) {
-        unsigned spins = 0, now;
-        while ((now = atomic_load_explicit(&self->publish.generation, memory_order_acquire)) == seen) {
-            if (spins < budget ||
-                atomic_load_explicit(&self->base.mood, memory_order_relaxed) == uform_mood_spinning_k) {
-                host_idle_step(self, spins++);
-                continue;
-            }
-            // The bell is read before the last looks at the round and the mood: whatever rings it
-            // after them (a round, a drain into SPINNING, stopping) changes the word, so the sleep
-            // below returns at once instead of missing the wake-up.
-            unsigned const bell = atomic_load_explicit(&self->worker_bell, memory_order_seq_cst);
-            atomic_fetch_add_explicit(&self->sleepers, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(&self->publish.generation, memory_order_seq_cst) == seen &&
-                atomic_load_explicit(&self->base.mood, memory_order_seq_cst) != uform_mood_spinning_k) {
-                void (*hook)(void) = atomic_load_explicit(&uform_host_before_park, memory_order_relaxed);
-                if (UFORM_UNLIKELY(hook != NULL)) hook();
-                double const parked_at = uform_now_seconds();
-                uform_futex_wait(futex_word(&self->worker_bell), bell, NULL);
-                budget = uform_host_adapt_spins(budget, uform_now_seconds() - parked_at);
-            }
-            atomic_fetch_sub_explicit(&self->sleepers, 1, memory_order_seq_cst);
-            spins = 0;
-        }
-        seen = now;
+        spin.before_park = atomic_load_explicit(&uform_host_before_park, memory_order_relaxed);
+        uform_bell_wait(&self->worker_bell, host_round_published, &wait, &spin);
+        unsigned const now = atomic_load_explicit(&self->publish.generation, memory_order_acquire);
+        wait.value = now;
         if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
         uform_current_pools = self->publish.pools;
         host_run_share(&self->publish.round, &self->dynamic_next, me->thread, self->threads_count, me->domain);
@@ -475,10 +275,7 @@ static void *host_worker_loop(void *argument) {
         if (self->join == host_join_shared_k)
             atomic_fetch_add_explicit(&self->publish.finished_count, 1u, memory_order_seq_cst);
         else atomic_store_explicit(&me->finished_generation, now, memory_order_seq_cst);
-        if (atomic_load_explicit(&self->joiner_parked, memory_order_seq_cst)) {
-            atomic_fetch_add_explicit(&self->join_signal, 1u, memory_order_seq_cst);
-            uform_futex_wake(futex_word(&self->join_signal), 1);
-        }
+        uform_bell_ring_parked(&self->join_bell, 1);
     }
     return NULL;
 }
@@ -486,49 +283,38 @@ static void *host_worker_loop(void *argument) {
 
 /* ---- Tickets and the deferred queue ---- */
 
-static void host_finish_ticket(host_executor_t *self) {
-    atomic_fetch_add_explicit(&self->finished, 1u, memory_order_seq_cst);
-    host_wake_if_parked(&self->finished, &self->finished_waiters);
+static void host_finish_ticket(host_executor_t *self) { uform_bell_ring(&self->finished, INT_MAX); }
+
+/** True once every ticket before `ticket` finished; tickets wrap, so compare by difference. */
+static bool host_ticket_ready(void *context) {
+    host_wait_t const *wait = context;
+    return (int)(atomic_load_explicit(&wait->self->finished.word, memory_order_acquire) - wait->value) >= 0;
 }
 
-/** Waits until every ticket before `ticket` finished; tickets wrap, so compare by difference. */
 static void host_wait_for_ticket(host_executor_t *self, unsigned ticket) {
-    unsigned spins = 0;
-    unsigned value;
-    while ((int)((value = atomic_load_explicit(&self->finished, memory_order_acquire)) - ticket) < 0) {
-        if (spins < UFORM_PARK_SPINS) {
-            uform_spin_pause();
-            ++spins;
-            continue;
-        }
-        atomic_fetch_add_explicit(&self->finished_waiters, 1, memory_order_seq_cst);
-        value = atomic_load_explicit(&self->finished, memory_order_seq_cst);
-        if ((int)(value - ticket) < 0) uform_futex_wait(futex_word(&self->finished), value, NULL);
-        atomic_fetch_sub_explicit(&self->finished_waiters, 1, memory_order_relaxed);
-    }
+    host_wait_t wait = {.self = self, .value = ticket};
+    uform_spin_t spin = {.budget = UFORM_PARK_SPINS};
+    uform_bell_wait(&self->finished, host_ticket_ready, &wait, &spin);
+}
+
+static bool host_queue_ready(void *context) {
+    host_executor_t *self = context;
+    return uform_ring_count(&self->ring) || atomic_load_explicit(&self->stopping, memory_order_seq_cst);
 }
 
 static void *host_leader_loop(void *argument) {
     host_thread_t *me = argument;
     host_executor_t *self = me->owner;
-    unsigned head = 0;
+    uform_spin_t spin = {.budget = 0}; // the leader parks at once: submissions are rarer than rounds
     for (;;) {
-        unsigned tail = atomic_load_explicit(&self->tail, memory_order_acquire);
-        if (tail == head) {
-            if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
-            unsigned const bell = atomic_load_explicit(&self->leader_bell, memory_order_seq_cst);
-            atomic_store_explicit(&self->leader_parked, 1u, memory_order_seq_cst);
-            if (atomic_load_explicit(&self->tail, memory_order_seq_cst) == head &&
-                !atomic_load_explicit(&self->stopping, memory_order_seq_cst))
-                uform_futex_wait(futex_word(&self->leader_bell), bell, NULL);
-            atomic_store_explicit(&self->leader_parked, 0u, memory_order_relaxed);
-            continue;
-        }
-        deferred_slot_t slot = self->slots[head % self->slots_count];
+        uform_bell_wait(&self->leader_bell, host_queue_ready, self, &spin);
+        if (!uform_ring_count(&self->ring)) break; // stopping, with the queue empty
+        unsigned const head = atomic_load_explicit(&self->ring.head, memory_order_relaxed);
+        deferred_slot_t slot = *(deferred_slot_t *)uform_ring_at(&self->ring, head);
         host_run_round(self, &slot.call);
         // The slot is free before the outcome says so: a caller who sees its outcome finish may
         // submit again at once. The ticket comes last, so a drain still finds the outcome final.
-        atomic_store_explicit(&self->head, ++head, memory_order_release);
+        atomic_store_explicit(&self->ring.head, head + 1, memory_order_release);
         uform_outcome_finish(slot.outcome, uform_status_ok_k, NULL);
         host_finish_ticket(self);
     }
@@ -540,36 +326,32 @@ static uform_status_t host_call(uform_executor_t executor, uform_call_t const *c
     if (UFORM_UNLIKELY(!call->task))
         return uform_fail(uform_status_invalid_argument_k, "uform_executor_call: a host executor needs a task callback");
     if (outcome) {
-        unsigned tail = atomic_load_explicit(&self->tail, memory_order_relaxed);
-        unsigned head = atomic_load_explicit(&self->head, memory_order_acquire);
-        if (tail - head >= self->slots_count)
-            return uform_fail(uform_status_deferred_full_k,
-                              "uform_executor_call: %u deferred calls are already tracked, the executor's "
-                              "deferred_limit; wait for an outcome or drain, then submit again",
-                              self->slots_count);
-        self->slots[tail % self->slots_count] = (deferred_slot_t) {.call = *call, .outcome = outcome};
+        if (uform_ring_count(&self->ring) >= self->ring.capacity) return uform_ring_full(&self->ring);
+        unsigned const tail = atomic_load_explicit(&self->ring.tail, memory_order_relaxed);
+        *(deferred_slot_t *)uform_ring_at(&self->ring, tail) = (deferred_slot_t) {.call = *call, .outcome = outcome};
         atomic_fetch_add_explicit(&self->submitted, 1u, memory_order_relaxed);
-        atomic_store_explicit(&self->tail, tail + 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&self->leader_parked, memory_order_seq_cst)) {
-            atomic_fetch_add_explicit(&self->leader_bell, 1u, memory_order_seq_cst);
-            uform_futex_wake(futex_word(&self->leader_bell), 1);
-        }
+        atomic_store_explicit(&self->ring.tail, tail + 1, memory_order_seq_cst);
+        uform_bell_ring_parked(&self->leader_bell, 1);
         return uform_status_ok_k;
     }
     unsigned ticket = atomic_fetch_add_explicit(&self->submitted, 1u, memory_order_relaxed);
-    if (atomic_load_explicit(&self->finished, memory_order_acquire) != ticket) host_wait_for_ticket(self, ticket);
+    if (atomic_load_explicit(&self->finished.word, memory_order_acquire) != ticket) host_wait_for_ticket(self, ticket);
     host_run_round(self, call);
     host_finish_ticket(self);
     return uform_status_ok_k;
 }
 
-static uform_status_t host_drain(uform_executor_t executor, uform_mood_t mood) {
+static uform_status_t host_settle(uform_executor_t executor, char const *verb) {
+    (void)verb;
     host_executor_t *self = (host_executor_t *)executor;
     host_wait_for_ticket(self, atomic_load_explicit(&self->submitted, memory_order_acquire));
-    unsigned previous = atomic_exchange_explicit(&self->base.mood, (unsigned)mood, memory_order_seq_cst);
+    return uform_status_ok_k;
+}
+
+static uform_status_t host_apply_mood(uform_executor_t executor, uform_mood_t previous, uform_mood_t mood) {
     // Parked workers re-read the mood only when woken, so a switch to SPINNING rings them all,
     // those about to park included.
-    if (previous != (unsigned)mood && mood == uform_mood_spinning_k) host_ring_workers(self);
+    if (previous != mood && mood == uform_mood_spinning_k) host_ring_workers((host_executor_t *)executor);
     return uform_status_ok_k;
 }
 
@@ -590,8 +372,7 @@ static void host_release(host_executor_t *self) {
         atomic_store_explicit(&self->stopping, 1u, memory_order_seq_cst);
         atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
         host_ring_workers(self);
-        atomic_fetch_add_explicit(&self->leader_bell, 1u, memory_order_seq_cst);
-        uform_futex_wake(futex_word(&self->leader_bell), INT_MAX);
+        uform_bell_ring(&self->leader_bell, INT_MAX);
     }
     // In a forked child the threads do not exist: joining them would be undefined, so only the
     // memory is released.
@@ -606,7 +387,7 @@ static void host_release(host_executor_t *self) {
         uform_numa_free(self->leader, sizeof(*self->leader));
     }
     free(self->workers);
-    free(self->slots);
+    uform_ring_free(&self->ring);
     free(self->thread_cores);
     free(self->thread_nodes);
     free(self->thread_domains);
@@ -617,31 +398,21 @@ static void host_release(host_executor_t *self) {
 
 size_t uform_host_parked_workers(uform_executor_t executor) {
     if (!executor || executor->backend->call != host_call) return 0;
-    return atomic_load_explicit(&((host_executor_t *)executor)->sleepers, memory_order_seq_cst);
+    return atomic_load_explicit(&((host_executor_t *)executor)->worker_bell.sleepers, memory_order_seq_cst);
 }
 
-static void host_free(uform_executor_t executor) {
-    host_executor_t *self = (host_executor_t *)executor;
-    if (self->base.fork_generation == uform_fork_generation())
-        host_wait_for_ticket(self, atomic_load_explicit(&self->submitted, memory_order_acquire));
-    host_release(self);
-}
+static void host_free(uform_executor_t executor) { host_release((host_executor_t *)executor); }
 
+/** RAM and pool executors alike (executor.c refuses thread placements of pool executors). */
 static uform_backend_t const host_backend = {
     .call = host_call,
-    .drain = host_drain,
+    .settle = host_settle,
+    .apply_mood = host_apply_mood,
     .poll = NULL,
     .thread_placement = host_thread_placement,
     .free = host_free,
 };
 
-static uform_backend_t const pool_backend = {
-    .call = host_call,
-    .drain = host_drain,
-    .poll = NULL,
-    .thread_placement = NULL,
-    .free = host_free,
-};
 
 uform_status_t uform_start_pinned_thread(pthread_t *handle, int32_t core, void *(*loop)(void *), void *argument) {
     pthread_attr_t attributes;
@@ -677,14 +448,18 @@ static uform_status_t host_spawn(host_executor_t *self, host_thread_t **slot, si
     return uform_status_ok_k;
 }
 
+/** Allocates an executor over `placement`, which it takes: the executor's on success, freed on failure. */
 static uform_status_t host_allocate(uform_placement_t *placement, size_t threads, size_t deferred_limit,
-                                    uform_backend_t const *backend, uform_executor_kind_t kind,
+                                    uform_backend_t const *backend, uform_executor_kind_t kind, char const *verb,
                                     host_executor_t **out) {
-    if (deferred_limit > UFORM_DEFERRED_LIMIT_MAX)
-        return uform_fail(uform_status_invalid_argument_k, "deferred_limit %zu is above the maximum of %u",
-                          deferred_limit, UFORM_DEFERRED_LIMIT_MAX);
-    host_executor_t *self = aligned_alloc(128, (sizeof(host_executor_t) + 127) / 128 * 128);
-    if (!self) return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor");
+    uform_status_t status = uform_ring_check_limit(deferred_limit, verb);
+    host_executor_t *self = status == uform_status_ok_k ? aligned_alloc(128, (sizeof(host_executor_t) + 127) / 128 * 128)
+                                                        : NULL;
+    if (!self) {
+        uform_placement_free(placement);
+        if (status != uform_status_ok_k) return status;
+        return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor");
+    }
     memset(self, 0, sizeof(*self));
     uform_executor_init(&self->base, backend, kind);
     atomic_init(&self->join_spins, UFORM_PARK_SPINS);
@@ -692,13 +467,12 @@ static uform_status_t host_allocate(uform_placement_t *placement, size_t threads
     *placement = (uform_placement_t) {0};
     self->threads_count = threads;
     self->join = threads - 1 <= atomic_load(&host_shared_join_workers) ? host_join_shared_k : host_join_lines_k;
-    self->slots_count = (uint32_t)(deferred_limit ? deferred_limit : UFORM_DEFERRED_LIMIT_DEFAULT);
-    self->slots = calloc(self->slots_count, sizeof(deferred_slot_t));
+    status = uform_ring_init(&self->ring, deferred_limit, sizeof(deferred_slot_t), verb);
     self->workers = calloc(threads, sizeof(host_thread_t *));
     self->thread_cores = calloc(threads, sizeof(int32_t));
     self->thread_nodes = calloc(threads, sizeof(int32_t));
     self->thread_domains = calloc(threads, sizeof(size_t));
-    if (!self->slots || !self->workers || !self->thread_cores || !self->thread_nodes || !self->thread_domains) {
+    if (status != uform_status_ok_k || !self->workers || !self->thread_cores || !self->thread_nodes || !self->thread_domains) {
         host_release(self);
         return uform_fail(uform_status_out_of_memory_k, "uform: cannot allocate an executor of %zu threads", threads);
     }
@@ -706,7 +480,7 @@ static uform_status_t host_allocate(uform_placement_t *placement, size_t threads
     description->threads_count = threads;
     description->domains_count = self->placement.domains_count;
     description->cpu_class = self->placement.cpu_class;
-    description->deferred_limit = self->slots_count;
+    description->deferred_limit = self->ring.capacity;
     *out = self;
     return uform_status_ok_k;
 }
@@ -750,11 +524,9 @@ uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t thr
                           threads, cores);
     }
     host_executor_t *self;
-    status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_ram_k, &self);
-    if (status != uform_status_ok_k) {
-        uform_placement_free(&placement);
-        return status;
-    }
+    status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_ram_k,
+                           "uform_executor_for_ram", &self);
+    if (status != uform_status_ok_k) return status;
     host_choose_cores(self);
     for (size_t thread = 1; thread < threads && status == uform_status_ok_k; ++thread)
         status = host_spawn(self, &self->workers[thread], thread, self->thread_domains[thread],
@@ -793,11 +565,9 @@ uform_status_t uform_executor_on_pool(void *fu_pool, uform_ram_options_t const *
     uform_status_t status = uform_placement_resolve(ram, &placement);
     if (status != uform_status_ok_k) return status;
     host_executor_t *self;
-    status = host_allocate(&placement, threads, deferred_limit, &pool_backend, uform_executor_kind_pool_k, &self);
-    if (status != uform_status_ok_k) {
-        uform_placement_free(&placement);
-        return status;
-    }
+    status = host_allocate(&placement, threads, deferred_limit, &host_backend, uform_executor_kind_pool_k,
+                           "uform_executor_on_pool", &self);
+    if (status != uform_status_ok_k) return status;
     self->pool = fu_pool;
     self->base.pool = fu_pool;
     self->fu = fu;

@@ -8,11 +8,13 @@
 #define UFORM_INTERNAL_H
 
 #include <uform.h>
+#include "uform_testing.h" // `uform_kernel_t`: the library defines the test kernels
 
 #include <stdarg.h>    // `va_list`
 #include <stdatomic.h> // `atomic_uint`
 #include <stdbool.h>   // `bool`
 #include <pthread.h>   // `pthread_t`
+#include <sched.h>     // `sched_yield`
 #include <time.h>      // `struct timespec`
 
 #define UFORM_CACHE_LINE 64
@@ -34,14 +36,19 @@
 uform_status_t uform_fail(uform_status_t status, char const *format, ...) UFORM_PRINTF(2, 3);
 uform_status_t uform_fail_v(uform_status_t status, char const *format, va_list arguments);
 
-/** @brief Finishes an outcome: copies `message` (may be NULL for ""), stores the status, then
- *  publishes `finished` with release order and wakes every waiter on it. */
-void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
+/** @brief Empties this thread's message, so a callback that fails without setting one is told apart. */
+void uform_clear_error(void);
 
-/** @brief Marks an outcome as pending and owned by `executor`, before it is queued. Its `reserved`
- *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] unused, [3] the fork
- *  generation at submission. */
-void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
+/**
+ *  @brief A failure set aside while other calls run (and may rewrite the thread's message), then
+ *  reported again: `uform_failure_save` after the failing call, `uform_failure_raise` to return it.
+ */
+typedef struct uform_failure_t {
+    uform_status_t status; /**< OK when nothing was saved. */
+    char message[512];
+} uform_failure_t;
+void uform_failure_save(uform_failure_t *failure, uform_status_t status);
+uform_status_t uform_failure_raise(uform_failure_t const *failure);
 
 
 /* ---- Fork tracking and waiting (sync.c) ---- */
@@ -70,7 +77,7 @@ void uform_global_unlock(uform_global_lock_t lock);
 void uform_pool_gates_after_fork(void);
 
 /** @brief Blocks while `*address == expected`, up to `timeout` (NULL: forever). Spurious returns
- *  are possible; callers loop. */
+ *  are possible; callers loop. Used directly only by locks; waits go through bells (below). */
 void uform_futex_wait(uint32_t *address, uint32_t expected, struct timespec const *timeout);
 void uform_futex_wake(uint32_t *address, int count);
 
@@ -87,6 +94,152 @@ static inline void uform_spin_pause(void) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+
+/* ---- Completion and waiting (completion.c): the one layer every executor kind uses ---- */
+
+/** The largest `deferred_limit` accepted by any executor: ring slots are preallocated. */
+#define UFORM_DEFERRED_LIMIT_MAX ((size_t)1 << 20)
+
+/**
+ *  @brief The deferred ring: `capacity` slots of `slot_bytes`, filled by the one gate holder at
+ *  `tail` and consumed in order at `head` (by a leader thread, or by pollers under a lock). Both
+ *  counters only grow (wrapping), so `tail - head` is the number of calls tracked.
+ */
+typedef struct uform_ring_t {
+    UFORM_ALIGNED atomic_uint tail; /**< Slots published by the submitter. */
+    UFORM_ALIGNED atomic_uint head; /**< Slots consumed. */
+    unsigned char *slots;
+    size_t slot_bytes;
+    uint32_t capacity;
+} uform_ring_t;
+
+/** @brief Checks `deferred_limit` (0: the default; above the maximum: INVALID_ARGUMENT naming
+ *  `verb`) and preallocates the slots (OUT_OF_MEMORY). */
+uform_status_t uform_ring_init(uform_ring_t *ring, size_t deferred_limit, size_t slot_bytes, char const *verb);
+/** @brief The limit check alone, for constructors that validate before they allocate. */
+uform_status_t uform_ring_check_limit(size_t deferred_limit, char const *verb);
+void uform_ring_free(uform_ring_t *ring);
+/** @brief DEFERRED_FULL with the one message every executor gives when its ring is full. */
+uform_status_t uform_ring_full(uform_ring_t const *ring);
+static inline unsigned uform_ring_count(uform_ring_t const *ring) {
+    return atomic_load_explicit(&ring->tail, memory_order_acquire) -
+           atomic_load_explicit(&ring->head, memory_order_acquire);
+}
+static inline void *uform_ring_at(uform_ring_t const *ring, unsigned index) {
+    return ring->slots + (size_t)(index % ring->capacity) * ring->slot_bytes;
+}
+
+/** @brief Marks an outcome as pending and owned by `executor`, before it is queued. Its `reserved`
+ *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] unused, [3] the fork
+ *  generation at submission. */
+void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
+
+/** @brief The one outcome finisher: copies `message` (may be NULL for ""), stores the status,
+ *  publishes `finished` and, when `wake`, wakes the threads parked on it (`uform_outcome_park`).
+ *  Outcomes nobody can park on (VRAM: `uform_outcome_wait` polls the devices) skip the system call. */
+void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake);
+/** @brief `uform_outcome_settle` with the wake-up: what every host path uses. */
+void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
+
+/** @brief Parks the calling thread on the outcome's `finished` word while it is zero, up to
+ *  `timeout` (NULL: forever); spurious returns are possible, callers loop. */
+void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout);
+
+/**
+ *  @brief A bell: a word that sleepers park on and that every wake-up meant for them changes, plus
+ *  a count of who is parked. A sleeper reads the word before its last look at its condition, so a
+ *  ring after that look makes the futex return at once: no wake-up is lost. A ringer changes the
+ *  condition (with sequential consistency) before it rings.
+ */
+typedef struct uform_bell_t {
+    atomic_uint word;
+    atomic_uint sleepers;
+} uform_bell_t;
+
+_Static_assert(sizeof(atomic_uint) == sizeof(uint32_t), "futexes wait on 32-bit words");
+
+/** @brief Changes the word and wakes up to `count` sleepers (the system call only when some are
+ *  parked). For counters that are themselves the condition (tickets), and for stop and mood. */
+static inline void uform_bell_ring(uform_bell_t *bell, int count) {
+    atomic_fetch_add_explicit(&bell->word, 1u, memory_order_seq_cst);
+    if (atomic_load_explicit(&bell->sleepers, memory_order_seq_cst)) uform_futex_wake((uint32_t *)&bell->word, count);
+}
+
+/** @brief Rings only when someone is parked: the hot path of a round or a submission, which then
+ *  touches the bell's line only when it has to. Safe because a sleeper counts itself in before its
+ *  last look at the condition, which the ringer changed before looking at the count. */
+static inline void uform_bell_ring_parked(uform_bell_t *bell, int count) {
+    if (atomic_load_explicit(&bell->sleepers, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(&bell->word, 1u, memory_order_seq_cst);
+        uform_futex_wake((uint32_t *)&bell->word, count);
+    }
+}
+
+/** @brief The first spin of a waiting thread, and the most an adaptive spin grows to. */
+#define UFORM_PARK_SPINS 1024u
+#define UFORM_PARK_SPINS_MAX (UFORM_PARK_SPINS * 32u)
+
+/**
+ *  @brief The spin's clock: `pause` takes from about 10 to 140 cycles depending on the CPU, so a
+ *  count alone spins from 4 to 60 us. A wait that outlasts UFORM_SPIN_CLOCK_AT pauses reads the
+ *  clock once, and then spins at least UFORM_SPIN_MIN_SECONDS before it parks, and yields its core
+ *  (PARKED) only past that: on a CPU with a short `pause`, back-to-back rounds a few microseconds
+ *  apart would otherwise park, or make system calls, between every two rounds.
+ */
+#define UFORM_SPIN_CLOCK_AT 256u
+#define UFORM_SPIN_MIN_SECONDS 50e-6
+
+/** @brief How a thread waits on a bell: spin `budget` pauses (forever while `*mood` is SPINNING),
+ *  then park; an `adaptive` budget follows `uform_adapt_spins` after every sleep. */
+typedef struct uform_spin_t {
+    unsigned budget;
+    bool adaptive;
+    atomic_uint const *mood;   /**< The executor's mood, or NULL: never spin without end. */
+    void (*before_park)(void); /**< Tests: called between deciding to park and sleeping; NULL. */
+} uform_spin_t;
+
+/** @brief The next spin of a thread that just slept `parked_seconds` after spinning `spins`
+ *  pauses: four times longer (up to UFORM_PARK_SPINS_MAX) after a sleep under a millisecond, the
+ *  first again after one of 50 ms or more, else unchanged. completion.c says why. */
+unsigned uform_adapt_spins(unsigned spins, double parked_seconds);
+
+/** @brief One step of an idle spin: a pause; past the first UFORM_PARK_SPINS pauses and the
+ *  first UFORM_SPIN_MIN_SECONDS since `started` (0: the clock was not read) of a PARKED thread, a
+ *  yield every 64 steps, so that where threads outnumber cores the spin does not keep the thread it
+ *  waits for off the core. */
+static inline void uform_spin_step(uform_spin_t const *spin, unsigned spins, double started) {
+    if (spins >= UFORM_PARK_SPINS && (spins & 63u) == 0 && started > 0 &&
+        (!spin->mood || atomic_load_explicit(spin->mood, memory_order_relaxed) != uform_mood_spinning_k) &&
+        uform_now_seconds() - started >= UFORM_SPIN_MIN_SECONDS)
+        sched_yield();
+    else uform_spin_pause();
+}
+
+/** @brief Parks once on `bell` unless `ready(context)` turned true meanwhile; the caller loops. */
+void uform_bell_park(uform_bell_t *bell, bool (*ready)(void *), void *context, uform_spin_t *spin);
+
+/**
+ *  @brief The one spin-then-park wait: returns once `ready(context)` is true, spinning first and
+ *  parking on `bell` after. Inline, so each caller's `ready` is inlined into its spin.
+ */
+static inline void uform_bell_wait(uform_bell_t *bell, bool (*ready)(void *), void *context, uform_spin_t *spin) {
+    unsigned spins = 0;
+    double started = 0; // read once a wait outlasts UFORM_SPIN_CLOCK_AT pauses
+    while (!ready(context)) {
+        if (UFORM_UNLIKELY(spins == UFORM_SPIN_CLOCK_AT)) started = uform_now_seconds();
+        bool more = spins < spin->budget ||
+                    (spin->mood && atomic_load_explicit(spin->mood, memory_order_relaxed) == uform_mood_spinning_k);
+        // Past the count, on until the minimum time, looking at the clock every 16 pauses.
+        if (!more && started > 0) more = (spins & 15u) != 0 || uform_now_seconds() - started < UFORM_SPIN_MIN_SECONDS;
+        if (more) {
+            uform_spin_step(spin, spins++, started);
+            continue;
+        }
+        uform_bell_park(bell, ready, context, spin);
+        spins = 0, started = 0;
+    }
 }
 
 
@@ -115,9 +268,6 @@ typedef struct uform_placement_t {
 uform_status_t uform_placement_resolve(uform_ram_options_t const *ram, uform_placement_t *placement);
 void uform_placement_free(uform_placement_t *placement);
 
-/** @brief 7/8 of `cores`, rounded down, at least one. */
-size_t uform_default_threads(size_t cores);
-
 /** @brief Allocates zeroed memory on a NUMA node (falls back to any node), aligned to a page;
  *  released with `uform_numa_free` and the same size. */
 void *uform_numa_alloc(size_t bytes, int32_t node);
@@ -143,18 +293,22 @@ struct uform_executor_s {
 };
 
 /** @brief What each executor kind implements. `executor.c` validates arguments, checks forks and
- *  re-entry, takes the gate and checks residency before calling `call`; backends do the rest. */
+ *  re-entry, takes the gate and checks residency before calling `call`, and drains and frees through
+ *  `settle`; backends do the rest with completion.c's ring, finisher and waits. */
 struct uform_backend_t {
     /** Runs or queues a validated call; the gate is held for the duration. */
     uform_status_t (*call)(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome);
-    /** Waits for every earlier call, then applies the mood. Gate not held. */
-    uform_status_t (*drain)(uform_executor_t executor, uform_mood_t mood);
+    /** Waits until every call accepted before it finished (drains and frees, gate not held). */
+    uform_status_t (*settle)(uform_executor_t executor, char const *verb);
+    /** Applies a mood a drain just stored in `mood` (wakes parked workers into SPINNING, drains
+     *  helper executors); NULL where the stored mood is all there is. */
+    uform_status_t (*apply_mood)(uform_executor_t executor, uform_mood_t previous, uform_mood_t mood);
     /** Brings a lazily finished outcome up to date, waiting up to `timeout_seconds` (negative:
      *  forever); NULL where outcomes are finished eagerly by the executor's threads. */
     uform_status_t (*poll)(uform_executor_t executor, uform_outcome_t *outcome, double timeout_seconds);
     /** Where host thread `thread` is pinned; NULL where threads are not the engine's. */
     uform_status_t (*thread_placement)(uform_executor_t executor, size_t thread, int32_t *core, int32_t *node);
-    /** Drains (unless forked), releases everything, frees the object. */
+    /** Releases everything and frees the object; `settle` already ran unless forked. */
     void (*free)(uform_executor_t executor);
 };
 
@@ -164,6 +318,17 @@ extern _Thread_local uform_executor_t uform_current_executor;
 
 /** @brief Fills the common header; call first in every constructor. */
 void uform_executor_init(uform_executor_t executor, uform_backend_t const *backend, uform_executor_kind_t kind);
+
+/** @brief FORKED naming `verb` when the executor was created before a fork; else OK. */
+uform_status_t uform_check_forked(uform_executor_t executor, char const *verb);
+
+/** @brief Takes the executor's gate for one call (or a call-like operation such as a scratch
+ *  release): FORKED after a fork, CONTENDED from inside the executor's own callback or while
+ *  another call holds it. Released with `uform_gate_leave`. */
+uform_status_t uform_gate_enter(uform_executor_t executor, char const *verb);
+static inline void uform_gate_leave(uform_executor_t executor) {
+    atomic_store_explicit(&executor->gate, 0u, memory_order_release);
+}
 
 /**
  *  @brief The ForkUnion pools a thread is inside, innermost first: pools whose gate it holds (an
@@ -181,10 +346,15 @@ extern _Thread_local uform_pool_chain_t *uform_current_pools;
 /** @brief True when `pool` is in this thread's `uform_current_pools`. */
 bool uform_pool_inside(void const *pool);
 
-/** @brief The next spin of a PARKED thread that just slept `parked_seconds` after spinning `spins`
- *  pauses: four times longer (up to 32 times the first 1024) after a sleep under a millisecond, the
- *  first again after one of 50 ms or more, else unchanged. host.c says why. */
-unsigned uform_host_adapt_spins(unsigned spins, double parked_seconds);
+/** @brief The gate of a borrowed pool (pool_gate.c): found by the pool's address, one per pool. */
+typedef struct pool_gate_t pool_gate_t;
+/** @brief The gate of `pool` with one more reference, created if absent; NULL when out of memory. */
+pool_gate_t *pool_gate_acquire(void const *pool);
+void pool_gate_release(pool_gate_t *gate);
+/** @brief Waits for the gate (a short spin, then parked) and holds it; `pool_gate_give` releases. */
+void pool_gate_take(pool_gate_t *gate);
+void pool_gate_give(pool_gate_t *gate);
+
 
 /** @brief Workers of RAM executors parked right now (tests: the moods and the drain's wake-up). */
 size_t uform_host_parked_workers(uform_executor_t executor);
@@ -210,7 +380,7 @@ void uform_run_inline(uform_call_t const *call);
 
 /** @brief One device of a VRAM executor, as a mesh needs it. */
 typedef struct uform_vram_member_t {
-    int32_t ordinal;             /**< UForm ordinal. */
+    uform_gpu_ordinal_t ordinal; /**< UForm ordinal. */
     int cu_device;               /**< `CUdevice`. */
     void *cu_context;            /**< Retained primary `CUcontext`. */
     void *stream;                /**< The executor's `CUstream`. */

@@ -42,6 +42,9 @@ static int check_failures = 0;
         }                                                                                          \
     } while (0)
 
+/** Checks a status is OK: for calls a test makes to reach the state it checks. */
+#define CHECK_OK(expression) CHECK_STATUS(expression, uform_status_ok_k)
+
 /** Checks the thread's last error message contains `needle`. */
 #define CHECK_MESSAGE(needle)                                                                      \
     do {                                                                                           \

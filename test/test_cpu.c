@@ -231,7 +231,7 @@ static void test_detection(void) {
 
 static void *detect_from_thread(void *argument) {
     uform_cpu_class_t *result = argument;
-    uform_cpu_detect(result, NULL);
+    CHECK_OK(uform_cpu_detect(result, NULL));
     return NULL;
 }
 
@@ -242,7 +242,7 @@ static void test_detection_threads(void) {
     for (int i = 0; i < 4; ++i) CHECK_FATAL(pthread_create(&threads[i], NULL, detect_from_thread, &results[i]) == 0);
     for (int i = 0; i < 4; ++i) pthread_join(threads[i], NULL);
     uform_cpu_class_t detected;
-    uform_cpu_detect(&detected, NULL);
+    CHECK_OK(uform_cpu_detect(&detected, NULL));
     for (int i = 0; i < 4; ++i) CHECK(results[i] == detected);
 }
 
@@ -324,7 +324,7 @@ static void test_names(void) {
 static void test_resolution(void) {
     uform_cpu_class_t detected;
     uint64_t features;
-    uform_cpu_detect(&detected, &features);
+    CHECK_OK(uform_cpu_detect(&detected, &features));
 
     uform_cpu_class_t resolved = (uform_cpu_class_t)-7;
     CHECK_STATUS(uform_cpu_resolve_class(uform_cpu_class_unknown_k, &resolved), uform_status_ok_k);

@@ -316,7 +316,7 @@ static void test_classes(config_t const *c, char const *name) {
     double *expected = calloc(width, sizeof(double));
     CHECK_STATUS(encode(NULL, &model, &b, base), uform_status_ok_k);
     uform_cpu_class_t own;
-    uform_cpu_detect(&own, NULL);
+    CHECK_OK(uform_cpu_detect(&own, NULL));
     uform_cpu_class_t const classes[] = {uform_cpu_class_serial_k, uform_cpu_class_intel_haswell_k,
                                          uform_cpu_class_intel_skylake_k, uform_cpu_class_intel_icelake_k,
                                          uform_cpu_class_amd_genoa_k, uform_cpu_class_intel_sapphire_k};
@@ -325,7 +325,7 @@ static void test_classes(config_t const *c, char const *name) {
         uform_executor_t executor = NULL;
         size_t cores = 0;
         uform_memory_domain_t domain;
-        uform_memory_domains(&domain, 1, &cores);
+        CHECK_OK(uform_memory_domains(&domain, 1, &cores));
         size_t threads = domain.cores_count >= 2 ? 2 : 1;
         if (uform_executor_for_ram(&ram, threads, 0, &executor) != uform_status_ok_k) {
             printf("%-28s class %s: not on this machine (%s)\n", name, uform_cpu_class_name(classes[k]),
@@ -478,7 +478,7 @@ static void test_large_batch(void) {
     uform_executor_t executor = NULL;
     size_t cores = 0;
     uform_memory_domain_t domain;
-    uform_memory_domains(&domain, 1, &cores);
+    CHECK_OK(uform_memory_domains(&domain, 1, &cores));
     CHECK_STATUS(uform_executor_for_ram(NULL, domain.cores_count >= 3 ? 3 : domain.cores_count, 0, &executor),
                  uform_status_ok_k);
     CHECK_STATUS(encode(executor, &model, &b, rows), uform_status_ok_k);
@@ -728,11 +728,11 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
     uform_executor_t executor = NULL;
     CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &executor), uform_status_ok_k);
     uform_executor_description_t description;
-    uform_executor_describe(executor, &description);
+    CHECK_OK(uform_executor_describe(executor, &description));
     /* Every core: the executor's own default leaves one in eight out. */
     size_t cores = 0;
     uform_memory_domain_t domains[64];
-    uform_memory_domains(domains, 64, &cores);
+    CHECK_OK(uform_memory_domains(domains, 64, &cores));
     size_t all = 0;
     for (size_t d = 0; d < cores && d < 64; ++d) all += domains[d].cores_count;
     uform_executor_free(executor);

@@ -260,7 +260,7 @@ static void started_then_slow(void *context, size_t task, size_t thread, size_t 
 static void *drain_thread(void *argument) {
     drain_race_t *race = argument;
     while (!atomic_load(&race->started)) sched_yield();
-    uform_executor_drain(race->executor, uform_mood_parked_k);
+    CHECK_OK(uform_executor_drain(race->executor, uform_mood_parked_k));
     race->finished_seen_by_drain = atomic_load(&race->slow.finished);
     return NULL;
 }
@@ -323,13 +323,13 @@ static void test_moods(size_t threads) {
  *  the first; anything between keeps it. Back-to-back rounds on every core otherwise stayed in a
  *  regime where each round woke sleeping threads (host.c says why); bench_ram measures it. */
 static void test_adaptive_spin(void) {
-    CHECK(uform_host_adapt_spins(1024, 0.0001) == 4096);
-    CHECK(uform_host_adapt_spins(4096, 0.0009) == 16384);
-    CHECK(uform_host_adapt_spins(16384, 0.0001) == 32768);
-    CHECK(uform_host_adapt_spins(32768, 0.0001) == 32768); // the ceiling
-    CHECK(uform_host_adapt_spins(32768, 0.01) == 32768);   // neither short nor long: kept
-    CHECK(uform_host_adapt_spins(32768, 0.05) == 1024);    // idle long enough: back to the first
-    CHECK(uform_host_adapt_spins(4096, 3600.0) == 1024);
+    CHECK(uform_adapt_spins(1024, 0.0001) == 4096);
+    CHECK(uform_adapt_spins(4096, 0.0009) == 16384);
+    CHECK(uform_adapt_spins(16384, 0.0001) == 32768);
+    CHECK(uform_adapt_spins(32768, 0.0001) == 32768); // the ceiling
+    CHECK(uform_adapt_spins(32768, 0.01) == 32768);   // neither short nor long: kept
+    CHECK(uform_adapt_spins(32768, 0.05) == 1024);    // idle long enough: back to the first
+    CHECK(uform_adapt_spins(4096, 3600.0) == 1024);
 }
 
 /** A drain into SPINNING meeting a worker between its decision to park and its sleep (held there
@@ -405,7 +405,7 @@ static void test_pinning(size_t threads) {
         CHECK(pins.cpus[thread] == core);
         for (size_t other = 0; other < thread; ++other) {
             int32_t other_core;
-            uform_executor_thread_placement(executor, other, &other_core, NULL);
+            CHECK_OK(uform_executor_thread_placement(executor, other, &other_core, NULL));
             CHECK(other_core != core);
         }
     }
@@ -502,7 +502,7 @@ static void *churn_thread(void *argument) {
     while (!atomic_load(&churn->stop)) {
         uform_executor_t executor;
         if (uform_executor_for_ram(NULL, 1, 2, &executor) == uform_status_ok_k) uform_executor_free(executor);
-        if (uform_pool_lock(&fake_pool) == uform_status_ok_k) uform_pool_unlock(&fake_pool);
+        if (uform_pool_lock(&fake_pool) == uform_status_ok_k) CHECK_OK(uform_pool_unlock(&fake_pool));
         atomic_fetch_add(&churn->loops, 1);
     }
     return NULL;
@@ -783,7 +783,7 @@ int main(void) {
     CHECK(description.threads_count == uform_default_threads(cores)); // the 7/8 rule
     CHECK(description.deferred_limit == UFORM_DEFERRED_LIMIT_DEFAULT);
     uform_cpu_class_t detected;
-    uform_cpu_detect(&detected, NULL);
+    CHECK_OK(uform_cpu_detect(&detected, NULL));
     CHECK(description.cpu_class == detected);
     uform_executor_free(executor);
 

@@ -97,8 +97,10 @@ static void test_listing_arguments(void) {
     CHECK_MESSAGE("NULL");
     CHECK_STATUS(uform_gpu_device_name(0, name, 0), uform_status_invalid_argument_k);
     CHECK_MESSAGE("capacity 0");
-    CHECK_STATUS(uform_gpu_device_name((size_t)1 << 40, name, sizeof(name)), uform_status_invalid_argument_k);
+    CHECK_STATUS(uform_gpu_device_name(INT32_MAX, name, sizeof(name)), uform_status_invalid_argument_k);
     CHECK_MESSAGE("out of range");
+    CHECK_STATUS(uform_gpu_device_name(-1, name, sizeof(name)), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("ordinal -1 is out of range");
 }
 
 /** The no-driver, no-device paths: an empty listing is OK, the status says why there is none. */
@@ -216,7 +218,7 @@ static void test_with_gpu(size_t count) {
         CHECK_STATUS(uform_gpu_device_name(index, shortened, sizeof(shortened)), uform_status_ok_k);
         CHECK(strlen(shortened) == (strlen(name) < 4 ? strlen(name) : 4) && !strncmp(shortened, name, strlen(shortened)));
         CHECK(devices[index].vendor == uform_gpu_vendor_nvidia_k);
-        CHECK(devices[index].vendor_ordinal == index);
+        CHECK(devices[index].vendor_ordinal == (uform_gpu_ordinal_t)index);
         CHECK(devices[index].compute_units > 0);
         CHECK(devices[index].memory_bytes > ((uint64_t)1 << 30));
         CHECK(devices[index].gpu_class == uform_gpu_class_of_capability(internal[index].major, internal[index].minor));

@@ -239,7 +239,7 @@ static void check_placement_cores(uform_placement_t const *placement) {
 static void test_placement_derived(void) {
     expected_t const expected = expected_domains();
     uform_cpu_class_t detected;
-    uform_cpu_detect(&detected, NULL);
+    CHECK_OK(uform_cpu_detect(&detected, NULL));
 
     uform_placement_t placement;
     CHECK_STATUS(uform_placement_resolve(NULL, &placement), uform_status_ok_k);
@@ -324,7 +324,7 @@ static void test_placement_invalid(void) {
     /* Classes: above the CPU is UNSUPPORTED, out of range INVALID_ARGUMENT. */
     uform_cpu_class_t detected;
     uint64_t features;
-    uform_cpu_detect(&detected, &features);
+    CHECK_OK(uform_cpu_detect(&detected, &features));
     if ((uform_cpu_class_features(uform_cpu_class_intel_granite_k) & ~features) != 0) {
         options = (uform_ram_options_t){.cpu_class = uform_cpu_class_intel_granite_k};
         CHECK_REFUSED(&options, uform_status_unsupported_k, "intel_granite");

@@ -96,9 +96,9 @@ static void *shared_caller(void *argument) {
         uform_status_t status = uform_executor_call(shared->executors[worker->index], &call,
                                                     index % 2 ? &outcomes[index % 8] : NULL);
         atomic_fetch_add(&shared->statuses[status], 1);
-        if (index % 8 == 7) uform_executor_drain(shared->executors[worker->index], uform_mood_parked_k);
+        if (index % 8 == 7) CHECK_OK(uform_executor_drain(shared->executors[worker->index], uform_mood_parked_k));
     }
-    uform_executor_drain(shared->executors[worker->index], uform_mood_parked_k);
+    CHECK_OK(uform_executor_drain(shared->executors[worker->index], uform_mood_parked_k));
     return NULL;
 }
 

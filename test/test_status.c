@@ -13,7 +13,7 @@ static void *fail_on_another_thread(void *argument) {
     (void)argument;
     // A fresh thread starts with no message, and its failure stays its own.
     int failures = uform_error_message()[0] != '\0';
-    uform_executor_drain(NULL, (uform_mood_t)42);
+    failures += uform_executor_drain(NULL, (uform_mood_t)42) != uform_status_invalid_argument_k;
     failures += strstr(uform_error_message(), "mood 42") == NULL;
     return (void *)(intptr_t)failures;
 }

@@ -266,7 +266,7 @@ static void test_basics(void) {
     CHECK_STATUS(uform_executor_describe(executor, &description), uform_status_ok_k);
     uform_gpu_device_t device;
     size_t count = 0;
-    uform_gpu_devices(&device, 1, &count);
+    CHECK_OK(uform_gpu_devices(&device, 1, &count));
     CHECK(description.kind == uform_executor_kind_vram_k);
     CHECK(description.devices_count == 1);
     CHECK(description.gpu_class == device.gpu_class);
@@ -361,7 +361,7 @@ static void test_host_part(void) {
     uform_executor_t executor = open_on(ordinals, 1, 0, 0);
     if (!executor) return;
     uform_executor_description_t description;
-    uform_executor_describe(executor, &description);
+    CHECK_OK(uform_executor_describe(executor, &description));
     both_t both = {.host.threads = description.threads_count, .plan = {.kernel = uform_kernel_fill_f32_k, .value = 7}};
     uform_call_t call = {.schedule = uform_schedule_dynamic_k, .tasks = 100, .task = both_task,
                          .device = both_device, .context = &both, .scratch_bytes = 256 * sizeof(float)};
@@ -592,7 +592,7 @@ static void test_scratch(void) {
     for (size_t index = 0; index < calls; ++index) {
         call.scratch_bytes = limit / 2 - (index % 7) * 1000; // varying, never above the first
         uform_outcome_t *deferred = index % 2 ? &outcomes[index % 8] : NULL;
-        if (deferred && index >= 8) uform_outcome_wait(deferred, -1);
+        if (deferred && index >= 8) CHECK_OK(uform_outcome_wait(deferred, -1));
         CHECK_STATUS(uform_executor_call(executor, &call, deferred), uform_status_ok_k);
         moved += plan.scratch[0] != first;
         CHECK_STATUS(uform_executor_scratch_bytes(executor, 0, &bytes), uform_status_ok_k);
@@ -631,14 +631,14 @@ static void test_scratch(void) {
 static void test_classes_and_ordinals(void) {
     uform_gpu_device_t device;
     size_t count = 0;
-    uform_gpu_devices(&device, 1, &count);
+    CHECK_OK(uform_gpu_devices(&device, 1, &count));
     int32_t const zero[] = {0};
     uform_executor_t executor = NULL;
     uform_vram_options_t vram = {.devices = zero, .devices_count = 1, .gpu_class = uform_gpu_class_nvidia_ampere_k};
     CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
     if (executor) {
         uform_executor_description_t description;
-        uform_executor_describe(executor, &description);
+        CHECK_OK(uform_executor_describe(executor, &description));
         CHECK(description.gpu_class == uform_gpu_class_nvidia_ampere_k);
         plan_t plan = {.kernel = uform_kernel_empty_k};
         uform_call_t call = device_call(&plan, 0);
@@ -669,7 +669,7 @@ static void test_classes_and_ordinals(void) {
     // An explicit RAM placement for the decoders: the first allowed node, one class down or equal.
     uform_memory_domain_t domain;
     size_t domains = 0;
-    uform_memory_domains(&domain, 1, &domains);
+    CHECK_OK(uform_memory_domains(&domain, 1, &domains));
     if (domains) {
         uform_ram_options_t ram = {.memory_domains = &domain.node, .memory_domains_count = 1};
         vram = (uform_vram_options_t) {.devices = zero, .devices_count = 1};
@@ -809,7 +809,7 @@ static void test_two_devices(void) {
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
     for (size_t index = 0; index < 4; ++index) CHECK(outcomes[index].finished && outcomes[index].status == 0);
     uform_executor_description_t description;
-    uform_executor_describe(executor, &description);
+    CHECK_OK(uform_executor_describe(executor, &description));
     CHECK(description.devices_count == 2);
     printf("two devices: work ran on both, %zu decoder threads\n", description.threads_count);
     uform_executor_free(executor);
@@ -935,7 +935,7 @@ static void test_trap(char const *self) {
 int main(int argc, char **argv) {
 #if UFORM_WITH_CUDA
     if (argc > 1 && !strcmp(argv[1], "--trap-child")) {
-        uform_gpu_devices(NULL, 0, &gpus);
+        CHECK_OK(uform_gpu_devices(NULL, 0, &gpus));
         CHECK_FATAL(uform_cuda(&cuda) == uform_status_ok_k && gpus);
         return trap_child();
     }
@@ -948,7 +948,8 @@ int main(int argc, char **argv) {
     if (count == 0) {
         test_without_gpu();
         if (check_failures) CHECK_DONE();
-        uform_gpu_status();
+        CHECK_STATUS(uform_gpu_status(), uform_status_unsupported_k); // sets the reason SKIP prints
+        if (check_failures) CHECK_DONE();
         SKIP("no GPU (%s): the argument and no-driver paths passed, the device checks are skipped",
              uform_error_message());
     }

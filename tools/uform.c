@@ -11,7 +11,7 @@
  *  `bench` runs the CPU benchmark `bench_ram` (fork-join rounds and a memory-bound sum, against
  *  OpenMP), a separate program so that neither this one nor the library links libgomp.
  */
-#include "internal.h" // `uform_default_threads`
+#include <uform.h>
 
 #include <errno.h>    // `errno`
 #include <limits.h>   // `PATH_MAX`

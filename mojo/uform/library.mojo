@@ -340,7 +340,7 @@ struct GPUDevice(Copyable, Defaultable, Movable):
             return String()
         var buffer = List[UInt8](length=256, fill=0)
         var status = self._library.value()._handle[].call["uform_gpu_device_name", c_int](
-            c_size_t(self._ordinal), buffer.unsafe_ptr(), c_size_t(len(buffer))
+            c_int(self._ordinal), buffer.unsafe_ptr(), c_size_t(len(buffer))
         )
         if status != 0:
             return String()

@@ -8,6 +8,7 @@
  *  by the tests with `cc` when run outside ctest.
  */
 #include <uform.h>
+#include "uform_testing.h" // `uform_kernel_t`, test-only
 
 #include <stddef.h> // `offsetof`
 #include <stdint.h> // `uint32_t`
@@ -111,6 +112,40 @@ static uform_python_layout_t const uform_python_layouts[] = {
     LAYOUT_FIELD(uform_mesh_description_t, first_gpu_index),
     LAYOUT_FIELD(uform_mesh_description_t, multimem_tier),
     LAYOUT_FIELD(uform_mesh_description_t, gpu_class),
+
+    LAYOUT_TYPE(uform_model_options_t),
+    LAYOUT_FIELD(uform_model_options_t, path),
+    LAYOUT_FIELD(uform_model_options_t, modality),
+    LAYOUT_FIELD(uform_model_options_t, residency),
+    LAYOUT_FIELD(uform_model_options_t, ram),
+    LAYOUT_FIELD(uform_model_options_t, vram),
+    LAYOUT_FIELD(uform_model_options_t, weights_dtype),
+
+    LAYOUT_TYPE(uform_model_description_t),
+    LAYOUT_FIELD(uform_model_description_t, modality),
+    LAYOUT_FIELD(uform_model_description_t, residency),
+    LAYOUT_FIELD(uform_model_description_t, weights_dtype),
+    LAYOUT_FIELD(uform_model_description_t, dimensions),
+    LAYOUT_FIELD(uform_model_description_t, matryoshka_dimensions),
+    LAYOUT_FIELD(uform_model_description_t, context),
+    LAYOUT_FIELD(uform_model_description_t, image_size),
+    LAYOUT_FIELD(uform_model_description_t, layers),
+    LAYOUT_FIELD(uform_model_description_t, parameters),
+    LAYOUT_FIELD(uform_model_description_t, replicas),
+
+    LAYOUT_TYPE(uform_embeddings_t),
+    LAYOUT_FIELD(uform_embeddings_t, data),
+    LAYOUT_FIELD(uform_embeddings_t, stride),
+    LAYOUT_FIELD(uform_embeddings_t, dimensions),
+    LAYOUT_FIELD(uform_embeddings_t, dtype),
+    LAYOUT_FIELD(uform_embeddings_t, normalize),
+
+    LAYOUT_TYPE(uform_image_t),
+    LAYOUT_FIELD(uform_image_t, data),
+    LAYOUT_FIELD(uform_image_t, size),
+    LAYOUT_FIELD(uform_image_t, width),
+    LAYOUT_FIELD(uform_image_t, height),
+    LAYOUT_FIELD(uform_image_t, stride),
 };
 
 /** Points `*layouts` at the table and returns its length. */

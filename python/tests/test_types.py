@@ -6,6 +6,7 @@ import unittest
 
 import _support
 import uform
+import uform.models
 from uform import (
     CPUClass,
     DType,
@@ -257,6 +258,10 @@ class TestLayouts(unittest.TestCase):
         "uform_outcome_t": _native.OutcomeStruct,
         "uform_mesh_options_t": _native.MeshOptionsStruct,
         "uform_mesh_description_t": _native.MeshDescriptionStruct,
+        "uform_model_options_t": uform.models.ModelOptionsStruct,
+        "uform_model_description_t": uform.models.ModelDescriptionStruct,
+        "uform_embeddings_t": uform.models.EmbeddingsStruct,
+        "uform_image_t": uform.models.ImageStruct,
     }
 
     def test_every_struct_and_field(self):
@@ -274,6 +279,45 @@ class TestLayouts(unittest.TestCase):
                 seen_fields[type_name].add(field)
         for type_name, struct in self.STRUCTS.items():
             self.assertEqual(seen_fields[type_name], {name for name, *_ in struct._fields_}, type_name)
+
+    def test_header_and_bindings_cannot_drift(self):
+        """Every struct uform.h declares has a ctypes twin with the header's fields in the header's
+        order, and the compiled layout table names every one of those fields, so a field added to the
+        header without the binding (or without the table that checks offsets) fails here."""
+        header = _header_structs()
+        self.assertEqual(set(header), set(self.STRUCTS), "structs in uform.h against the ctypes twins")
+        for type_name, fields in header.items():
+            self.assertEqual([name for name, *_ in self.STRUCTS[type_name]._fields_], fields, type_name)
+        _support.require_helpers(self)
+        table = {}
+        for type_name, field, *_ in _support.layouts():
+            if field is not None:
+                table.setdefault(type_name, []).append(field)
+        self.assertEqual(table, header, "python/tests/helpers.c's layout table against uform.h")
+
+
+def _header_structs() -> dict:
+    """`{name: [field, ...]}` for every `typedef struct name {...} name;` in include/uform.h."""
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "include", "uform.h")
+    with open(path) as file:
+        text = file.read()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    structs = {}
+    for match in re.finditer(r"typedef struct (\w+) \{(.*?)\} (\w+);", text, flags=re.S):
+        fields = []
+        for declaration in match.group(2).split(";"):
+            declaration = " ".join(declaration.split())
+            if not declaration:
+                continue
+            first, *more = declaration.split(",")
+            for declarator in [first.split()[-1], *more]:
+                fields.append(re.match(r"\**\s*(\w+)", declarator.strip()).group(1))
+        structs[match.group(1)] = fields
+    return structs
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ class GPUDeviceStruct(Structure):
 
     _fields_ = [
         ("vendor", c_enum),
-        ("vendor_ordinal", c_uint32),
+        ("vendor_ordinal", c_int32),
         ("gpu_class", c_enum),
         ("compute_units", c_uint32),
         ("memory_bytes", c_uint64),
@@ -182,7 +182,7 @@ PROTOTYPES = {
     "uform_memory_domains": (c_enum, [_P(MemoryDomainStruct), c_size_t, _P(c_size_t)]),
     "uform_memory_domain_cores": (c_enum, [c_int32, _P(c_int32), c_size_t, _P(c_size_t)]),
     "uform_gpu_devices": (c_enum, [_P(GPUDeviceStruct), c_size_t, _P(c_size_t)]),
-    "uform_gpu_device_name": (c_enum, [c_size_t, c_char_p, c_size_t]),
+    "uform_gpu_device_name": (c_enum, [c_int32, c_char_p, c_size_t]),
     "uform_gpu_status": (c_enum, []),
     "uform_gpu_class_name": (c_char_p, [c_enum]),
     "uform_gpu_vendor_name": (c_char_p, [c_enum]),

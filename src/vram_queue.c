@@ -1,0 +1,283 @@
+/**
+ *  @file   vram_queue.c
+ *  @brief  The VRAM executor's completion: its ring of deferred outcomes (completion.c's `uform_ring_t`), marks, faults, device waits and the watchdog.
+ */
+#define _GNU_SOURCE
+#include "vram_private.h"
+
+#include <stdarg.h> // `va_list`
+#include <stdio.h>  // `snprintf`
+
+/* ---- Outcomes, marks and faults: every function named `_locked` runs under `lock` ---- */
+
+/** Finishes, in order, the tracked outcomes whose sequence is at most `completed` (all of them
+ *  with `status` and `message` when `all`). */
+static void vram_finish_locked(vram_executor_t *self, bool all, uform_status_t status, char const *message) {
+    uint64_t const completed = atomic_load_explicit(&self->completed, memory_order_relaxed);
+    unsigned head = atomic_load_explicit(&self->ring.head, memory_order_relaxed);
+    unsigned const tail = atomic_load_explicit(&self->ring.tail, memory_order_relaxed);
+    for (; head != tail; ++head) {
+        vram_entry_t const *entry = uform_ring_at(&self->ring, head);
+        if (!all && entry->sequence > completed) break;
+        // No wake-up: nobody parks on a VRAM outcome (`uform_outcome_wait` hands it to `vram_poll`).
+        uform_outcome_settle(entry->outcome, all ? status : uform_status_ok_k, all ? message : NULL, false);
+    }
+    atomic_store_explicit(&self->ring.head, head, memory_order_release);
+}
+
+static void vram_finish_ready_locked(vram_executor_t *self) { vram_finish_locked(self, false, uform_status_ok_k, NULL); }
+
+void vram_finish_all_locked(vram_executor_t *self, uform_status_t status, char const *message) {
+    vram_finish_locked(self, true, status, message);
+}
+
+static void vram_poison_locked(vram_executor_t *self, size_t device_index, CUresult result, char const *where) {
+    if (atomic_load_explicit(&self->faulted, memory_order_relaxed)) return;
+    vram_device_t const *device = &self->devices[device_index];
+    char error[200];
+    snprintf(self->fault, sizeof(self->fault),
+             "device %zu (ordinal %d) faulted: %s, seen by %s; the executor is poisoned, free it and create "
+             "another (every executor on that device is affected)",
+             device_index, (int)device->ordinal, uform_cuda_error_text(result, error, sizeof(error)), where);
+    atomic_store_explicit(&self->faulted, true, memory_order_release);
+    vram_finish_all_locked(self, uform_status_device_fault_k, self->fault);
+    for (size_t mark = 0; mark < UFORM_VRAM_MARKS; ++mark)
+        if (self->mark_states[mark] == vram_mark_pending_k) self->mark_states[mark] = vram_mark_free_k;
+}
+
+void vram_poison(vram_executor_t *self, size_t device_index, CUresult result, char const *where) {
+    pthread_mutex_lock(&self->lock);
+    vram_poison_locked(self, device_index, result, where);
+    pthread_mutex_unlock(&self->lock);
+}
+
+uform_status_t vram_fault_status(vram_executor_t *self, char const *verb) {
+    return uform_fail(uform_status_device_fault_k, "%s: %s", verb, self->fault);
+}
+
+/**
+ *  The one way a driver call's failure on a device becomes a status: a sticky error poisons the
+ *  executor (DEVICE_FAULT with the fault's message under `verb`); anything else is
+ *  `uform_cuda_status(result, otherwise)` with "<verb>: <formatted>: <the driver's error>".
+ */
+uform_status_t vram_fail(vram_executor_t *self, size_t device_index, CUresult result, char const *where,
+                                char const *verb, uform_status_t otherwise, char const *format, ...)
+    UFORM_PRINTF(7, 8);
+uform_status_t vram_fail(vram_executor_t *self, size_t device_index, CUresult result, char const *where,
+                                char const *verb, uform_status_t otherwise, char const *format, ...) {
+    if (uform_cuda_error_is_fault(result)) {
+        vram_poison(self, device_index, result, where);
+        return vram_fault_status(self, verb);
+    }
+    char context[400];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(context, sizeof(context), format, arguments);
+    va_end(arguments);
+    return uform_cuda_fail(uform_cuda_status(result, otherwise), result, "%s: %s", verb, context);
+}
+
+/**
+ *  Advances `completed` as far as the devices allow without blocking, finishes the outcomes it
+ *  covers, and says whether `target` is complete: OK, PENDING, or DEVICE_FAULT.
+ */
+uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, vram_context_t *context) {
+    uform_cuda_t const *cuda = self->cuda;
+    if (atomic_load_explicit(&self->faulted, memory_order_relaxed)) return uform_status_device_fault_k;
+    uint64_t completed = atomic_load_explicit(&self->completed, memory_order_relaxed);
+
+    // Marks, oldest first: each one complete on every device completes its sequence.
+    while (completed < target) {
+        size_t oldest = UFORM_VRAM_MARKS;
+        for (size_t mark = 0; mark < UFORM_VRAM_MARKS; ++mark)
+            if (self->mark_states[mark] == vram_mark_pending_k &&
+                (oldest == UFORM_VRAM_MARKS || self->mark_sequences[mark] < self->mark_sequences[oldest]))
+                oldest = mark;
+        if (oldest == UFORM_VRAM_MARKS) break;
+        bool done = true;
+        for (size_t index = 0; index < self->devices_count && done; ++index) {
+            vram_device_t *device = &self->devices[index];
+            CUresult result = vram_context_use(cuda, context, device->context);
+            if (result == CUDA_SUCCESS) result = cuda->EventQuery(device->marks[oldest]);
+            if (result == CUDA_ERROR_NOT_READY) done = false;
+            else if (result != CUDA_SUCCESS) {
+                vram_poison_locked(self, index, result, "cuEventQuery");
+                return uform_status_device_fault_k;
+            }
+        }
+        if (!done) break;
+        if (self->mark_sequences[oldest] > completed) completed = self->mark_sequences[oldest];
+        self->mark_states[oldest] = vram_mark_free_k;
+    }
+
+    if (completed < target) {
+        // Read before the queries: every call published by now enqueued its work before them.
+        uint64_t const published = atomic_load_explicit(&self->enqueued, memory_order_acquire);
+        bool idle = true;
+        for (size_t index = 0; index < self->devices_count && idle; ++index) {
+            vram_device_t *device = &self->devices[index];
+            CUresult result = vram_context_use(cuda, context, device->context);
+            if (result == CUDA_SUCCESS) result = cuda->StreamQuery(device->stream);
+            if (result == CUDA_ERROR_NOT_READY) idle = false;
+            else if (result != CUDA_SUCCESS) {
+                vram_poison_locked(self, index, result, "cuStreamQuery");
+                return uform_status_device_fault_k;
+            }
+        }
+        if (idle && published > completed) completed = published;
+        if (!idle && target < published) {
+            // The streams hold newer calls than the target: idle streams would overshoot, so mark
+            // the current tail unless a pending mark already covers the target.
+            size_t free_mark = UFORM_VRAM_MARKS;
+            bool covered = false;
+            for (size_t mark = 0; mark < UFORM_VRAM_MARKS; ++mark) {
+                if (self->mark_states[mark] == vram_mark_pending_k && self->mark_sequences[mark] >= target)
+                    covered = true;
+                if (self->mark_states[mark] == vram_mark_free_k && free_mark == UFORM_VRAM_MARKS) free_mark = mark;
+            }
+            if (!covered && free_mark != UFORM_VRAM_MARKS) {
+                bool recorded = true;
+                for (size_t index = 0; index < self->devices_count && recorded; ++index) {
+                    vram_device_t *device = &self->devices[index];
+                    CUresult result = vram_context_use(cuda, context, device->context);
+                    if (result == CUDA_SUCCESS) result = cuda->EventRecord(device->marks[free_mark], device->stream);
+                    if (result != CUDA_SUCCESS) {
+                        recorded = false;
+                        if (uform_cuda_error_is_fault(result)) {
+                            vram_poison_locked(self, index, result, "cuEventRecord");
+                            return uform_status_device_fault_k;
+                        }
+                    }
+                }
+                if (recorded) {
+                    self->mark_states[free_mark] = vram_mark_pending_k;
+                    self->mark_sequences[free_mark] = published;
+                }
+            }
+        }
+    }
+    atomic_store_explicit(&self->completed, completed, memory_order_release);
+    vram_finish_ready_locked(self);
+    return completed >= target ? uform_status_ok_k : uform_status_pending_k;
+}
+
+/** Runs the watchdog unless another waiter is running it; saves its failure. */
+static uform_status_t vram_run_watchdog(vram_executor_t *self, uform_failure_t *failure) {
+    failure->status = uform_status_ok_k;
+    if (pthread_mutex_trylock(&self->watchdog_lock) != 0) return uform_status_ok_k;
+    if (self->watchdog) uform_failure_save(failure, self->watchdog(self->watchdog_context));
+    pthread_mutex_unlock(&self->watchdog_lock);
+    return failure->status;
+}
+
+/**
+ *  Waits until `target` completes, the executor is poisoned (DEVICE_FAULT), the watchdog fails
+ *  (its status), or `timeout_seconds` (negative: forever) pass (PENDING). Sets the thread's message
+ *  for every status but OK and PENDING.
+ */
+uform_status_t vram_wait_in(vram_executor_t *self, uint64_t target, double timeout_seconds,
+                                   vram_context_t *context, char const *verb) {
+    if (atomic_load_explicit(&self->completed, memory_order_acquire) >= target &&
+        !atomic_load_explicit(&self->faulted, memory_order_acquire))
+        return uform_status_ok_k;
+    double const start = uform_now_seconds();
+    double next_watchdog = start + UFORM_VRAM_WATCHDOG_SECONDS;
+    long nap = UFORM_VRAM_NAP_MIN_NS;
+    for (;;) {
+        pthread_mutex_lock(&self->lock);
+        uform_status_t status = vram_progress_locked(self, target, context);
+        pthread_mutex_unlock(&self->lock);
+        if (status == uform_status_device_fault_k) return vram_fault_status(self, verb);
+        if (status == uform_status_ok_k) return status;
+
+        double const now = uform_now_seconds();
+        if (timeout_seconds >= 0 && now - start >= timeout_seconds) return uform_status_pending_k;
+        if (now >= next_watchdog) {
+            uform_failure_t failure;
+            if (vram_run_watchdog(self, &failure) != uform_status_ok_k) {
+                pthread_mutex_lock(&self->lock);
+                vram_finish_all_locked(self, failure.status, failure.message);
+                pthread_mutex_unlock(&self->lock);
+                return uform_failure_raise(&failure);
+            }
+            next_watchdog = now + UFORM_VRAM_WATCHDOG_SECONDS;
+        }
+        bool const spinning =
+            atomic_load_explicit(&self->base.mood, memory_order_relaxed) == (unsigned)uform_mood_spinning_k;
+        if (spinning || now - start < UFORM_VRAM_SPIN_SECONDS) {
+            uform_spin_pause();
+            continue;
+        }
+        double const left = timeout_seconds >= 0 ? timeout_seconds - (now - start) : 1.0;
+        long sleep_ns = nap;
+        if ((double)sleep_ns > left * 1e9) sleep_ns = (long)(left * 1e9) + 1;
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = sleep_ns};
+        nanosleep(&pause, NULL);
+        if (nap < UFORM_VRAM_NAP_MAX_NS) nap = nap * 2 > UFORM_VRAM_NAP_MAX_NS ? UFORM_VRAM_NAP_MAX_NS : nap * 2;
+    }
+}
+
+uform_status_t vram_wait(vram_executor_t *self, uint64_t target, double timeout_seconds, char const *verb) {
+    if (atomic_load_explicit(&self->completed, memory_order_acquire) >= target &&
+        !atomic_load_explicit(&self->faulted, memory_order_acquire))
+        return uform_status_ok_k;
+    vram_context_t context;
+    vram_context_enter(self->cuda, &context);
+    uform_status_t status = vram_wait_in(self, target, timeout_seconds, &context, verb);
+    vram_context_leave(self->cuda, &context);
+    return status;
+}
+
+/** Reserves a mark slot for the submitter when one is due; UFORM_VRAM_MARKS when none. */
+size_t vram_reserve_mark(vram_executor_t *self, uint64_t sequence) {
+    if (sequence - self->last_mark < self->mark_interval) return UFORM_VRAM_MARKS;
+    self->last_mark = sequence;
+    size_t reserved = UFORM_VRAM_MARKS;
+    pthread_mutex_lock(&self->lock);
+    for (size_t mark = 0; mark < UFORM_VRAM_MARKS && reserved == UFORM_VRAM_MARKS; ++mark)
+        if (self->mark_states[mark] == vram_mark_free_k) {
+            self->mark_states[mark] = vram_mark_recording_k;
+            reserved = mark;
+        }
+    pthread_mutex_unlock(&self->lock);
+    return reserved;
+}
+
+/** Makes the calls up to `sequence` visible to pollers and waiters. */
+void vram_publish_locked(vram_executor_t *self, uint64_t sequence, size_t mark, bool mark_recorded) {
+    atomic_store_explicit(&self->enqueued, sequence, memory_order_release);
+    if (mark != UFORM_VRAM_MARKS) {
+        self->mark_states[mark] = mark_recorded ? vram_mark_pending_k : vram_mark_free_k;
+        self->mark_sequences[mark] = sequence;
+    }
+}
+
+uform_status_t vram_settle(uform_executor_t executor, char const *verb) {
+    vram_executor_t *self = (vram_executor_t *)executor;
+    return vram_wait(self, atomic_load_explicit(&self->enqueued, memory_order_acquire), -1, verb);
+}
+
+
+uform_status_t vram_poll(uform_executor_t executor, uform_outcome_t *outcome, double timeout_seconds) {
+    vram_executor_t *self = (vram_executor_t *)executor;
+    uform_status_t const forked = uform_check_forked(executor, "uform_outcome_wait");
+    if (forked != uform_status_ok_k) return forked;
+    if (__atomic_load_n(&outcome->finished, __ATOMIC_ACQUIRE)) return uform_status_ok_k;
+    // Faults and watchdog failures finish the outcome; only a timeout leaves it pending, which
+    // executor.c reports after reading `finished`.
+    uform_status_t status = vram_wait(self, outcome->reserved[1], timeout_seconds, "uform_outcome_wait");
+    (void)status;
+    return uform_status_ok_k;
+}
+
+/** Installs the watchdog every wait of this executor calls about once a millisecond (one waiter at a
+ *  time runs it; others skip that tick); a no-op for other executors. */
+void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t watchdog, void *context) {
+    vram_executor_t *self = vram_cast(executor);
+    if (!self) return;
+    // Waits for a running watchdog to return, so the old context is unused once this returns.
+    pthread_mutex_lock(&self->watchdog_lock);
+    self->watchdog = watchdog;
+    self->watchdog_context = context;
+    pthread_mutex_unlock(&self->watchdog_lock);
+}
