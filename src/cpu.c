@@ -329,7 +329,8 @@ char const *uform_cpu_feature_name(uint64_t feature) {
 uform_status_t uform_cpu_resolve_class(uform_cpu_class_t requested, uform_cpu_class_t *resolved) {
     uform_cpu_class_t detected_class;
     uint64_t detected_features;
-    uform_cpu_detect(&detected_class, &detected_features);
+    uform_status_t const detected = uform_cpu_detect(&detected_class, &detected_features);
+    if (detected != uform_status_ok_k) return detected;
 
     /* Compare as unsigned: a negative enum value read through `int` must not index the tables. */
     if ((unsigned)requested >= UFORM_CPU_CLASSES)

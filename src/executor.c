@@ -177,7 +177,8 @@ uform_status_t uform_executor_describe(uform_executor_t executor, uform_executor
         inline_description.kind = uform_executor_kind_inline_k;
         inline_description.threads_count = 1;
         inline_description.domains_count = 1;
-        uform_cpu_detect(&inline_description.cpu_class, NULL);
+        uform_status_t const detected = uform_cpu_detect(&inline_description.cpu_class, NULL);
+        if (detected != uform_status_ok_k) return detected;
         inline_description.mood = uform_mood_parked_k;
         *description = inline_description;
         return uform_status_ok_k;

@@ -556,7 +556,8 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     size_t devices = uform_vram_members(executor, &members);
     if (devices == 0) {
         uform_executor_description_t description = {0};
-        if (executor) uform_executor_describe(executor, &description);
+        if (executor && uform_executor_describe(executor, &description) != uform_status_ok_k)
+            description.kind = uform_executor_kind_inline_k; // forked: the message below still names the misuse
         char const *kinds[] = {"NULL (inline)", "RAM", "pool", "VRAM"};
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_mesh_bootstrap: the executor must be a VRAM executor (uform_executor_for_vram), "
@@ -649,7 +650,9 @@ void uform_mesh_free(uform_mesh_t mesh) {
         mesh_release(mesh, true);
         return;
     }
-    uform_executor_drain(mesh->executor, uform_mood_parked_k); // the watchdog bounds a stuck collective
+    // The watchdog bounds a stuck collective; a failed drain (a poisoned executor) leaves nothing
+    // queued that the aborts and releases below could race with, so freeing goes on regardless.
+    if (uform_executor_drain(mesh->executor, uform_mood_parked_k) != uform_status_ok_k) uform_clear_error();
     uform_vram_set_watchdog(mesh->executor, NULL, NULL);
     pthread_mutex_lock(&mesh->lock);
     if (mesh->comms && !atomic_load(&mesh->aborted)) {

@@ -365,7 +365,7 @@ static int exercise(uform_executor_t executor, uform_mesh_t mesh, char const *la
 static uform_gpu_class_t own_class_of(size_t ordinal) {
     uform_gpu_device_t devices[64];
     size_t count = 0;
-    uform_gpu_devices(devices, 64, &count);
+    if (uform_gpu_devices(devices, 64, &count) != uform_status_ok_k) return uform_gpu_class_unknown_k;
     return ordinal < count ? devices[ordinal].gpu_class : uform_gpu_class_unknown_k;
 }
 
@@ -916,11 +916,11 @@ int main(int argc, char **argv) {
     }
 #if UFORM_WITH_CUDA
     size_t gpus = 0;
-    uform_gpu_devices(NULL, 0, &gpus);
+    CHECK_FATAL(uform_gpu_devices(NULL, 0, &gpus) == uform_status_ok_k);
     if (gpus > 16) gpus = 16;
     CHECK_FATAL(uform_cuda(&cuda) == uform_status_ok_k);
     char name[256] = "";
-    uform_gpu_device_name(0, name, sizeof name);
+    CHECK_FATAL(uform_gpu_device_name(0, name, sizeof name) == uform_status_ok_k);
     if (strstr(name, "UForm Fake GPU")) {
         test_fake_driver();
         CHECK_DONE();

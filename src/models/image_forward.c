@@ -504,7 +504,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     if (status != uform_status_ok_k) return refuse(outcome, status);
     size_t threads = description.threads_count ? description.threads_count : 1;
     uform_cpu_class_t cpu_class = description.cpu_class;
-    if (cpu_class == uform_cpu_class_unknown_k) uform_cpu_detect(&cpu_class, NULL);
+    if (cpu_class == uform_cpu_class_unknown_k && (status = uform_cpu_detect(&cpu_class, NULL)) != uform_status_ok_k)
+        return refuse(outcome, status);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = node_of_thread(executor, description.kind, t);
         if (node < 0) continue;

@@ -514,7 +514,8 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
                                           "encode on a RAM, pool or NULL executor"));
     size_t threads = description.threads_count ? description.threads_count : 1;
     uform_cpu_class_t cpu_class = description.cpu_class;
-    if (cpu_class == uform_cpu_class_unknown_k) uform_cpu_detect(&cpu_class, NULL);
+    if (cpu_class == uform_cpu_class_unknown_k && (status = uform_cpu_detect(&cpu_class, NULL)) != uform_status_ok_k)
+        return refuse(outcome, status);
 
     /* Every node the executor's threads run on must carry a replica. */
     for (size_t t = 0; t < threads; ++t) {
