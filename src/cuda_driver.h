@@ -102,7 +102,8 @@ uform_gpu_class_t uform_gpu_class_common(uform_gpu_class_t a, uform_gpu_class_t 
     X(ModuleLoadData, 2000, "cuModuleLoadData")                                                    \
     X(ModuleUnload, 2000, "cuModuleUnload")                                                        \
     X(ModuleGetFunction, 2000, "cuModuleGetFunction")                                              \
-    X(LaunchKernel, 4000, "cuLaunchKernel")
+    X(LaunchKernel, 4000, "cuLaunchKernel")                                                        \
+    X(FuncSetAttribute, 9000, "cuFuncSetAttribute")
 
 /** @brief The loaded driver: immutable once `uform_cuda` returned it, shared by every thread. */
 typedef struct uform_cuda_t {

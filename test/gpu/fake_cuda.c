@@ -597,6 +597,13 @@ static CUresult fake_module_unload(CUmodule module) {
 }
 static CUresult cu_module_unload(CUmodule module) { FAKE_LOCKED(fake_module_unload(module)); }
 
+/** Accepted and ignored: the fake runs no kernels (VRAM text models raise their attention kernels'
+ *  shared-memory ceiling with it). */
+static CUresult cu_func_set_attribute(CUfunction function, CUfunction_attribute attribute, int value) {
+    (void)function, (void)attribute, (void)value;
+    return CUDA_SUCCESS;
+}
+
 static CUresult cu_module_get_function(CUfunction *function, CUmodule module, char const *name) {
     for (int kernel = 0; kernel < fake_kernels_k; ++kernel)
         if (!strcmp(name, fake_kernel_names[kernel])) {
@@ -711,6 +718,7 @@ static struct {
     {"cuModuleUnload", (void *)cu_module_unload},
     {"cuModuleGetFunction", (void *)cu_module_get_function},
     {"cuLaunchKernel", (void *)cu_launch_kernel},
+    {"cuFuncSetAttribute", (void *)cu_func_set_attribute},
 };
 
 FAKE_API CUresult cuGetProcAddress_v2(char const *symbol, void **function, int version, cuuint64_t flags,
@@ -781,6 +789,8 @@ static void fake_check_signatures(void) {
     PFN_cuModuleUnload_v2000 unload = cu_module_unload;
     PFN_cuModuleGetFunction_v2000 get_function = cu_module_get_function;
     PFN_cuLaunchKernel_v4000 launch = cu_launch_kernel;
+    PFN_cuFuncSetAttribute_v9000 set_attribute = cu_func_set_attribute;
+    (void)set_attribute;
     PFN_cuGetProcAddress_v12000 get_proc_address = cuGetProcAddress_v2;
     (void)init, (void)driver_version, (void)error_name, (void)error_string, (void)device_get, (void)device_count;
     (void)device_name, (void)total_mem, (void)attribute, (void)bus_id, (void)uuid, (void)can_access, (void)retain;
