@@ -39,8 +39,8 @@ static uform_status_t check_residency(uform_executor_t executor, struct uform_mo
                               "use a VRAM executor on the model's devices",
                               description.kind == uform_executor_kind_ram_k ? "RAM" : "pool");
         if (description.kind != uform_executor_kind_vram_k)
-            return uform_fail(uform_status_residency_mismatch_k,
-                              "uform_encode_texts: the model is VRAM-resident; the NULL executor has no stream, "
+            return uform_fail(uform_status_unsupported_k,
+                              "uform_encode_texts: the model is VRAM-resident and the NULL executor has no stream; "
                               "use a VRAM executor on the model's devices");
         return uform_status_ok_k;
     }
