@@ -150,9 +150,13 @@ __device__ void attention_simt(T *context, T const *qkv, int const *offsets, int
     }
 }
 
-/** Attention of one (text, head) per block on tensor cores (bf16, f16): 4 warps, the text padded to
- *  `padded` (a multiple of 16) rows in shared memory; S = Q K^T in f32, softmax in f32 into P (T),
- *  O = P V in f32, scaled by the row's 1 / sum on the way out. `head` is a multiple of 16. */
+/** Attention of one (text, head) per block on tensor cores (bf16, f16), 4 warps. Keys and values of
+ *  the text sit in shared memory, zero-padded to `padded` rows (a multiple of 16); each warp takes
+ *  16-query strips: its queries (zero-padded) into its own shared strip, S = Q K^T in f32 fragments
+ *  stored to its strip, softmax in f32 into P (T, unnormalised), O = P V, scaled by 1 / sum on the
+ *  way out. No score matrix leaves the SM. `head` is a multiple of 16.
+ *  Shared bytes: 2 padded (head + 8) sizeof(T) + 4 (16 lds 4 + 16 (padded + 8) sizeof(T) + 64 +
+ *  16 (head + 8) sizeof(T)), lds = max(padded, head) + 4. */
 template <typename T>
 __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int heads, int head, float scale,
                               int padded) {
@@ -162,74 +166,84 @@ __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int 
     int const first = offsets[text], length = offsets[text + 1] - first;
     int const hidden = heads * head, warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     int const ldh = head + 8, lds = (padded > head ? padded : head) + 4, ldp = padded + 8;
-    T *q = (T *)raw, *k = q + padded * ldh, *v = k + padded * ldh;
-    float *s = (float *)(v + padded * ldh);          // [padded][lds]: scores, then outputs
-    T *p = (T *)(s + padded * lds);                  // [padded][ldp]
-    float *inverse = (float *)(p + padded * ldp);    // [padded]
-    int const vectors = head / 8;                    // 8 elements (16 bytes) at a time
+    T *k = (T *)raw, *v = k + padded * ldh;
+    float *s = (float *)(v + padded * ldh) + warp * 16 * lds;                  // [16][lds] per warp
+    T *p = (T *)((float *)(v + padded * ldh) + warps * 16 * lds) + warp * 16 * ldp; // [16][ldp] per warp
+    float *inverse = (float *)((T *)((float *)(v + padded * ldh) + warps * 16 * lds) + warps * 16 * ldp);
+    T *q = (T *)(inverse + warps * 16) + warp * 16 * ldh;                      // [16][ldh] per warp
+    inverse += warp * 16;
+    int const vectors = head / 8; // 8 elements (16 bytes) at a time
     for (int i = threadIdx.x; i < padded * vectors; i += blockDim.x) {
         int const j = i / vectors, c = (i % vectors) * 8;
-        uint4 qv = make_uint4(0, 0, 0, 0), kv = qv, vv = qv;
+        uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
         if (j < length) {
             T const *row = qkv + (size_t)(first + j) * 3 * hidden + h * head + c;
-            qv = *(uint4 const *)row, kv = *(uint4 const *)(row + hidden), vv = *(uint4 const *)(row + 2 * hidden);
+            kv = *(uint4 const *)(row + hidden), vv = *(uint4 const *)(row + 2 * hidden);
         }
-        *(uint4 *)(q + j * ldh + c) = qv, *(uint4 *)(k + j * ldh + c) = kv, *(uint4 *)(v + j * ldh + c) = vv;
+        *(uint4 *)(k + j * ldh + c) = kv, *(uint4 *)(v + j * ldh + c) = vv;
     }
     __syncthreads();
     int const tiles = padded / 16, head_tiles = head / 16;
-    for (int tile = warp; tile < tiles * tiles; tile += warps) {
-        int const ti = tile / tiles, tj = tile % tiles;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int c = 0; c < head; c += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-            wmma::load_matrix_sync(a, q + ti * 16 * ldh + c, ldh);
-            wmma::load_matrix_sync(b, k + tj * 16 * ldh + c, ldh);
-            wmma::mma_sync(acc, a, b, acc);
+    for (int strip = warp; strip < tiles; strip += warps) {
+        int const row0 = strip * 16;
+        for (int i = lane; i < 16 * vectors; i += 32) {
+            int const r = i / vectors, c = (i % vectors) * 8;
+            uint4 qv = make_uint4(0, 0, 0, 0);
+            if (row0 + r < length) qv = *(uint4 const *)(qkv + (size_t)(first + row0 + r) * 3 * hidden + h * head + c);
+            *(uint4 *)(q + r * ldh + c) = qv;
         }
-        wmma::store_matrix_sync(s + ti * 16 * lds + tj * 16, acc, lds, wmma::mem_row_major);
-    }
-    __syncthreads();
-    for (int i = warp; i < padded; i += warps) {
-        float *row = s + i * lds;
-        T *prow = p + i * ldp;
-        if (i >= length) {
-            for (int j = lane; j < padded; j += 32) prow[j] = store<T>(0.f);
-            continue;
+        __syncwarp();
+        for (int tj = 0; tj < tiles; ++tj) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.f);
+            for (int c = 0; c < head; c += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                wmma::load_matrix_sync(a, q + c, ldh);
+                wmma::load_matrix_sync(b, k + tj * 16 * ldh + c, ldh);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(s + tj * 16, acc, lds, wmma::mem_row_major);
         }
-        float best = -INFINITY;
-        for (int j = lane; j < length; j += 32) best = fmaxf(best, row[j] * scale);
-        best = warp_max(best);
-        float sum = 0.f;
-        for (int j = lane; j < padded; j += 32) {
-            float const e = j < length ? __expf(row[j] * scale - best) : 0.f;
-            T const stored = store<T>(e);
-            prow[j] = stored;
-            sum += load(stored);
+        __syncwarp();
+        int const rows = length - row0 < 16 ? length - row0 : 16;
+        for (int r = 0; r < rows; ++r) {
+            float const *row = s + r * lds;
+            T *prow = p + r * ldp;
+            float best = -INFINITY;
+            for (int j = lane; j < length; j += 32) best = fmaxf(best, row[j]);
+            best = warp_max(best) * scale;
+            float sum = 0.f;
+            for (int j = lane; j < padded; j += 32) {
+                float const e = j < length ? __expf(row[j] * scale - best) : 0.f;
+                T const stored = store<T>(e);
+                prow[j] = stored;
+                sum += load(stored);
+            }
+            sum = warp_sum(sum);
+            if (lane == 0) inverse[r] = 1.f / sum;
         }
-        sum = warp_sum(sum);
-        if (lane == 0) inverse[i] = 1.f / sum;
-    }
-    __syncthreads();
-    for (int tile = warp; tile < tiles * head_tiles; tile += warps) {
-        int const ti = tile / head_tiles, tj = tile % head_tiles;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int c = 0; c < padded; c += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
-            wmma::load_matrix_sync(a, p + ti * 16 * ldp + c, ldp);
-            wmma::load_matrix_sync(b, v + c * ldh + tj * 16, ldh);
-            wmma::mma_sync(acc, a, b, acc);
+        for (int r = rows; r < 16; ++r)
+            for (int j = lane; j < padded; j += 32) p[r * ldp + j] = store<T>(0.f);
+        __syncwarp();
+        for (int tj = 0; tj < head_tiles; ++tj) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.f);
+            for (int c = 0; c < padded; c += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
+                wmma::load_matrix_sync(a, p + c, ldp);
+                wmma::load_matrix_sync(b, v + c * ldh + tj * 16, ldh);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(s + tj * 16, acc, lds, wmma::mem_row_major);
         }
-        wmma::store_matrix_sync(s + ti * 16 * lds + tj * 16, acc, lds, wmma::mem_row_major);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < length * head; i += blockDim.x) {
-        int const j = i / head, c = i % head;
-        context[(size_t)(first + j) * hidden + h * head + c] = store<T>(s[j * lds + c] * inverse[j]);
+        __syncwarp();
+        for (int i = lane; i < rows * head; i += 32) {
+            int const r = i / head, c = i % head;
+            context[(size_t)(first + row0 + r) * hidden + h * head + c] = store<T>(s[r * lds + c] * inverse[r]);
+        }
+        __syncwarp();
     }
 }
 

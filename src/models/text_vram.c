@@ -606,8 +606,8 @@ static uform_status_t enqueue_chunk(vram_job_t *job, vram_share_t *share, vram_b
     int padded = (int)align_up(longest, 16);
     size_t element = element_size(tower->weights_dtype);
     size_t ldh = (size_t)head + 8, lds = (size_t)(padded > head ? padded : head) + 4, ldp = (size_t)padded + 8;
-    size_t mma_shared = 3 * (size_t)padded * ldh * element + (size_t)padded * lds * 4 + (size_t)padded * ldp * element +
-                        (size_t)padded * 4;
+    size_t mma_shared = 2 * (size_t)padded * ldh * element +
+                        4 * (16 * lds * 4 + 16 * ldp * element + 16 * 4 + 16 * ldh * element);
     size_t simt_shared = (longest * (size_t)(head + 1) + longest * (size_t)head + 4 * ((size_t)head + longest)) * 4;
     int use_mma = copy->attention_mma && head % 16 == 0 && mma_shared <= (size_t)copy->shared_optin &&
                   !getenv("UFORM_GPU_ATTENTION_SIMT");

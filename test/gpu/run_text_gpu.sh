@@ -50,7 +50,7 @@ fi
 CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
 unpack_deps "$DEPS" "$BUILD"
 if ! step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" ||
-    ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_gpu bench_text_gpu; then
+    ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_gpu bench_text_gpu uform uform_cli; then
     tail -40 "$LOGS/build.log"; cat "$SUMMARY"; exit 1
 fi
 if [[ $BENCH_ONLY == 0 ]]; then
@@ -59,6 +59,9 @@ if [[ $BENCH_ONLY == 0 ]]; then
     grep -E 'cosine|bad text|limit:|scratch held|without|one GPU|passed|FAILED|CHECK|SKIPPED' "$LOGS/tests.log" | sed 's/^/  /' | tee -a "$SUMMARY"
     step torch_check "$LOGS/tests.log" required timeout 300 python3 "$ROOT/test/encode/gpu_torch_check.py" "$BUILD/dump"
     grep -E '^torch-cuda|Error|error' "$LOGS/tests.log" | tail -12 | sed 's/^/  /' | tee -a "$SUMMARY"
+    step surfaces "$LOGS/tests.log" required timeout 200 env UFORM_LIBRARY="$(ls "$BUILD"/libuform.so | head -1)" \
+        PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$ROOT/test/gpu/text_gpu_surfaces.py" "$BUILD/uform" "$BUILD/dump/minilm"
+    grep -E '^(cli|python)' "$LOGS/tests.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 fi
 if [[ $SANITIZE == 1 ]]; then
     step memcheck "$LOGS/sanitizer.log" optional timeout 300 compute-sanitizer --error-exitcode 99 --leak-check full \
