@@ -66,6 +66,16 @@ typedef struct vram_algo_t {
     uform_lt_algo_t algo;
 } vram_algo_t;
 
+/** A captured chunk: the key names everything its launches depend on (see `enqueue_chunk`). */
+typedef struct vram_graph_t {
+    uint64_t key[12];
+    int state;      /**< 0 empty, 1 seen once (captured on the next sighting), 2 captured, 3 not capturable. */
+    CUgraphExec exec;
+    uint64_t used;  /**< LRU clock. */
+} vram_graph_t;
+
+#define VRAM_GRAPHS 16u
+
 typedef struct vram_copy_t {
     int32_t ordinal;
     CUdevice device;
@@ -78,8 +88,10 @@ typedef struct vram_copy_t {
     uform_lt_handle_t lt;
     CUdeviceptr word, position, type0, embed_gamma, embed_beta, projection;
     vram_layer_t *layers;
-    pthread_mutex_t lock; /**< Guards `cache`. */
+    pthread_mutex_t lock; /**< Guards `cache` and `graphs` (held across a graph's launch). */
     vram_algo_t cache[VRAM_CACHE];
+    vram_graph_t graphs[VRAM_GRAPHS];
+    uint64_t graph_clock;
 } vram_copy_t;
 
 typedef struct uform_text_vram_s {
@@ -186,6 +198,8 @@ static void copy_release(uform_text_vram_t *vram, vram_copy_t *copy) {
     if (copy->context) {
         CUcontext previous = NULL;
         if (cuda->CtxPushCurrent(copy->context) == CUDA_SUCCESS) {
+            for (size_t g = 0; g < VRAM_GRAPHS; ++g)
+                if (copy->graphs[g].exec) cuda->GraphExecDestroy(copy->graphs[g].exec);
             if (copy->lt) vram->lt->Destroy(copy->lt);
             if (copy->module) cuda->ModuleUnload(copy->module);
             if (copy->block) cuda->MemFree(copy->block);
@@ -578,11 +592,13 @@ static uform_status_t gemm(vram_job_t *job, vram_share_t *share, vram_buffers_t 
         if (step_ != uform_status_ok_k) return step_;                                                                  \
     } while (0)
 
+static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t first,
+                                    size_t texts, size_t tokens, size_t longest);
+
 /** Enqueues one chunk: encoded texts [first, end) of the job, written at output row `first - share->first`. */
 static uform_status_t enqueue_chunk(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t first,
                                     size_t end, int32_t *offsets) {
     uform_cuda_t const *cuda = job->vram->cuda;
-    uform_text_tower_t const *tower = job->tower;
     vram_copy_t *copy = share->copy;
     size_t texts = end - first, base = job->offsets[first], tokens = job->offsets[end] - base, longest = 0;
     for (size_t e = first; e <= end; ++e) offsets[e - first] = (int32_t)(job->offsets[e] - base);
@@ -592,6 +608,14 @@ static uform_status_t enqueue_chunk(vram_job_t *job, vram_share_t *share, vram_b
     if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->positions, job->positions + base, tokens * 4, share->stream);
     if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->offsets, offsets, (texts + 1) * 4, share->stream);
     if (result != CUDA_SUCCESS) return launch_failed(cuda, result, "cuMemcpyHtoDAsync", copy->ordinal);
+    return enqueue_graph(job, share, b, first, texts, tokens, longest);
+}
+
+/** The chunk's launches (everything after the uploads): what a graph captures. */
+static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t first,
+                                      size_t texts, size_t tokens, size_t longest) {
+    uform_text_tower_t const *tower = job->tower;
+    vram_copy_t *copy = share->copy;
 
     int hidden = (int)tower->hidden, heads = (int)tower->heads, head = hidden / heads, inter = (int)tower->intermediate;
     int tokens_i = (int)tokens, texts_i = (int)texts;
@@ -673,6 +697,74 @@ static uform_status_t enqueue_chunk(vram_job_t *job, vram_share_t *share, vram_b
         CHECK_STEP(launch(job, share, copy->finish, "finish", (unsigned)((texts + 3) / 4), 128, 0, arguments));
     }
     return uform_status_ok_k;
+}
+
+/** Launches the chunk as a CUDA graph when its shape was seen before (captured on the second
+ *  sighting, replayed after), else directly. UFORM_GPU_NO_GRAPHS=1 turns graphs off. A capture that
+ *  fails marks the shape as not capturable and the chunk runs directly. */
+static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t first,
+                                    size_t texts, size_t tokens, size_t longest) {
+    static int disabled = -1;
+    if (disabled < 0) {
+        char const *value = getenv("UFORM_GPU_NO_GRAPHS");
+        disabled = value && *value && *value != '0';
+    }
+    if (disabled) return enqueue_compute(job, share, b, first, texts, tokens, longest);
+    uform_cuda_t const *cuda = job->vram->cuda;
+    vram_copy_t *copy = share->copy;
+    uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
+                              (share->end - share->first) * job->row_bytes, share->chunk_tokens, tokens, texts,
+                              align_up(longest, 16), (first - share->first) * job->row_bytes, job->dims,
+                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0)};
+    int capture = 0;
+    pthread_mutex_lock(&copy->lock);
+    vram_graph_t *entry = NULL, *oldest = &copy->graphs[0];
+    for (size_t g = 0; g < VRAM_GRAPHS; ++g) {
+        vram_graph_t *candidate = &copy->graphs[g];
+        if (candidate->state && !memcmp(candidate->key, key, sizeof key)) entry = candidate;
+        if (candidate->used < oldest->used) oldest = candidate;
+    }
+    if (entry && entry->state == 2) {
+        entry->used = ++copy->graph_clock;
+        CUresult result = cuda->GraphLaunch(entry->exec, share->stream);
+        pthread_mutex_unlock(&copy->lock);
+        return result == CUDA_SUCCESS ? uform_status_ok_k : launch_failed(cuda, result, "cuGraphLaunch", copy->ordinal);
+    }
+    if (entry) capture = entry->state == 1;
+    else {
+        if (oldest->exec) cuda->GraphExecDestroy(oldest->exec);
+        memset(oldest, 0, sizeof *oldest);
+        memcpy(oldest->key, key, sizeof key);
+        oldest->state = 1, oldest->used = ++copy->graph_clock;
+    }
+    pthread_mutex_unlock(&copy->lock);
+    if (!capture) return enqueue_compute(job, share, b, first, texts, tokens, longest);
+
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    int captured = 0;
+    if (cuda->StreamBeginCapture(share->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
+        uform_status_t status = enqueue_compute(job, share, b, first, texts, tokens, longest);
+        CUresult ended = cuda->StreamEndCapture(share->stream, &graph);
+        captured = status == uform_status_ok_k && ended == CUDA_SUCCESS && graph &&
+                   cuda->GraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS;
+        if (graph) cuda->GraphDestroy(graph);
+    }
+    pthread_mutex_lock(&copy->lock);
+    entry = NULL;
+    for (size_t g = 0; g < VRAM_GRAPHS; ++g)
+        if (copy->graphs[g].state && !memcmp(copy->graphs[g].key, key, sizeof key)) entry = &copy->graphs[g];
+    if (captured && entry && entry->state != 2) entry->exec = exec, entry->state = 2, exec = NULL;
+    else if (!captured && entry) entry->state = 3;
+    CUresult result = CUDA_SUCCESS;
+    if (captured) result = cuda->GraphLaunch(entry && entry->exec ? entry->exec : exec, share->stream);
+    pthread_mutex_unlock(&copy->lock);
+    if (exec) {
+        /* Another thread stored the same shape first, or it was evicted: ours ran, free it after. */
+        if (!entry || entry->exec != exec) cuda->GraphExecDestroy(exec);
+    }
+    if (!captured) return enqueue_compute(job, share, b, first, texts, tokens, longest);
+    return result == CUDA_SUCCESS ? uform_status_ok_k : launch_failed(cuda, result, "cuGraphLaunch", copy->ordinal);
 }
 
 /** Copies every device's rows back (waiting on each stream in turn), then writes them in input order. */

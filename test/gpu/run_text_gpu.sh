@@ -56,7 +56,7 @@ fi
 if [[ $BENCH_ONLY == 0 ]]; then
     rm -rf "$BUILD/dump"
     step test_encode_gpu "$LOGS/tests.log" required timeout 400 "$BUILD/test/test_encode_gpu" --dump "$BUILD/dump"
-    grep -E 'cosine|bad text|limit:|scratch held|without|one GPU|passed|FAILED|CHECK|SKIPPED' "$LOGS/tests.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+    grep -E 'cosine|bad text|limit:|scratch held|without|one GPU|three calls|passed|FAILED|CHECK|SKIPPED' "$LOGS/tests.log" | sed 's/^/  /' | tee -a "$SUMMARY"
     step torch_check "$LOGS/tests.log" required timeout 300 python3 "$ROOT/test/encode/gpu_torch_check.py" "$BUILD/dump"
     grep -E '^torch-cuda|Error|error' "$LOGS/tests.log" | tail -12 | sed 's/^/  /' | tee -a "$SUMMARY"
     step surfaces "$LOGS/tests.log" required timeout 200 env UFORM_LIBRARY="$(ls "$BUILD"/libuform.so | head -1)" \
@@ -73,5 +73,11 @@ fi
 step bench "$LOGS/bench.log" optional timeout 400 python3 "$ROOT/bench/bench_text_gpu.py" --binary "$BUILD/bench/bench_text_gpu" \
     --seconds 1 --devices "$DEVICES" --batches "$BATCHES" $COMPILE
 grep -vE '^====' "$LOGS/bench.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+# Graphs off, for the launch-bound small batches: what capture buys.
+for case in "uform3 64 1" "uform3 64 50" "minilm 128 1" "minilm 128 50"; do
+    set -- $case
+    UFORM_GPU_NO_GRAPHS=1 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch "$3" --seconds 1 --devices "$DEVICES" 2>&1 |
+        sed 's/^/  no graphs: /' | tee -a "$SUMMARY"
+done
 note "$([[ $FAILED == 0 ]] && echo 'all required steps passed' || echo 'SOME REQUIRED STEPS FAILED')"
 exit $FAILED
