@@ -156,6 +156,7 @@ int main(int argc, char **argv) {
     else
         printf("uform-gpu %s %s: %zu tokens, batch %zu, %zu device(s): %.1f texts/s, best call %.3f ms, %.1f TFLOP/s\n",
                shape, dtype_name, tokens, batch, devices, rate, best * 1e3, tflops);
+    uform_text_vram_profile_report(stderr);
     uform_executor_drain(executor, uform_mood_parked_k);
     uform_executor_free(executor);
     uform_text_vram_free(&model);

@@ -152,7 +152,8 @@ __device__ void attention_simt(T *context, T const *qkv, int const *offsets, int
 
 /** Attention of one (text, head) per block on tensor cores (bf16, f16), 4 warps. Keys and values of
  *  the text sit in shared memory, zero-padded to `padded` rows (a multiple of 16); each warp takes
- *  16-query strips: its queries (zero-padded) into its own shared strip, S = Q K^T in f32 fragments
+ *  16-query strips of this text (its length rounded up to 16, not the chunk's longest): its queries
+ *  (zero-padded) into its own shared strip, S = Q K^T in f32 fragments
  *  stored to its strip, softmax in f32 into P (T, unnormalised), O = P V, scaled by 1 / sum on the
  *  way out. No score matrix leaves the SM. `head` is a multiple of 16.
  *  Shared bytes: 2 padded (head + 8) sizeof(T) + 4 (16 lds 4 + 16 (padded + 8) sizeof(T) + 64 +
@@ -173,7 +174,8 @@ __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int 
     T *q = (T *)(inverse + warps * 16) + warp * 16 * ldh;                      // [16][ldh] per warp
     inverse += warp * 16;
     int const vectors = head / 8; // 8 elements (16 bytes) at a time
-    for (int i = threadIdx.x; i < padded * vectors; i += blockDim.x) {
+    int const mine = (length + 15) & ~15; // this text's rows, padded; `padded` is the chunk's longest
+    for (int i = threadIdx.x; i < mine * vectors; i += blockDim.x) {
         int const j = i / vectors, c = (i % vectors) * 8;
         uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
         if (j < length) {
@@ -183,9 +185,9 @@ __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int 
         *(uint4 *)(k + j * ldh + c) = kv, *(uint4 *)(v + j * ldh + c) = vv;
     }
     __syncthreads();
-    int const tiles = padded / 16, head_tiles = head / 16;
+    int const tiles = mine / 16, head_tiles = head / 16;
     for (int strip = warp; strip < tiles; strip += warps) {
-        int const row0 = strip * 16;
+        int const row0 = strip * 16; // < length: every strip holds at least one query
         for (int i = lane; i < 16 * vectors; i += 32) {
             int const r = i / vectors, c = (i % vectors) * 8;
             uint4 qv = make_uint4(0, 0, 0, 0);
@@ -214,7 +216,7 @@ __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int 
             for (int j = lane; j < length; j += 32) best = fmaxf(best, row[j]);
             best = warp_max(best) * scale;
             float sum = 0.f;
-            for (int j = lane; j < padded; j += 32) {
+            for (int j = lane; j < mine; j += 32) {
                 float const e = j < length ? __expf(row[j] * scale - best) : 0.f;
                 T const stored = store<T>(e);
                 prow[j] = stored;
@@ -224,12 +226,12 @@ __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int 
             if (lane == 0) inverse[r] = 1.f / sum;
         }
         for (int r = rows; r < 16; ++r)
-            for (int j = lane; j < padded; j += 32) p[r * ldp + j] = store<T>(0.f);
+            for (int j = lane; j < mine; j += 32) p[r * ldp + j] = store<T>(0.f);
         __syncwarp();
         for (int tj = 0; tj < head_tiles; ++tj) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
             wmma::fill_fragment(acc, 0.f);
-            for (int c = 0; c < padded; c += 16) {
+            for (int c = 0; c < mine; c += 16) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
                 wmma::load_matrix_sync(a, p + c, ldp);

@@ -499,6 +499,41 @@ static size_t share_scratch(vram_job_t const *job, vram_share_t const *share) {
            chunk_bytes(job->tower, share->chunk_tokens, element_size(job->tower->weights_dtype));
 }
 
+/* ---- Profiling (UFORM_GPU_PROFILE=1): every step synchronised and timed, graphs off; for bench_text_gpu ---- */
+
+#define VRAM_PROFILE_STEPS 24
+static int vram_profile = -1;
+static pthread_mutex_t vram_profile_lock = PTHREAD_MUTEX_INITIALIZER;
+static char const *vram_profile_names[VRAM_PROFILE_STEPS];
+static double vram_profile_seconds[VRAM_PROFILE_STEPS];
+static size_t vram_profile_counts[VRAM_PROFILE_STEPS];
+
+static int profiling(void) {
+    if (vram_profile < 0) {
+        char const *value = getenv("UFORM_GPU_PROFILE");
+        vram_profile = value && *value && *value != '0';
+    }
+    return vram_profile;
+}
+
+static void profile_add(char const *name, double seconds) {
+    pthread_mutex_lock(&vram_profile_lock);
+    for (size_t i = 0; i < VRAM_PROFILE_STEPS; ++i)
+        if (!vram_profile_names[i] || !strcmp(vram_profile_names[i], name)) {
+            vram_profile_names[i] = name, vram_profile_seconds[i] += seconds, ++vram_profile_counts[i];
+            break;
+        }
+    pthread_mutex_unlock(&vram_profile_lock);
+}
+
+void uform_text_vram_profile_report(FILE *file) {
+    double total = 0;
+    for (size_t i = 0; i < VRAM_PROFILE_STEPS && vram_profile_names[i]; ++i) total += vram_profile_seconds[i];
+    for (size_t i = 0; i < VRAM_PROFILE_STEPS && vram_profile_names[i]; ++i)
+        fprintf(file, "profile %-16s %8zu runs %10.3f ms %5.1f%%\n", vram_profile_names[i], vram_profile_counts[i],
+                vram_profile_seconds[i] * 1e3, total > 0 ? 100.0 * vram_profile_seconds[i] / total : 0.0);
+}
+
 static uform_status_t launch_failed(uform_cuda_t const *cuda, CUresult result, char const *what, int32_t ordinal) {
     (void)cuda;
     return uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k : uform_status_invalid_argument_k,
@@ -507,14 +542,35 @@ static uform_status_t launch_failed(uform_cuda_t const *cuda, CUresult result, c
 
 static uform_status_t launch(vram_job_t *job, vram_share_t *share, CUfunction function, char const *name, unsigned grid,
                              unsigned block, unsigned shared, void **arguments) {
+    double start = 0;
+    if (profiling()) job->vram->cuda->StreamSynchronize(share->stream), start = uform_now_seconds();
     CUresult result = job->vram->cuda->LaunchKernel(function, grid, 1, 1, block, 1, 1, shared, share->stream, arguments, NULL);
+    if (profiling()) job->vram->cuda->StreamSynchronize(share->stream), profile_add(name, uform_now_seconds() - start);
     return result == CUDA_SUCCESS ? uform_status_ok_k : launch_failed(job->vram->cuda, result, name, share->copy->ordinal);
 }
 
 /** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
  *  in cuBLASLt's column-major terms: D^T (n x m) = W (n x k) A^T (k x m). */
-static uform_status_t gemm(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t m, size_t n, size_t k,
-                           CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d, int epilogue) {
+static uform_status_t gemm_run(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t m, size_t n, size_t k,
+                               CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d,
+                               int epilogue);
+
+/** `gemm_run`, timed under `label` when profiling. */
+static uform_status_t gemm(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, char const *label, size_t m,
+                           size_t n, size_t k, CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual,
+                           CUdeviceptr d, int epilogue) {
+    if (!profiling()) return gemm_run(job, share, b, m, n, k, a, w, bias, residual, d, epilogue);
+    job->vram->cuda->StreamSynchronize(share->stream);
+    double start = uform_now_seconds();
+    uform_status_t status = gemm_run(job, share, b, m, n, k, a, w, bias, residual, d, epilogue);
+    job->vram->cuda->StreamSynchronize(share->stream);
+    profile_add(label, uform_now_seconds() - start);
+    return status;
+}
+
+static uform_status_t gemm_run(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t m, size_t n, size_t k,
+                               CUdeviceptr a, CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d,
+                               int epilogue) {
     uform_cublaslt_t const *lt = job->vram->lt;
     vram_copy_t *copy = share->copy;
     int type = job->vram->lt_type;
@@ -644,7 +700,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
     unsigned row_blocks = (unsigned)((tokens + 3) / 4);
     for (size_t l = 0; l < tower->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
-        CHECK_STEP(gemm(job, share, b, tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
+        CHECK_STEP(gemm(job, share, b, "gemm qkv", tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
                         0, b->qkv, uform_lt_epilogue_bias_k));
         if (use_mma) {
             void *arguments[] = {(void *)&b->ctx, (void *)&b->qkv, (void *)&b->offsets, &heads, &head, &scale, &padded};
@@ -653,7 +709,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
             void *arguments[] = {(void *)&b->ctx, (void *)&b->qkv, (void *)&b->offsets, &heads, &head, &scale};
             CHECK_STEP(launch(job, share, copy->attention_simt, "attention_simt", blocks, 128, (unsigned)simt_shared, arguments));
         }
-        CHECK_STEP(gemm(job, share, b, tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
+        CHECK_STEP(gemm(job, share, b, "gemm out", tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
                         layer->output_bias, b->x, b->tmp, uform_lt_epilogue_bias_k));
         {
             void *arguments[] = {(void *)&b->x, (void *)&b->tmp, (void *)&layer->norm1_gamma, (void *)&layer->norm1_beta,
@@ -661,7 +717,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
             CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
         }
         int exact = tower->weights_dtype == uform_dtype_f32_k;
-        CHECK_STEP(gemm(job, share, b, tokens, (size_t)inter, (size_t)hidden, b->x, layer->up_weight, layer->up_bias, 0,
+        CHECK_STEP(gemm(job, share, b, "gemm up", tokens, (size_t)inter, (size_t)hidden, b->x, layer->up_weight, layer->up_bias, 0,
                         b->ffn, exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
         if (exact) {
             unsigned long long elements = (unsigned long long)tokens * (unsigned long long)inter;
@@ -669,7 +725,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
             void *arguments[] = {(void *)&b->ffn, &elements};
             CHECK_STEP(launch(job, share, copy->gelu, "gelu", grid, 256, 0, arguments));
         }
-        CHECK_STEP(gemm(job, share, b, tokens, (size_t)hidden, (size_t)inter, b->ffn, layer->down_weight, layer->down_bias,
+        CHECK_STEP(gemm(job, share, b, "gemm down", tokens, (size_t)hidden, (size_t)inter, b->ffn, layer->down_weight, layer->down_bias,
                         b->x, b->tmp, uform_lt_epilogue_bias_k));
         {
             void *arguments[] = {(void *)&b->x, (void *)&b->tmp, (void *)&layer->norm2_gamma, (void *)&layer->norm2_beta,
@@ -685,7 +741,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
     CUdeviceptr source = b->pooled;
     int width = (int)tower->embedding_dimensions;
     if (copy->projection) {
-        CHECK_STEP(gemm(job, share, b, texts, tower->embedding_dimensions, (size_t)hidden, b->pooled, copy->projection, 0, 0,
+        CHECK_STEP(gemm(job, share, b, "gemm projection", texts, tower->embedding_dimensions, (size_t)hidden, b->pooled, copy->projection, 0, 0,
                         b->projected, uform_lt_epilogue_default_k));
         source = b->projected;
     }
@@ -709,7 +765,7 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
         char const *value = getenv("UFORM_GPU_NO_GRAPHS");
         disabled = value && *value && *value != '0';
     }
-    if (disabled) return enqueue_compute(job, share, b, first, texts, tokens, longest);
+    if (disabled || profiling()) return enqueue_compute(job, share, b, first, texts, tokens, longest);
     uform_cuda_t const *cuda = job->vram->cuda;
     vram_copy_t *copy = share->copy;
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
@@ -1088,6 +1144,8 @@ uform_status_t uform_text_vram_open(struct uform_model_s *model, uform_vram_opti
 }
 
 void uform_text_vram_free(struct uform_model_s *model) { (void)model; }
+
+void uform_text_vram_profile_report(FILE *file) { (void)file; }
 
 size_t uform_text_vram_copies(struct uform_model_s const *model) {
     (void)model;

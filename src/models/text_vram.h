@@ -12,6 +12,8 @@
 
 #include "models/model.h"
 
+#include <stdio.h> // `FILE`
+
 /** @brief Uploads `model`'s host tower (replica 0) to every device `vram` names (NULL derives one
  *  free device), into `model->vram`. UNSUPPORTED without a driver, device or cuBLASLt, or for a
  *  tower wider than 1024; INVALID_ARGUMENT for bad ordinals; OUT_OF_MEMORY. On failure nothing
@@ -36,5 +38,9 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
 uform_status_t uform_text_vram_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
                                           int32_t const *ids, size_t const *offsets, size_t count,
                                           uform_embeddings_t const *embeddings, uform_outcome_t *outcome);
+
+/** @brief With UFORM_GPU_PROFILE=1 set, each step runs synchronised and timed (graphs off); this
+ *  prints the totals per step (kernel or product) so far. Nothing without it. */
+void uform_text_vram_profile_report(FILE *file);
 
 #endif // UFORM_MODELS_TEXT_VRAM_H

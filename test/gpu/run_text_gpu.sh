@@ -50,7 +50,7 @@ fi
 CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
 unpack_deps "$DEPS" "$BUILD"
 if ! step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" ||
-    ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_gpu bench_text_gpu uform uform_cli; then
+    ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)"; then
     tail -40 "$LOGS/build.log"; cat "$SUMMARY"; exit 1
 fi
 if [[ $BENCH_ONLY == 0 ]]; then
@@ -71,8 +71,24 @@ if [[ $SANITIZE == 1 ]]; then
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$LOGS/sanitizer.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 fi
 step bench "$LOGS/bench.log" optional timeout 400 python3 "$ROOT/bench/bench_text_gpu.py" --binary "$BUILD/bench/bench_text_gpu" \
-    --seconds 1 --devices "$DEVICES" --batches "$BATCHES" $COMPILE
+    --seconds 1 --devices 1 --batches "$BATCHES" $COMPILE
 grep -vE '^====' "$LOGS/bench.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+# Two devices against one at batch 1,024, in this run.
+if [[ $DEVICES -ge 2 ]]; then
+    for case in "uform3 64" "minilm 128"; do
+        set -- $case
+        for d in 1 "$DEVICES"; do
+            "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 --seconds 2 --devices "$d" 2>&1 |
+                sed 's/^/  scaling: /' | tee -a "$SUMMARY"
+        done
+    done
+fi
+# Where the time goes at batch 1,024 (every step synchronised and timed).
+for case in "uform3 64" "minilm 128"; do
+    set -- $case
+    UFORM_GPU_PROFILE=1 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 --seconds 0.5 2>&1 |
+        sed "s/^/  $1: /" | tee -a "$SUMMARY"
+done
 # Graphs off, for the launch-bound small batches: what capture buys.
 for case in "uform3 64 1" "uform3 64 50" "minilm 128 1" "minilm 128 50"; do
     set -- $case
