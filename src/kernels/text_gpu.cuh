@@ -208,25 +208,28 @@ __device__ void attention_mma(T *context, T const *qkv, int const *offsets, int 
             wmma::store_matrix_sync(s + tj * 16, acc, lds, wmma::mem_row_major);
         }
         __syncwarp();
+        /* Softmax: two lanes per row (lanes r and r + 16, alternate columns), one shuffle each for
+         * the maximum and the sum; rows past the text's end get zeros. */
         int const rows = length - row0 < 16 ? length - row0 : 16;
-        for (int r = 0; r < rows; ++r) {
+        {
+            int const r = lane & 15, half = lane >> 4;
+            bool const active = r < rows;
             float const *row = s + r * lds;
             T *prow = p + r * ldp;
             float best = -INFINITY;
-            for (int j = lane; j < length; j += 32) best = fmaxf(best, row[j]);
-            best = warp_max(best) * scale;
+            if (active)
+                for (int j = half; j < length; j += 2) best = fmaxf(best, row[j]);
+            best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, 16)) * scale;
             float sum = 0.f;
-            for (int j = lane; j < mine; j += 32) {
-                float const e = j < length ? __expf(row[j] * scale - best) : 0.f;
+            for (int j = half; j < mine; j += 2) {
+                float const e = active && j < length ? __expf(row[j] * scale - best) : 0.f;
                 T const stored = store<T>(e);
                 prow[j] = stored;
                 sum += load(stored);
             }
-            sum = warp_sum(sum);
-            if (lane == 0) inverse[r] = 1.f / sum;
+            sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+            if (active && half == 0) inverse[r] = 1.f / sum;
         }
-        for (int r = rows; r < 16; ++r)
-            for (int j = lane; j < mine; j += 32) p[r * ldp + j] = store<T>(0.f);
         __syncwarp();
         for (int tj = 0; tj < head_tiles; ++tj) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
