@@ -1140,7 +1140,7 @@ uform_status_t uform_text_vram_encode_ids(uform_executor_t executor, struct ufor
 uform_status_t uform_text_vram_open(struct uform_model_s *model, uform_vram_options_t const *vram) {
     (void)model, (void)vram;
     return uform_fail(uform_status_unsupported_k,
-                      "uform_model_open: VRAM residency needs a build with CUDA (this one has UFORM_WITH_CUDA off)");
+                      "uform_model_open: VRAM residency needs a GPU: this build has none (UFORM_WITH_CUDA was off)");
 }
 
 void uform_text_vram_free(struct uform_model_s *model) { (void)model; }
