@@ -5,7 +5,7 @@
 # at run time, so one binary runs on machines with and without GPUs.
 #
 # With CUDA, `src/kernels.cu` is compiled by nvcc into one fatbin holding SASS for sm_80 (Ampere,
-# and by binary compatibility sm_86 and sm_89) and sm_90 (Hopper), plus PTX for compute_90 that the
+# and by binary compatibility sm_86 and sm_89), sm_90 and sm_90a (Hopper), plus PTX for compute_90 that the
 # driver compiles for newer GPUs (Blackwell, Rubin). The fatbin is embedded into the library as a
 # generated C array (`uform_kernels_fatbin`, 64-byte aligned) that `src/vram.c` hands to
 # `cuModuleLoadData`. This file doubles as the `cmake -P` script that writes that array.
@@ -94,11 +94,12 @@ if(UFORM_CUDA_ENABLED)
     COMMAND "${UFORM_NVCC}" -fatbin -O3 -std=c++17 -lineinfo
             -gencode=arch=compute_80,code=sm_80
             -gencode=arch=compute_90,code=sm_90
+            -gencode=arch=compute_90a,code=sm_90a
             -gencode=arch=compute_90,code=compute_90
             ${_uform_nvcc_extra}
             -o "${_uform_fatbin}" "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu"
-    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu"
-    COMMENT "nvcc: compiling the engine's kernels into a fatbin (sm_80, sm_90, compute_90)"
+    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu" "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/text_gpu.cuh"
+    COMMENT "nvcc: compiling the engine's kernels into a fatbin (sm_80, sm_90, sm_90a, compute_90)"
     VERBATIM)
   add_custom_command(
     OUTPUT "${_uform_fatbin_c}"

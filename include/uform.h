@@ -1069,6 +1069,28 @@ typedef struct uform_model_description_t {
  *  layout, activation, dtype or tokenizer model the engine does not run; SYSTEM_ERROR for a file
  *  that cannot be opened or mapped; OUT_OF_MEMORY.
  *
+ *  VRAM residency (text towers only): the tower is read exactly as for RAM, then one copy of the
+ *  weights is uploaded to each device `vram` names (NULL or no devices derives one free device, as
+ *  for executors) in the device's primary context, with the engine's kernels and a cuBLASLt handle;
+ *  one host copy stays for shapes and tokenising. cuBLASLt is loaded at run time
+ *  (`$UFORM_CUBLASLT`, `libcublasLt.so.13`, `.12`, then under `$CUDA_HOME/lib64` and
+ *  `/usr/local/cuda/lib64`). UNSUPPORTED, with the reason, for a VRAM image tower, in a build without
+ *  CUDA, without a driver or device, without cuBLASLt, or for a tower wider than 1024;
+ *  INVALID_ARGUMENT for an ordinal out of range or named twice; OUT_OF_MEMORY when a device cannot
+ *  hold the weights. `uform_model_describe` reports one replica per device.
+ *
+ *  @code{.c}
+ *  int32_t const gpus[] = {0};
+ *  uform_vram_options_t vram = {.devices = gpus, .devices_count = 1};
+ *  uform_model_options_t on_gpu = {.path = "all-MiniLM-L6-v2", .modality = uform_modality_text_k,
+ *                                  .residency = uform_residency_vram_k, .vram = &vram,
+ *                                  .weights_dtype = uform_dtype_bf16_k};
+ *  uform_executor_t executor;  // encode on a VRAM executor over the same devices
+ *  if (uform_model_open(&on_gpu, &model) == uform_status_ok_k &&
+ *      uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor) == uform_status_ok_k)
+ *      uform_encode_texts(executor, model, texts, NULL, count, &out, NULL, NULL);
+ *  @endcode
+ *
  *  @code{.c}
  *  uform_model_options_t options = {.path = "all-MiniLM-L6-v2", .modality = uform_modality_text_k,
  *                                   .residency = uform_residency_ram_k,
@@ -1123,6 +1145,18 @@ typedef struct uform_image_t {
  *  (invalid UTF-8) gets INVALID_ARGUMENT and a zero row while the rest are encoded and the call
  *  succeeds; without it, the first bad text fails the whole call, naming its index, and nothing is
  *  written. Texts, lengths, embeddings and statuses must stay valid until a deferred call finishes.
+ *
+ *  VRAM models encode on VRAM executors whose every device holds a copy of the model
+ *  (RESIDENCY_MISMATCH otherwise, naming the device; UNSUPPORTED on the NULL executor, which has no
+ *  stream). The executor's host decoder threads tokenise (one blocking host call), then one device
+ *  call runs the forward pass: the texts, packed without padding, are split over the devices in
+ *  proportion to their SMs, each device's share cut into chunks that fit its scratch. The call asks
+ *  for the scratch the batch needs (at most 4 GiB per device without a `scratch_limit`); under a
+ *  `scratch_limit` the batch is split to fit, and LIMIT_EXCEEDED (with the bytes one text needs)
+ *  when even one text cannot. A chunk shape seen before runs as a CUDA graph. The device call
+ *  returns once every row is written, so a deferred encode is already finished when it returns.
+ *  f32 weights compute in f32 (the CPU path's results up to rounding); bf16 and f16 keep activations
+ *  in that dtype between kernels, with f32 reductions, and cuBLASLt's tanh-approximated GELU.
  *
  *  @code{.c}
  *  char const *texts[] = {"a cat on a mat", "a dog in the fog"};

@@ -111,7 +111,14 @@ uform_gpu_class_t uform_gpu_class_common(uform_gpu_class_t a, uform_gpu_class_t 
     X(ModuleLoadData, 2000, "cuModuleLoadData")                                                    \
     X(ModuleUnload, 2000, "cuModuleUnload")                                                        \
     X(ModuleGetFunction, 2000, "cuModuleGetFunction")                                              \
-    X(LaunchKernel, 4000, "cuLaunchKernel")
+    X(LaunchKernel, 4000, "cuLaunchKernel")                                                        \
+    X(FuncSetAttribute, 9000, "cuFuncSetAttribute")                                                \
+    X(StreamBeginCapture, 10010, "cuStreamBeginCapture_v2")                                        \
+    X(StreamEndCapture, 10000, "cuStreamEndCapture")                                               \
+    X(GraphInstantiateWithFlags, 11040, "cuGraphInstantiateWithFlags")                             \
+    X(GraphLaunch, 10000, "cuGraphLaunch")                                                         \
+    X(GraphExecDestroy, 10000, "cuGraphExecDestroy")                                               \
+    X(GraphDestroy, 10000, "cuGraphDestroy")
 
 /** @brief The loaded driver: immutable once `uform_cuda` returned it, shared by every thread. */
 typedef struct uform_cuda_t {

@@ -45,3 +45,6 @@ extern "C" __global__ void uform_kernel_sleep(unsigned long long nanoseconds) {
  *  sticky error (CUDA_ERROR_LAUNCH_FAILED or CUDA_ERROR_ILLEGAL_INSTRUCTION, by driver version) on
  *  the context. Tests use it to check that faults poison executors and never hang. */
 extern "C" __global__ void uform_kernel_trap(void) { asm volatile("trap;"); }
+
+/* The text towers' kernels (VRAM models), in the same fatbin. */
+#include "kernels/text_gpu.cuh"

@@ -31,7 +31,7 @@
 
 static char const encode_usage[] =
     "usage: uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]\n"
-    "                    [--threads N] [TEXT...]\n"
+    "                    [--threads N] [--device N] [TEXT...]\n"
     "       uform encode --model DIR [options] --image FILE...\n"
     "\n"
     "Encodes texts into embeddings with the text tower of a model directory (UForm3 or\n"
@@ -43,6 +43,8 @@ static char const encode_usage[] =
     "  --output FILE   write there instead of standard output\n"
     "  --dtype D       hold and multiply the weights as f32 (default) or bf16\n"
     "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
+    "  --device N      hold the text tower on GPU N (VRAM residency) and encode there; the\n"
+    "                  tokenisers run on host threads beside it (default: encode on the CPU)\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
     "                  files in name order\n";
@@ -169,7 +171,7 @@ static void write_npy_header(FILE *out, size_t rows, size_t cols) {
 
 int uform_command_encode(int argc, char **argv) {
     char const *model_path = NULL, *format = "jsonl", *output = NULL, *dtype = "f32";
-    long threads = 0;
+    long threads = 0, device = -1;
     texts_t texts = {0}, owned = {0};
     int from_arguments = 0, images = 0;
     for (int i = 0; i < argc; ++i) {
@@ -189,6 +191,15 @@ int uform_command_encode(int argc, char **argv) {
             threads = strtol(argv[++i], &end, 10);
             if (!*argv[i] || *end || threads < 0) {
                 fprintf(stderr, "uform encode: --threads takes a count, not '%s'\n%s", argv[i], encode_usage);
+                free(texts.items), free(texts.lengths);
+                return 2;
+            }
+        }
+        else if (!strcmp(a, "--device") && has_value) {
+            char *end = NULL;
+            device = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || device < 0 || device > 4095) {
+                fprintf(stderr, "uform encode: --device takes a GPU ordinal, not '%s'\n%s", argv[i], encode_usage);
                 free(texts.items), free(texts.lengths);
                 return 2;
             }
@@ -275,8 +286,11 @@ int uform_command_encode(int argc, char **argv) {
     float *rows = NULL, *all = NULL;
     FILE *out = stdout;
     uform_image_t *batch_images = NULL;
+    int32_t const ordinal[1] = {(int32_t)device};
+    uform_vram_options_t vram = {.devices = ordinal, .devices_count = 1};
     uform_model_options_t options = {.path = model_path, .modality = images ? uform_modality_image_k : uform_modality_text_k,
-                                     .residency = uform_residency_ram_k,
+                                     .residency = device >= 0 ? uform_residency_vram_k : uform_residency_ram_k,
+                                     .vram = device >= 0 ? &vram : NULL,
                                      .weights_dtype = strcmp(dtype, "bf16") ? uform_dtype_f32_k : uform_dtype_bf16_k};
     uform_status_t status = uform_model_open(&options, &model);
     if (status != uform_status_ok_k) {
@@ -289,7 +303,8 @@ int uform_command_encode(int argc, char **argv) {
         code = fail_engine(status, "describing the model");
         goto done;
     }
-    status = uform_executor_for_ram(NULL, (size_t)threads, 0, &executor);
+    status = device >= 0 ? uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor)
+                         : uform_executor_for_ram(NULL, (size_t)threads, 0, &executor);
     if (status != uform_status_ok_k) {
         code = fail_engine(status, "starting the threads");
         goto done;

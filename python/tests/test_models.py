@@ -47,8 +47,17 @@ class ModelErrors(unittest.TestCase):
             uform.Model.open(library(), "/nonexistent", modality="audio")
         self.assertEqual(caught.exception.kind, uform.Status.INVALID_ARGUMENT)
         with self.assertRaises(uform.Error) as caught:
-            uform.get_model("/nonexistent", device="cuda")
+            uform.get_model("/nonexistent", device="tpu")
         self.assertEqual(caught.exception.kind, uform.Status.UNSUPPORTED)
+        try:
+            library().gpu_status()
+            has_gpu = True
+        except uform.Error:
+            has_gpu = False
+        with self.assertRaises(uform.Error) as caught:
+            uform.get_model("/nonexistent", device="cuda")
+        if not has_gpu:  # with a GPU the directory's absence is the error
+            self.assertEqual(caught.exception.kind, uform.Status.UNSUPPORTED)
 
 
 @unittest.skipUnless(os.path.isfile(os.path.join(MINILM, "config.json")), "no all-MiniLM-L6-v2 ($UFORM_TEST_MINILM)")

@@ -187,9 +187,10 @@ class Model:
 
     @classmethod
     def open(cls, library, path: str, modality=Modality.TEXT_ENCODER, *, residency=None, ram=None,
-             weights_dtype=None) -> "Model":
+             weights_dtype=None, vram=None) -> "Model":
         """`uform_model_open`: ``path`` a model directory (UForm3 or sentence-transformers);
         ``residency`` RAM (default) or VRAM; ``ram`` a `RamOptions` (replicas per NUMA node);
+        ``vram`` a `VramOptions` (one weights copy per device; None derives one free device);
         ``weights_dtype`` F32 (default), BF16 or F16. Raises `Error` (CORRUPT_FILE, UNSUPPORTED, ...)."""
         from . import DType, Error, Residency, Status, _check
 
@@ -205,6 +206,9 @@ class Model:
         ram_struct = ram.arguments() if ram is not None else None
         if ram_struct is not None:
             options.ram = ctypes.pointer(ram_struct)
+        vram_struct = vram.arguments() if vram is not None else None
+        if vram_struct is not None:
+            options.vram = ctypes.pointer(vram_struct)
         handle = c_void_p()
         _check(library._native, functions["uform_model_open"](ctypes.byref(options), ctypes.byref(handle)))
         if not handle.value:
@@ -499,18 +503,31 @@ def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, ba
               threads: int = 0, weights_dtype=None):
     """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`.
     ``path`` is a local model directory (nothing is downloaded; ``token`` is accepted and ignored).
-    ``device`` must be "cpu"; the text encoder runs on a RAM executor of ``threads`` (0: 7/8 of the
-    cores), and so does the image encoder."""
-    from . import Error, Executor, Library, Status
+    ``device`` "cpu" runs the encoders on a RAM executor of ``threads`` (0: 7/8 of the cores);
+    "cuda" (one free GPU) or "cuda:N" (GPU N) holds the text tower in that GPU's memory and encodes
+    on a VRAM executor there (tokenising on its host threads); image towers on GPUs are UNSUPPORTED
+    for now, as is "cuda" on a machine without a usable GPU (the message says why)."""
+    from . import Error, Executor, Library, Residency, Status, VramOptions
 
-    if device != "cpu":
-        raise Error(Status.UNSUPPORTED, f"device {device!r}: this binding encodes on the CPU only")
+    if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or
+                                           (device.startswith("cuda:") and device[5:].isdigit())):
+        raise Error(Status.UNSUPPORTED, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     library = library or Library()
     wanted = [Modality.TEXT_ENCODER] if modalities is None else [_modality(m) for m in modalities]
+    vram = None
+    if device != "cpu":
+        library.gpu_status()
+        if Modality.IMAGE_ENCODER in wanted:
+            raise Error(Status.UNSUPPORTED, f"device {device!r}: image towers on GPUs are not built yet; use 'cpu'")
+        vram = VramOptions.on([int(device[5:])]) if device.startswith("cuda:") else VramOptions()
     processors, models = {}, {}
     for modality in wanted:
-        model = Model.open(library, path, modality, weights_dtype=weights_dtype)
-        executor = Executor.for_ram(library, threads=threads)
+        if vram is not None:
+            model = Model.open(library, path, modality, weights_dtype=weights_dtype, residency=Residency.VRAM, vram=vram)
+            executor = Executor.for_vram(library, vram)
+        else:
+            model = Model.open(library, path, modality, weights_dtype=weights_dtype)
+            executor = Executor.for_ram(library, threads=threads)
         if modality is Modality.TEXT_ENCODER:
             processors[modality], models[modality] = TextProcessor(model), TextEncoder(model, executor)
         else:

@@ -11,6 +11,7 @@
 #include "models/image_tower.h"
 #include "models/model.h"
 #include "models/safetensors.h"
+#include "models/text_vram.h"
 #include "internal.h"
 
 #include <stdio.h>  // `snprintf`
@@ -95,6 +96,7 @@ done:
 
 void uform_model_free(uform_model_t model) {
     if (!model) return;
+    uform_text_vram_free(model);
     uform_image_model_release(model);
     uform_model_owned_t *owned = (uform_model_owned_t *)model->owned;
     if (owned) {
@@ -131,8 +133,12 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     if (options->ram && !options->ram->memory_domains && options->ram->memory_domains_count)
         return uform_fail(uform_status_invalid_argument_k, "ram.memory_domains is NULL with a count of %zu",
                           options->ram->memory_domains_count);
-    if (options->residency == uform_residency_vram_k)
-        return uform_fail(uform_status_unsupported_k, "VRAM models are not built yet; open the model with RAM residency");
+    if (options->residency == uform_residency_vram_k && options->modality == uform_modality_image_k)
+        return uform_fail(uform_status_unsupported_k,
+                          "VRAM image towers are not built yet; open the image tower with RAM residency");
+    if (options->vram && !options->vram->devices && options->vram->devices_count)
+        return uform_fail(uform_status_invalid_argument_k, "vram.devices is NULL with a count of %zu",
+                          options->vram->devices_count);
     if (options->modality == uform_modality_image_k) {
         struct uform_model_s *image = calloc(1, sizeof(struct uform_model_s));
         if (!image) return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
@@ -167,7 +173,9 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     model->residency = options->residency;
     model->weights_dtype = dtype;
 
-    UFORM_CHECK(uform_placement_resolve(options->ram, &placement));
+    UFORM_CHECK(uform_placement_resolve(options->residency == uform_residency_vram_k ? NULL : options->ram, &placement));
+    /* VRAM: one host tower (uploaded, then kept for the shapes and the tokenizer's context). */
+    if (options->residency == uform_residency_vram_k && placement.domains_count > 1) placement.domains_count = 1;
     UFORM_CHECK(uform_read_text_config(directory, config));
 
     char path[4096];
@@ -223,6 +231,10 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     description->layers = config->layers_count;
     description->parameters = parameters;
     description->replicas = model->replicas_count;
+    if (options->residency == uform_residency_vram_k) {
+        UFORM_CHECK(uform_text_vram_open(model, options->vram));
+        description->replicas = uform_text_vram_copies(model);
+    }
 
 done:
     free(bindings);

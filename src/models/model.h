@@ -23,6 +23,7 @@ struct uform_model_s {
     struct uform_image_tower_t *image_replicas; /**< Image towers, `replicas_count` of them; NULL for texts. */
     void *image_owned;                 /**< What the image loader must release (models/image_model.c). */
     void *owned;                       /**< Whatever the loader must release (mappings, buffers). */
+    void *vram;                        /**< VRAM text towers: the per-device copies (models/text_vram.c); NULL for RAM. */
 };
 
 /** @brief The replica a thread on `node` reads: the one on its node, else replica 0. */

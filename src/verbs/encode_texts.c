@@ -13,6 +13,7 @@
 #include "internal.h"
 #include "models/model.h"
 #include "models/text_forward.h"
+#include "models/text_vram.h"
 
 #include <stdio.h>  // `snprintf`
 #include <stdlib.h> // `malloc`
@@ -37,9 +38,11 @@ static uform_status_t check_residency(uform_executor_t executor, struct uform_mo
                               "uform_encode_texts: the model is VRAM-resident and the executor is a %s executor; "
                               "use a VRAM executor on the model's devices",
                               description.kind == uform_executor_kind_ram_k ? "RAM" : "pool");
-        return uform_fail(uform_status_unsupported_k,
-                          "uform_encode_texts: encoding with VRAM-resident text models is not implemented yet; "
-                          "open the model with uform_residency_ram_k");
+        if (description.kind != uform_executor_kind_vram_k)
+            return uform_fail(uform_status_unsupported_k,
+                              "uform_encode_texts: the model is VRAM-resident and the NULL executor has no stream; "
+                              "use a VRAM executor on the model's devices");
+        return uform_status_ok_k;
     }
     if (description.kind == uform_executor_kind_vram_k)
         return uform_fail(uform_status_residency_mismatch_k,
@@ -65,6 +68,8 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
     uform_status_t status = check_residency(executor, model);
     if (status == uform_status_ok_k) status = uform_text_check_embeddings(model, embeddings, count);
     if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (model->residency == uform_residency_vram_k)
+        return uform_text_vram_encode(executor, model, texts, lengths, count, embeddings, statuses, outcome);
 
     /* Tokenise: ids packed, at most `context` per text. */
     size_t context = model->text_replicas[0].context;

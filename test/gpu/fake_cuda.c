@@ -624,6 +624,41 @@ static CUresult fake_module_unload(CUmodule module) {
 }
 static CUresult cu_module_unload(CUmodule module) { FAKE_LOCKED(fake_module_unload(module)); }
 
+/** Accepted and ignored: the fake runs no kernels (VRAM text models raise their attention kernels'
+ *  shared-memory ceiling with it). */
+static CUresult cu_func_set_attribute(CUfunction function, CUfunction_attribute attribute, int value) {
+    (void)function, (void)attribute, (void)value;
+    return CUDA_SUCCESS;
+}
+
+/** Graphs are not faked: capture is refused, so callers fall back to launching directly. */
+static CUresult cu_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
+    (void)stream, (void)mode;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult cu_stream_end_capture(CUstream stream, CUgraph *graph) {
+    (void)stream;
+    if (graph) *graph = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult cu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    (void)graph, (void)flags;
+    if (exec) *exec = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult cu_graph_launch(CUgraphExec exec, CUstream stream) {
+    (void)exec, (void)stream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult cu_graph_exec_destroy(CUgraphExec exec) {
+    (void)exec;
+    return CUDA_SUCCESS;
+}
+static CUresult cu_graph_destroy(CUgraph graph) {
+    (void)graph;
+    return CUDA_SUCCESS;
+}
+
 static CUresult cu_module_get_function(CUfunction *function, CUmodule module, char const *name) {
     for (int kernel = 0; kernel < fake_kernels_k; ++kernel)
         if (!strcmp(name, fake_kernel_names[kernel])) {
@@ -753,6 +788,13 @@ static struct {
     {"cuModuleUnload", (void *)cu_module_unload},
     {"cuModuleGetFunction", (void *)cu_module_get_function},
     {"cuLaunchKernel", (void *)cu_launch_kernel},
+    {"cuFuncSetAttribute", (void *)cu_func_set_attribute},
+    {"cuStreamBeginCapture", (void *)cu_stream_begin_capture},
+    {"cuStreamEndCapture", (void *)cu_stream_end_capture},
+    {"cuGraphInstantiateWithFlags", (void *)cu_graph_instantiate},
+    {"cuGraphLaunch", (void *)cu_graph_launch},
+    {"cuGraphExecDestroy", (void *)cu_graph_exec_destroy},
+    {"cuGraphDestroy", (void *)cu_graph_destroy},
 };
 
 FAKE_API CUresult cuGetProcAddress_v2(char const *symbol, void **function, int version, cuuint64_t flags,
@@ -823,6 +865,15 @@ static void fake_check_signatures(void) {
     PFN_cuModuleUnload_v2000 unload = cu_module_unload;
     PFN_cuModuleGetFunction_v2000 get_function = cu_module_get_function;
     PFN_cuLaunchKernel_v4000 launch = cu_launch_kernel;
+    PFN_cuFuncSetAttribute_v9000 set_attribute = cu_func_set_attribute;
+    PFN_cuStreamBeginCapture_v10010 begin_capture = cu_stream_begin_capture;
+    PFN_cuStreamEndCapture_v10000 end_capture = cu_stream_end_capture;
+    PFN_cuGraphInstantiateWithFlags_v11040 instantiate = cu_graph_instantiate;
+    PFN_cuGraphLaunch_v10000 graph_launch = cu_graph_launch;
+    PFN_cuGraphExecDestroy_v10000 exec_destroy = cu_graph_exec_destroy;
+    PFN_cuGraphDestroy_v10000 graph_destroy = cu_graph_destroy;
+    (void)set_attribute, (void)begin_capture, (void)end_capture, (void)instantiate, (void)graph_launch;
+    (void)exec_destroy, (void)graph_destroy;
     PFN_cuGetProcAddress_v12000 get_proc_address = cuGetProcAddress_v2;
     (void)init, (void)driver_version, (void)error_name, (void)error_string, (void)device_get, (void)device_count;
     (void)device_name, (void)total_mem, (void)attribute, (void)bus_id, (void)uuid, (void)can_access, (void)retain;

@@ -1,0 +1,476 @@
+/**
+ *  @file   test_encode_gpu.c
+ *  @brief  `uform_encode_texts` with VRAM-resident text towers, against this engine's CPU path on the
+ *          same model files: towers of MiniLM's shape (BERT layout, mean pooling, Normalize) and of
+ *          UForm3-small's (RoBERTa positions, CLS pooling, projection), written at test time from the
+ *          splitmix64 stream of test/encode/random_weights.h, plus the committed tiny-bert.
+ *
+ *  Checks: cosine >= 0.99999 per row in f32 and >= 0.999 in bf16 and f16 against the CPU path in f32;
+ *  output options (truncation, normalisation, bf16 rows, a stride); a bad text's status and zero row;
+ *  a bad text failing the call without statuses; RESIDENCY_MISMATCH (RAM executor, RAM model on a
+ *  VRAM executor, an executor on a device without a copy), UNSUPPORTED on the NULL executor; LIMIT_EXCEEDED when one
+ *  text cannot fit `scratch_limit`; a batch split to fit a smaller limit; deferred calls; UNSUPPORTED
+ *  without cuBLASLt; two devices when there are two. Without a GPU (here and in CI) it checks the
+ *  refusals and exits 77 (skipped) naming the reason.
+ *
+ *      test_encode_gpu [--dump DIRECTORY]   keeps the towers, ids and GPU embeddings there for
+ *                                           test/encode/gpu_torch_check.py (PyTorch on CUDA).
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "encode/text_towers.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char const *dump_directory = NULL;
+static char root[512];
+
+/* ---- Model directories ---- */
+
+static void write_vocab(char const *directory, size_t words) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab.txt", directory);
+    FILE *file = fopen(path, "w");
+    CHECK_FATAL(file != NULL);
+    fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", file);
+    for (size_t i = 5; i < words; ++i) fprintf(file, "w%zu\n", i);
+    CHECK_FATAL(fclose(file) == 0);
+}
+
+static void write_text(char const *directory, char const *name, char const *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", directory, name);
+    FILE *file = fopen(path, "w");
+    CHECK_FATAL(file != NULL);
+    fputs(text, file);
+    CHECK_FATAL(fclose(file) == 0);
+}
+
+typedef struct bert_spec_t {
+    size_t hidden, heads, layers, intermediate, vocab, max_positions, sequence;
+    uint64_t seed;
+} bert_spec_t;
+
+static size_t bert_tensors(bert_spec_t const *spec, tower_tensor_t *out) {
+    size_t count = 0, h = spec->hidden, f = spec->intermediate;
+    double matrix = 1.2 * sqrt(3.0 / h), peaked = 2.0 * sqrt(3.0 / h), down = 1.2 * sqrt(3.0 / f);
+    TOWER_NAME("embeddings.word_embeddings.weight"); TOWER_ADD(2, 0, 0.8, spec->vocab, h);
+    TOWER_NAME("embeddings.position_embeddings.weight"); TOWER_ADD(2, 0, 0.8, spec->max_positions, h);
+    TOWER_NAME("embeddings.token_type_embeddings.weight"); TOWER_ADD(2, 0, 0.8, 2, h);
+    TOWER_NAME("embeddings.LayerNorm.weight"); TOWER_ADD(1, 1, 0.3, h);
+    TOWER_NAME("embeddings.LayerNorm.bias"); TOWER_ADD(1, 0, 0.2, h);
+    for (unsigned l = 0; l < (unsigned)spec->layers; ++l) {
+        char const *names[] = {"query", "key", "value"};
+        for (int i = 0; i < 3; ++i) {
+            TOWER_NAME("encoder.layer.%u.attention.self.%s.weight", l, names[i]); TOWER_ADD(2, 0, i < 2 ? peaked : matrix, h, h);
+            TOWER_NAME("encoder.layer.%u.attention.self.%s.bias", l, names[i]); TOWER_ADD(1, 0, 0.2, h);
+        }
+        TOWER_NAME("encoder.layer.%u.attention.output.dense.weight", l); TOWER_ADD(2, 0, matrix, h, h);
+        TOWER_NAME("encoder.layer.%u.attention.output.dense.bias", l); TOWER_ADD(1, 0, 0.2, h);
+        TOWER_NAME("encoder.layer.%u.attention.output.LayerNorm.weight", l); TOWER_ADD(1, 1, 0.3, h);
+        TOWER_NAME("encoder.layer.%u.attention.output.LayerNorm.bias", l); TOWER_ADD(1, 0, 0.2, h);
+        TOWER_NAME("encoder.layer.%u.intermediate.dense.weight", l); TOWER_ADD(2, 0, matrix, f, h);
+        TOWER_NAME("encoder.layer.%u.intermediate.dense.bias", l); TOWER_ADD(1, 0, 0.2, f);
+        TOWER_NAME("encoder.layer.%u.output.dense.weight", l); TOWER_ADD(2, 0, down, h, f);
+        TOWER_NAME("encoder.layer.%u.output.dense.bias", l); TOWER_ADD(1, 0, 0.2, h);
+        TOWER_NAME("encoder.layer.%u.output.LayerNorm.weight", l); TOWER_ADD(1, 1, 0.3, h);
+        TOWER_NAME("encoder.layer.%u.output.LayerNorm.bias", l); TOWER_ADD(1, 0, 0.2, h);
+    }
+    return count;
+}
+
+/** A sentence-transformers BERT directory: mean pooling, Normalize, `sequence` tokens at most. */
+static void write_bert(char const *directory, bert_spec_t const *spec) {
+    mkdir(directory, 0755);
+    char path[1024], text[1024];
+    snprintf(text, sizeof text,
+             "{\"model_type\": \"bert\", \"hidden_size\": %zu, \"num_attention_heads\": %zu, \"num_hidden_layers\": %zu, "
+             "\"intermediate_size\": %zu, \"max_position_embeddings\": %zu, \"vocab_size\": %zu, \"type_vocab_size\": 2, "
+             "\"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\", \"pad_token_id\": 0, "
+             "\"position_embedding_type\": \"absolute\"}\n",
+             spec->hidden, spec->heads, spec->layers, spec->intermediate, spec->max_positions, spec->vocab);
+    write_text(directory, "config.json", text);
+    write_text(directory, "modules.json",
+               "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},"
+               " {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"},"
+               " {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", \"type\": \"sentence_transformers.models.Normalize\"}]\n");
+    snprintf(path, sizeof path, "%s/1_Pooling", directory);
+    mkdir(path, 0755);
+    snprintf(text, sizeof text,
+             "{\"word_embedding_dimension\": %zu, \"pooling_mode_cls_token\": false, \"pooling_mode_mean_tokens\": true, "
+             "\"pooling_mode_max_tokens\": false, \"pooling_mode_mean_sqrt_len_tokens\": false}\n",
+             spec->hidden);
+    write_text(path, "config.json", text);
+    snprintf(text, sizeof text, "{\"max_seq_length\": %zu, \"do_lower_case\": false}\n", spec->sequence);
+    write_text(directory, "sentence_bert_config.json", text);
+    write_text(directory, "tokenizer_config.json", "{\"do_lower_case\": true}\n");
+    write_vocab(directory, spec->vocab);
+    size_t count = bert_tensors(spec, NULL);
+    tower_tensor_t *tensors = (tower_tensor_t *)calloc(count, sizeof(tower_tensor_t));
+    CHECK_FATAL(tensors != NULL);
+    bert_tensors(spec, tensors);
+    snprintf(path, sizeof path, "%s/model.safetensors", directory);
+    CHECK_FATAL(tower_write_safetensors(path, tensors, count, spec->seed) != 0);
+    free(tensors);
+}
+
+/* ---- Texts ---- */
+
+typedef struct texts_t {
+    char **texts;
+    size_t count;
+} texts_t;
+
+/** `count` texts of 1 to `max_words` words "wN" of a `vocab`-word vocabulary, from `seed`. */
+static texts_t make_texts(size_t count, size_t max_words, size_t vocab, uint64_t seed) {
+    texts_t t = {.texts = (char **)calloc(count, sizeof(char *)), .count = count};
+    CHECK_FATAL(t.texts != NULL);
+    for (size_t i = 0; i < count; ++i) {
+        size_t words = 1 + (size_t)(tower_splitmix64(&seed) % max_words);
+        if (i == 0) words = max_words; /* the longest first, so every batch has one */
+        char *text = (char *)malloc(words * 8 + 1);
+        CHECK_FATAL(text != NULL);
+        size_t used = 0;
+        for (size_t w = 0; w < words; ++w)
+            used += (size_t)sprintf(text + used, "%sw%zu", w ? " " : "", 5 + (size_t)(tower_splitmix64(&seed) % (vocab - 5)));
+        t.texts[i] = text;
+    }
+    return t;
+}
+
+static void free_texts(texts_t *t) {
+    for (size_t i = 0; i < t->count; ++i) free(t->texts[i]);
+    free(t->texts);
+}
+
+/* ---- Comparisons ---- */
+
+static double cosine(float const *a, float const *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+static uform_model_t open_model(char const *path, uform_residency_t residency, uform_dtype_t dtype,
+                                uform_vram_options_t const *vram) {
+    uform_model_options_t options = {.path = path, .modality = uform_modality_text_k, .residency = residency,
+                                     .vram = vram, .weights_dtype = dtype};
+    uform_model_t model = NULL;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+    return model;
+}
+
+static uform_executor_t ram_executor = NULL;
+
+/** CPU reference rows (f32 weights) for `texts`. */
+static float *cpu_rows(char const *path, texts_t const *t, size_t *dims) {
+    uform_model_t model = open_model(path, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+    CHECK_FATAL(model != NULL);
+    uform_model_description_t description;
+    uform_model_describe(model, &description);
+    *dims = description.dimensions;
+    float *rows = (float *)calloc(t->count * *dims, sizeof(float));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(ram_executor, model, (char const *const *)t->texts, NULL, t->count, &out, NULL, NULL),
+                 uform_status_ok_k);
+    uform_model_free(model);
+    return rows;
+}
+
+static void dump(char const *name, uform_model_t model, texts_t const *t, float const *rows, size_t dims) {
+    if (!dump_directory) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.f32", dump_directory, name);
+    FILE *file = fopen(path, "wb");
+    CHECK_FATAL(file != NULL);
+    fwrite(rows, sizeof(float), t->count * dims, file);
+    fclose(file);
+    snprintf(path, sizeof path, "%s/%s.ids", dump_directory, name);
+    file = fopen(path, "w");
+    CHECK_FATAL(file != NULL);
+    for (size_t i = 0; i < t->count; ++i) {
+        int32_t ids[1024];
+        size_t count = 0;
+        uform_model_tokenize(model, t->texts[i], strlen(t->texts[i]), ids, 1024, &count);
+        for (size_t j = 0; j < count && j < 1024; ++j) fprintf(file, "%s%d", j ? " " : "", (int)ids[j]);
+        fputc('\n', file);
+    }
+    fclose(file);
+}
+
+/** Encodes `t` on a VRAM executor with `dtype` weights and checks every row's cosine to the CPU's. */
+static void check_tower(char const *label, char const *path, texts_t const *t, uform_executor_t executor,
+                        uform_vram_options_t const *vram, uform_dtype_t dtype, double threshold) {
+    size_t dims = 0;
+    float *expected = cpu_rows(path, t, &dims);
+    uform_model_t model = open_model(path, uform_residency_vram_k, dtype, vram);
+    if (!model) {
+        free(expected);
+        return;
+    }
+    float *rows = (float *)calloc(t->count * dims, sizeof(float));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    uform_status_t statuses[4096];
+    CHECK_FATAL(t->count <= 4096);
+    CHECK_STATUS(uform_encode_texts(executor, model, (char const *const *)t->texts, NULL, t->count, &out, statuses, NULL),
+                 uform_status_ok_k);
+    double worst = 1.0;
+    size_t worst_row = 0;
+    for (size_t i = 0; i < t->count; ++i) {
+        CHECK(statuses[i] == uform_status_ok_k);
+        double c = cosine(rows + i * dims, expected + i * dims, dims);
+        if (c < worst) worst = c, worst_row = i;
+    }
+    printf("%-34s %zu texts, worst cosine %.7f (row %zu), threshold %g\n", label, t->count, worst, worst_row, threshold);
+    CHECK(worst >= threshold);
+    char name[256];
+    snprintf(name, sizeof name, "%s", label);
+    for (char *c = name; *c; ++c)
+        if (*c == ' ' || *c == '/') *c = '_';
+    dump(name, model, t, rows, dims);
+    free(rows), free(expected);
+    uform_model_free(model);
+}
+
+/* ---- Main ---- */
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i)
+        if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_directory = argv[++i];
+    snprintf(root, sizeof root, "%s", dump_directory ? dump_directory : "/tmp/uform-test-encode-gpu-XXXXXX");
+    if (dump_directory) mkdir(root, 0755);
+    else CHECK_FATAL(mkdtemp(root) != NULL);
+
+    /* Refusals that hold on every machine. */
+    {
+        uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                         .residency = uform_residency_vram_k, .weights_dtype = uform_dtype_bf16_k};
+        uform_model_t model = NULL;
+        uform_status_t status = uform_model_open(&options, &model);
+        char message[512];
+        snprintf(message, sizeof message, "%s", uform_error_message());
+        if (uform_gpu_status() != uform_status_ok_k) {
+            CHECK_STATUS(status, uform_status_unsupported_k);
+            CHECK(strstr(message, "uform_model_open: VRAM residency needs a GPU") != NULL);
+            printf("without a GPU: %s\n", message);
+            CHECK(model == NULL);
+            options.modality = uform_modality_image_k;
+            CHECK_STATUS(uform_model_open(&options, &model), uform_status_unsupported_k);
+            CHECK_MESSAGE("VRAM image towers");
+            int32_t const bad[] = {0};
+            uform_vram_options_t vram = {.devices = NULL, .devices_count = 1};
+            options.modality = uform_modality_text_k, options.vram = &vram;
+            CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
+            (void)bad;
+            if (check_failures) return 1;
+            uform_gpu_status();
+            SKIP("no GPU to run VRAM text towers on (%s); the refusals without one passed", uform_error_message());
+        }
+        uform_model_free(model);
+    }
+
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &ram_executor), uform_status_ok_k);
+    setenv("UFORM_NO_CUBLASLT", "1", 1);
+    {
+        uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                         .residency = uform_residency_vram_k, .weights_dtype = uform_dtype_bf16_k};
+        uform_model_t model = NULL;
+        CHECK_STATUS(uform_model_open(&options, &model), uform_status_unsupported_k);
+        CHECK_MESSAGE("cuBLASLt");
+        printf("without cuBLASLt: %s\n", uform_error_message());
+    }
+    unsetenv("UFORM_NO_CUBLASLT");
+    {
+        uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                         .residency = uform_residency_vram_k, .weights_dtype = uform_dtype_bf16_k};
+        uform_model_t model = NULL;
+        uform_status_t status = uform_model_open(&options, &model);
+        if (status == uform_status_unsupported_k && strstr(uform_error_message(), "cuBLASLt")) {
+            printf("SKIPPED: %s\n", uform_error_message());
+            uform_executor_free(ram_executor);
+            return 77;
+        }
+        CHECK_STATUS(status, uform_status_ok_k);
+        uform_model_free(model);
+    }
+
+    size_t gpus = 0;
+    uform_gpu_device_t listed[16];
+    uform_gpu_devices(listed, 16, &gpus);
+    int32_t const first[] = {0};
+    uform_vram_options_t one = {.devices = first, .devices_count = 1};
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    CHECK_FATAL(executor != NULL);
+
+    /* Towers. */
+    char uform3_dir[600], minilm_dir[600];
+    snprintf(uform3_dir, sizeof uform3_dir, "%s/uform3-small", root);
+    snprintf(minilm_dir, sizeof minilm_dir, "%s/minilm", root);
+    text_tower_spec_t uform3 = {"uform3-small", 768, 768, 12, 4, 256, 1000, 80, 0, 2, 0, "cls", 0x6b0e0001u};
+    CHECK_FATAL(text_tower_write(uform3_dir, &uform3) != 0);
+    write_vocab(uform3_dir, 1000);
+    bert_spec_t minilm = {.hidden = 384, .heads = 12, .layers = 6, .intermediate = 1536, .vocab = 1000,
+                          .max_positions = 512, .sequence = 128, .seed = 0x6b0e0002u};
+    write_bert(minilm_dir, &minilm);
+
+    texts_t short_texts = make_texts(96, 62, 1000, 11);   /* up to 64 tokens with the specials */
+    texts_t long_texts = make_texts(64, 140, 1000, 12);   /* truncated at 128 */
+    texts_t tiny_texts = make_texts(24, 12, 40, 13);
+    uform_dtype_t const dtypes[] = {uform_dtype_f32_k, uform_dtype_bf16_k, uform_dtype_f16_k};
+    char const *names[] = {"f32", "bf16", "f16"};
+    double const thresholds[] = {0.99999, 0.999, 0.999};
+    for (int d = 0; d < 3; ++d) {
+        char label[128];
+        snprintf(label, sizeof label, "uform3-small %s", names[d]);
+        check_tower(label, uform3_dir, &short_texts, executor, &one, dtypes[d], thresholds[d]);
+        snprintf(label, sizeof label, "minilm %s", names[d]);
+        check_tower(label, minilm_dir, &long_texts, executor, &one, dtypes[d], thresholds[d]);
+        snprintf(label, sizeof label, "tiny-bert %s", names[d]);
+        check_tower(label, UFORM_TEST_MODELS_DIR "/tiny-bert", &tiny_texts, executor, &one, dtypes[d], thresholds[d]);
+    }
+
+    /* Output options: truncation, normalisation, bf16 rows with a stride; against the CPU with the same. */
+    {
+        uform_model_t cpu = open_model(uform3_dir, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        uform_model_t gpu = open_model(uform3_dir, uform_residency_vram_k, uform_dtype_f32_k, &one);
+        size_t n = short_texts.count, stride = 160;
+        unsigned char *a = (unsigned char *)calloc(n, stride), *b = (unsigned char *)calloc(n, stride);
+        uform_embeddings_t out = {.data = a, .stride = stride, .dimensions = 64, .dtype = uform_dtype_bf16_k, .normalize = 1};
+        CHECK_STATUS(uform_encode_texts(ram_executor, cpu, (char const *const *)short_texts.texts, NULL, n, &out, NULL, NULL),
+                     uform_status_ok_k);
+        out.data = b;
+        CHECK_STATUS(uform_encode_texts(executor, gpu, (char const *const *)short_texts.texts, NULL, n, &out, NULL, NULL),
+                     uform_status_ok_k);
+        double worst = 1;
+        int untouched = 1;
+        for (size_t i = 0; i < n; ++i) {
+            float x[64], y[64];
+            double norm = 0;
+            for (size_t j = 0; j < 64; ++j) {
+                uint16_t p, q;
+                memcpy(&p, a + i * stride + 2 * j, 2), memcpy(&q, b + i * stride + 2 * j, 2);
+                uint32_t pb = (uint32_t)p << 16, qb = (uint32_t)q << 16;
+                memcpy(&x[j], &pb, 4), memcpy(&y[j], &qb, 4);
+                norm += (double)y[j] * y[j];
+            }
+            double c = cosine(x, y, 64);
+            worst = c < worst ? c : worst;
+            CHECK(fabs(norm - 1.0) < 0.01);
+            for (size_t j = 128; j < stride; ++j) untouched &= b[i * stride + j] == 0;
+        }
+        printf("%-34s worst cosine %.7f, rows normalised, padding untouched: %d\n", "uform3-small 64 dims bf16 rows",
+               worst, untouched);
+        CHECK(worst >= 0.9999);
+        CHECK(untouched);
+        free(a), free(b);
+        uform_model_free(cpu);
+
+        /* A bad text: its own status and a zero row with statuses; the call's failure without. */
+        char const *texts[] = {"w5 w6 w7", "w8", "bad \xff\xfe text", "w9 w10"};
+        float rows[4][256];
+        memset(rows, 0x7f, sizeof rows);
+        uform_status_t statuses[4];
+        uform_embeddings_t plain = {.data = rows, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, 4, &plain, statuses, NULL), uform_status_ok_k);
+        CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_ok_k && statuses[3] == uform_status_ok_k);
+        CHECK(statuses[2] == uform_status_invalid_argument_k);
+        int zero = 1, nonzero = 0;
+        for (size_t j = 0; j < 256; ++j) zero &= rows[2][j] == 0.0f, nonzero |= rows[3][j] != 0.0f;
+        CHECK(zero && nonzero);
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, 4, &plain, NULL, NULL), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("text 2");
+        printf("bad text: %s\n", uform_error_message());
+
+        /* Residency. */
+        CHECK_STATUS(uform_encode_texts(ram_executor, gpu, texts, NULL, 2, &plain, NULL, NULL),
+                     uform_status_residency_mismatch_k);
+        CHECK_STATUS(uform_encode_texts(NULL, gpu, texts, NULL, 2, &plain, NULL, NULL), uform_status_unsupported_k);
+        CHECK_MESSAGE("NULL executor has no stream");
+        uform_model_t ram = open_model(uform3_dir, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        CHECK_STATUS(uform_encode_texts(executor, ram, texts, NULL, 2, &plain, NULL, NULL), uform_status_residency_mismatch_k);
+        uform_model_free(ram);
+
+        /* The same batch three times: the second call captures a graph, the third replays it; the
+         * rows are bit for bit the first's. */
+        {
+            size_t n = short_texts.count;
+            float *runs[3];
+            for (int r = 0; r < 3; ++r) {
+                runs[r] = (float *)calloc(n * 256, sizeof(float));
+                uform_embeddings_t again = {.data = runs[r], .dtype = uform_dtype_f32_k};
+                CHECK_STATUS(uform_encode_texts(executor, gpu, (char const *const *)short_texts.texts, NULL, n, &again,
+                                                NULL, NULL),
+                             uform_status_ok_k);
+            }
+            int same = !memcmp(runs[0], runs[1], n * 256 * sizeof(float)) && !memcmp(runs[0], runs[2], n * 256 * sizeof(float));
+            printf("three calls of one shape (eager, captured, replayed): rows identical: %d\n", same);
+            CHECK(same);
+            for (int r = 0; r < 3; ++r) free(runs[r]);
+        }
+
+        /* Zero texts; a deferred call. */
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, 0, &plain, NULL, NULL), uform_status_ok_k);
+        uform_outcome_t outcome;
+        memset(rows, 0, sizeof rows);
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, 2, &plain, NULL, &outcome), uform_status_ok_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+        CHECK(rows[1][0] != 0.0f);
+
+        /* LIMIT_EXCEEDED: one 64-token text cannot fit 1.5 MiB of scratch. */
+        uform_executor_t small = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 3u << 19, 0, &small), uform_status_ok_k);
+        char const *longest[] = {short_texts.texts[0]};
+        CHECK_STATUS(uform_encode_texts(small, gpu, longest, NULL, 1, &plain, NULL, NULL), uform_status_limit_exceeded_k);
+        CHECK_MESSAGE("scratch_limit");
+        printf("limit: %s\n", uform_error_message());
+        uform_executor_free(small);
+        uform_model_free(gpu);
+    }
+
+    /* A batch split to fit 8 MiB of scratch gives the same rows. */
+    {
+        uform_executor_t limited = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 8u << 20, 0, &limited), uform_status_ok_k);
+        check_tower("minilm f32 in 8 MiB of scratch", minilm_dir, &long_texts, limited, &one, uform_dtype_f32_k, 0.99999);
+        size_t bytes = 0;
+        CHECK_STATUS(uform_executor_scratch_bytes(limited, 0, &bytes), uform_status_ok_k);
+        printf("scratch held under an 8 MiB limit: %zu bytes\n", bytes);
+        CHECK(bytes > 0 && bytes <= (8u << 20));
+        uform_executor_free(limited);
+    }
+
+    /* Two devices: the batch split in proportion, rows in input order. */
+    if (gpus >= 2) {
+        int32_t const both[] = {0, 1}, second[] = {1};
+        uform_vram_options_t two = {.devices = both, .devices_count = 2}, other = {.devices = second, .devices_count = 1};
+        uform_executor_t pair = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&two, NULL, NULL, 0, 0, &pair), uform_status_ok_k);
+        check_tower("uform3-small f32 on two devices", uform3_dir, &short_texts, pair, &two, uform_dtype_f32_k, 0.99999);
+        uform_model_t on_first = open_model(uform3_dir, uform_residency_vram_k, uform_dtype_bf16_k, &one);
+        uform_executor_t on_second = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&other, NULL, NULL, 0, 0, &on_second), uform_status_ok_k);
+        float row[256];
+        uform_embeddings_t out = {.data = row, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_texts(on_second, on_first, (char const *const *)short_texts.texts, NULL, 1, &out, NULL, NULL),
+                     uform_status_residency_mismatch_k);
+        CHECK_MESSAGE("holds no copy");
+        uform_model_free(on_first);
+        uform_executor_free(on_second);
+        uform_executor_free(pair);
+    } else printf("one GPU: the two-device checks need two\n");
+
+    free_texts(&short_texts), free_texts(&long_texts), free_texts(&tiny_texts);
+    uform_executor_free(executor);
+    uform_executor_free(ram_executor);
+    if (!dump_directory) {
+        char command[700];
+        snprintf(command, sizeof command, "rm -rf '%s'", root);
+        if (system(command) != 0) fprintf(stderr, "could not remove %s\n", root);
+    }
+    printf("%s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
+}
