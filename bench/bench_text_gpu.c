@@ -121,7 +121,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
         return 1;
     }
-    uform_executor_drain(executor, uform_mood_spinning_k);
+    if (uform_executor_drain(executor, uform_mood_spinning_k) != uform_status_ok_k) {
+        fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
+        return 1;
+    }
 
     int32_t *ids = malloc(batch * tokens * sizeof(int32_t));
     size_t *offsets = malloc((batch + 1) * sizeof(size_t));
@@ -157,7 +160,8 @@ int main(int argc, char **argv) {
         printf("uform-gpu %s %s: %zu tokens, batch %zu, %zu device(s): %.1f texts/s, best call %.3f ms, %.1f TFLOP/s\n",
                shape, dtype_name, tokens, batch, devices, rate, best * 1e3, tflops);
     uform_text_vram_profile_report(stderr);
-    uform_executor_drain(executor, uform_mood_parked_k);
+    if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k)
+        fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
     uform_executor_free(executor);
     uform_text_vram_free(&model);
     for (size_t i = 0; i < allocations_count; ++i) free(allocations[i]);

@@ -170,7 +170,7 @@ static float *cpu_rows(char const *path, texts_t const *t, size_t *dims) {
     uform_model_t model = open_model(path, uform_residency_ram_k, uform_dtype_f32_k, NULL);
     CHECK_FATAL(model != NULL);
     uform_model_description_t description;
-    uform_model_describe(model, &description);
+    CHECK_FATAL(uform_model_describe(model, &description) == uform_status_ok_k);
     *dims = description.dimensions;
     float *rows = (float *)calloc(t->count * *dims, sizeof(float));
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
@@ -194,7 +194,7 @@ static void dump(char const *name, uform_model_t model, texts_t const *t, float 
     for (size_t i = 0; i < t->count; ++i) {
         int32_t ids[1024];
         size_t count = 0;
-        uform_model_tokenize(model, t->texts[i], strlen(t->texts[i]), ids, 1024, &count);
+        CHECK(uform_model_tokenize(model, t->texts[i], strlen(t->texts[i]), ids, 1024, &count) == uform_status_ok_k);
         for (size_t j = 0; j < count && j < 1024; ++j) fprintf(file, "%s%d", j ? " " : "", (int)ids[j]);
         fputc('\n', file);
     }
@@ -260,13 +260,11 @@ int main(int argc, char **argv) {
             options.modality = uform_modality_image_k;
             CHECK_STATUS(uform_model_open(&options, &model), uform_status_unsupported_k);
             CHECK_MESSAGE("VRAM image towers");
-            int32_t const bad[] = {0};
             uform_vram_options_t vram = {.devices = NULL, .devices_count = 1};
             options.modality = uform_modality_text_k, options.vram = &vram;
             CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
-            (void)bad;
             if (check_failures) return 1;
-            uform_gpu_status();
+            CHECK(uform_gpu_status() != uform_status_ok_k); // sets the message the skip quotes
             SKIP("no GPU to run VRAM text towers on (%s); the refusals without one passed", uform_error_message());
         }
         uform_model_free(model);
@@ -299,7 +297,7 @@ int main(int argc, char **argv) {
 
     size_t gpus = 0;
     uform_gpu_device_t listed[16];
-    uform_gpu_devices(listed, 16, &gpus);
+    CHECK_FATAL(uform_gpu_devices(listed, 16, &gpus) == uform_status_ok_k);
     int32_t const first[] = {0};
     uform_vram_options_t one = {.devices = first, .devices_count = 1};
     uform_executor_t executor = NULL;
