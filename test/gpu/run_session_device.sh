@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One session's GPU-machine checks in two time-boxed phases, each fitting one `run` call of the
+# device tool (10 minutes at most), on the nvidia-h200-x2 kind:
+#
+#   bash test/gpu/run_session_device.sh gpu    build-device/ from scratch, then test/gpu/run_device.sh's
+#                                             GPU tests, compute-sanitizer runs and the rest of the
+#                                             suite (test_mesh on both GPUs, test_encode_gpu), then
+#                                             compute-sanitizer memcheck (leaks) and racecheck on the
+#                                             VRAM text towers (bench_text_gpu); about 6 minutes.
+#   bash test/gpu/run_session_device.sh host   the CPU benchmarks on the host (28 threads): fork-join
+#                                             against OpenMP at the counts the goal missed, texts/s and
+#                                             images/s against PyTorch and ONNX Runtime; rebuilds
+#                                             build-device/ first only when it is missing; about 5 minutes.
+#
+# Carry build-gpu/device-deps (Debian packages) and .whl (the `uform` 3.1.3 wheel). Logs go to
+# $LOGS (default build-device/session-logs), one folder per phase; pack them into one file for $OUT.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export UFORM_DEVICE_BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
+BUILD=$UFORM_DEVICE_BUILD
+PHASE=${1:?usage: run_session_device.sh gpu|host}
+LOGS=${LOGS:-$BUILD/session-logs}/$PHASE
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+
+case $PHASE in
+gpu)
+    mkdir -p "$LOGS.tmp"
+    # run_device.sh removes and rebuilds $BUILD, so its logs live outside it until it is done.
+    OUT="$LOGS.tmp" timeout 380 bash "$ROOT/test/gpu/run_device.sh"
+    rc=$?
+    mkdir -p "$LOGS" && mv "$LOGS.tmp"/* "$LOGS"/ && rmdir "$LOGS.tmp"
+    SUMMARY=$LOGS/summary.txt
+    FAILED=$rc
+    # shellcheck source=test/gpu/steps.sh
+    source "$ROOT/test/gpu/steps.sh"
+    [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]] &&
+        export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    step memcheck_text_vram "$LOGS/sanitizer-text.log" required timeout 80 compute-sanitizer --error-exitcode 99 \
+        --leak-check full "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 64 --batch 8 --seconds 0.2
+    step racecheck_text_vram "$LOGS/sanitizer-text.log" required timeout 80 compute-sanitizer --error-exitcode 99 \
+        --tool racecheck "$BUILD/bench/bench_text_gpu" --shape uform3 --tokens 64 --batch 4 --seconds 0.1
+    grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$LOGS/sanitizer-text.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+    exit $FAILED
+    ;;
+host)
+    mkdir -p "$LOGS"
+    SUMMARY=$LOGS/summary.txt
+    : >"$SUMMARY"
+    FAILED=0
+    # shellcheck source=test/gpu/steps.sh
+    source "$ROOT/test/gpu/steps.sh"
+    if [[ ! -x $BUILD/bench/bench_text ]]; then
+        CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
+        unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
+        step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
+            step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" || exit 1
+    fi
+    [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]] &&
+        export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if ! python3 -c 'import uform' 2>/dev/null && compgen -G "$ROOT/.whl/uform-*.whl" >/dev/null; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/uform-site "$ROOT"/.whl/uform-*.whl &&
+            export PYTHONPATH=/tmp/uform-site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    THREADS=${UFORM_BENCH_THREADS:-28}
+    { lscpu | grep -E 'Model name|^CPU\(s\)'; "$BUILD/uform" info; } >"$LOGS/host.txt" 2>&1
+    step bench_ram "$LOGS/bench.log" optional timeout 90 "$BUILD/bench/bench_ram" --threads 2-4,16,28,32 \
+        --rounds 20000 --repetitions 5 --trials 2 --bytes 0
+    grep -E 'ratio|threads' "$LOGS/bench.log" | tail -20 | sed 's/^/  /' >>"$SUMMARY"
+    step bench_text "$LOGS/bench.log" optional timeout 150 python3 "$ROOT/bench/bench_text.py" \
+        --binary "$BUILD/bench/bench_text" --threads "$THREADS" --seconds 0.4 \
+        --cases minilm:128,minilm:16,uform3:64 --batches 50,1
+    grep -E '^(\||case|minilm|uform3)' "$LOGS/bench.log" | tail -14 | sed 's/^/  /' >>"$SUMMARY"
+    for batch in 256; do
+        for dtype in f32 bf16; do
+            echo "  engine minilm:128 $dtype batch $batch: $(timeout 20 "$BUILD/bench/bench_text" --shape minilm \
+                --tokens 128 --dtype $dtype --batch $batch --threads "$THREADS" --seconds 0.5 2>&1 | tr '\n' ' ')" >>"$SUMMARY"
+        done
+    done
+    step bench_image_model "$LOGS/bench.log" optional timeout 110 python3 "$ROOT/bench/bench_image_model.py" \
+        --binary "$BUILD/bench/bench_image_model" --threads "$THREADS" --seconds 0.4 --min-calls 1 \
+        --shapes vit-s16,vit-b16 --modes model --batches 1,50
+    grep -E '^(\||case|vit)' "$LOGS/bench.log" | tail -12 | sed 's/^/  /' >>"$SUMMARY"
+    cat "$SUMMARY"
+    exit $FAILED
+    ;;
+*)
+    echo "usage: run_session_device.sh gpu|host" >&2
+    exit 2
+    ;;
+esac
