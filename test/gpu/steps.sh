@@ -30,6 +30,7 @@ unpack_deps() {
     local deps=$1 build=$2
     if compgen -G "$deps/*.deb" >/dev/null; then
         if [[ ! -d $build/deps/usr ]]; then
+            mkdir -p "$build/deps" # dpkg -x makes only the last folder of the path
             for package in "$deps"/*.deb; do dpkg -x "$package" "$build/deps"; done
         fi
         CONFIGURE+=(-DCMAKE_PREFIX_PATH="$build/deps/usr")
