@@ -22,6 +22,22 @@ PHASE=${1:?usage: run_session_device.sh gpu|host|rest}
 LOGS=${LOGS:-$BUILD/session-logs}/$PHASE
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
+# racecheck_own_kernels LOG: racecheck over the VRAM text towers; fails on a hazard in any kernel
+# that is not cuBLASLt's (nvjet_*), or when the tool itself fails.
+racecheck_own_kernels() {
+    local log=$1
+    timeout 80 compute-sanitizer --tool racecheck "$BUILD/bench/bench_text_gpu" --shape uform3 --tokens 64 \
+        --batch 4 --seconds 0.1 >>"$log" 2>&1
+    local own
+    own=$(grep 'Race reported' "$log" | grep -vc nvjet)
+    if grep -q 'Internal Sanitizer Error' "$log" || [[ $own != 0 ]]; then
+        note "racecheck_text_vram: FAILED ($own hazards outside cuBLASLt's kernels)"
+        FAILED=1
+    else
+        note "racecheck_text_vram: ok ($(grep -c 'Race reported' "$log") hazard groups, all in cuBLASLt's nvjet kernels)"
+    fi
+}
+
 case $PHASE in
 gpu)
     mkdir -p "$LOGS.tmp"
@@ -38,12 +54,10 @@ gpu)
     step memcheck_text_vram "$LOGS/sanitizer-text.log" required timeout 80 compute-sanitizer --error-exitcode 99 \
         --leak-check full "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 64 --batch 8 --seconds 0.2
     # racecheck reports shared-memory hazards inside cuBLASLt's own Hopper kernels (nvjet_*, which
-    # synchronise through asynchronous barriers the tool does not follow); the engine's kernels are
-    # the ones named uform_*, checked alone (required) and then everything (for information).
-    step racecheck_text_vram "$LOGS/sanitizer-text.log" required timeout 80 compute-sanitizer --error-exitcode 99 \
-        --tool racecheck --kernel-name kns=uform_ "$BUILD/bench/bench_text_gpu" --shape uform3 --tokens 64 --batch 4 --seconds 0.1
-    step racecheck_text_vram_all "$LOGS/sanitizer-text.log" optional timeout 80 compute-sanitizer --error-exitcode 99 \
-        --tool racecheck "$BUILD/bench/bench_text_gpu" --shape uform3 --tokens 64 --batch 4 --seconds 0.1
+    # synchronise through asynchronous barriers the tool does not follow), and restricting it to the
+    # engine's kernels (--kernel-name kns=uform_) crashed the tool on an H200; so it instruments
+    # everything and the step fails on any hazard outside cuBLASLt's kernels.
+    racecheck_own_kernels "$LOGS/sanitizer-text.log"
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$LOGS/sanitizer-text.log" | sed 's/^/  /' | tee -a "$SUMMARY"
     exit $FAILED
     ;;
@@ -110,8 +124,7 @@ rest)
             export PYTHONPATH=/tmp/uform-site${PYTHONPATH:+:$PYTHONPATH}
     fi
     THREADS=${UFORM_BENCH_THREADS:-28}
-    step racecheck_text_vram "$LOGS/sanitizer-text.log" required timeout 80 compute-sanitizer --error-exitcode 99 \
-        --tool racecheck --kernel-name kns=uform_ "$BUILD/bench/bench_text_gpu" --shape uform3 --tokens 64 --batch 4 --seconds 0.1
+    racecheck_own_kernels "$LOGS/sanitizer-text.log"
     grep -E 'RACECHECK SUMMARY|rror' "$LOGS/sanitizer-text.log" | head -5 | sed 's/^/  /' | tee -a "$SUMMARY"
     step bench_text "$LOGS/bench.log" optional timeout 120 python3 "$ROOT/bench/bench_text.py" \
         --binary "$BUILD/bench/bench_text" --threads "$THREADS" --seconds 0.4 --cases uform3:64,minilm:16 --batches 1,50,256
