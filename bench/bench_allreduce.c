@@ -29,7 +29,7 @@
  *  NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is set unless UFORM_ALLOW_MULTICAST=1.
  */
 #include "cuda_driver.h"
-#include "nccl.h"
+#include "nccl_loader.h"
 
 #include <errno.h>
 #include <spawn.h>
@@ -217,7 +217,7 @@ static double time_nccl(run_t *run, size_t count, int iterations, bool blocking)
         run->nccl->GroupStart();
         for (size_t d = 0; d < run->devices; ++d) {
             void *buffer = (void *)(uintptr_t)run->buffers[d];
-            run->nccl->AllReduce(buffer, buffer, count, uform_nccl_float32_k, UFORM_NCCL_SUM,
+            run->nccl->AllReduce(buffer, buffer, count, uform_nccl_float32_k, uform_nccl_sum_k,
                                  blocking ? run->blocking[d] : run->comms[d], run->members[d].stream);
         }
         uform_nccl_result_t result = run->nccl->GroupEnd();

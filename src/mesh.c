@@ -74,7 +74,7 @@
  *  memory is released.
  */
 #include "cuda_driver.h"
-#include "nccl.h"
+#include "nccl_loader.h"
 #include "rendezvous.h"
 
 #include <pthread.h>  // `pthread_mutex_t`
@@ -700,7 +700,7 @@ typedef struct reduce_context_t {
     void *const *host_buffers;   /**< Host buffers staged through each device's scratch. */
     size_t count;
     size_t bytes;                /**< `count` elements in bytes. */
-    int dtype;
+    uform_nccl_dtype_t dtype;
 } reduce_context_t;
 
 #if UFORM_WITH_CUDA
@@ -772,7 +772,7 @@ static uform_status_t mesh_enqueue(uform_mesh_t mesh, reduce_context_t const *re
     mesh->nccl->GroupStart();
     for (size_t d = 0; d < mesh->devices_count && status == uform_status_ok_k; ++d) {
         void *buffer = (void *)(uintptr_t)mesh->staging[d].buffer;
-        uform_nccl_result_t result = mesh->nccl->AllReduce(buffer, buffer, reduce->count, reduce->dtype, UFORM_NCCL_SUM,
+        uform_nccl_result_t result = mesh->nccl->AllReduce(buffer, buffer, reduce->count, reduce->dtype, uform_nccl_sum_k,
                                                            mesh->comms[d], mesh->staging[d].stream);
         if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k)
             status = uform_nccl_fail(nccl_status(result), result, mesh->comms[d], "ncclAllReduce of %zu elements on rank %zu",
@@ -857,7 +857,7 @@ static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
 static uform_status_t mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, void *const *host_buffers,
                                       size_t count, uform_dtype_t dtype, uform_outcome_t *outcome, char const *verb) {
     if (!mesh) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: mesh is NULL", verb));
-    static int const nccl_types[] = {
+    static uform_nccl_dtype_t const nccl_types[] = {
         [uform_dtype_f32_k] = uform_nccl_float32_k, [uform_dtype_bf16_k] = uform_nccl_bfloat16_k,
         [uform_dtype_f16_k] = uform_nccl_float16_k, [uform_dtype_f64_k] = uform_nccl_float64_k,
         [uform_dtype_i32_k] = uform_nccl_int32_k,

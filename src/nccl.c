@@ -1,8 +1,8 @@
 /**
  *  @file   nccl.c
- *  @brief  Loads `libnccl.so.2` at run time (see nccl.h), after keeping NVLink multicast off.
+ *  @brief  Loads `libnccl.so.2` at run time (see nccl_loader.h), after keeping NVLink multicast off.
  */
-#include "nccl.h"
+#include "nccl_loader.h"
 
 #include <stdio.h>  // `vsnprintf`
 #include <stdlib.h> // `getenv`, `setenv`

@@ -13,7 +13,7 @@
 #define _GNU_SOURCE // `nftw`
 #include "check.h"
 #include "cuda_driver.h"
-#include "nccl.h"
+#include "nccl_loader.h"
 #include "rendezvous.h"
 
 #include <dlfcn.h>

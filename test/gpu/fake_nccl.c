@@ -53,18 +53,12 @@
 
 #define FAKE_API __attribute__((visibility("default")))
 
-typedef enum { ok_k = 0, system_error_k = 2, invalid_argument_k = 4, invalid_usage_k = 5, remote_error_k = 6, in_progress_k = 7 } result_t;
+#include "nccl_abi.h" // the engine's one restatement of NCCL's ABI: the fake implements it
 
-typedef struct { char internal[128]; } unique_id_t;
+typedef uform_nccl_result_t result_t;
 
-typedef struct {
-    size_t size;
-    unsigned magic, version;
-    int blocking;
-} config_prefix_t;
-
-typedef struct comm_t {
-    unique_id_t id;
+typedef struct uform_nccl_comm_s {
+    uform_nccl_unique_id_t id;
     int ranks, rank;
     int init_polls;  /**< Polls left before initialisation completes; -1 hangs. */
     int finalizing;  /**< Polls left before finalisation completes. */
@@ -73,11 +67,11 @@ typedef struct comm_t {
     int child;       /**< Made by ncclCommSplit. */
     void *context;   /**< The CUDA context current at creation: the communicator's device. */
     int splits;      /**< Children split off so far: numbers their unique IDs. */
-    struct comm_t *split_pending;     /**< A child still starting, handed out through... */
-    struct comm_t **split_out;        /**< ...this once it is up. */
+    struct uform_nccl_comm_s *split_pending;     /**< A child still starting, handed out through... */
+    struct uform_nccl_comm_s **split_out;        /**< ...this once it is up. */
     long collectives, enqueued;
     result_t error;
-    struct comm_t *next;
+    struct uform_nccl_comm_s *next;
 } comm_t;
 
 typedef struct op_t {
@@ -88,6 +82,19 @@ typedef struct op_t {
     int dtype;
     void *stream;
 } op_t;
+
+/* Every entry point, declared by the engine's signatures (nccl_abi.h): a definition below that drifts
+ * from them does not compile. */
+FAKE_API uform_nccl_get_version_fn ncclGetVersion;
+FAKE_API uform_nccl_get_unique_id_fn ncclGetUniqueId;
+FAKE_API uform_nccl_comm_init_rank_config_fn ncclCommInitRankConfig;
+FAKE_API uform_nccl_comm_get_async_error_fn ncclCommGetAsyncError;
+FAKE_API uform_nccl_comm_fn ncclCommAbort, ncclCommDestroy, ncclCommFinalize;
+FAKE_API uform_nccl_group_fn ncclGroupStart, ncclGroupEnd;
+FAKE_API uform_nccl_comm_split_fn ncclCommSplit;
+FAKE_API uform_nccl_all_reduce_fn ncclAllReduce;
+FAKE_API uform_nccl_get_error_string_fn ncclGetErrorString;
+FAKE_API uform_nccl_get_last_error_fn ncclGetLastError;
 
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static comm_t *fake_comms = NULL; // every communicator ever made; dead ones stay, to catch misuse
@@ -169,19 +176,19 @@ static void *current_context(void) {
 
 FAKE_API result_t ncclGetVersion(int *version) {
     *version = 22800;
-    return ok_k;
+    return uform_nccl_success_k;
 }
 
-FAKE_API result_t ncclGetUniqueId(unique_id_t *id) {
+FAKE_API result_t ncclGetUniqueId(uform_nccl_unique_id_t *id) {
     static long counter = 0;
     memset(id, 0, sizeof *id);
     snprintf(id->internal, sizeof id->internal, "fake-nccl-%ld-%ld", (long)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-    return ok_k;
+    return uform_nccl_success_k;
 }
 
-FAKE_API result_t ncclCommInitRankConfig(comm_t **out, int ranks, unique_id_t id, int rank, config_prefix_t *config) {
-    if (!out || ranks < 1 || rank < 0 || rank >= ranks || !config || config->magic != 0xcafebeefu)
-        return invalid_argument_k;
+FAKE_API result_t ncclCommInitRankConfig(comm_t **out, int ranks, uform_nccl_unique_id_t id, int rank, uform_nccl_config_t *config) {
+    if (!out || ranks < 1 || rank < 0 || rank >= ranks || !config || config->magic != UFORM_NCCL_CONFIG_MAGIC)
+        return uform_nccl_invalid_argument_k;
     if (config->blocking != 0) misuse("the engine starts NCCL non-blocking, to bound it by its timeout");
     comm_t *comm = calloc(1, sizeof *comm);
     comm->id = id, comm->ranks = ranks, comm->rank = rank, comm->blocking = config->blocking;
@@ -195,13 +202,13 @@ FAKE_API result_t ncclCommInitRankConfig(comm_t **out, int ranks, unique_id_t id
     comm->next = fake_comms, fake_comms = comm;
     pthread_mutex_unlock(&fake_lock);
     *out = comm;
-    return fake_depth ? ok_k : in_progress_k;
+    return fake_depth ? uform_nccl_success_k : uform_nccl_in_progress_k;
 }
 
-FAKE_API result_t ncclCommSplit(comm_t *parent, int color, int key, comm_t **out, config_prefix_t *config) {
-    if (!usable(parent, "ncclCommSplit")) return invalid_usage_k;
-    if (!out || color != 0 || key < 0 || key >= parent->ranks || (config && config->magic != 0xcafebeefu))
-        return invalid_argument_k;
+FAKE_API result_t ncclCommSplit(comm_t *parent, int color, int key, comm_t **out, uform_nccl_config_t *config) {
+    if (!usable(parent, "ncclCommSplit")) return uform_nccl_invalid_usage_k;
+    if (!out || color != 0 || key < 0 || key >= parent->ranks || (config && config->magic != UFORM_NCCL_CONFIG_MAGIC))
+        return uform_nccl_invalid_argument_k;
     if (parent->init_polls || parent->split_pending) misuse("ncclCommSplit on a communicator still starting");
     if (!fake_depth) misuse("ncclCommSplit outside a group (the engine always groups)");
     comm_t *child = calloc(1, sizeof *child);
@@ -222,11 +229,11 @@ FAKE_API result_t ncclCommSplit(comm_t *parent, int color, int key, comm_t **out
     pthread_mutex_unlock(&fake_lock);
     *out = NULL; // NCCL writes the child only once the split completed
     join_group(parent);
-    return ok_k;
+    return uform_nccl_success_k;
 }
 
 FAKE_API result_t ncclCommGetAsyncError(comm_t *comm, result_t *error) {
-    if (!usable(comm, "ncclCommGetAsyncError")) return invalid_usage_k;
+    if (!usable(comm, "ncclCommGetAsyncError")) return uform_nccl_invalid_usage_k;
     pthread_mutex_lock(&fake_lock);
     if (comm->init_polls > 1 || (comm->init_polls == 1 && all_ranks_started(comm))) --comm->init_polls;
     comm_t *child = comm->split_pending;
@@ -234,20 +241,20 @@ FAKE_API result_t ncclCommGetAsyncError(comm_t *comm, result_t *error) {
     if (child && !child->init_polls) *comm->split_out = child, comm->split_pending = NULL, child = NULL;
     if (comm->finalizing > 0) --comm->finalizing;
     *error = comm->error                                                   ? comm->error
-             : (comm->init_polls || child || comm->finalizing) ? in_progress_k
-                                                                           : ok_k;
+             : (comm->init_polls || child || comm->finalizing) ? uform_nccl_in_progress_k
+                                                                           : uform_nccl_success_k;
     pthread_mutex_unlock(&fake_lock);
-    return ok_k;
+    return uform_nccl_success_k;
 }
 
 static result_t retire(comm_t *comm, char const *call) {
-    if (!usable(comm, call)) return invalid_usage_k;
+    if (!usable(comm, call)) return uform_nccl_invalid_usage_k;
     pthread_mutex_lock(&fake_lock);
     if (comm->split_pending) __atomic_store_n(&comm->split_pending->dead, 1, __ATOMIC_RELEASE); // never handed out
     comm->split_pending = NULL;
     pthread_mutex_unlock(&fake_lock);
     __atomic_store_n(&comm->dead, 1, __ATOMIC_RELEASE);
-    return ok_k;
+    return uform_nccl_success_k;
 }
 /** Frees a retired communicator's device memory: as on the real driver, that waits for the device,
  *  so for every collective of another communicator on the same device that spins on a dead peer
@@ -274,35 +281,35 @@ static void free_device_memory(comm_t const *comm, char const *call) {
 }
 
 FAKE_API result_t ncclCommAbort(comm_t *comm) {
-    if (!comm) return ok_k;
+    if (!comm) return uform_nccl_success_k;
     result_t result = retire(comm, "ncclCommAbort"); // sets its own abort flag: its own kernels quit
-    if (result == ok_k) free_device_memory(comm, "ncclCommAbort");
+    if (result == uform_nccl_success_k) free_device_memory(comm, "ncclCommAbort");
     return result;
 }
 FAKE_API result_t ncclCommDestroy(comm_t *comm) {
     if (comm && !is_dead(comm) && comm->finalizing) misuse("ncclCommDestroy before ncclCommFinalize completed");
-    if (!comm) return ok_k;
+    if (!comm) return uform_nccl_success_k;
     result_t result = retire(comm, "ncclCommDestroy");
-    if (result == ok_k) free_device_memory(comm, "ncclCommDestroy");
+    if (result == uform_nccl_success_k) free_device_memory(comm, "ncclCommDestroy");
     return result;
 }
 FAKE_API result_t ncclCommFinalize(comm_t *comm) {
-    if (!usable(comm, "ncclCommFinalize")) return invalid_usage_k;
+    if (!usable(comm, "ncclCommFinalize")) return uform_nccl_invalid_usage_k;
     comm->finalizing = comm->blocking ? 0 : 2; // a blocking group finalises before it returns
     if (fake_depth) join_group(comm);
-    return fake_depth || comm->blocking ? ok_k : in_progress_k;
+    return fake_depth || comm->blocking ? uform_nccl_success_k : uform_nccl_in_progress_k;
 }
 
 FAKE_API result_t ncclGroupStart(void) {
     ++fake_depth;
-    return ok_k;
+    return uform_nccl_success_k;
 }
 
-FAKE_API result_t ncclAllReduce(void const *send, void *receive, size_t count, int dtype, int op, comm_t *comm,
+FAKE_API result_t ncclAllReduce(void const *send, void *receive, size_t count, uform_nccl_dtype_t dtype, uform_nccl_op_t op, comm_t *comm,
                                 void *stream) {
-    if (!usable(comm, "ncclAllReduce")) return invalid_usage_k;
+    if (!usable(comm, "ncclAllReduce")) return uform_nccl_invalid_usage_k;
     if (comm->init_polls) misuse("ncclAllReduce on a communicator still initialising");
-    if (op != 0 || dtype < 0 || dtype > 9) return invalid_argument_k;
+    if (op != uform_nccl_sum_k || (int)dtype < 0 || (int)dtype > 9) return uform_nccl_invalid_argument_k;
     if (!fake_depth) misuse("ncclAllReduce outside a group (the engine always groups)");
     join_group(comm);
     if (fake_ops_count == fake_ops_capacity) {
@@ -310,7 +317,7 @@ FAKE_API result_t ncclAllReduce(void const *send, void *receive, size_t count, i
         fake_ops = realloc(fake_ops, fake_ops_capacity * sizeof *fake_ops);
     }
     fake_ops[fake_ops_count++] = (op_t){comm, send, receive, count, dtype, stream};
-    return ok_k;
+    return uform_nccl_success_k;
 }
 
 static double element(void const *buffer, size_t i, int dtype) {
@@ -352,8 +359,8 @@ static void synchronize(void *stream) {
 }
 
 FAKE_API result_t ncclGroupEnd(void) {
-    if (fake_depth <= 0) return misuse("ncclGroupEnd without ncclGroupStart"), invalid_usage_k;
-    if (--fake_depth) return ok_k;
+    if (fake_depth <= 0) return misuse("ncclGroupEnd without ncclGroupStart"), uform_nccl_invalid_usage_k;
+    if (--fake_depth) return uform_nccl_success_k;
     int blocking = fake_group_blocking == 1;
     fake_group_blocking = -1;
     long block_after = env_int("FAKE_NCCL_BLOCK_AFTER", 0);
@@ -370,7 +377,7 @@ FAKE_API result_t ncclGroupEnd(void) {
             usleep(1000);
         }
         fake_ops_count = 0;
-        return remote_error_k;
+        return uform_nccl_remote_error_k;
     }
     long stall_after = env_int("FAKE_NCCL_STALL_AFTER", 0);
     if (stall_after && fake_ops_count && fake_ops[0].comm->enqueued >= stall_after) {
@@ -391,7 +398,7 @@ FAKE_API result_t ncclGroupEnd(void) {
             pthread_mutex_unlock(&fake_lock);
         }
         fake_ops_count = 0;
-        return ok_k;
+        return uform_nccl_success_k;
     }
     for (size_t i = 0; i < fake_ops_count; ++i) ++fake_ops[i].comm->enqueued;
     int sync = env_int("FAKE_NCCL_SYNC", 1);
@@ -419,7 +426,7 @@ FAKE_API result_t ncclGroupEnd(void) {
             if (fake_ops[j].comm && !memcmp(&fake_ops[j].comm->id, &first->comm->id, sizeof first->comm->id)) {
                 comm_t *comm = fake_ops[j].comm;
                 pthread_mutex_lock(&fake_lock);
-                if (error_after && ++comm->collectives >= error_after) comm->error = remote_error_k;
+                if (error_after && ++comm->collectives >= error_after) comm->error = uform_nccl_remote_error_k;
                 pthread_mutex_unlock(&fake_lock);
                 if (j != i) fake_ops[j].comm = NULL;
             }
@@ -428,15 +435,15 @@ FAKE_API result_t ncclGroupEnd(void) {
     fake_ops_count = 0;
     // Every other group "finishes in the background", to exercise the caller's polling; a group of
     // blocking communicators returns once its work is enqueued.
-    if (blocking) return ok_k;
-    return (fake_group_pending ^= 1) ? in_progress_k : ok_k;
+    if (blocking) return uform_nccl_success_k;
+    return (fake_group_pending ^= 1) ? uform_nccl_in_progress_k : uform_nccl_success_k;
 }
 
 FAKE_API char const *ncclGetErrorString(result_t result) {
     switch (result) {
-    case ok_k: return "no error";
-    case remote_error_k: return "remote process exited or there was a network error (fake)";
-    case in_progress_k: return "NCCL operation in progress";
+    case uform_nccl_success_k: return "no error";
+    case uform_nccl_remote_error_k: return "remote process exited or there was a network error (fake)";
+    case uform_nccl_in_progress_k: return "NCCL operation in progress";
     default: return "fake NCCL error";
     }
 }
