@@ -159,6 +159,64 @@ class TestError(unittest.TestCase):
         error = pickle.loads(pickle.dumps(Error(Status.TIMEOUT, "peer 3 never wrote its facts")))
         self.assertIs(error.kind, Status.TIMEOUT)
         self.assertEqual(error.message, "peer 3 never wrote its facts")
+        self.assertIs(type(error), uform.TimeoutError)
+
+    # Every failing status with the class `Error(status)` is, and the built-in it also derives from.
+    KINDS = {
+        Status.CONTENDED: ("ContendedError", None),
+        Status.UNSUPPORTED: ("UnsupportedError", None),
+        Status.CONFIG_MISMATCH: ("ConfigMismatchError", None),
+        Status.INVALID_ARGUMENT: ("InvalidArgumentError", ValueError),
+        Status.OUT_OF_MEMORY: ("OutOfMemoryError", None),
+        Status.SYSTEM_ERROR: ("SystemCallError", None),
+        Status.TIMEOUT: ("TimeoutError", TimeoutError),
+        Status.DEVICE_FAULT: ("DeviceFaultError", None),
+        Status.DEFERRED_FULL: ("DeferredFullError", None),
+        Status.FORKED: ("ForkedError", None),
+        Status.RESIDENCY_MISMATCH: ("ResidencyMismatchError", None),
+        Status.LIMIT_EXCEEDED: ("LimitExceededError", None),
+        Status.PEER_LOST: ("PeerLostError", None),
+        Status.CORRUPT_FILE: ("CorruptFileError", None),
+        Status.PENDING: ("PendingError", None),
+    }
+
+    def test_a_class_per_kind(self):
+        self.assertEqual(set(self.KINDS), set(Status) - {Status.OK})  # a new status needs a class
+        for status, (name, builtin) in self.KINDS.items():
+            cls = getattr(uform, name)
+            self.assertIn(name, uform.__all__)
+            self.assertIs(cls.status, status)
+            self.assertEqual(f"{cls.__module__}.{cls.__qualname__}", f"uform.{name}")
+            for error in (Error(status, "why"), Error(int(status), "why"), cls(status, "why")):
+                self.assertIs(type(error), cls)
+                self.assertIsInstance(error, Error)
+                self.assertIs(error.kind, status)
+                self.assertEqual(str(error), f"{status.name}: why")
+                self.assertEqual(repr(error), f"{name}({status!s}, 'why')")
+                if builtin is not None:
+                    self.assertIsInstance(error, builtin)
+                copy = pickle.loads(pickle.dumps(error))
+                self.assertIs(type(copy), cls)
+                self.assertEqual((copy.kind, copy.message, copy.args), (status, "why", (status, "why")))
+            with self.assertRaises(Error):  # the base still catches every kind
+                raise Error(status, "caught by the base")
+        self.assertNotIsInstance(Error(Status.UNSUPPORTED), ValueError)
+        unknown = Error(99, "a newer engine's status")  # no class for it: the base itself
+        self.assertIs(type(unknown), Error)
+        self.assertEqual(unknown.kind, 99)
+        self.assertIs(type(pickle.loads(pickle.dumps(unknown))), Error)
+
+    def test_the_engine_raises_by_kind(self):
+        executor = uform.Executor(_support.library())
+        executor.close()
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            executor.for_n(1, lambda *_: None)
+        self.assertIsInstance(caught.exception, ValueError)
+        self.assertIs(caught.exception.kind, Status.INVALID_ARGUMENT)
+        self.assertIn("closed", caught.exception.message)
+        with self.assertRaises(uform.UnsupportedError) as caught:
+            uform.Executor(_support.library()).thread_placement(0)
+        self.assertIs(caught.exception.kind, Status.UNSUPPORTED)
 
 
 class TestOptions(unittest.TestCase):
