@@ -15,6 +15,9 @@
 #   UFORM_SANITIZE      address (AddressSanitizer + UBSan) or thread (ThreadSanitizer); passed to CMake
 #   UFORM_JOBS          parallel compile jobs (default: the number of cores)
 #   UFORM_CMAKE_ARGS    extra CMake arguments, split on spaces (e.g. -DUFORM_WITH_CUDA=OFF)
+#
+# CMakePresets.json states the same four variants .ci/run builds (default, asan, tsan, nocuda: the
+# directories and cache variables this script gives them), for IDEs and `cmake --preset asan`.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"

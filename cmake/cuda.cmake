@@ -1,6 +1,7 @@
 # CUDA support, decided at configure time by UFORM_WITH_CUDA (AUTO, ON or OFF).
 #
-# Only the toolkit's `nvcc` and its headers (`cuda.h`, `cudaTypedefs.h`) are used at build time.
+# Only the toolkit's `nvcc` and its headers (`cuda.h`, `cudaTypedefs.h`) are used at build time,
+# both found with CMake's `find_package(CUDAToolkit)`.
 # The library never links `libcuda` nor `libcudart`: `src/gpu.c` opens `libcuda.so.1` with `dlopen`
 # at run time, so one binary runs on machines with and without GPUs.
 #
@@ -52,30 +53,29 @@ if(NOT _uform_with_cuda MATCHES "^(AUTO|ON|OFF|TRUE|FALSE|YES|NO|1|0)$")
 endif()
 
 if(NOT _uform_with_cuda MATCHES "^(OFF|FALSE|NO|0)$")
-  set(_uform_cuda_hints "")
-  foreach(_root $ENV{CUDA_HOME} $ENV{CUDA_PATH} $ENV{CUDAToolkit_ROOT} /usr/local/cuda)
-    list(APPEND _uform_cuda_hints "${_root}")
-  endforeach()
-  if(DEFINED ENV{CUDACXX})
-    get_filename_component(_uform_cudacxx_dir "$ENV{CUDACXX}" DIRECTORY)
-    get_filename_component(_uform_cudacxx_root "${_uform_cudacxx_dir}" DIRECTORY)
-    list(PREPEND _uform_cuda_hints "${_uform_cudacxx_root}")
+  # CMake's own FindCUDAToolkit finds nvcc and the headers beside it (CUDAToolkit_ROOT, CUDACXX,
+  # CUDA_PATH, nvcc on PATH, /usr/local/cuda); CUDA_HOME, which this build honoured before, is
+  # passed to it as CUDAToolkit_ROOT. Nothing is linked from it: only nvcc and the include directory.
+  if(NOT DEFINED CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT} AND DEFINED ENV{CUDA_HOME})
+    set(CUDAToolkit_ROOT "$ENV{CUDA_HOME}")
   endif()
-  find_program(UFORM_NVCC nvcc HINTS ${_uform_cuda_hints} PATH_SUFFIXES bin)
-  if(UFORM_NVCC)
-    # The headers beside this nvcc first, so the two always come from one toolkit.
-    get_filename_component(_uform_nvcc_dir "${UFORM_NVCC}" DIRECTORY)
-    get_filename_component(_uform_nvcc_root "${_uform_nvcc_dir}" DIRECTORY)
-    find_path(UFORM_CUDA_HEADERS NAMES cuda.h cudaTypedefs.h
-              HINTS "${_uform_nvcc_root}/include" "${_uform_nvcc_root}/targets/x86_64-linux/include"
-                    "${_uform_nvcc_root}/targets/sbsa-linux/include" ${_uform_cuda_hints}
-              PATH_SUFFIXES include)
+  find_package(CUDAToolkit QUIET)
+  set(UFORM_NVCC "")
+  set(UFORM_CUDA_HEADERS "")
+  if(CUDAToolkit_FOUND AND CUDAToolkit_NVCC_EXECUTABLE)
+    set(UFORM_NVCC "${CUDAToolkit_NVCC_EXECUTABLE}")
+    # The driver API's headers, from the same toolkit as that nvcc.
+    foreach(_uform_include ${CUDAToolkit_INCLUDE_DIRS})
+      if(NOT UFORM_CUDA_HEADERS AND EXISTS "${_uform_include}/cuda.h" AND EXISTS "${_uform_include}/cudaTypedefs.h")
+        set(UFORM_CUDA_HEADERS "${_uform_include}")
+      endif()
+    endforeach()
   endif()
   if(UFORM_NVCC AND UFORM_CUDA_HEADERS)
     set(UFORM_CUDA_ENABLED ON)
   elseif(_uform_with_cuda MATCHES "^(ON|TRUE|YES|1)$")
     message(FATAL_ERROR "UFORM_WITH_CUDA=ON, but the CUDA toolkit is incomplete: nvcc '${UFORM_NVCC}', "
-                        "cuda.h in '${UFORM_CUDA_HEADERS}'. Set CUDA_HOME or CUDACXX, or configure with "
+                        "cuda.h in '${UFORM_CUDA_HEADERS}'. Set CUDAToolkit_ROOT, CUDA_HOME or CUDACXX, or configure with "
                         "-DUFORM_WITH_CUDA=OFF")
   else()
     message(STATUS "uform: no CUDA toolkit (nvcc and cuda.h) found, building without GPU support")
