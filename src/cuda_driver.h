@@ -170,6 +170,38 @@ uform_status_t uform_cuda_fail(uform_status_t status, CUresult result, char cons
  *  NVML the lowest ordinal. `*used_nvml` (may be NULL) tells which. Expects at least one device. */
 size_t uform_cuda_pick_free_device(bool *used_nvml);
 
+/** @brief The one way the engine makes contexts current (the VRAM executor and the mesh): the
+ *  calling thread's context on entry, restored on leaving, and the one made current since, so that
+ *  consecutive uses of one context cost no driver call.
+ *
+ *  @code
+ *  uform_cuda_context_t context;
+ *  uform_cuda_context_enter(cuda, &context);
+ *  for (size_t d = 0; d < count; ++d)
+ *      if (uform_cuda_context_use(cuda, &context, contexts[d]) == CUDA_SUCCESS) work_on(d);
+ *  uform_cuda_context_leave(cuda, &context);
+ *  @endcode */
+typedef struct uform_cuda_context_t {
+    CUcontext saved, current;
+} uform_cuda_context_t;
+
+static inline void uform_cuda_context_enter(uform_cuda_t const *cuda, uform_cuda_context_t *state) {
+    if (cuda->CtxGetCurrent(&state->saved) != CUDA_SUCCESS) state->saved = NULL;
+    state->current = state->saved;
+}
+
+static inline CUresult uform_cuda_context_use(uform_cuda_t const *cuda, uform_cuda_context_t *state, CUcontext context) {
+    if (state->current == context) return CUDA_SUCCESS;
+    CUresult result = cuda->CtxSetCurrent(context);
+    if (result == CUDA_SUCCESS) state->current = context;
+    return result;
+}
+
+static inline void uform_cuda_context_leave(uform_cuda_t const *cuda, uform_cuda_context_t *state) {
+    if (state->current != state->saved) cuda->CtxSetCurrent(state->saved);
+    state->current = state->saved;
+}
+
 /** @brief `uform_fork_generation()` when the driver was initialised: CUDA cannot be used in a child
  *  forked after that, so creating executors there is refused. */
 uint64_t uform_cuda_fork_generation(void);

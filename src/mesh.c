@@ -343,13 +343,14 @@ static uform_status_t mesh_watchdog(void *context) {
 #if UFORM_WITH_CUDA
         uform_cuda_t const *cuda = NULL;
         bool pending = false;
-        if (status == uform_status_ok_k && mesh->events_recorded && uform_cuda(&cuda) == uform_status_ok_k)
-            for (size_t d = 0; d < mesh->devices_count && !pending; ++d) {
-                CUcontext popped;
-                cuda->CtxPushCurrent((CUcontext)mesh->members[d].cu_context);
-                pending = cuda->EventQuery((CUevent)mesh->events[d]) == CUDA_ERROR_NOT_READY;
-                cuda->CtxPopCurrent(&popped);
-            }
+        if (status == uform_status_ok_k && mesh->events_recorded && uform_cuda(&cuda) == uform_status_ok_k) {
+            uform_cuda_context_t context;
+            uform_cuda_context_enter(cuda, &context);
+            for (size_t d = 0; d < mesh->devices_count && !pending; ++d)
+                pending = uform_cuda_context_use(cuda, &context, (CUcontext)mesh->members[d].cu_context) == CUDA_SUCCESS &&
+                          cuda->EventQuery((CUevent)mesh->events[d]) == CUDA_ERROR_NOT_READY;
+            uform_cuda_context_leave(cuda, &context);
+        }
         double now = uform_now_seconds();
         if (!pending) mesh->pending_since = 0;
         else if (!mesh->pending_since) mesh->pending_since = now;
@@ -515,14 +516,16 @@ static uform_status_t mesh_start_nccl(uform_mesh_t mesh, uform_rendezvous_t *ren
 static void mesh_release(uform_mesh_t mesh, bool forked) {
 #if UFORM_WITH_CUDA
     uform_cuda_t const *cuda = NULL;
-    if (!forked && mesh->events && uform_cuda(&cuda) == uform_status_ok_k)
+    if (!forked && mesh->events && uform_cuda(&cuda) == uform_status_ok_k) {
+        uform_cuda_context_t context;
+        uform_cuda_context_enter(cuda, &context);
         for (size_t d = 0; d < mesh->devices_count; ++d) {
             if (!mesh->events[d]) continue;
-            cuda->CtxPushCurrent((CUcontext)mesh->members[d].cu_context);
+            (void)uform_cuda_context_use(cuda, &context, (CUcontext)mesh->members[d].cu_context);
             cuda->EventDestroy((CUevent)mesh->events[d]);
-            CUcontext popped;
-            cuda->CtxPopCurrent(&popped);
         }
+        uform_cuda_context_leave(cuda, &context);
+    }
 #else
     (void)forked;
 #endif
@@ -710,18 +713,21 @@ static uform_status_t mesh_stage_out(reduce_context_t *reduce) {
     uform_cuda_t const *cuda = NULL;
     uform_status_t status = uform_cuda(&cuda);
     reduce_staging_t const *staging = reduce->mesh->staging;
+    if (status != uform_status_ok_k) return status;
+    uform_cuda_context_t context;
+    uform_cuda_context_enter(cuda, &context);
     for (size_t d = 0; status == uform_status_ok_k && d < reduce->mesh->devices_count; ++d) {
-        CUcontext popped;
-        cuda->CtxPushCurrent((CUcontext)staging[d].cu_context);
-        CUresult result = cuda->MemcpyDtoHAsync(reduce->host_buffers[d], (CUdeviceptr)staging[d].buffer, reduce->bytes,
-                                                (CUstream)staging[d].stream);
-        cuda->CtxPopCurrent(&popped);
+        CUresult result = uform_cuda_context_use(cuda, &context, (CUcontext)staging[d].cu_context);
+        if (result == CUDA_SUCCESS)
+            result = cuda->MemcpyDtoHAsync(reduce->host_buffers[d], (CUdeviceptr)staging[d].buffer, reduce->bytes,
+                                           (CUstream)staging[d].stream);
         if (result != CUDA_SUCCESS)
             status = uform_cuda_fail(uform_cuda_error_is_fault(result) ? uform_status_device_fault_k
                                                                        : uform_status_system_error_k,
                                      result, "mesh all-reduce: copying %zu bytes back to host buffer %zu", reduce->bytes,
                                      d);
     }
+    uform_cuda_context_leave(cuda, &context);
     return status;
 }
 #endif
@@ -732,13 +738,13 @@ static void mesh_record_events(uform_mesh_t mesh) {
     uform_cuda_t const *cuda = NULL;
     if (uform_cuda(&cuda) != uform_status_ok_k) return;
     bool recorded = true;
-    for (size_t d = 0; d < mesh->devices_count; ++d) {
-        CUcontext popped;
-        cuda->CtxPushCurrent((CUcontext)mesh->members[d].cu_context);
+    uform_cuda_context_t context;
+    uform_cuda_context_enter(cuda, &context);
+    for (size_t d = 0; d < mesh->devices_count; ++d)
         recorded = recorded && mesh->events[d] &&
+                   uform_cuda_context_use(cuda, &context, (CUcontext)mesh->members[d].cu_context) == CUDA_SUCCESS &&
                    cuda->EventRecord((CUevent)mesh->events[d], (CUstream)mesh->members[d].stream) == CUDA_SUCCESS;
-        cuda->CtxPopCurrent(&popped);
-    }
+    uform_cuda_context_leave(cuda, &context);
     mesh->events_recorded = recorded;
 #else
     (void)mesh;

@@ -98,7 +98,7 @@
 
 /** Grows every device's scratch to at least `bytes`; frees an old buffer only after the device's
  *  stream ran every earlier call. */
-static uform_status_t vram_reserve_scratch(vram_executor_t *self, size_t bytes, vram_context_t *context) {
+static uform_status_t vram_reserve_scratch(vram_executor_t *self, size_t bytes, uform_cuda_context_t *context) {
     uform_cuda_t const *cuda = self->cuda;
     size_t capacity = bytes + 255 < bytes ? bytes : (bytes + 255) / 256 * 256;
     if (self->scratch_limit && capacity > self->scratch_limit) capacity = bytes;
@@ -111,7 +111,7 @@ static uform_status_t vram_reserve_scratch(vram_executor_t *self, size_t bytes, 
             if (status != uform_status_ok_k) return status;
             waited = true;
         }
-        CUresult result = vram_context_use(cuda, context, device->context);
+        CUresult result = uform_cuda_context_use(cuda, context, device->context);
         if (result == CUDA_SUCCESS && device->scratch) {
             result = cuda->MemFree(device->scratch);
             device->scratch = 0;
@@ -142,8 +142,8 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
                           "executor's scratch_limit of %zu",
                           call->scratch_bytes, self->scratch_limit);
 
-    vram_context_t context;
-    vram_context_enter(cuda, &context);
+    uform_cuda_context_t context;
+    uform_cuda_context_enter(cuda, &context);
     uform_status_t status = uform_status_ok_k;
     if (outcome && uform_ring_count(&self->ring) >= self->ring.capacity) {
         pthread_mutex_lock(&self->lock);
@@ -165,7 +165,7 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
         status = uform_executor_call(self->decoders, &host, NULL);
     }
     if (status != uform_status_ok_k) {
-        vram_context_leave(cuda, &context);
+        uform_cuda_context_leave(cuda, &context);
         return status;
     }
 
@@ -181,7 +181,7 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
         vram_device_t *const outer_device = vram_active_device;
         for (size_t index = 0; index < self->devices_count; ++index) {
             vram_device_t *device = &self->devices[index];
-            CUresult result = vram_context_use(cuda, &context, device->context);
+            CUresult result = uform_cuda_context_use(cuda, &context, device->context);
             if (UFORM_UNLIKELY(result != CUDA_SUCCESS)) {
                 status = vram_fail(self, index, result, "cuCtxSetCurrent", "uform_executor_call",
                                    uform_status_system_error_k, "cannot make device %zu's context current", index);
@@ -223,7 +223,7 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
         pthread_mutex_unlock(&self->lock);
         // Nothing of a failed call may still run once it returned.
         uform_status_t const waited = vram_wait_in(self, sequence, -1, &context, "uform_executor_call");
-        vram_context_leave(cuda, &context);
+        uform_cuda_context_leave(cuda, &context);
         if (waited != uform_status_ok_k) return waited;
         return uform_failure_raise(&failure);
     }
@@ -233,7 +233,7 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
         vram_publish_locked(self, sequence, mark, false);
         pthread_mutex_unlock(&self->lock);
         status = vram_wait_in(self, sequence, -1, &context, "uform_executor_call");
-        vram_context_leave(cuda, &context);
+        uform_cuda_context_leave(cuda, &context);
         return status;
     }
 
@@ -244,7 +244,7 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
     *(vram_entry_t *)uform_ring_at(&self->ring, tail) = (vram_entry_t) {.outcome = outcome, .sequence = sequence};
     atomic_store_explicit(&self->ring.tail, tail + 1, memory_order_release);
     pthread_mutex_unlock(&self->lock);
-    vram_context_leave(cuda, &context);
+    uform_cuda_context_leave(cuda, &context);
     return uform_status_ok_k;
 }
 
@@ -313,14 +313,14 @@ uform_status_t uform_executor_scratch_release(uform_executor_t executor) {
     if (status != uform_status_ok_k) return status;
     if (atomic_load_explicit(&self->faulted, memory_order_acquire))
         status = vram_fault_status(self, "uform_executor_scratch_release");
-    vram_context_t context;
-    vram_context_enter(self->cuda, &context);
+    uform_cuda_context_t context;
+    uform_cuda_context_enter(self->cuda, &context);
     if (status == uform_status_ok_k)
         status = vram_wait_in(self, self->submitted, -1, &context, "uform_executor_scratch_release");
     for (size_t index = 0; index < self->devices_count && status == uform_status_ok_k; ++index) {
         vram_device_t *device = &self->devices[index];
         if (!device->scratch) continue;
-        CUresult result = vram_context_use(self->cuda, &context, device->context);
+        CUresult result = uform_cuda_context_use(self->cuda, &context, device->context);
         if (result == CUDA_SUCCESS) result = self->cuda->MemFree(device->scratch);
         if (result != CUDA_SUCCESS) {
             status = vram_fail(self, index, result, "cuMemFree", "uform_executor_scratch_release",
@@ -331,7 +331,7 @@ uform_status_t uform_executor_scratch_release(uform_executor_t executor) {
         device->scratch = 0;
         atomic_store_explicit(&device->scratch_capacity, 0, memory_order_relaxed);
     }
-    vram_context_leave(self->cuda, &context);
+    uform_cuda_context_leave(self->cuda, &context);
     uform_gate_leave(executor);
     return status;
 }

@@ -1,6 +1,6 @@
 /**
  *  @file   vram_create.c
- *  @brief  The VRAM executor's construction, contexts and release (vram.c says what construction promises).
+ *  @brief  The VRAM executor's construction and release (vram.c says what construction promises).
  */
 #define _GNU_SOURCE
 #include "vram_private.h"
@@ -8,37 +8,18 @@
 #include <stdlib.h> // `aligned_alloc`
 #include <string.h> // `memset`
 
-/* ---- Current contexts ---- */
-
-void vram_context_enter(uform_cuda_t const *cuda, vram_context_t *state) {
-    if (cuda->CtxGetCurrent(&state->saved) != CUDA_SUCCESS) state->saved = NULL;
-    state->current = state->saved;
-}
-
-CUresult vram_context_use(uform_cuda_t const *cuda, vram_context_t *state, CUcontext context) {
-    if (state->current == context) return CUDA_SUCCESS;
-    CUresult result = cuda->CtxSetCurrent(context);
-    if (result == CUDA_SUCCESS) state->current = context;
-    return result;
-}
-
-void vram_context_leave(uform_cuda_t const *cuda, vram_context_t *state) {
-    if (state->current != state->saved) cuda->CtxSetCurrent(state->saved);
-    state->current = state->saved;
-}
-
 /** Releases everything `self` holds; CUDA objects only in the process that created them. */
 void vram_release(vram_executor_t *self) {
     uform_cuda_t const *cuda = self->cuda;
     bool const forked = self->base.fork_generation != uform_fork_generation();
     if (self->devices && !forked) {
-        vram_context_t context;
-        vram_context_enter(cuda, &context);
+        uform_cuda_context_t context;
+        uform_cuda_context_enter(cuda, &context);
         for (size_t index = 0; index < self->devices_count; ++index) {
             vram_device_t *device = &self->devices[index];
             if (!device->context) continue;
             // Errors are ignored: on a poisoned context these fail at once, and nothing is left to do.
-            if (vram_context_use(cuda, &context, device->context) == CUDA_SUCCESS) {
+            if (uform_cuda_context_use(cuda, &context, device->context) == CUDA_SUCCESS) {
                 if (device->module) cuda->ModuleUnload(device->module);
                 if (device->scratch) cuda->MemFree(device->scratch);
                 for (size_t mark = 0; mark < UFORM_VRAM_MARKS; ++mark)
@@ -47,7 +28,7 @@ void vram_release(vram_executor_t *self) {
             }
         }
         // The caller's context again before releasing, so no thread is left on a context we dropped.
-        vram_context_leave(cuda, &context);
+        uform_cuda_context_leave(cuda, &context);
         for (size_t index = 0; index < self->devices_count; ++index)
             if (self->devices[index].context) cuda->DevicePrimaryCtxRelease(self->devices[index].device);
     }
@@ -105,14 +86,14 @@ static uform_status_t vram_spawn_decoders(vram_executor_t *self, uform_ram_optio
 }
 
 /** Retains the device's primary context and opens its stream and mark events. */
-static uform_status_t vram_open_device(vram_executor_t *self, vram_device_t *device, vram_context_t *context) {
+static uform_status_t vram_open_device(vram_executor_t *self, vram_device_t *device, uform_cuda_context_t *context) {
     uform_cuda_t const *cuda = self->cuda;
     char const *what = "cuDevicePrimaryCtxRetain";
     CUcontext retained = NULL;
     CUresult result = cuda->DevicePrimaryCtxRetain(&retained, device->device);
     if (result == CUDA_SUCCESS) {
         device->context = retained;
-        what = "cuCtxSetCurrent", result = vram_context_use(cuda, context, device->context);
+        what = "cuCtxSetCurrent", result = uform_cuda_context_use(cuda, context, device->context);
     }
     if (result == CUDA_SUCCESS)
         what = "cuStreamCreate", result = cuda->StreamCreate(&device->stream, CU_STREAM_NON_BLOCKING);
@@ -188,8 +169,8 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
                           count, ring_capacity);
     }
 
-    vram_context_t context;
-    vram_context_enter(cuda, &context);
+    uform_cuda_context_t context;
+    uform_cuda_context_enter(cuda, &context);
     uform_gpu_class_t common = uform_gpu_class_unknown_k;
     for (size_t index = 0; index < count && status == uform_status_ok_k; ++index) {
         uform_cuda_device_t const *listed_device = &listing[ordinals[index]];
@@ -212,7 +193,7 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
             .multicast_supported = listed_device->multicast_supported,
         };
     }
-    vram_context_leave(cuda, &context);
+    uform_cuda_context_leave(cuda, &context);
     if (status == uform_status_ok_k) status = vram_spawn_decoders(self, ram, listing);
     uform_executor_description_t decoders = {0};
     if (status == uform_status_ok_k) status = uform_executor_describe(self->decoders, &decoders);

@@ -90,11 +90,6 @@ struct vram_executor_s {
     void *watchdog_context;
 };
 
-/** The calling thread's current context on entry, and the one made current since (vram_create.c). */
-typedef struct vram_context_t {
-    CUcontext saved, current;
-} vram_context_t;
-
 extern uform_backend_t const vram_backend;
 
 /** The device whose callback this thread runs, so `uform_device_launch` finds its kernels. */
@@ -106,9 +101,6 @@ static inline vram_executor_t *vram_cast(uform_executor_t executor) {
 }
 
 /* vram_create.c */
-void vram_context_enter(uform_cuda_t const *cuda, vram_context_t *state);
-CUresult vram_context_use(uform_cuda_t const *cuda, vram_context_t *state, CUcontext context);
-void vram_context_leave(uform_cuda_t const *cuda, vram_context_t *state);
 void vram_release(vram_executor_t *self);
 
 /* vram_queue.c: every function named `_locked` runs under `lock` */
@@ -117,8 +109,8 @@ void vram_poison(vram_executor_t *self, size_t device_index, CUresult result, ch
 uform_status_t vram_fault_status(vram_executor_t *self, char const *verb);
 uform_status_t vram_fail(vram_executor_t *self, size_t device_index, CUresult result, char const *where,
                          char const *verb, uform_status_t otherwise, char const *format, ...) UFORM_PRINTF(7, 8);
-uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, vram_context_t *context);
-uform_status_t vram_wait_in(vram_executor_t *self, uint64_t target, double timeout_seconds, vram_context_t *context,
+uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, uform_cuda_context_t *context);
+uform_status_t vram_wait_in(vram_executor_t *self, uint64_t target, double timeout_seconds, uform_cuda_context_t *context,
                             char const *verb);
 uform_status_t vram_wait(vram_executor_t *self, uint64_t target, double timeout_seconds, char const *verb);
 size_t vram_reserve_mark(vram_executor_t *self, uint64_t sequence);

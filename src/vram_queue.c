@@ -81,7 +81,7 @@ uform_status_t vram_fail(vram_executor_t *self, size_t device_index, CUresult re
  *  Advances `completed` as far as the devices allow without blocking, finishes the outcomes it
  *  covers, and says whether `target` is complete: OK, PENDING, or DEVICE_FAULT.
  */
-uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, vram_context_t *context) {
+uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, uform_cuda_context_t *context) {
     uform_cuda_t const *cuda = self->cuda;
     if (atomic_load_explicit(&self->faulted, memory_order_relaxed)) return uform_status_device_fault_k;
     uint64_t completed = atomic_load_explicit(&self->completed, memory_order_relaxed);
@@ -97,7 +97,7 @@ uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, vram
         bool done = true;
         for (size_t index = 0; index < self->devices_count && done; ++index) {
             vram_device_t *device = &self->devices[index];
-            CUresult result = vram_context_use(cuda, context, device->context);
+            CUresult result = uform_cuda_context_use(cuda, context, device->context);
             if (result == CUDA_SUCCESS) result = cuda->EventQuery(device->marks[oldest]);
             if (result == CUDA_ERROR_NOT_READY) done = false;
             else if (result != CUDA_SUCCESS) {
@@ -116,7 +116,7 @@ uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, vram
         bool idle = true;
         for (size_t index = 0; index < self->devices_count && idle; ++index) {
             vram_device_t *device = &self->devices[index];
-            CUresult result = vram_context_use(cuda, context, device->context);
+            CUresult result = uform_cuda_context_use(cuda, context, device->context);
             if (result == CUDA_SUCCESS) result = cuda->StreamQuery(device->stream);
             if (result == CUDA_ERROR_NOT_READY) idle = false;
             else if (result != CUDA_SUCCESS) {
@@ -139,7 +139,7 @@ uform_status_t vram_progress_locked(vram_executor_t *self, uint64_t target, vram
                 bool recorded = true;
                 for (size_t index = 0; index < self->devices_count && recorded; ++index) {
                     vram_device_t *device = &self->devices[index];
-                    CUresult result = vram_context_use(cuda, context, device->context);
+                    CUresult result = uform_cuda_context_use(cuda, context, device->context);
                     if (result == CUDA_SUCCESS) result = cuda->EventRecord(device->marks[free_mark], device->stream);
                     if (result != CUDA_SUCCESS) {
                         recorded = false;
@@ -176,7 +176,7 @@ static uform_status_t vram_run_watchdog(vram_executor_t *self, uform_failure_t *
  *  for every status but OK and PENDING.
  */
 uform_status_t vram_wait_in(vram_executor_t *self, uint64_t target, double timeout_seconds,
-                                   vram_context_t *context, char const *verb) {
+                                   uform_cuda_context_t *context, char const *verb) {
     if (atomic_load_explicit(&self->completed, memory_order_acquire) >= target &&
         !atomic_load_explicit(&self->faulted, memory_order_acquire))
         return uform_status_ok_k;
@@ -221,10 +221,10 @@ uform_status_t vram_wait(vram_executor_t *self, uint64_t target, double timeout_
     if (atomic_load_explicit(&self->completed, memory_order_acquire) >= target &&
         !atomic_load_explicit(&self->faulted, memory_order_acquire))
         return uform_status_ok_k;
-    vram_context_t context;
-    vram_context_enter(self->cuda, &context);
+    uform_cuda_context_t context;
+    uform_cuda_context_enter(self->cuda, &context);
     uform_status_t status = vram_wait_in(self, target, timeout_seconds, &context, verb);
-    vram_context_leave(self->cuda, &context);
+    uform_cuda_context_leave(self->cuda, &context);
     return status;
 }
 
