@@ -38,6 +38,23 @@ racecheck_own_kernels() {
     fi
 }
 
+# prepare_host_run: builds build-device/ when a cold machine lacks it, puts the carried libraries on
+# the loader's path and the carried `uform` wheel on Python's (the host and rest phases).
+prepare_host_run() {
+    if [[ ! -x $BUILD/bench/bench_text ]]; then
+        CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
+        unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
+        step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
+            step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" || exit 1
+    fi
+    [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]] &&
+        export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if ! python3 -c 'import uform' 2>/dev/null && compgen -G "$ROOT/.whl/uform-*.whl" >/dev/null; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/uform-site "$ROOT"/.whl/uform-*.whl &&
+            export PYTHONPATH=/tmp/uform-site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+}
+
 case $PHASE in
 gpu)
     mkdir -p "$LOGS.tmp"
@@ -68,18 +85,7 @@ host)
     FAILED=0
     # shellcheck source=test/gpu/steps.sh
     source "$ROOT/test/gpu/steps.sh"
-    if [[ ! -x $BUILD/bench/bench_text ]]; then
-        CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
-        unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
-        step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
-            step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" || exit 1
-    fi
-    [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]] &&
-        export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    if ! python3 -c 'import uform' 2>/dev/null && compgen -G "$ROOT/.whl/uform-*.whl" >/dev/null; then
-        python3 -m pip install -q --no-index --no-deps --target /tmp/uform-site "$ROOT"/.whl/uform-*.whl &&
-            export PYTHONPATH=/tmp/uform-site${PYTHONPATH:+:$PYTHONPATH}
-    fi
+    prepare_host_run
     THREADS=${UFORM_BENCH_THREADS:-28}
     { lscpu | grep -E 'Model name|^CPU\(s\)'; "$BUILD/uform" info; } >"$LOGS/host.txt" 2>&1
     step bench_ram "$LOGS/bench.log" optional timeout 90 "$BUILD/bench/bench_ram" --threads 2-4,16,28,32 \
@@ -111,18 +117,7 @@ rest)
     FAILED=0
     # shellcheck source=test/gpu/steps.sh
     source "$ROOT/test/gpu/steps.sh"
-    if [[ ! -x $BUILD/bench/bench_text ]]; then
-        CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
-        unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
-        step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
-            step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" || exit 1
-    fi
-    [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]] &&
-        export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    if ! python3 -c 'import uform' 2>/dev/null && compgen -G "$ROOT/.whl/uform-*.whl" >/dev/null; then
-        python3 -m pip install -q --no-index --no-deps --target /tmp/uform-site "$ROOT"/.whl/uform-*.whl &&
-            export PYTHONPATH=/tmp/uform-site${PYTHONPATH:+:$PYTHONPATH}
-    fi
+    prepare_host_run
     THREADS=${UFORM_BENCH_THREADS:-28}
     racecheck_own_kernels "$LOGS/sanitizer-text.log"
     grep -E 'RACECHECK SUMMARY|rror' "$LOGS/sanitizer-text.log" | head -5 | sed 's/^/  /' | tee -a "$SUMMARY"
