@@ -362,3 +362,11 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
             c[i * ldc + j] = sum;
         }
 }
+
+uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
+    uform_gemm_t gemm = {.kernels = uform_kernels_for(cpu_class),
+                         .use_library = cpu_class != uform_cpu_class_serial_k,
+                         .native_bf16 = uform_kernels_native_bf16(cpu_class),
+                         .matmul = uform_gemm_matmul_for(cpu_class)};
+    return gemm;
+}

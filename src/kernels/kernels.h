@@ -72,6 +72,10 @@ typedef struct uform_gemm_t {
  *  class has native bf16, else f32 on widened weights), `0` keeps the GEMM functions everywhere. */
 int uform_gemm_matmul_for(uform_cpu_class_t cpu_class);
 
+/** @brief How a forward pass dispatching as `cpu_class` multiplies: its kernels, the library or the
+ *  portable loops (SERIAL), native bf16, and the matmul primitive per `uform_gemm_matmul_for`. */
+uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class);
+
 /** @brief The implementations oneDNN chose for the matmul primitives this process created, with how
  *  many tile shapes each serves (e.g. "brg:avx512_core_amx (6 shapes)"), or NULL when none was
  *  created; for benchmarks' verbose output. Not thread-safe against a concurrent call of itself. */

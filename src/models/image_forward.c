@@ -527,11 +527,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->out = *embeddings;
     job->out_dimensions = embeddings->dimensions ? embeddings->dimensions : c->embedding_dimensions;
     job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
-    job->kernels = uform_kernels_for(cpu_class);
-    job->gemm.kernels = job->kernels;
-    job->gemm.use_library = cpu_class != uform_cpu_class_serial_k;
-    job->gemm.native_bf16 = uform_kernels_native_bf16(cpu_class);
-    job->gemm.matmul = uform_gemm_matmul_for(cpu_class);
+    job->gemm = uform_gemm_for(cpu_class);
+    job->kernels = job->gemm.kernels;
     job->threads = threads;
     job->count = count;
     job->statuses = statuses;
