@@ -45,7 +45,8 @@ typedef struct spec_t {
     char const *fake_host;              // simulate another host
     bool skip_blob;
     bool remove_files;                  // leave with its files removed, after the parent's release
-    char const *pause_stage;            // pause 0.3 s the first time this hook point is reached
+    char const *pause_stage;            // pause the first time this hook point is reached
+    double pause_seconds;               // how long (0: 0.3 s)
 } spec_t;
 
 /** What one child reports. */
@@ -67,11 +68,12 @@ static spec_t defaults(size_t index, size_t count, size_t gpus) {
 }
 
 static char const *kill_stage, *kill_name, *pause_stage;
+static double pause_seconds;
 static void kill_hook(char const *stage, char const *name) {
     if (kill_stage && strcmp(stage, kill_stage) == 0 && strcmp(name, kill_name) == 0) raise(SIGKILL);
     if (pause_stage && strcmp(stage, pause_stage) == 0) {
         pause_stage = NULL;
-        uform_sleep_seconds(0.3);
+        uform_sleep_seconds(pause_seconds > 0 ? pause_seconds : 0.3);
     }
 }
 
@@ -89,6 +91,7 @@ static void child(char const *job, spec_t const *spec, int fd) {
     if (spec->kill_stage && strcmp(spec->kill_stage, "start") == 0) raise(SIGKILL);
     if (spec->kill_stage || spec->pause_stage) {
         kill_stage = spec->kill_stage, kill_name = spec->kill_name, pause_stage = spec->pause_stage;
+        pause_seconds = spec->pause_seconds;
         uform_rendezvous_test_hook = kill_hook;
     }
     uform_mesh_options_t options = {.host_domain_index = spec->index, .host_domain_count = spec->count,
@@ -512,8 +515,13 @@ static void test_killed(void) {
     // Killed after its facts are in place: survivors on this host fail at once, naming it. The
     // timeout is long (30 s) so that failing well before it shows the liveness check, not the
     // deadline, even on a loaded machine (with 5 s and a 2 s bound it failed under load).
+    // Process 0 pauses 1 s before its last liveness check: process 1 raises SIGKILL right after its
+    // rename, but a loaded machine (CI, ASan's slow exit) could otherwise let process 0 read the
+    // facts and find the process still running in that window, and then the run completes, which
+    // is right for a peer that dies after the check (NCCL finds that one) but not what this case tests.
     for (size_t i = 0; i < 3; ++i) specs[i] = defaults(i, 3, 1), specs[i].timeout = 30;
     specs[1].kill_stage = "renamed", specs[1].kill_name = "process-1";
+    specs[0].pause_stage = "liveness", specs[0].pause_seconds = 1.0;
     run_group("killed-after", specs, 3, results);
     CHECK(!results[1].reported);
     snprintf(pid_text, sizeof pid_text, "pid %d)", (int)results[1].pid);
