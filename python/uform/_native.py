@@ -211,15 +211,15 @@ PROTOTYPES = {
 
 
 class MissingLibrary(Exception):
-    """Raised by `load` when no candidate loads; `__init__.py` turns it into `uform.Error`."""
+    """Raised by `load` when no candidate loads; `Library` turns it into `uform.Error`."""
 
 
 class MissingSymbol(Exception):
     """Raised when a function this binding needs is absent from the loaded library, unless
-    `uform/__init__.py` installed `missing_error` to raise its own `Error` instead."""
+    `uform/_errors.py` installed `missing_error` to raise its own `Error` instead."""
 
 
-#: Builds the exception for a missing symbol; `uform/__init__.py` sets it to `Error(UNSUPPORTED)`.
+#: Builds the exception for a missing symbol; `uform/_errors.py` sets it to `Error(UNSUPPORTED)`.
 missing_error = MissingSymbol
 
 

@@ -1,0 +1,123 @@
+"""Who owns a native handle and how it is let go, for `Executor`, `Mesh` and `Model`.
+
+Each of them keeps its handle in a `_Handle` (the handle, the library's functions, a lock, the
+count of threads inside one of its verbs) and registers a ``weakref.finalize`` over that state,
+never over the Python object itself. So one release function frees the handle exactly once,
+whichever comes first:
+
+- ``close()`` (or the end of a ``with`` block) checks that no thread is inside a verb, then calls
+  the finalizer, which runs the release and detaches it;
+- the garbage collector, when the object becomes unreachable: the finalizer runs then, with only
+  the state, which holds no reference back to the object (so a dropped object is never kept alive
+  by its own finalizer, and nothing is freed twice: the release takes the handle under the lock);
+- interpreter exit: ``weakref.finalize`` calls the finalizers still registered from its ``atexit``
+  hook, newest first (a mesh before the executor it was made over), while Python callbacks of
+  deferred calls can still run.
+
+A forked child inherits the states and their finalizers, exactly as it inherits the objects: it may
+free them (the engine's ``*_free`` releases only host memory there), and every other verb on them
+reports FORKED. Nothing here runs inside ``__del__``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ._codes import Status
+from ._errors import Error
+
+
+class _Handle:
+    """The native side of one `Executor`, `Mesh` or `Model`: everything its finalizer needs and
+    nothing that refers back to the Python object.
+
+    ``active`` counts threads inside a C function on the handle (see `_Using`), ``closed`` is set
+    once ``close`` or the finalizer took the handle. An executor's state also holds its pending
+    deferred calls (``pending``: the records that keep their callbacks alive until they finish)
+    and the states of its meshes (``meshes``), freed before it; a mesh's state names its
+    executor's (``parent``)."""
+
+    __slots__ = ("noun", "native", "handle", "lock", "active", "closed", "pending", "meshes", "parent", "__weakref__")
+
+    def __init__(self, noun: str, native, handle: int, *, closed: bool = False):
+        self.noun = noun
+        self.native = native
+        self.handle = handle
+        self.lock = threading.Lock()
+        self.active = 0
+        self.closed = closed
+        self.pending: list = []
+        self.meshes: set = set()
+        self.parent = None
+
+    def take(self) -> int:
+        """Marks the state closed and returns its handle, once; 0 on every later call."""
+        with self.lock:
+            self.closed = True
+            handle, self.handle = self.handle, 0
+        return handle
+
+
+class _Using:
+    """``with _Using(state):`` marks a Python thread inside a C function on an executor or mesh, so
+    `close` from another thread refuses (CONTENDED) instead of freeing the handle under it.
+    ``allow_closed`` turns the refusal of a closed handle into a False result of ``__enter__``."""
+
+    __slots__ = ("state", "allow_closed", "open")
+
+    def __init__(self, state: _Handle, allow_closed: bool = False):
+        self.state = state
+        self.allow_closed = allow_closed
+        self.open = False
+
+    def __enter__(self) -> bool:
+        state = self.state
+        with state.lock:
+            if state.closed:
+                if self.allow_closed:
+                    return False
+                raise Error(Status.INVALID_ARGUMENT, f"the {state.noun} is closed")
+            state.active += 1
+            self.open = True
+        return True
+
+    def __exit__(self, *exc) -> bool:
+        if self.open:
+            with self.state.lock:
+                self.state.active -= 1
+        return False
+
+
+def _release_mesh(state: _Handle) -> None:
+    """The finalizer of a `Mesh`: `uform_mesh_free`, once."""
+    handle = state.take()
+    if state.parent is not None:
+        state.parent.meshes.discard(state)
+    if handle:
+        state.native.uform_mesh_free(handle)
+
+
+def _release_executor(state: _Handle) -> None:
+    """The finalizer of an `Executor`: frees the meshes made over it that are not freed yet (a
+    mesh's finalizer may run after its executor's when both die in one garbage cycle), then
+    `uform_executor_free`, which drains every call, so each pending outcome is final; its
+    executor is gone, so the record reads the struct itself rather than `uform_outcome_poll`."""
+    handle = state.take()
+    for mesh in list(state.meshes):
+        _release_mesh(mesh)
+    if handle:
+        state.native.uform_executor_free(handle)
+    with state.lock:
+        pending, state.pending = state.pending, []
+    for record in pending:
+        if not record.settled:
+            finished = record.outcome.finished
+            record.settle(record.outcome.status if finished else Status.PENDING)
+
+
+def _release_model(state: _Handle) -> None:
+    """The finalizer of a `Model`: `uform_model_free` (through ``state.native``, the model
+    functions), once."""
+    handle = state.take()
+    if handle:
+        state.native["uform_model_free"](handle)
