@@ -1,0 +1,313 @@
+"""Lifetimes of the handles the binding owns (executors, meshes, models, outcomes): freed exactly once,
+by `close()`, by a ``with`` block, when garbage-collected, or at interpreter exit, through
+``weakref.finalize`` (uform/_lifetime.py). Each test counts the native frees by wrapping the
+library's ``uform_*_free`` functions, and checks the engine's own behaviour where it shows (a free
+drains, so a dropped executor's pending calls have run)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import unittest
+
+import uform
+from uform import Error, Executor, Mesh, MeshOptions, RamOptions, Status, VramOptions
+
+import _support
+from _support import Collector
+
+WAIT = 30.0
+
+
+@contextlib.contextmanager
+def counting_frees(native, *names):
+    """Replaces each ``native.<name>`` (a `Native` attribute, or a key of the models' function
+    dict) by a wrapper that logs ``(name, handle)`` before freeing; yields the log."""
+    log = []
+    lock = threading.Lock()
+    saved = {}
+
+    def wrap(name, function):
+        def free(handle):
+            with lock:
+                log.append((name, handle))
+            return function(handle)
+
+        return free
+
+    for name in names:
+        if isinstance(native, dict):
+            saved[name] = native[name]
+            native[name] = wrap(name, saved[name])
+        else:
+            saved[name] = getattr(native, name)
+            setattr(native, name, wrap(name, saved[name]))
+    try:
+        yield log
+    finally:
+        for name, function in saved.items():
+            if isinstance(native, dict):
+                native[name] = function
+            else:
+                setattr(native, name, function)
+
+
+def some_threads(threads: int = 2) -> Executor:
+    domain = _support.library().memory_domains[0]
+    return Executor.for_ram(_support.library(), RamOptions.on([domain.node]), threads=threads)
+
+
+class ExecutorLifetime(unittest.TestCase):
+    def test_a_dropped_executor_is_freed_once_after_its_calls_ran(self):
+        native = _support.library()._native
+        collector = Collector()
+        release = threading.Event()
+        with counting_frees(native, "uform_executor_free") as log:
+            executor = some_threads()
+            handle = executor.address
+            executor.for_n(1, lambda *_: release.wait(WAIT), defer=True)  # still running when dropped
+            executor.for_n(20, collector, defer=True)  # queued behind it; the outcome is dropped
+            release.set()
+            del executor  # no close(): the finalizer frees it, and the free drains both calls
+            self.assertEqual(log, [("uform_executor_free", handle)])
+        self.assertEqual(collector.tasks, list(range(20)))
+
+    def test_close_then_collection_frees_once(self):
+        native = _support.library()._native
+        with counting_frees(native, "uform_executor_free") as log:
+            executor = some_threads()
+            handle = executor.address
+            executor.close()
+            self.assertEqual(log, [("uform_executor_free", handle)])
+            executor.close()  # idempotent
+            del executor
+            gc.collect()
+            self.assertEqual(log, [("uform_executor_free", handle)])
+
+    def test_a_with_block_frees_once(self):
+        native = _support.library()._native
+        with counting_frees(native, "uform_executor_free") as log:
+            with some_threads() as executor:
+                handle = executor.address
+                executor.for_n(3, lambda *_: None)
+            self.assertTrue(executor.closed)
+            self.assertEqual(log, [("uform_executor_free", handle)])
+            del executor
+            gc.collect()
+            self.assertEqual(log, [("uform_executor_free", handle)])
+
+    def test_an_executor_in_a_garbage_cycle_is_freed(self):
+        native = _support.library()._native
+        with counting_frees(native, "uform_executor_free") as log:
+            executor = some_threads()
+            handle = executor.address
+            executor.itself = [executor]  # only the cycle collector can reach this one
+            del executor
+            gc.collect()
+            self.assertEqual(log, [("uform_executor_free", handle)])
+
+    def test_the_inline_executor_frees_nothing(self):
+        native = _support.library()._native
+        with counting_frees(native, "uform_executor_free") as log:
+            executor = Executor(_support.library())
+            executor.for_n(2, lambda *_: None)
+            executor.close()
+            self.assertTrue(executor.closed)
+            del executor
+            gc.collect()
+        self.assertEqual(log, [])
+
+    def test_an_outcome_keeps_its_executor_until_dropped(self):
+        native = _support.library()._native
+        collector = Collector()
+        with counting_frees(native, "uform_executor_free") as log:
+            outcome = some_threads().for_n(4, collector, defer=True)
+            gc.collect()
+            self.assertEqual(log, [])  # the executor lives while its outcome does
+            self.assertTrue(outcome.wait(WAIT))
+            del outcome
+            gc.collect()
+            self.assertEqual(len(log), 1)
+        self.assertEqual(collector.tasks, [0, 1, 2, 3])
+
+    def test_closed_executor_refuses_verbs(self):
+        executor = some_threads()
+        executor.close()
+        with self.assertRaises(Error) as caught:
+            executor.for_n(1, lambda *_: None)
+        self.assertIs(caught.exception.kind, Status.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.message, "the executor is closed")
+
+
+class MeshLifetime(unittest.TestCase):
+    def setUp(self):
+        _support.skip_without_gpu(self)
+        self.library = _support.library()
+
+    def bootstrap(self, executor):
+        try:
+            return Mesh.bootstrap(executor, MeshOptions())
+        except Error as error:
+            if error.kind is Status.UNSUPPORTED:
+                self.skipTest(f"no mesh here: {error.message}")
+            raise
+
+    def test_a_dropped_mesh_is_freed_once_before_its_executor(self):
+        native = self.library._native
+        with counting_frees(native, "uform_mesh_free", "uform_executor_free") as log:
+            executor = Executor.for_vram(self.library, VramOptions.on([0]))
+            mesh = self.bootstrap(executor)
+            handles = [("uform_mesh_free", mesh.address), ("uform_executor_free", executor.address)]
+            del executor  # the mesh holds it
+            self.assertEqual(log, [])
+            del mesh
+            gc.collect()
+            self.assertEqual(log, handles)
+
+    def test_a_cycle_frees_the_mesh_before_its_executor(self):
+        native = self.library._native
+        with counting_frees(native, "uform_mesh_free", "uform_executor_free") as log:
+            executor = Executor.for_vram(self.library, VramOptions.on([0]))
+            mesh = self.bootstrap(executor)
+            handles = [("uform_mesh_free", mesh.address), ("uform_executor_free", executor.address)]
+            executor.cycle = mesh  # executor -> mesh -> executor: collected together
+            del executor, mesh
+            gc.collect()
+            self.assertEqual(log, handles)
+
+    def test_close_then_collection_frees_once(self):
+        native = self.library._native
+        with counting_frees(native, "uform_mesh_free") as log:
+            with Executor.for_vram(self.library, VramOptions.on([0])) as executor:
+                mesh = self.bootstrap(executor)
+                handle = mesh.address
+                mesh.close()
+                mesh.close()
+                self.assertEqual(len(executor._meshes), 0)
+                del mesh
+                gc.collect()
+            self.assertEqual(log, [("uform_mesh_free", handle)])
+
+
+class ModelLifetime(unittest.TestCase):
+    def test_a_dropped_model_is_freed_once(self):
+        path = os.environ.get("UFORM_TEST_MINILM", "")
+        if not path or not os.path.isdir(path):
+            self.skipTest("$UFORM_TEST_MINILM names no model directory")
+        try:
+            model = uform.Model.open(_support.library(), path)
+        except Error as error:
+            if error.kind is Status.UNSUPPORTED:
+                self.skipTest(error.message)
+            raise
+        functions = model._functions
+        with counting_frees(functions, "uform_model_free") as log:
+            handle = model._handle
+            del model
+            self.assertEqual(log, [("uform_model_free", handle)])
+            closed = uform.Model.open(_support.library(), path)
+            second = closed._handle
+            closed.close()
+            closed.close()
+            self.assertTrue(closed.closed)
+            del closed
+            gc.collect()
+            self.assertEqual(log, [("uform_model_free", handle), ("uform_model_free", second)])
+
+
+def run_script(script: str) -> subprocess.CompletedProcess:
+    """Runs ``script`` in a fresh interpreter with this suite's environment and binding."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(uform.__file__)), os.path.dirname(__file__)])
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+# Shared by the scripts below: every native free is printed as it happens.
+COUNTING = """
+import gc, os, sys, uform
+from uform import Executor, RamOptions
+library = uform.Library()
+native = library._native
+seen = []  # what the scripts' tasks append to
+def counted(name):
+    function = getattr(native, name)
+    def free(handle):
+        function(handle)
+        print(f"{name} {os.getpid()} {sorted(seen)}", flush=True)
+    setattr(native, name, free)
+counted("uform_executor_free")
+node = library.memory_domains[0].node
+"""
+
+
+class ExitAndFork(unittest.TestCase):
+    def test_interpreter_exit_with_live_handles_is_clean(self):
+        result = run_script(
+            COUNTING
+            + """
+            kept = Executor.for_ram(library, RamOptions.on([node]), threads=2)
+            outcome = kept.for_n(8, lambda task, thread, domain: seen.append(task), defer=True)
+            dropped_outcome = Executor.for_ram(library, RamOptions.on([node]), threads=1).for_n(
+                3, lambda task, thread, domain: seen.append(100 + task), defer=True)
+            print("exiting", flush=True)
+            """.replace("\n            ", "\n")
+        )
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr, "")
+        lines = result.stdout.splitlines()
+        self.assertEqual(lines[0], "exiting")
+        self.assertEqual(len(lines), 3, result.stdout)  # each executor freed once, at exit, newest first
+        self.assertTrue(lines[1].startswith("uform_executor_free"), lines[1])
+        self.assertTrue(lines[2].startswith("uform_executor_free"), lines[2])
+        self.assertTrue(lines[2].endswith("[0, 1, 2, 3, 4, 5, 6, 7, 100, 101, 102]"), lines[2])  # both drained
+
+    def test_a_forked_child_frees_what_it_inherited_and_the_parent_keeps_working(self):
+        if "tsan" in os.environ.get("LD_PRELOAD", ""):
+            self.skipTest("fork() of a multi-threaded interpreter under a preloaded ThreadSanitizer")
+        result = run_script(
+            COUNTING
+            + """
+            executor = Executor.for_ram(library, RamOptions.on([node]), threads=2)
+            executor.for_n(4, lambda *_: None)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    executor.for_n(1, lambda *_: None)
+                    print("child: ran", flush=True)
+                except uform.Error as error:
+                    print(f"child: {error.kind.name}", flush=True)
+                del executor
+                gc.collect()
+                print("child: done", flush=True)
+                sys.exit(0)
+            _, status = os.waitpid(pid, 0)
+            print(f"parent: child exit {os.waitstatus_to_exitcode(status)}", flush=True)
+            seen.clear()
+            executor.for_n(3, lambda task, thread, domain: seen.append(task))
+            print(f"parent: {sorted(seen)}", flush=True)
+            executor.close()
+            print("parent: closed", flush=True)
+            """.replace("\n            ", "\n")
+        )
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr, "")
+        lines = result.stdout.splitlines()
+        child_lines = [line for line in lines if line.startswith("child")]
+        self.assertEqual(child_lines, ["child: FORKED", "child: done"])
+        frees = [line.split()[1] for line in lines if line.startswith("uform_executor_free")]
+        self.assertEqual(len(frees), 2)  # once in the child (at its drop), once in the parent
+        self.assertNotEqual(frees[0], frees[1])
+        self.assertIn("parent: child exit 0", lines)
+        self.assertIn("parent: [0, 1, 2]", lines)
+        self.assertEqual(lines[-1], "parent: closed")
+
+
+if __name__ == "__main__":
+    unittest.main()
