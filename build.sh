@@ -34,7 +34,15 @@ if [[ $mode == python ]]; then
   UFORM_NEED_VENV=1 "$0" build
   venv=${UFORM_VENV:-.venv}
   [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-  UFORM_BUNDLE_LIBRARY="$build_dir/libuform.so" "$venv/bin/python" -m pip install --quiet --no-index --no-deps ./python
+  # setuptools builds the package, from the environment (--no-build-isolation: nothing from an
+  # index); setuptools before 70.1 needs `wheel` for that, taken from Debian's python3-wheel-whl.
+  python=$venv/bin/python
+  "$python" -c 'import setuptools' 2>/dev/null || python_missing=(setuptools)
+  "$python" -c 'import setuptools.command.bdist_wheel' 2>/dev/null || "$python" -c 'import wheel' 2>/dev/null ||
+    python_missing+=(wheel)
+  [[ -z ${python_missing[*]:-} ]] || "$python" -m pip install --quiet --no-index --find-links /usr/share/python-wheels "${python_missing[@]}"
+  UFORM_BUNDLE_LIBRARY="$build_dir/libuform.so" "$python" -m pip install --quiet --no-index --no-deps \
+    --no-build-isolation ./python
   echo "build.sh: installed the uform package into $venv; try: $venv/bin/python -c 'import uform; print(uform.Library().version)'"
   exit 0
 fi
@@ -54,6 +62,10 @@ need pkg-config command -v pkg-config
 need python3 command -v python3
 [[ -z ${UFORM_NEED_VENV:-} ]] || need python3-venv python3 -c 'import ensurepip, venv'
 need python3-pip python3 -m pip --version
+# The Python package's build (setuptools) in a fresh environment: Debian's setuptools and wheel
+# as wheel files (/usr/share/python-wheels), for `./build.sh python` and the python_install test.
+need python3-setuptools-whl compgen -G '/usr/share/python-wheels/setuptools-*.whl'
+need python3-wheel-whl compgen -G '/usr/share/python-wheels/wheel-*.whl'
 need libc6-dev installed libc6-dev
 need libnuma-dev installed libnuma-dev
 need libcjson-dev installed libcjson-dev
