@@ -38,6 +38,7 @@ class DeviceSlot:
     __slots__ = ("device_index", "ordinal", "gpu_class", "stream", "cu_context", "scratch", "scratch_bytes", "_pointer", "_native")
 
     def __init__(self, pointer, native):
+        """Reads the engine's `uform_device_slot_t` at ``pointer``; the trampoline makes one."""
         slot = pointer.contents
         self.device_index = slot.device_index
         self.ordinal = slot.ordinal

@@ -15,9 +15,11 @@ class TextProcessor:
     padded with zeros) that `TextEncoder.encode` accepts; the texts travel along under ``"texts"``."""
 
     def __init__(self, model: Model):
+        """Tokenizes with ``model``'s tokenizer."""
         self._model = model
 
     def __call__(self, texts):
+        """``{"input_ids", "attention_mask", "texts"}`` for one text or a sequence of them."""
         if isinstance(texts, (str, bytes)):
             texts = [texts]
         texts = list(texts)
@@ -36,10 +38,14 @@ class TextEncoder:
     the engine keeps no hidden states)."""
 
     def __init__(self, model: Model, executor):
+        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
         self.model = model
         self.executor = executor
 
     def encode(self, x, attention_mask=None, return_features: Optional[bool] = None):
+        """The embeddings [texts, dimensions] of what `TextProcessor` returned, or of texts;
+        ``attention_mask`` is accepted for the package's signature and unused (the engine
+        tokenizes itself); ``return_features=True`` raises `Error(UNSUPPORTED)`."""
         from . import Error, Status
 
         if return_features:
@@ -63,9 +69,11 @@ class ImageProcessor:
     processor output is what its encoder accepts."""
 
     def __init__(self, model: Model):
+        """Gathers images for ``model``'s encoder."""
         self._model = model
 
     def __call__(self, images):
+        """``{"images": [...]}`` for one image or a sequence of them."""
         if _is_single_image(images):
             images = [images]
         return {"images": list(images)}
@@ -76,10 +84,13 @@ class ImageEncoder:
     [images, dimensions] (``return_features`` is UNSUPPORTED)."""
 
     def __init__(self, model: Model, executor):
+        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
         self.model = model
         self.executor = executor
 
     def encode(self, x, return_features: Optional[bool] = None):
+        """The embeddings [images, dimensions] of what `ImageProcessor` returned, or of images;
+        ``return_features=True`` raises `Error(UNSUPPORTED)`."""
         from . import Error, Status
 
         if return_features:

@@ -27,6 +27,7 @@ class Error(Exception):
         return super().__new__(cls, kind, message)
 
     def __init__(self, kind, message: str = ""):
+        """``kind`` a `Status` (or its value), ``message`` the sentence naming the bad value."""
         kind = Status(int(kind))
         super().__init__(kind, message)
         self.kind = kind

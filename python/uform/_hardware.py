@@ -97,6 +97,7 @@ class Library:
     """
 
     def __init__(self, path: Optional[str] = None):
+        """Loads ``path``, or searches as the class says; checks the library's ABI major."""
         try:
             self._native = _native.load(path)
         except _native.MissingLibrary as error:

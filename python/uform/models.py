@@ -144,6 +144,7 @@ class Modality(enum.Enum):
 
     @property
     def code(self) -> int:
+        """The `uform_modality_t` value: 0 for the text tower, 1 for the image tower."""
         return 0 if self is Modality.TEXT_ENCODER else 1
 
 
