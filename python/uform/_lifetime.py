@@ -17,6 +17,11 @@ whichever comes first:
 A forked child inherits the states and their finalizers, exactly as it inherits the objects: it may
 free them (the engine's ``*_free`` releases only host memory there), and every other verb on them
 reports FORKED. Nothing here runs inside ``__del__``.
+
+One reference does lead back: an executor's state holds the records of its deferred calls until a
+drain, a wait, the next call or the release sees them finished, and a record holds the call's
+callbacks. A callback that refers to its own executor therefore keeps that executor alive until
+then (at the latest until exit), where the cycle collector used to free it earlier.
 """
 
 from __future__ import annotations
@@ -91,8 +96,10 @@ class _Using:
 def _release_mesh(state: _Handle) -> None:
     """The finalizer of a `Mesh`: `uform_mesh_free`, once."""
     handle = state.take()
-    if state.parent is not None:
-        state.parent.meshes.discard(state)
+    parent = state.parent
+    if parent is not None:
+        with parent.lock:
+            parent.meshes.discard(state)
     if handle:
         state.native.uform_mesh_free(handle)
 
