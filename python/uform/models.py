@@ -28,7 +28,6 @@ import threading
 import weakref
 from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from . import _native
 from ._lifetime import _Handle, _release_model
