@@ -57,8 +57,10 @@ def counting_frees(native, *names):
                 setattr(native, name, function)
 
 
-def some_threads(threads: int = 2) -> Executor:
+def some_threads() -> Executor:
+    """A RAM executor of two threads, or one where the process may run on one core only."""
     domain = _support.library().memory_domains[0]
+    threads = min(2, _support.allowed_cores())
     return Executor.for_ram(_support.library(), RamOptions.on([domain.node]), threads=threads)
 
 
@@ -252,7 +254,7 @@ class ExitAndFork(unittest.TestCase):
         result = run_script(
             COUNTING
             + """
-            kept = Executor.for_ram(library, RamOptions.on([node]), threads=2)
+            kept = Executor.for_ram(library, RamOptions.on([node]), threads=1)
             outcome = kept.for_n(8, lambda task, thread, domain: seen.append(task), defer=True)
             dropped_outcome = Executor.for_ram(library, RamOptions.on([node]), threads=1).for_n(
                 3, lambda task, thread, domain: seen.append(100 + task), defer=True)
@@ -274,7 +276,7 @@ class ExitAndFork(unittest.TestCase):
         result = run_script(
             COUNTING
             + """
-            executor = Executor.for_ram(library, RamOptions.on([node]), threads=2)
+            executor = Executor.for_ram(library, RamOptions.on([node]), threads=1)
             executor.for_n(4, lambda *_: None)
             pid = os.fork()
             if pid == 0:
