@@ -163,31 +163,56 @@ static void attention_rows(uform_kernels_t const *kernels, float const *q, float
     }
 }
 
-/** Attention of one chunk's texts per (text, head, block of query rows): through the library, S =
- *  scale Q K^T, softmax, O = S V; the fused kernel over whole sequences for SERIAL (or should the
- *  library refuse). */
+/** Attention of `rows` queries from row `row0` of one (text, head): through the library, S = scale
+ *  Q K^T, softmax, O = S V; the fused kernel over the whole sequence for SERIAL; plain loops should
+ *  the library refuse. */
+static void attention_piece(forward_job_t *job, forward_group_t const *group, size_t hidden, size_t head, size_t h,
+                            size_t first, size_t length, size_t row0, size_t rows, float *scores) {
+    uform_kernels_t const *kernels = job->kernels;
+    float scale = (float)(1.0 / sqrt((double)head));
+    float const *q = group->qkv + first * 3 * hidden + h * head;
+    float *o = group->ctx + first * hidden + h * head;
+    float const *qb = q + row0 * 3 * hidden;
+    float *ob = o + row0 * hidden;
+    if (!job->gemm.use_library) /* whole sequences here (uform_text_attention_tasks) */
+        kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
+    else if (!uform_gemm_f32(1, rows, length, head, scale, qb, 3 * hidden, q + hidden, 3 * hidden, scores, length) ||
+             (kernels->softmax_rows(scores, length, rows, length),
+              !uform_gemm_f32(0, rows, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, ob, hidden)))
+        attention_rows(kernels, qb, q + hidden, q + 2 * hidden, 3 * hidden, ob, hidden, rows, length, head, scale, scores);
+}
+
+/** Attention of one chunk's texts: per (text, head), or even ranges of query rows (text_plan.h). */
 static void attention_phase(forward_job_t *job, forward_group_t const *group, atomic_size_t *counter,
                             forward_chunk_t const *chunk, size_t hidden, size_t heads, float *scores) {
-    uform_kernels_t const *kernels = job->kernels;
     size_t head = hidden / heads, texts = chunk->end_text - chunk->first_text;
     size_t const *offsets = job->offsets + chunk->first_text;
-    float scale = (float)(1.0 / sqrt((double)head));
-    size_t blocks = uform_text_query_blocks(texts, heads, chunk->longest, group->threads, job->gemm.use_library);
-    for (size_t task; next_task(counter, texts * heads * blocks, &task);) {
-        size_t text = task / (heads * blocks), h = task / blocks % heads, block = task % blocks;
-        size_t first = offsets[text] - offsets[0], length = offsets[text + 1] - offsets[text], row0, rows;
-        uform_text_split(length, blocks, block, &row0, &rows);
-        if (!rows) continue;
-        float const *q = group->qkv + first * 3 * hidden + h * head;
-        float *o = group->ctx + first * hidden + h * head;
-        float const *qb = q + row0 * 3 * hidden;
-        float *ob = o + row0 * hidden;
-        if (!job->gemm.use_library) /* one block per (text, head) here */
-            kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
-        else if (!uform_gemm_f32(1, rows, length, head, scale, qb, 3 * hidden, q + hidden, 3 * hidden, scores, length) ||
-                 (kernels->softmax_rows(scores, length, rows, length),
-                  !uform_gemm_f32(0, rows, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, ob, hidden)))
-            attention_rows(kernels, qb, q + hidden, q + 2 * hidden, 3 * hidden, ob, hidden, rows, length, head, scale, scores);
+    size_t units = 0;
+    for (size_t text = 0; text < texts; ++text) units += heads * uform_text_attention_blocks(offsets[text + 1] - offsets[text]);
+    size_t tasks = uform_text_attention_tasks(texts * heads, units, chunk->longest, group->threads, job->gemm.use_library);
+    if (!tasks) {
+        for (size_t task; next_task(counter, texts * heads, &task);) {
+            size_t text = task / heads, length = offsets[text + 1] - offsets[text];
+            attention_piece(job, group, hidden, head, task % heads, offsets[text] - offsets[0], length, 0, length, scores);
+        }
+        return;
+    }
+    for (size_t task; next_task(counter, tasks, &task);) {
+        size_t unit, count;
+        uform_text_split(units, tasks, task, &unit, &count);
+        /* Units are (text, head, block) in that order; a piece is a task's blocks of one (text, head). */
+        for (size_t text = 0, base = 0; text < texts && count; ++text) {
+            size_t length = offsets[text + 1] - offsets[text], blocks = uform_text_attention_blocks(length);
+            while (count && unit < base + heads * blocks) {
+                size_t h = (unit - base) / blocks, b0 = (unit - base) % blocks;
+                size_t taken = min_size(count, blocks - b0);
+                size_t row0 = b0 * UFORM_TEXT_QUERY_BLOCK;
+                size_t end = b0 + taken == blocks ? length : (b0 + taken) * UFORM_TEXT_QUERY_BLOCK;
+                attention_piece(job, group, hidden, head, h, offsets[text] - offsets[0], length, row0, end - row0, scores);
+                unit += taken, count -= taken;
+            }
+            base += heads * blocks;
+        }
     }
 }
 

@@ -16,10 +16,6 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 #define TEXT_GEMM_ROWS_MIN 16u
 /** Columns a task keeps at least while it splits for two tasks per thread (else one per thread). */
 #define TEXT_GEMM_COLUMNS_WIDE 64u
-/** Per-task cost of attention, in query rows (two library calls and a softmax). */
-#define TEXT_ATTENTION_TASK_ROWS 2u
-/** Fewest query rows of an attention block. */
-#define TEXT_ATTENTION_ROWS_MIN 4u
 
 static int gemm_widens(uform_gemm_t const *gemm, uform_dtype_t dtype) {
     return uform_gemm_scratch_bytes(gemm, dtype, 1, 1, 1) == sizeof(float);
@@ -63,26 +59,19 @@ uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t thr
 size_t uform_text_row_tasks(size_t rows, size_t threads) {
     size_t blocks = ceil_div(rows, 16);
     if (threads <= 1) return blocks;
-    size_t each = min_size(rows, threads);
-    return blocks > each ? blocks : each;
+    /* Blocks of at most 16 rows, as many as a multiple of the threads, so every thread gets as many. */
+    return min_size(rows, ceil_div(blocks, threads) * threads);
 }
 
-size_t uform_text_query_blocks(size_t texts, size_t heads, size_t longest, size_t threads, int library) {
-    if (!library || threads <= 1 || !texts || !heads || !longest) return 1;
-    size_t pairs = texts * heads;
-    if (pairs >= 2 * threads) return 1;
-    size_t best = 1, most = ceil_div(longest, TEXT_ATTENTION_ROWS_MIN);
-    double best_cost = 0;
-    int best_enough = 0;
-    for (size_t q = 1; q <= most; ++q) {
-        size_t tasks = pairs * q;
-        double cost = (double)ceil_div(tasks, threads) * (double)(ceil_div(longest, q) + TEXT_ATTENTION_TASK_ROWS);
-        int enough = tasks >= threads;
-        /* At least a task per thread where rows allow; then the shortest estimate; ties keep fewer blocks. */
-        if (q == 1 || (enough && !best_enough) || (enough == best_enough && cost < best_cost))
-            best = q, best_cost = cost, best_enough = enough;
-    }
-    return best;
+size_t uform_text_attention_blocks(size_t length) {
+    return length / UFORM_TEXT_QUERY_BLOCK ? length / UFORM_TEXT_QUERY_BLOCK : 1;
+}
+
+size_t uform_text_attention_tasks(size_t pairs, size_t units, size_t longest, size_t threads, int library) {
+    if (!library || threads <= 1 || !units || pairs >= 2 * threads) return 0;
+    /* As many tasks as threads (or a multiple), none of more blocks than the longest text has. */
+    size_t most = uform_text_attention_blocks(longest);
+    return min_size(units, ceil_div(units, threads * most) * threads);
 }
 
 int uform_text_fuse_norms(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t tokens, size_t hidden,
@@ -170,11 +159,26 @@ size_t uform_text_plan_describe(uform_text_plan_shape_t const *shape, uform_gemm
     for (size_t l = 0; l < shape->layers; ++l) {
         describe_gemm(&d, gemm, dtype, "qkv", l, tokens, hidden, qkv, 3);
         uform_text_phase_t *phase = phase_begin(&d, "attention", l);
-        size_t blocks = uform_text_query_blocks(texts, shape->heads, longest, threads, gemm->use_library);
-        for (size_t task = 0; task < texts * shape->heads * blocks; ++task) {
-            size_t length = shape->lengths[task / (shape->heads * blocks)], first, rows;
-            uform_text_split(length, blocks, task % blocks, &first, &rows);
-            phase_task(&d, phase, 2.0 * (double)rows * (double)length * (double)head);
+        size_t units = 0;
+        for (size_t i = 0; i < texts; ++i) units += shape->heads * uform_text_attention_blocks(shape->lengths[i]);
+        size_t tasks = uform_text_attention_tasks(texts * shape->heads, units, longest, threads, gemm->use_library);
+        for (size_t task = 0; task < (tasks ? tasks : texts * shape->heads); ++task) {
+            double work = 0;
+            if (!tasks) work = (double)shape->lengths[task / shape->heads] * (double)shape->lengths[task / shape->heads];
+            else {
+                /* The task's blocks of query rows, each against its text's keys. */
+                size_t first, count;
+                uform_text_split(units, tasks, task, &first, &count);
+                for (size_t i = 0, base = 0; i < texts; ++i) {
+                    size_t length = shape->lengths[i], blocks = uform_text_attention_blocks(length);
+                    for (size_t u = 0; u < shape->heads * blocks; ++u)
+                        if (base + u >= first && base + u < first + count)
+                            work += (double)length * (double)(u % blocks + 1 == blocks ? length - u % blocks * UFORM_TEXT_QUERY_BLOCK
+                                                                                      : UFORM_TEXT_QUERY_BLOCK);
+                    base += shape->heads * blocks;
+                }
+            }
+            phase_task(&d, phase, 2.0 * work * (double)head);
         }
         describe_gemm(&d, gemm, dtype, "output", l, tokens, hidden, &hidden, 1);
         if (!fuse) describe_rows(&d, "norm", l, tokens, hidden);

@@ -6,11 +6,12 @@
  *
  *  Every phase's tasks are even partitions: task `t` of `tasks` over `units` covers units
  *  [t * units / tasks, (t + 1) * units / tasks), so two tasks of a phase differ by one unit at most
- *  (a unit: a row, 16 columns of a product, a query row of one head). A group of one thread keeps
+ *  (a unit: a row, 16 columns of a product, 16 query rows of one head). A group of one thread keeps
  *  large tasks (one GEMM per product over up to 512 rows); a group of several cuts every phase into
  *  at least as many tasks as it has threads wherever the phase has that many units, so one short
  *  text (batch 1) spreads over all of them: products by rows when rows are many, else by columns
- *  (and rows, for narrow products), attention by (head, block of query rows), row phases by rows.
+ *  (and rows, for narrow products), attention by even ranges of 16-row blocks of
+ *  the queries of every head, row phases by rows.
  *
  *  `uform_text_plan_describe` lists a whole pass's phases for a shape and thread count from the
  *  same functions the pass runs, so tests check the decomposition on any machine (no timing).
@@ -49,14 +50,25 @@ typedef struct uform_text_gemm_plan_t {
 uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m,
                                             size_t const *widths, size_t products);
 
-/** @brief Tasks of a phase over `rows` rows (embeddings, LayerNorm): blocks of 16 rows, or one task per
- *  thread when that gives more (never more than `rows`). */
+/** @brief Tasks of a phase over `rows` rows (embeddings, LayerNorm): blocks of 16 rows for one thread;
+ *  for several, blocks of at most 16 rows as many as the next multiple of the threads (at most `rows`). */
 size_t uform_text_row_tasks(size_t rows, size_t threads);
 
-/** @brief Blocks of query rows per (text, head) in attention: 1 for one thread, for SERIAL (`library`
- *  0: the fused kernel takes whole sequences) or when (text, head) pairs are plenty; else the count
- *  that gives at least `threads` tasks (where rows allow) with the shortest estimated phase. */
-size_t uform_text_query_blocks(size_t texts, size_t heads, size_t longest, size_t threads, int library);
+/** Query rows per block of attention's split: the library's products give the same values for any
+ *  16 rows or more of a sequence as for all of it (fewer take another kernel), so a block is 16 rows,
+ *  the last of a sequence taking its remainder, and a sequence shorter than 16 is one block. */
+#define UFORM_TEXT_QUERY_BLOCK 16u
+
+/** @brief Blocks of query rows of one (text, head) of `length` tokens. */
+size_t uform_text_attention_blocks(size_t length);
+
+/** @brief Tasks of attention over `pairs` (text, head) pairs holding `units` blocks of query rows in all
+ *  (`uform_text_attention_blocks` per pair), the longest text `longest` tokens: 0 for one task per
+ *  pair, as for one thread, for SERIAL (`library` 0: the fused kernel takes whole sequences) or when
+ *  pairs are plenty; else the blocks, in (text, head, block) order, split evenly into as many tasks
+ *  as threads (or a multiple, so no task has more blocks than the longest text), a task running its
+ *  consecutive blocks of one (text, head) as one piece. */
+size_t uform_text_attention_tasks(size_t pairs, size_t units, size_t longest, size_t threads, int library);
 
 /** @brief Whether a group of `threads` applies the LayerNorms inside the products that read them (two
  *  barriers fewer per layer) instead of in phases of their own: only while no product of the layer
