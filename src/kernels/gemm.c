@@ -270,7 +270,9 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
 
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
                           size_t lda, void const *w, size_t ldw, float *c, size_t ldc) {
-    matmul_recent_t *recent = &state->recent[(m * 131u + n * 31u + k * 7u + (size_t)type) % MATMUL_RECENT];
+    /* Strides too: Q/K/V tiles (ldc 3 x hidden) and the output product's (ldc hidden) share m, n, k. */
+    matmul_recent_t *recent =
+        &state->recent[(m * 131u + n * 31u + k * 7u + lda * 17u + ldw * 13u + ldc * 11u + (size_t)type) % MATMUL_RECENT];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
         entry->ldw != ldw || entry->ldc != ldc) {

@@ -209,7 +209,7 @@ uform_status_t uform_config_uform3(char const *label, void const *root_, uform_t
     if (!cJSON_IsObject(text)) return uform_fail(uform_status_corrupt_file_k, "%s: 'text_encoder' must be an object", label);
     char const *section = "text_encoder.";
 
-    char const *model_type, *pooling;
+    char const *model_type = NULL, *pooling = NULL;
     UFORM_TRY(uform_json_string(label, section, text, "model_type", NULL, &model_type));
     if (strcmp(model_type, "bert") == 0) config->position_ids = uform_position_ids_absolute_k;
     else if (strcmp(model_type, "roberta") == 0) config->position_ids = uform_position_ids_roberta_k;

@@ -19,14 +19,16 @@
  *
  *  The call runs with the threads schedule, its threads split into groups (`uform_batch_groups`):
  *  each group encodes its own texts (dealt longest first) with its own activations, every thread of
- *  a group walking the same phases (embeddings, then per layer the Q/K/V products, attention per
- *  (text, head), the output product with the residual, LayerNorm, the MLP products, LayerNorm;
- *  pooling, projection, output), meeting at the group's barrier after each, taking the phase's
- *  tiles from the group's counter; a group of several threads applies the LayerNorms inside the
- *  products that read them instead of in phases of their own. One thread per group (no barrier) for
- *  batches of about as many texts as threads or more, all threads in one group for batch 1. Texts
- *  are packed without padding, so no text's result depends on the others in its batch but through
- *  the rounding of the products.
+ *  a group walking the same phases (embeddings, then per layer the Q/K/V products, attention, the
+ *  output product with the residual, LayerNorm, the MLP products, LayerNorm; pooling, projection,
+ *  output), meeting at the group's barrier after each, taking the phase's tasks from the group's
+ *  counter. text_plan.h cuts each phase into tasks: for a group of several threads, at least one per
+ *  thread wherever the phase has that many units, so batch 1 spreads over every thread; a group
+ *  whose products keep whole rows per task applies the LayerNorms inside the products that read them
+ *  instead of in phases of their own. One thread per group (no barrier) for batches of about as many
+ *  texts as threads or more, all threads in one group for batch 1. Texts are packed without padding,
+ *  so no text's result depends on the others in its batch but through the rounding of the products.
+ *  The pass is text_submit.c (checks, buffers, submission), text_forward.c (the walk), text_plan.c.
  */
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
                                      int32_t const *ids, size_t const *offsets, size_t count,

@@ -1,0 +1,292 @@
+/**
+ *  @file   text_submit.c
+ *  @brief  Submitting the text forward pass: `uform_text_encode_ids` checks the call, copies and
+ *          checks the ids, splits the threads into groups and the texts into chunks, takes every
+ *          buffer the call needs, then submits the job (text_job.h) that text_forward.c walks.
+ */
+#define _GNU_SOURCE
+#include "models/text_job.h"
+
+#include <stdlib.h> // `calloc`
+#include <string.h> // `memset`
+
+/** The replica a thread on `node` reads: the one on its node, else replica 0. */
+static uform_text_tower_t const *replica_on(struct uform_model_s const *model, int32_t node) {
+    for (size_t r = 0; r < model->replicas_count; ++r)
+        if (model->replica_nodes && model->replica_nodes[r] == node) return &model->text_replicas[r];
+    return &model->text_replicas[0];
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
+
+uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
+                                           size_t count) {
+    if (!embeddings) return uform_fail(uform_status_invalid_argument_k, "embeddings is NULL");
+    if (embeddings->dtype != uform_dtype_f32_k && embeddings->dtype != uform_dtype_bf16_k &&
+        embeddings->dtype != uform_dtype_f16_k)
+        return uform_fail(uform_status_invalid_argument_k, "embeddings.dtype is %d; expected f32 (0), bf16 (1) or f16 (2)",
+                          (int)embeddings->dtype);
+    size_t width = model->text_replicas[0].embedding_dimensions;
+    size_t dims = embeddings->dimensions ? embeddings->dimensions : width;
+    if (dims > width)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "embeddings.dimensions is %zu; the model's embeddings are %zu wide (0 takes all)",
+                          embeddings->dimensions, width);
+    size_t row = dims * dtype_size(embeddings->dtype);
+    if (embeddings->stride && embeddings->stride < row)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "embeddings.stride is %zu bytes; a row of %zu %s values takes %zu (0 packs rows)",
+                          embeddings->stride, dims, embeddings->dtype == uform_dtype_f32_k ? "f32" : embeddings->dtype == uform_dtype_bf16_k ? "bf16" : "f16", row);
+    if (!embeddings->data && count)
+        return uform_fail(uform_status_invalid_argument_k, "embeddings.data is NULL for %zu texts", count);
+    return uform_status_ok_k;
+}
+
+static int32_t replica_node_of_thread(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
+    if (kind != uform_executor_kind_ram_k) return -1;
+    int32_t core = -1, node = -1;
+    if (uform_executor_thread_placement(executor, thread, &core, &node) != uform_status_ok_k) return -1;
+    return node;
+}
+
+/** A refusal before submission finishes the outcome as `uform_executor_call` does its own. */
+static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
+    if (outcome) {
+        uform_outcome_begin(outcome, NULL);
+        uform_outcome_finish(outcome, status, uform_error_message());
+    }
+    return status;
+}
+
+
+uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
+                                     int32_t const *ids, size_t const *offsets, size_t count,
+                                     uform_status_t const *item_statuses, uform_status_t *statuses,
+                                     uform_embeddings_t const *embeddings, uform_outcome_t *outcome) {
+    uform_status_t status = uform_text_check_embeddings(model, embeddings, count);
+    if (status != uform_status_ok_k) return refuse(outcome, status);
+    uform_executor_description_t description;
+    status = uform_executor_describe(executor, &description);
+    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (description.kind == uform_executor_kind_vram_k)
+        return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+                                          "the model is RAM-resident and the executor is a VRAM executor; "
+                                          "encode on a RAM, pool or NULL executor"));
+    size_t threads = description.threads_count ? description.threads_count : 1;
+    uform_cpu_class_t cpu_class = description.cpu_class;
+    if (cpu_class == uform_cpu_class_unknown_k && (status = uform_cpu_detect(&cpu_class, NULL)) != uform_status_ok_k)
+        return refuse(outcome, status);
+
+    /* Every node the executor's threads run on must carry a replica. */
+    for (size_t t = 0; t < threads; ++t) {
+        int32_t node = replica_node_of_thread(executor, description.kind, t);
+        if (node < 0) continue;
+        int covered = 0;
+        for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes && model->replica_nodes[r] == node;
+        if (!covered)
+            return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+                                              "the executor's thread %zu runs on NUMA node %d, which holds no replica "
+                                              "of the model; open the model with that node among its ram.memory_domains",
+                                              t, (int)node));
+    }
+
+    uform_text_tower_t const *tower0 = replica_on(model, -1);
+    forward_job_t *job = (forward_job_t *)calloc(1, sizeof *job);
+    if (!job) return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+    job->model = model;
+    job->out = *embeddings;
+    job->out_dimensions = embeddings->dimensions ? embeddings->dimensions : tower0->embedding_dimensions;
+    job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
+    job->gemm = uform_gemm_for(cpu_class);
+    job->kernels = job->gemm.kernels;
+    job->threads = threads;
+    job->count = count;
+
+    /* Texts to encode, their ids copied and checked, their positions. */
+    size_t encoded = 0, total = 0, longest = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
+        size_t length = offsets[i + 1] - offsets[i];
+        if (length == 0 || length > tower0->context) {
+            uform_text_job_free(job);
+            return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                              "text %zu has %zu tokens; expected 1 to %zu (the model's context)", i,
+                                              length, tower0->context));
+        }
+        ++encoded, total += length, longest = length > longest ? length : longest;
+    }
+    job->encoded = encoded;
+    job->order = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    job->offsets = (size_t *)malloc((encoded + 1) * sizeof(size_t));
+    job->ids = (int32_t *)malloc((total ? total : 1) * sizeof(int32_t));
+    job->positions = (int32_t *)malloc((total ? total : 1) * sizeof(int32_t));
+    int skips = 0;
+    for (size_t i = 0; item_statuses && i < count; ++i) skips |= item_statuses[i] != uform_status_ok_k;
+    if (skips) job->skipped = (unsigned char *)malloc(count);
+    if (item_statuses && count) job->item_statuses = (uform_status_t *)malloc(count * sizeof(uform_status_t));
+    job->statuses = statuses;
+    if (!job->order || !job->offsets || !job->ids || !job->positions || (skips && !job->skipped) ||
+        (item_statuses && count && !job->item_statuses)) {
+        uform_text_job_free(job);
+        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for %zu tokens", total));
+    }
+    if (job->skipped)
+        for (size_t i = 0; i < count; ++i) job->skipped[i] = item_statuses[i] != uform_status_ok_k;
+    if (job->item_statuses) memcpy(job->item_statuses, item_statuses, count * sizeof(uform_status_t));
+    size_t max_position = tower0->position_embeddings.rows;
+    /* Every id and position checked in the texts' order, so the first bad one is named. */
+    for (size_t i = 0; i < count; ++i) {
+        if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
+        size_t length = offsets[i + 1] - offsets[i];
+        for (size_t t = 0; t < length; ++t) {
+            int32_t id = ids[offsets[i] + t];
+            size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
+            if (id < 0 || (size_t)id >= tower0->word_embeddings.rows || position >= max_position) {
+                uform_text_job_free(job);
+                return refuse(outcome, id < 0 || (size_t)id >= tower0->word_embeddings.rows
+                                           ? uform_fail(uform_status_invalid_argument_k,
+                                                        "text %zu: token %zu is id %d; the model's vocabulary has %zu", i,
+                                                        t, (int)id, tower0->word_embeddings.rows)
+                                           : uform_fail(uform_status_invalid_argument_k,
+                                                        "text %zu: token %zu needs position %zu; the model has %zu", i, t,
+                                                        position, max_position));
+            }
+        }
+    }
+
+    /* Groups of threads, and the texts each group takes. */
+    size_t hidden = tower0->hidden, head = hidden / tower0->heads;
+    size_t *lengths = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *originals = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *group_of = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *sorted = (size_t *)malloc((encoded ? encoded : 1) * sizeof(size_t));
+    size_t *group_threads = (size_t *)malloc(threads * sizeof(size_t));
+    double *costs = (double *)malloc((encoded ? encoded : 1) * sizeof(double));
+    job->chunks = (forward_chunk_t *)malloc((encoded ? encoded : 1) * sizeof(forward_chunk_t));
+    job->per_thread = (forward_thread_t *)calloc(threads, sizeof(forward_thread_t));
+    int lists_ok = lengths && originals && group_of && sorted && group_threads && costs && job->chunks && job->per_thread;
+    if (lists_ok) {
+        for (size_t i = 0, e = 0; i < count; ++i) {
+            if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
+            lengths[e] = offsets[i + 1] - offsets[i], originals[e] = i;
+            /* Products grow with the tokens, attention with their square. */
+            costs[e] = (double)lengths[e] * (double)(lengths[e] + 6 * hidden);
+            ++e;
+        }
+        job->groups_count = uform_batch_groups(threads, encoded, costs, uform_forward_group_forced(), group_threads,
+                                               group_of, sorted);
+        job->groups = (forward_group_t *)aligned_alloc(64, round_up(job->groups_count * sizeof(forward_group_t), 64));
+        lists_ok = job->groups != NULL;
+    }
+    if (!lists_ok) {
+        free(lengths), free(originals), free(group_of), free(sorted), free(group_threads), free(costs);
+        uform_text_job_free(job);
+        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+    }
+    memset(job->groups, 0, job->groups_count * sizeof(forward_group_t));
+    job->longest = longest;
+
+    /* Packed group after group, each group's texts in their order, cut into chunks of whole texts of
+     * about the group's share of FORWARD_CHUNK_FLOATS / hidden tokens each. */
+    job->offsets[0] = 0;
+    size_t phases_per_chunk = FORWARD_PHASES_PER_CHUNK(tower0->layers_count);
+    for (size_t g = 0, e = 0, first_thread = 0; g < job->groups_count; ++g) {
+        forward_group_t *group = &job->groups[g];
+        group->first_thread = first_thread, group->threads = group_threads[g];
+        first_thread += group_threads[g];
+        size_t chunk_limit = FORWARD_CHUNK_FLOATS / hidden * group->threads / threads;
+        if (chunk_limit < FORWARD_GROUP_TOKENS_MIN) chunk_limit = FORWARD_GROUP_TOKENS_MIN;
+        if (chunk_limit < longest) chunk_limit = longest;
+        size_t first_text = e;
+        for (size_t n = 0; n < encoded; ++n) {
+            if (group_of[n] != g) continue;
+            size_t i = originals[n], length = lengths[n], first = job->offsets[e];
+            for (size_t t = 0; t < length; ++t) {
+                size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
+                job->ids[first + t] = ids[offsets[i] + t];
+                job->positions[first + t] = (int32_t)position;
+            }
+            job->order[e] = i;
+            job->offsets[++e] = first + length;
+        }
+        group->first_chunk = job->chunks_count;
+        for (size_t f = first_text; f < e;) {
+            forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
+            *chunk = (forward_chunk_t){.first_text = f, .first_token = job->offsets[f]};
+            while (f < e && job->offsets[f + 1] - chunk->first_token <= chunk_limit) ++f;
+            chunk->end_text = f, chunk->tokens = job->offsets[f] - chunk->first_token;
+            for (size_t i = chunk->first_text; i < f; ++i)
+                if (job->offsets[i + 1] - job->offsets[i] > chunk->longest) chunk->longest = job->offsets[i + 1] - job->offsets[i];
+            if (chunk->tokens > group->chunk_tokens_max) group->chunk_tokens_max = chunk->tokens;
+            if (f - chunk->first_text > group->chunk_texts_max) group->chunk_texts_max = f - chunk->first_text;
+        }
+        group->chunks_count = job->chunks_count - group->first_chunk;
+        if (group->chunk_tokens_max > job->chunk_tokens_max) job->chunk_tokens_max = group->chunk_tokens_max;
+        if (group->chunk_texts_max > job->chunk_texts_max) job->chunk_texts_max = group->chunk_texts_max;
+        for (size_t t = group->first_thread; t < first_thread; ++t) job->per_thread[t].group = g;
+    }
+    free(lengths), free(originals), free(group_of), free(sorted), free(group_threads), free(costs);
+
+    /* Phase counters: each group's on cache lines of their own. */
+    size_t counters_per_group = 0;
+    for (size_t g = 0; g < job->groups_count; ++g) {
+        size_t wanted = round_up(job->groups[g].chunks_count * phases_per_chunk, 8);
+        counters_per_group = wanted > counters_per_group ? wanted : counters_per_group;
+    }
+    job->counters_count = job->groups_count * (counters_per_group ? counters_per_group : 8);
+    job->counters = (atomic_size_t *)aligned_alloc(64, round_up(job->counters_count * sizeof(atomic_size_t), 64));
+    if (!job->counters) {
+        uform_text_job_free(job);
+        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+    }
+    for (size_t c = 0; c < job->counters_count; ++c) atomic_init(&job->counters[c], 0);
+
+    /* Activations per group, from the arena pool on the node of the group's first thread. */
+    for (size_t g = 0; g < job->groups_count; ++g) {
+        forward_group_t *group = &job->groups[g];
+        group->counters = job->counters + g * (job->counters_count / job->groups_count);
+        size_t tokens = group->chunk_tokens_max, texts = group->chunk_texts_max;
+        if (!tokens) continue;
+        size_t floats = tokens * hidden * 6 + tokens * tower0->intermediate + texts * hidden + texts * tower0->embedding_dimensions;
+        group->node = replica_node_of_thread(executor, description.kind, group->first_thread);
+        group->arena = uform_arena_take(floats * sizeof(float) + 64 * 8, group->node, &group->arena_bytes);
+        if (!group->arena) {
+            uform_text_job_free(job);
+            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the activations of %zu tokens",
+                                              tokens));
+        }
+        group->x = (float *)group->arena;
+        group->qkv = group->x + tokens * hidden;
+        group->ctx = group->qkv + tokens * hidden * 3;
+        group->tmp = group->ctx + tokens * hidden;
+        group->ffn = group->tmp + tokens * hidden;
+        group->pooled = group->ffn + tokens * tower0->intermediate;
+        group->projected = group->pooled + texts * hidden;
+    }
+    size_t row_floats = hidden > tower0->embedding_dimensions ? hidden : tower0->embedding_dimensions;
+    size_t attention_floats = longest * (longest > head + 1 ? longest : head + 1);
+    size_t norm_floats = uform_text_norm_floats(job);
+    job->norm_offset = round_up(uform_text_gemm_scratch_floats(job) + attention_floats + row_floats, 16);
+    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
+    for (size_t t = 0; t < threads; ++t) {
+        int32_t node = replica_node_of_thread(executor, description.kind, t);
+        job->per_thread[t].tower = replica_on(model, node);
+        job->per_thread[t].node = node;
+        job->per_thread[t].scratch = uform_arena_take(scratch_bytes, node, &job->per_thread[t].scratch_bytes);
+        if (!job->per_thread[t].scratch) {
+            uform_text_job_free(job);
+            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for thread %zu's scratch", t));
+        }
+    }
+    atomic_init(&job->threads_left, threads);
+
+    uform_call_t call = {.residency = uform_residency_ram_k, .schedule = uform_schedule_threads_k, .task = uform_text_job_thread,
+                         .context = job};
+    status = uform_executor_call(executor, &call, outcome);
+    /* A host call that was run returns OK (tasks cannot fail), and its last thread freed the job; any
+     * other status is a refusal that ran nothing, so the job is still ours. */
+    if (status != uform_status_ok_k) uform_text_job_free(job);
+    return status;
+}

@@ -1,0 +1,322 @@
+/**
+ *  @file   test_text_plan.c
+ *  @brief  How the text forward pass cuts its phases into tasks (src/models/text_plan.h), checked as
+ *          a plan, not a timing: at batch 1 on 28 threads every phase of a UForm3-small-shaped and a
+ *          MiniLM-shaped tower has at least a task per thread, of sizes one unit apart, and a
+ *          makespan within a unit per task of the ideal; products split into exact, disjoint column ranges; and the
+ *          embeddings a tower gives are bit for bit the same on 1, 2, 3 and 7 threads where the
+ *          library's AVX-512 products allow it (else within the rounding), on pool executors over the
+ *          ForkUnion stand-in, which take more threads than this machine has cores.
+ */
+#define _GNU_SOURCE 1
+#include "check.h"
+#include "internal.h"
+#include "kernels/kernels.h"
+#include "models/model.h"
+#include "models/text_forward.h"
+#include "models/text_plan.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+
+/* ---- The plan ---- */
+
+/** Phases whose work is per text (pooling, the output rows) or one row per text (the projection):
+ *  at batch 1 they have a task or a few, and microseconds of work. */
+static int per_text(uform_text_phase_t const *phase) {
+    return !strcmp(phase->name, "pooling") || !strcmp(phase->name, "projection") || !strcmp(phase->name, "output rows");
+}
+
+static void check_batch1(char const *label, uform_text_plan_shape_t const *shape, uform_gemm_t const *gemm,
+                         size_t threads, double efficiency_floor) {
+    uform_text_phase_t phases[64];
+    size_t count = uform_text_plan_describe(shape, gemm, threads, phases, 64);
+    CHECK_FATAL(count > 0 && count <= 64);
+    double worst = 1;
+    size_t fewest = SIZE_MAX;
+    for (size_t p = 0; p < count; ++p) {
+        uform_text_phase_t const *phase = &phases[p];
+        double ideal = phase->total / (double)threads;
+        double efficiency = phase->total / ((double)threads * phase->makespan);
+        if (per_text(phase)) continue;
+        if (phase->tasks < fewest) fewest = phase->tasks;
+        if (efficiency < worst) worst = efficiency;
+        /* At least a task per thread... */
+        CHECK(phase->tasks >= threads);
+        /* ...of sizes at most one unit apart: a row, 16 columns of a product, 16 query rows of a head... */
+        double unit = !strcmp(phase->name, "attention") ? 2.0 * 16 * (double)shape->lengths[0] * (double)(shape->hidden / shape->heads)
+                      : !strcmp(phase->name, "embeddings") || !strcmp(phase->name, "norm") ? (double)shape->hidden
+                      : !strcmp(phase->name, "down") ? (double)shape->lengths[0] * 16.0 * (double)shape->intermediate
+                                                     : (double)shape->lengths[0] * 16.0 * (double)shape->hidden;
+        CHECK(phase->largest <= phase->smallest + unit * 1.0001);
+        /* ...so no thread gets more than its share and a unit per task it takes (each task's rounding). */
+        double taken = (double)((phase->tasks + threads - 1) / threads);
+        int near = phase->makespan <= ideal + taken * unit * 1.0001;
+        if (phase->tasks < threads || !near || efficiency < efficiency_floor)
+            printf("  %s on %zu threads, %s: %zu tasks, largest %.0f, smallest %.0f, makespan %.0f, ideal %.0f\n", label,
+                   threads, phase->name, phase->tasks, phase->largest, phase->smallest, phase->makespan, ideal);
+        CHECK(near);
+        CHECK(efficiency >= efficiency_floor);
+    }
+    printf("%-44s %2zu threads: %zu phases, fewest tasks %zu, lowest makespan efficiency %.3f\n", label, threads, count,
+           fewest, worst);
+}
+
+static void print_phases(char const *label, uform_text_plan_shape_t const *shape, uform_gemm_t const *gemm,
+                         size_t threads) {
+    uform_text_phase_t phases[64];
+    size_t count = uform_text_plan_describe(shape, gemm, threads, phases, 64);
+    printf("%s on %zu threads (first layer and the rest):\n", label, threads);
+    for (size_t p = 0; p < count && p < 64; ++p)
+        if (phases[p].layer == SIZE_MAX || phases[p].layer == 0)
+            printf("  %-12s tasks %4zu  largest/smallest %.2f  efficiency %.3f\n", phases[p].name, phases[p].tasks,
+                   phases[p].smallest > 0 ? phases[p].largest / phases[p].smallest : 0.0,
+                   phases[p].total / ((double)threads * phases[p].makespan));
+}
+
+static void test_batch1_plan(void) {
+    size_t uform3_tokens = 64, minilm_tokens = 128, short_tokens = 16;
+    uform_text_plan_shape_t uform3 = {.hidden = 768, .heads = 12, .intermediate = 3072, .layers = 2, .projection = 256,
+                                      .weights_dtype = uform_dtype_bf16_k, .texts = 1, .lengths = &uform3_tokens};
+    uform_text_plan_shape_t minilm = {.hidden = 384, .heads = 12, .intermediate = 1536, .layers = 6,
+                                      .weights_dtype = uform_dtype_f32_k, .texts = 1, .lengths = &minilm_tokens};
+    uform_gemm_t genoa = uform_gemm_for(uform_cpu_class_amd_genoa_k), sapphire = uform_gemm_for(uform_cpu_class_intel_sapphire_k);
+    uform_gemm_t haswell = uform_gemm_for(uform_cpu_class_intel_haswell_k);
+    print_phases("UForm3-small, 64 tokens, bf16", &uform3, &genoa, 28);
+    size_t const counts[] = {2, 3, 4, 7, 8, 16, 28, 32};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; ++c) {
+        size_t threads = counts[c];
+        uform3.weights_dtype = uform_dtype_bf16_k;
+        check_batch1("UForm3-small, 64 tokens, bf16, AVX-512 BF16", &uform3, &genoa, threads, 0.75);
+        check_batch1("UForm3-small, 64 tokens, bf16, AMX", &uform3, &sapphire, threads, 0.75);
+        check_batch1("UForm3-small, 64 tokens, bf16 widened (AVX2)", &uform3, &haswell, threads, 0.75);
+        uform3.weights_dtype = uform_dtype_f32_k;
+        check_batch1("UForm3-small, 64 tokens, f32", &uform3, &genoa, threads, 0.75);
+        check_batch1("MiniLM, 128 tokens, f32", &minilm, &genoa, threads, 0.75);
+    }
+    /* Sixteen tokens on 28 threads: rows are fewer than threads, so row phases get a row each. */
+    minilm.lengths = &short_tokens;
+    uform_text_phase_t phases[64];
+    size_t count = uform_text_plan_describe(&minilm, &genoa, 28, phases, 64);
+    for (size_t p = 0; p < count && p < 64; ++p)
+        if (!strcmp(phases[p].name, "norm") || !strcmp(phases[p].name, "embeddings")) CHECK(phases[p].tasks == 16);
+        else if (!strcmp(phases[p].name, "attention")) CHECK(phases[p].tasks == 12); /* a block per head */
+        else if (!per_text(&phases[p])) CHECK(phases[p].tasks >= 24); /* 24 units of 16 columns in 384 */
+}
+
+/** One thread keeps whole products (one GEMM over up to 512 rows); many texts on a group of several
+ *  split by rows alone. */
+static void test_large_tasks(void) {
+    uform_gemm_t genoa = uform_gemm_for(uform_cpu_class_amd_genoa_k);
+    size_t hidden = 768, qkv[3] = {768, 768, 768};
+    uform_text_gemm_plan_t one = uform_text_gemm_plan(&genoa, 1, uform_dtype_f32_k, 3200, &hidden, 1);
+    CHECK(one.tiles_n == 1 && one.tiles_m == 7 && one.rows_max == 458);
+    CHECK(uform_text_gemm_plan(&genoa, 1, uform_dtype_f32_k, 64, qkv, 3).tiles_m == 1);
+    CHECK(uform_text_gemm_plan(&genoa, 1, uform_dtype_f32_k, 64, qkv, 3).tiles_n == 1);
+    uform_text_gemm_plan_t rows = uform_text_gemm_plan(&genoa, 4, uform_dtype_f32_k, 3200, &hidden, 1);
+    CHECK(rows.tiles_n == 1 && rows.tiles_m >= 8);
+    CHECK(uform_text_row_tasks(3200, 4) == 200 && uform_text_row_tasks(3200, 1) == 200);
+    CHECK(uform_text_attention_blocks(64) == 4 && uform_text_attention_blocks(47) == 2 && uform_text_attention_blocks(5) == 1);
+    CHECK(uform_text_attention_tasks(600, 600 * 4, 64, 28, 1) == 0); /* per (text, head) */
+    CHECK(uform_text_attention_tasks(12, 48, 64, 28, 0) == 0);       /* SERIAL: whole sequences */
+    CHECK(uform_text_attention_tasks(12, 48, 64, 1, 1) == 0);
+    CHECK(uform_text_attention_tasks(12, 48, 64, 28, 1) == 28);
+    CHECK(uform_text_attention_tasks(4, 16, 64, 7, 1) == 7);
+    CHECK(uform_text_attention_tasks(2, 2, 3, 28, 1) == 2);          /* a short text: a block per head */
+    CHECK(uform_text_fuse_norms(&genoa, 4, uform_dtype_f32_k, 3200, 768, 3072));
+    CHECK(!uform_text_fuse_norms(&genoa, 28, uform_dtype_f32_k, 64, 768, 3072));
+    CHECK(!uform_text_fuse_norms(&genoa, 1, uform_dtype_f32_k, 3200, 768, 3072));
+}
+
+/** Every column of every product in exactly one task, pieces within their product. */
+static void test_columns_exact(void) {
+    uform_gemm_t genoa = uform_gemm_for(uform_cpu_class_amd_genoa_k);
+    size_t const widths[][3] = {{768, 768, 768}, {96, 96, 96}, {80, 0, 0}, {3072, 0, 0}, {40, 40, 40}};
+    size_t const products[] = {3, 3, 1, 1, 3};
+    for (size_t s = 0; s < 5; ++s)
+        for (size_t threads = 1; threads <= 33; threads += 4)
+            for (size_t m = 1; m <= 130; m += 43) {
+                uform_text_gemm_plan_t plan = uform_text_gemm_plan(&genoa, threads, uform_dtype_f32_k, m, widths[s], products[s]);
+                unsigned char seen[3][3072] = {{0}};
+                size_t rows_seen = 0;
+                for (size_t task = 0; task < plan.tiles_m * plan.tiles_n; ++task) {
+                    size_t i0, rows, u0, units;
+                    uform_text_split(m, plan.tiles_m, task / plan.tiles_n, &i0, &rows);
+                    uform_text_split(plan.units, plan.tiles_n, task % plan.tiles_n, &u0, &units);
+                    CHECK(rows >= 1 && rows <= plan.rows_max && units >= 1);
+                    if (task % plan.tiles_n == 0) rows_seen += rows;
+                    for (size_t p = 0, first = 0; p < products[s]; ++p) {
+                        size_t own = (widths[s][p] + 15) / 16;
+                        for (size_t u = u0; u < u0 + units; ++u)
+                            if (u >= first && u < first + own)
+                                for (size_t j = (u - first) * 16; j < (u - first + 1) * 16 && j < widths[s][p]; ++j)
+                                    seen[p][j] += task / plan.tiles_n == 0;
+                        first += own;
+                    }
+                }
+                CHECK(rows_seen == m);
+                for (size_t p = 0; p < products[s]; ++p)
+                    for (size_t j = 0; j < widths[s][p]; ++j) CHECK(seen[p][j] == 1);
+            }
+}
+
+/* ---- The embeddings on 1, 2, 3 and 7 threads ---- */
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static float uniform(void) { // [-1, 1)
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+static void *owned[64];
+static size_t owned_count;
+
+static uform_tensor_t tensor(size_t rows, size_t cols, float scale, float offset, uform_dtype_t dtype) {
+    size_t count = rows * cols;
+    void *data = malloc(count * (dtype == uform_dtype_f32_k ? 4 : 2));
+    for (size_t i = 0; i < count; ++i) {
+        float value = offset + scale * uniform();
+        if (dtype == uform_dtype_f32_k) ((float *)data)[i] = value;
+        else {
+            union { float f; uint32_t u; } bits = {.f = value};
+            ((uint16_t *)data)[i] = (uint16_t)(bits.u >> 16);
+        }
+    }
+    owned[owned_count++] = data;
+    return (uform_tensor_t){.data = data, .dtype = dtype, .rows = rows, .cols = cols};
+}
+
+static uform_text_tower_t tower_of(uform_dtype_t dtype) {
+    size_t h = 128, in = 512, layers = 2;
+    uform_text_tower_t t = {.vocab_size = 200, .hidden = h, .heads = 4, .intermediate = in, .max_positions = 80,
+                            .layers_count = layers, .context = 72, .embedding_dimensions = 64, .layer_norm_epsilon = 1e-12,
+                            .pooling = uform_pooling_mean_k, .normalize = 1, .weights_dtype = dtype};
+    float ws = 1.7f / sqrtf((float)h), wi = 1.7f / sqrtf((float)in);
+    t.word_embeddings = tensor(200, h, 1.0f, 0, dtype), t.position_embeddings = tensor(80, h, 0.5f, 0, dtype);
+    t.embedding_norm_weight = tensor(1, h, 0.3f, 1, uform_dtype_f32_k), t.embedding_norm_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+    t.layers = calloc(layers, sizeof(uform_text_layer_t));
+    for (size_t l = 0; l < layers; ++l) {
+        uform_text_layer_t *y = &t.layers[l];
+        y->query_weight = tensor(h, h, 2 * ws, 0, dtype), y->query_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+        y->key_weight = tensor(h, h, 2 * ws, 0, dtype), y->key_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+        y->value_weight = tensor(h, h, ws, 0, dtype), y->value_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+        y->attention_output_weight = tensor(h, h, ws, 0, dtype);
+        y->attention_output_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+        y->attention_norm_weight = tensor(1, h, 0.3f, 1, uform_dtype_f32_k);
+        y->attention_norm_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+        y->intermediate_weight = tensor(in, h, ws, 0, dtype), y->intermediate_bias = tensor(1, in, 0.2f, 0, uform_dtype_f32_k);
+        y->output_weight = tensor(h, in, wi, 0, dtype), y->output_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+        y->output_norm_weight = tensor(1, h, 0.3f, 1, uform_dtype_f32_k);
+        y->output_norm_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
+    }
+    t.projection = tensor(64, h, ws, 0, dtype);
+    return t;
+}
+
+static int32_t node_zero = 0;
+
+/* The ForkUnion stand-in (test/standin), whose pools take any number of threads. */
+static void *(*pool_new)(char const *);
+static int (*pool_spawn)(void *, size_t, int);
+static void (*pool_delete)(void *);
+
+/** Whether the products of `cpu_class` give the same values for a row whatever the tile holding it
+ *  (at least 16 rows, any columns): oneDNN's AVX-512 GEMM functions, as measured on this machine. Its
+ *  AVX2 kernels round rows differently by their place in a tile, and the AMX path is unmeasured, so
+ *  elsewhere the thread counts agree within the rounding instead. */
+static int tiles_exact(uform_cpu_class_t cpu_class) {
+    uform_gemm_t gemm = uform_gemm_for(cpu_class);
+    char const *isa = getenv("DNNL_MAX_CPU_ISA");
+    return (cpu_class == uform_cpu_class_intel_skylake_k || cpu_class == uform_cpu_class_intel_icelake_k ||
+            cpu_class == uform_cpu_class_amd_genoa_k) &&
+           !gemm.matmul && (!isa || !*isa);
+}
+
+static void test_identical_across_threads(uform_dtype_t dtype, uform_cpu_class_t cpu_class) {
+    uform_ram_options_t ram = {.cpu_class = cpu_class};
+    int exact = tiles_exact(cpu_class);
+    uform_text_tower_t tower = tower_of(dtype);
+    struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_ram_k,
+                                  .weights_dtype = dtype, .replicas_count = 1, .replica_nodes = &node_zero,
+                                  .text_replicas = &tower};
+    /* Batch 1 (64 tokens; 13, under a query block), then five texts of mixed lengths: bit for bit in
+     * one group of every thread, within the rounding of the products when the texts are dealt to
+     * groups (a group multiplies its own texts' rows, and the library's kernel for fewer than 16
+     * rows rounds differently). */
+    size_t const lengths[7] = {64, 70, 3, 33, 1, 17, 13};
+    size_t offsets[8] = {0};
+    for (size_t i = 0; i < 7; ++i) offsets[i + 1] = offsets[i] + lengths[i];
+    int32_t ids[256];
+    for (size_t t = 0; t < offsets[7]; ++t) ids[t] = (int32_t)((t * 37 + 11) % 200);
+    struct { size_t begin, end; int one_group; } const batches[4] = {{0, 1, 0}, {6, 7, 0}, {1, 6, 1}, {1, 6, 0}};
+    float first[6 * 64], rows[6 * 64];
+    size_t const thread_counts[4] = {1, 2, 3, 7};
+    for (size_t b = 0; b < 4; ++b) {
+        size_t begin = batches[b].begin, count = batches[b].end - begin;
+        size_t local[8];
+        for (size_t i = 0; i <= count; ++i) local[i] = offsets[begin + i] - offsets[begin];
+        for (size_t c = 0; c < 4; ++c) {
+            /* A pool of that many threads: a RAM executor never takes more threads than cores. */
+            void *pool = pool_new("plan");
+            CHECK_FATAL(pool && pool_spawn(pool, thread_counts[c], 0));
+            uform_executor_t executor = NULL;
+            CHECK_FATAL(uform_executor_on_pool(pool, &ram, 0, &executor) == uform_status_ok_k);
+            uform_executor_description_t description;
+            CHECK_OK(uform_executor_describe(executor, &description));
+            CHECK(description.threads_count == thread_counts[c]);
+            char group[8];
+            snprintf(group, sizeof group, "%zu", thread_counts[c]);
+            if (batches[b].one_group) setenv("UFORM_FORWARD_GROUP", group, 1);
+            float *target = c == 0 ? first : rows;
+            memset(target, 0xFF, sizeof rows);
+            uform_embeddings_t out = {.data = target, .dtype = uform_dtype_f32_k};
+            CHECK_STATUS(uform_text_encode_ids(executor, &model, ids + offsets[begin], local, count, NULL, NULL, &out, NULL),
+                         uform_status_ok_k);
+            unsetenv("UFORM_FORWARD_GROUP");
+            uform_executor_free(executor);
+            pool_delete(pool);
+            for (size_t i = 0; i < count * 64; ++i) CHECK_FATAL(target[i] == target[i]); /* every row written */
+            if (c == 0) continue;
+            int same = memcmp(first, rows, count * 64 * sizeof(float)) == 0;
+            double most = 0;
+            for (size_t i = 0; i < count * 64; ++i) most = fabs(first[i] - rows[i]) > most ? fabs(first[i] - rows[i]) : most;
+            printf("%s, %s weights, %zu text%s of %zu tokens%s: %zu threads %s 1 thread (max |diff| %.1e)\n",
+                   uform_cpu_class_name(cpu_class), dtype == uform_dtype_f32_k ? "f32" : "bf16", count, count == 1 ? "" : "s", local[count],
+                   batches[b].one_group ? " in one group" : "", thread_counts[c], same ? "bit for bit equal to" : "differs from",
+                   most);
+            if (exact && (count == 1 || batches[b].one_group)) CHECK(same);
+            else CHECK(most <= 1e-5);
+        }
+    }
+    for (size_t i = 0; i < owned_count; ++i) free(owned[i]);
+    owned_count = 0;
+    free(tower.layers);
+}
+
+int main(void) {
+    test_batch1_plan();
+    test_large_tasks();
+    test_columns_exact();
+    void *library = dlopen(UFORM_FU_STANDIN_PATH, RTLD_NOW | RTLD_GLOBAL);
+    CHECK_FATAL(library != NULL);
+    pool_new = (void *(*)(char const *))dlsym(library, "fu_pool_new");
+    pool_spawn = (int (*)(void *, size_t, int))dlsym(library, "fu_pool_spawn");
+    pool_delete = (void (*)(void *))dlsym(library, "fu_pool_delete");
+    CHECK_FATAL(pool_new && pool_spawn && pool_delete);
+    /* The class this machine detects, and AVX2 (the class of some CI machines) where it runs. */
+    uform_cpu_class_t own = uform_cpu_class_serial_k;
+    CHECK_OK(uform_cpu_detect(&own, NULL));
+    test_identical_across_threads(uform_dtype_f32_k, own);
+    test_identical_across_threads(uform_dtype_bf16_k, own);
+    if (own != uform_cpu_class_intel_haswell_k) {
+        void *pool = pool_new("probe");
+        uform_ram_options_t ram = {.cpu_class = uform_cpu_class_intel_haswell_k};
+        uform_executor_t executor = NULL;
+        int runs = pool && pool_spawn(pool, 1, 0) && uform_executor_on_pool(pool, &ram, 0, &executor) == uform_status_ok_k;
+        uform_executor_free(executor);
+        if (pool) pool_delete(pool);
+        if (runs) test_identical_across_threads(uform_dtype_f32_k, uform_cpu_class_intel_haswell_k);
+    }
+    return check_failures ? 1 : 0;
+}
