@@ -121,4 +121,6 @@ endif()
 set(UFORM_CUDA_ONLY_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/gpu_driver.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_create.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_queue.c)
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_queue.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_encode.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_launch.c)
