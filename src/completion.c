@@ -141,3 +141,30 @@ void uform_bell_park(uform_bell_t *bell, bool (*ready)(void *), void *context, u
     }
     atomic_fetch_sub_explicit(&bell->sleepers, 1u, memory_order_seq_cst);
 }
+
+/* ---- Polling where there is no bell ---- */
+
+/**
+ *  Waits with nothing to park on: the CUDA driver, NCCL's asynchronous errors and other processes'
+ *  files signal no host word this process could sleep on, so those waits look, then spin (32
+ *  pauses a time) for `spin_seconds`, then sleep from `nap_min` seconds, growing by `growth` up to
+ *  `nap_max`, never past the deadline. Every look comes before the deadline is checked, so a
+ *  condition met at the last moment is not reported as a timeout.
+ */
+uform_status_t uform_poll_until(uform_status_t (*look)(void *context), void *context, double seconds,
+                                uform_poll_backoff_t const *backoff) {
+    double const start = uform_now_seconds();
+    double nap = backoff->nap_min;
+    for (;;) {
+        uform_status_t const status = look(context);
+        if (status != uform_status_pending_k) return status;
+        double const waited = uform_now_seconds() - start;
+        if (seconds >= 0 && waited >= seconds) return uform_status_pending_k;
+        if (waited < backoff->spin_seconds) {
+            for (int spin = 0; spin < 32; ++spin) uform_spin_pause();
+            continue;
+        }
+        uform_sleep_seconds(seconds >= 0 && nap > seconds - waited ? seconds - waited : nap);
+        nap = nap * backoff->growth > backoff->nap_max ? backoff->nap_max : nap * backoff->growth;
+    }
+}

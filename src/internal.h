@@ -242,6 +242,21 @@ static inline void uform_bell_wait(uform_bell_t *bell, bool (*ready)(void *), vo
     }
 }
 
+/** @brief How `uform_poll_until` waits between looks: spin `spin_seconds` first, then sleep from
+ *  `nap_min` seconds, each sleep `growth` times the last, up to `nap_max`. */
+typedef struct uform_poll_backoff_t {
+    double spin_seconds, nap_min, nap_max, growth;
+} uform_poll_backoff_t;
+
+/**
+ *  @brief The one poll-with-deadline wait, for conditions no bell word announces (NCCL's
+ *  asynchronous errors, other processes' files): calls `look(context)` until it returns anything but
+ *  PENDING and returns that; returns PENDING, setting no message, once `seconds` (negative: never)
+ *  passed since the first look. `look` runs its own periodic checks (the peers' files) by the clock.
+ */
+uform_status_t uform_poll_until(uform_status_t (*look)(void *context), void *context, double seconds,
+                                uform_poll_backoff_t const *backoff);
+
 
 /* ---- CPU classes (cpu.c) ---- */
 

@@ -270,58 +270,75 @@ static bool mesh_guard_end(uform_mesh_t mesh, char *message, size_t capacity) {
     return fired;
 }
 
-/** Polls every communicator until none reports work in progress: OK, or the first error, or
- *  TIMEOUT after `seconds`. `stalled` (may be NULL) receives the device indices still in progress
- *  on a timeout, as text. `rendezvous` (may be NULL) is watched every 20 ms. */
-static uform_status_t mesh_settle(uform_mesh_t mesh, uform_nccl_comm_t const *comms, double seconds, char const *stage,
-                                  uform_rendezvous_t *rendezvous) {
-    double start = uform_now_seconds(), next_watch = start + 0.02, interval = 20e-6;
-    for (;;) {
-        bool busy = false;
-        char stalled[160] = "";
-        size_t used = 0;
-        for (size_t d = 0; d < mesh->devices_count; ++d) {
-            if (!comms[d]) continue;
-            uform_nccl_result_t error = uform_nccl_success_k;
-            uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(comms[d], &error);
-            if (result == uform_nccl_success_k && error == uform_nccl_in_progress_k) {
-                busy = true;
-                if (used + 24 < sizeof stalled)
-                    used += (size_t)snprintf(stalled + used, sizeof stalled - used, "%s%zu", used ? ", " : "",
-                                             mesh->description.first_gpu_index + d);
-                continue;
-            }
-            if (result != uform_nccl_success_k) error = result;
-            if (error != uform_nccl_success_k)
-                return uform_nccl_fail(nccl_status(error), error, comms[d], "%s: rank %zu", stage,
-                                       mesh->description.first_gpu_index + d);
-        }
-        if (!busy) return uform_status_ok_k;
-        double now = uform_now_seconds();
-        if (rendezvous && now >= next_watch) {
-            next_watch = now + 0.02;
-            uform_status_t status = uform_rendezvous_watch(rendezvous);
-            if (status != uform_status_ok_k) {
-                char message[512];
-                snprintf(message, sizeof message, "%s", uform_error_message());
-                return uform_fail(status, "%s stopped: %s", stage, message);
-            }
-        }
-        if (now - start >= seconds) // this process's ranks wait on others: name them as waiting, not as stalled
-            return uform_fail(uform_status_timeout_k,
-                              "%s did not finish within %g s; this process's ranks %s (of %zu in the run) are still "
-                              "waiting, so a rank of another process never joined or stalled",
-                              stage, seconds, stalled, mesh->description.gpus_per_colocated_domain);
-        // NCCL usually finishes enqueueing a collective within microseconds: spin for the first
-        // 200 us (a sleep that short overshoots by tens of microseconds, which doubled the cost of
-        // a 1 MiB all-reduce), then back off to sleeps for the long stalls of initialisation.
-        if (now - start < 200e-6) {
-            for (int spin = 0; spin < 32; ++spin) uform_spin_pause();
+/** What `mesh_settle` polls: the communicators, and (every 20 ms) the peers' files. */
+typedef struct settle_context_t {
+    uform_mesh_t mesh;
+    uform_nccl_comm_t const *comms;
+    char const *stage;
+    uform_rendezvous_t *rendezvous;
+    double next_watch;
+    char stalled[160]; /**< The device indices still in progress at the last look, as text. */
+} settle_context_t;
+
+/** One look: OK once no communicator is in progress, PENDING while one is, else the first error
+ *  (a communicator's, or the peers' files'). */
+static uform_status_t mesh_settle_look(void *context) {
+    settle_context_t *settle = context;
+    uform_mesh_t mesh = settle->mesh;
+    bool busy = false;
+    size_t used = 0;
+    settle->stalled[0] = '\0';
+    for (size_t d = 0; d < mesh->devices_count; ++d) {
+        if (!settle->comms[d]) continue;
+        uform_nccl_result_t error = uform_nccl_success_k;
+        uform_nccl_result_t result = mesh->nccl->CommGetAsyncError(settle->comms[d], &error);
+        if (result == uform_nccl_success_k && error == uform_nccl_in_progress_k) {
+            busy = true;
+            if (used + 24 < sizeof settle->stalled)
+                used += (size_t)snprintf(settle->stalled + used, sizeof settle->stalled - used, "%s%zu",
+                                         used ? ", " : "", mesh->description.first_gpu_index + d);
             continue;
         }
-        uform_sleep_seconds(interval);
-        interval = interval * 2 > 2e-3 ? 2e-3 : interval * 2;
+        if (result != uform_nccl_success_k) error = result;
+        if (error != uform_nccl_success_k)
+            return uform_nccl_fail(nccl_status(error), error, settle->comms[d], "%s: rank %zu", settle->stage,
+                                   mesh->description.first_gpu_index + d);
     }
+    if (!busy) return uform_status_ok_k;
+    double const now = uform_now_seconds();
+    if (settle->rendezvous && now >= settle->next_watch) {
+        settle->next_watch = now + 0.02;
+        uform_status_t status = uform_rendezvous_watch(settle->rendezvous);
+        if (status != uform_status_ok_k) {
+            char message[512];
+            snprintf(message, sizeof message, "%s", uform_error_message());
+            return uform_fail(status, "%s stopped: %s", settle->stage, message);
+        }
+    }
+    return uform_status_pending_k;
+}
+
+/**
+ *  Polls every communicator until none reports work in progress: OK, or the first error, or TIMEOUT
+ *  after `seconds` naming the device indices still in progress. `rendezvous` (may be NULL) is watched
+ *  every 20 ms. NCCL signals nothing a thread could park on (`ncclCommGetAsyncError` is the only way
+ *  to learn that a non-blocking call finished), so this is `uform_poll_until`, not a bell: it spins
+ *  for the first 200 us (NCCL usually finishes enqueueing within microseconds, and a sleep that short
+ *  overshoots by tens of them, which doubled the cost of a 1 MiB all-reduce), then sleeps from 20 us,
+ *  doubling up to 2 ms, for the long stalls of initialisation.
+ */
+static uform_status_t mesh_settle(uform_mesh_t mesh, uform_nccl_comm_t const *comms, double seconds, char const *stage,
+                                  uform_rendezvous_t *rendezvous) {
+    static uform_poll_backoff_t const backoff = {.spin_seconds = 200e-6, .nap_min = 20e-6, .nap_max = 2e-3, .growth = 2};
+    settle_context_t settle = {.mesh = mesh, .comms = comms, .stage = stage, .rendezvous = rendezvous,
+                               .next_watch = uform_now_seconds() + 0.02};
+    uform_status_t status = uform_poll_until(mesh_settle_look, &settle, seconds, &backoff);
+    if (status != uform_status_pending_k) return status;
+    // This process's ranks wait on others: name them as waiting, not as stalled.
+    return uform_fail(uform_status_timeout_k,
+                      "%s did not finish within %g s; this process's ranks %s (of %zu in the run) are still "
+                      "waiting, so a rank of another process never joined or stalled",
+                      stage, seconds, settle.stalled, mesh->description.gpus_per_colocated_domain);
 }
 
 /* ---- The watchdog ---- */

@@ -113,6 +113,61 @@ uform_status_t uform_rendezvous_watch(uform_rendezvous_t *rv) {
     return status;
 }
 
+/** A blob being waited for (not process 0). */
+typedef struct blob_wait_t {
+    uform_rendezvous_t *rv;
+    char const *file, *name;
+    void *bytes;
+    size_t size;
+    double next_watch;
+} blob_wait_t;
+
+/** One look for the blob: OK once read, PENDING while absent, else why not; the peers' files are
+ *  watched every 10 ms (a peer that failed or died ends the wait). */
+static uform_status_t blob_look(void *context) {
+    blob_wait_t *wait = context;
+    uform_rendezvous_t *rv = wait->rv;
+    char const *file = wait->file, *name = wait->name;
+    size_t const size = wait->size;
+    struct stat st;
+    rv_record_t record;
+    rv_load_t load;
+    uform_status_t status = rv_load(&rv->dir, file, &st, &record, &load);
+    if (status != uform_status_ok_k) return status;
+    if (load == rv_other_version_k && record.nonce == rv->nonce)
+        return rv_corrupt(&rv->dir, file, "is of format version %u; this library reads and writes version %u",
+                          record.version, UFORM_RENDEZVOUS_FORMAT);
+    if (load == rv_loaded_k && record.nonce == rv->nonce) {
+        static char const *const keys[] = {"size", "bytes", NULL};
+        char bad[200];
+        uint64_t declared = 0;
+        char const *hex = rv_record_get(&record, "bytes");
+        if (strcmp(record.kind, "blob") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
+            !rv_field(&record, "size", 1, UFORM_RENDEZVOUS_BLOB_LIMIT, &declared, bad, sizeof bad) ||
+            strlen(hex) != declared * 2)
+            return rv_corrupt(&rv->dir, file, "is garbage");
+        if (declared != size)
+            return rv_corrupt(&rv->dir, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
+        for (size_t i = 0; i < size; ++i) {
+            uint64_t byte;
+            char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+            if (!rv_parse_hex(pair, &byte)) return rv_corrupt(&rv->dir, file, "is garbage (bad hex)");
+            ((unsigned char *)wait->bytes)[i] = (unsigned char)byte;
+        }
+        return uform_status_ok_k;
+    }
+    if (uform_now_seconds() >= wait->next_watch) { // a peer that failed or died ends the wait
+        wait->next_watch = uform_now_seconds() + 0.01;
+        if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
+            char message[512];
+            snprintf(message, sizeof message, "%s", uform_error_message());
+            return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
+                              "%s (waiting for blob '%s')", message, name);
+        }
+    }
+    return uform_status_pending_k;
+}
+
 uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *name, void *bytes, size_t size) {
     if (!rv || !rv->joined || !name || !bytes || size == 0 || size > UFORM_RENDEZVOUS_BLOB_LIMIT)
         return uform_fail(uform_status_invalid_argument_k,
@@ -141,54 +196,15 @@ uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *n
                 rv->blob_keys[rv->blob_count++] = key;
         return status;
     }
-    double start = uform_now_seconds(), interval = 0.001, next_watch = 0;
-    for (;;) {
-        struct stat st;
-        rv_record_t record;
-        rv_load_t load;
-        uform_status_t status = rv_load(&rv->dir, file, &st, &record, &load);
-        if (status != uform_status_ok_k) return status;
-        if (load == rv_other_version_k && record.nonce == rv->nonce)
-            return rv_corrupt(&rv->dir, file, "is of format version %u; this library reads and writes version %u",
-                              record.version, UFORM_RENDEZVOUS_FORMAT);
-        if (load == rv_loaded_k && record.nonce == rv->nonce) {
-            static char const *const keys[] = {"size", "bytes", NULL};
-            char bad[200];
-            uint64_t declared = 0;
-            char const *hex = rv_record_get(&record, "bytes");
-            if (strcmp(record.kind, "blob") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
-                !rv_field(&record, "size", 1, UFORM_RENDEZVOUS_BLOB_LIMIT, &declared, bad, sizeof bad) ||
-                strlen(hex) != declared * 2)
-                return rv_corrupt(&rv->dir, file, "is garbage");
-            if (declared != size)
-                return rv_corrupt(&rv->dir, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
-            for (size_t i = 0; i < size; ++i) {
-                uint64_t byte;
-                char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
-                if (!rv_parse_hex(pair, &byte)) return rv_corrupt(&rv->dir, file, "is garbage (bad hex)");
-                ((unsigned char *)bytes)[i] = (unsigned char)byte;
-            }
-            return uform_status_ok_k;
-        }
-        if (uform_now_seconds() >= next_watch) { // a peer that failed or died ends the wait
-            next_watch = uform_now_seconds() + 0.01;
-            if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
-                char message[512];
-                snprintf(message, sizeof message, "%s", uform_error_message());
-                return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
-                                  "%s (waiting for blob '%s')", message, name);
-            }
-        }
-        if (uform_now_seconds() - start >= rv->timeout) {
-            char host[160];
-            rv_quoted_host(rv, rv->peers[0].origin, host, sizeof host);
-            return uform_fail(uform_status_timeout_k,
-                              "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
-                              rv->dir.path, host, rv->peers[0].pid, name, rv->timeout);
-        }
-        uform_sleep_seconds(interval);
-        interval = interval * 1.5 > 0.01 ? 0.01 : interval * 1.5;
-    }
+    blob_wait_t wait = {.rv = rv, .file = file, .name = name, .bytes = bytes, .size = size};
+    static uform_poll_backoff_t const backoff = {.spin_seconds = 0, .nap_min = 0.001, .nap_max = 0.01, .growth = 1.5};
+    uform_status_t status = uform_poll_until(blob_look, &wait, rv->timeout, &backoff);
+    if (status != uform_status_pending_k) return status;
+    char host[160];
+    rv_quoted_host(rv, rv->peers[0].origin, host, sizeof host);
+    return uform_fail(uform_status_timeout_k,
+                      "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
+                      rv->dir.path, host, rv->peers[0].pid, name, rv->timeout);
 }
 
 void uform_rendezvous_publish_failure(uform_rendezvous_t *rv, uform_status_t status, char const *message) {
