@@ -18,8 +18,21 @@ void uform_executor_init(uform_executor_t executor, uform_backend_t const *backe
     executor->backend = backend;
     executor->pool = NULL;
     executor->fork_generation = uform_fork_generation();
+    atomic_init(&executor->attachment, NULL);
     executor->description = (uform_executor_description_t) {0};
     executor->description.kind = kind;
+}
+
+bool uform_executor_attach(uform_executor_t executor, void *owner) {
+    void *expected = NULL;
+    return atomic_compare_exchange_strong_explicit(&executor->attachment, &expected, owner, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+void uform_executor_detach(uform_executor_t executor, void *owner) {
+    void *expected = owner;
+    (void)atomic_compare_exchange_strong_explicit(&executor->attachment, &expected, NULL, memory_order_acq_rel,
+                                                  memory_order_relaxed);
 }
 
 void uform_run_inline(uform_call_t const *call) {

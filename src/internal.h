@@ -64,7 +64,6 @@ uint64_t uform_fork_generation(void);
  */
 typedef enum uform_global_lock_t {
     uform_global_lock_pools_k,  /**< The table of pool gates (host.c). */
-    uform_global_lock_meshes_k, /**< The list of live meshes (mesh.c). */
     uform_global_lock_arenas_k, /**< The pool of activation arenas (kernels/arena.c). */
     uform_global_lock_matmul_k, /**< The cache of matmul primitives (kernels/gemm.c). */
     uform_global_locks_count_k,
@@ -303,9 +302,22 @@ struct uform_executor_s {
     void const *pool;                         /**< The borrowed ForkUnion pool; NULL unless a pool executor. */
     atomic_uint mood;                         /**< `uform_mood_t` idle workers adopt; set by drains. */
     uint64_t fork_generation;                 /**< `uform_fork_generation()` at construction. */
+    _Atomic(void *) attachment;               /**< The one handle bound to this executor (a mesh), or NULL:
+                                                   `uform_executor_attach`. */
     uform_executor_description_t description; /**< Filled by the backend at construction; its `mood`
                                                    is unused, `mood` above is the live one. */
 };
+
+/**
+ *  @brief The registry of handles bound to executors, kept in the executors themselves: binds `owner`
+ *  (a mesh) to `executor` when none is bound yet, returning true; false when another one is. The
+ *  binding lives until `uform_executor_detach`, which the owner calls before the executor is freed
+ *  (the lifetime rule), so no list, lock or lookup outlives either handle, and a forked child's
+ *  copy is consistent without a fork handler.
+ */
+bool uform_executor_attach(uform_executor_t executor, void *owner);
+/** @brief Unbinds `owner` from `executor` (a no-op when another handle, or none, is bound). */
+void uform_executor_detach(uform_executor_t executor, void *owner);
 
 /** @brief What each executor kind implements. `executor.c` validates arguments, checks forks and
  *  re-entry, takes the gate and checks residency before calling `call`, and drains and frees through

@@ -115,7 +115,6 @@ struct uform_mesh_s {
     char abort_message[400];
     double pending_since;      /**< When the watchdog first saw a collective pending; 0 if none. */
     uform_mesh_timings_t timings;
-    struct uform_mesh_s *next; /**< In the list of live meshes. */
     struct {                   /**< Bounds a blocking NCCL call from another thread (see mesh_guard). */
         pthread_t thread;
         bool running;          /**< The thread was started (and is joined at release). */
@@ -127,30 +126,6 @@ struct uform_mesh_s {
         char message[400];     /**< Why the guard aborted the communicators. */
     } guard;
 };
-
-/* ---- One mesh per executor ---- */
-
-static struct uform_mesh_s *uform_meshes = NULL; /**< Under `uform_global_lock_meshes_k`. */
-
-static bool mesh_register(uform_mesh_t mesh) {
-    uform_global_lock(uform_global_lock_meshes_k);
-    bool taken = false;
-    for (uform_mesh_t other = uform_meshes; other && !taken; other = other->next)
-        taken = other->executor == mesh->executor;
-    if (!taken) mesh->next = uform_meshes, uform_meshes = mesh;
-    uform_global_unlock(uform_global_lock_meshes_k);
-    return !taken;
-}
-
-static void mesh_unregister(uform_mesh_t mesh) {
-    uform_global_lock(uform_global_lock_meshes_k);
-    for (uform_mesh_t *cursor = &uform_meshes; *cursor; cursor = &(*cursor)->next)
-        if (*cursor == mesh) {
-            *cursor = mesh->next;
-            break;
-        }
-    uform_global_unlock(uform_global_lock_meshes_k);
-}
 
 /* ---- Helpers ---- */
 
@@ -620,7 +595,7 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     created->members = members;
     created->timeout = options->timeout_seconds > 0 ? options->timeout_seconds : 120.0;
     created->split_wanted = split_wanted;
-    if (!mesh_register(created)) {
+    if (!uform_executor_attach(executor, created)) { // one mesh per executor
         mesh_release(created, false);
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_mesh_bootstrap: this executor already carries a mesh; free that one first");
@@ -641,7 +616,7 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
         snprintf(message, sizeof message, "%s", uform_error_message());
         uform_rendezvous_publish_failure(rendezvous, status, message);
         uform_rendezvous_leave(rendezvous, false);
-        mesh_unregister(created);
+        uform_executor_detach(executor, created);
         mesh_release(created, false);
         return uform_fail(status, "%s", message);
     }
@@ -664,7 +639,7 @@ uform_status_t uform_mesh_describe(uform_mesh_t mesh, uform_mesh_description_t *
 
 void uform_mesh_free(uform_mesh_t mesh) {
     if (!mesh) return;
-    mesh_unregister(mesh);
+    uform_executor_detach(mesh->executor, mesh);
     bool forked = mesh->fork_generation != uform_fork_generation();
     if (forked) {
         mesh_release(mesh, true);
