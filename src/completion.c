@@ -97,6 +97,14 @@ void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char 
     uform_outcome_settle(outcome, status, message, true);
 }
 
+uform_status_t uform_outcome_refuse(uform_outcome_t *outcome, uform_status_t status) {
+    if (outcome) {
+        uform_outcome_begin(outcome, NULL);
+        uform_outcome_finish(outcome, status, status == uform_status_ok_k ? "" : uform_error_message());
+    }
+    return status;
+}
+
 void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout) {
     uform_futex_wait(&outcome->finished, 0u, timeout);
 }

@@ -148,10 +148,7 @@ uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const
     uform_status_t status = uform_executor_call_checked(executor, call, outcome);
     // A deferred call refused before it was queued finishes its outcome with the same status, so
     // an outcome handed to a failing call never stays pending.
-    if (UFORM_UNLIKELY(status != uform_status_ok_k) && outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
+    if (UFORM_UNLIKELY(status != uform_status_ok_k)) return uform_outcome_refuse(outcome, status);
     return status;
 }
 

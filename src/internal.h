@@ -141,6 +141,10 @@ void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
 void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake);
 /** @brief `uform_outcome_settle` with the wake-up: what every host path uses. */
 void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
+/** @brief A call refused before it reached an executor: finishes `outcome` (may be NULL) at once with
+ *  `status` and the thread's message (empty for OK), as `uform_executor_call` finishes the outcome of
+ *  a call it refuses, so an outcome handed to a failing call never stays pending; returns `status`. */
+uform_status_t uform_outcome_refuse(uform_outcome_t *outcome, uform_status_t status);
 
 /** @brief Parks the calling thread on the outcome's `finished` word while it is zero, up to
  *  `timeout` (NULL: forever); spurious returns are possible, callers loop. */

@@ -95,25 +95,37 @@ static void mesh_close_group(uform_mesh_t mesh, init_context_t *context) {
     if (context->group_open) mesh->nccl->GroupEnd(), context->group_open = false;
 }
 
+/** Keeps the first failure of a device's NCCL call (in progress is no failure), with its device. */
+static void mesh_group_note(init_context_t *group, size_t d, uform_nccl_result_t result) {
+    if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k && group->result == uform_nccl_success_k)
+        group->result = result, group->failed_device = d;
+}
+
+/** The NCCL group a device call spans: the first device opens it; the last closes it (its failure
+ *  noted like any device's). */
+static void mesh_group_enter(init_context_t *group, size_t d) {
+    if (d == 0) group->mesh->nccl->GroupStart(), group->group_open = true;
+}
+
+static void mesh_group_leave(init_context_t *group, size_t d) {
+    if (d + 1 < group->mesh->devices_count) return;
+    uform_nccl_result_t end = group->mesh->nccl->GroupEnd();
+    group->group_open = false;
+    mesh_group_note(group, d, end);
+}
+
 /** Device call: one rank per device inside one group, with the device's context current. */
 static uform_status_t mesh_init_device(void *context, uform_device_slot_t const *slot) {
     init_context_t *init = context;
     uform_mesh_t mesh = init->mesh;
     size_t d = slot->device_index;
-    if (d == 0) mesh->nccl->GroupStart(), init->group_open = true;
+    mesh_group_enter(init, d);
     uform_nccl_config_t config = UFORM_NCCL_CONFIG_NONBLOCKING;
-    uform_nccl_result_t result =
-        mesh->nccl->CommInitRankConfig(&mesh->parents[d], (int)mesh->description.gpus_per_colocated_domain, init->id,
-                                       (int)(mesh->description.first_gpu_index + d), &config);
-    if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k && init->result == uform_nccl_success_k)
-        init->result = result, init->failed_device = d;
+    mesh_group_note(init, d,
+                    mesh->nccl->CommInitRankConfig(&mesh->parents[d], (int)mesh->description.gpus_per_colocated_domain,
+                                                   init->id, (int)(mesh->description.first_gpu_index + d), &config));
     mesh_event_create(mesh, d);
-    if (d + 1 == mesh->devices_count) {
-        uform_nccl_result_t end = mesh->nccl->GroupEnd();
-        init->group_open = false;
-        if (end != uform_nccl_success_k && end != uform_nccl_in_progress_k && init->result == uform_nccl_success_k)
-            init->result = end, init->failed_device = d;
-    }
+    mesh_group_leave(init, d);
     return uform_status_ok_k; // failures are read from `init` once every device was visited
 }
 
@@ -124,18 +136,12 @@ static uform_status_t mesh_split_device(void *context, uform_device_slot_t const
     init_context_t *split = context;
     uform_mesh_t mesh = split->mesh;
     size_t d = slot->device_index;
-    if (d == 0) mesh->nccl->GroupStart(), split->group_open = true;
+    mesh_group_enter(split, d);
     uform_nccl_config_t config = UFORM_NCCL_CONFIG_BLOCKING;
-    uform_nccl_result_t result = mesh->nccl->CommSplit(mesh->parents[d], 0, (int)(mesh->description.first_gpu_index + d),
-                                                       &mesh->comms[d], &config);
-    if (result != uform_nccl_success_k && result != uform_nccl_in_progress_k && split->result == uform_nccl_success_k)
-        split->result = result, split->failed_device = d;
-    if (d + 1 == mesh->devices_count) {
-        uform_nccl_result_t end = mesh->nccl->GroupEnd();
-        split->group_open = false;
-        if (end != uform_nccl_success_k && end != uform_nccl_in_progress_k && split->result == uform_nccl_success_k)
-            split->result = end, split->failed_device = d;
-    }
+    mesh_group_note(split, d,
+                    mesh->nccl->CommSplit(mesh->parents[d], 0, (int)(mesh->description.first_gpu_index + d),
+                                          &mesh->comms[d], &config));
+    mesh_group_leave(split, d);
     return uform_status_ok_k;
 }
 

@@ -128,19 +128,10 @@ static uform_status_t mesh_reduce_device(void *context, uform_device_slot_t cons
     return status;
 }
 
-/** Refuses an all-reduce before the executor is involved, finishing its outcome alike. */
-static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
-    return status;
-}
-
 /** Both all-reduce entries: device buffers, or host buffers staged through each device's scratch. */
 static uform_status_t mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers, void *const *host_buffers,
                                       size_t count, uform_dtype_t dtype, uform_outcome_t *outcome, char const *verb) {
-    if (!mesh) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: mesh is NULL", verb));
+    if (!mesh) return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: mesh is NULL", verb));
     static uform_nccl_dtype_t const nccl_types[] = {
         [uform_dtype_f32_k] = uform_nccl_float32_k, [uform_dtype_bf16_k] = uform_nccl_bfloat16_k,
         [uform_dtype_f16_k] = uform_nccl_float16_k, [uform_dtype_f64_k] = uform_nccl_float64_k,
@@ -151,31 +142,31 @@ static uform_status_t mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers
         [uform_dtype_f64_k] = 8, [uform_dtype_i32_k] = 4,
     };
     if ((unsigned)dtype >= sizeof nccl_types / sizeof nccl_types[0])
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: dtype %d is not a uform_dtype_t (0 to %zu)",
-                                          verb, (int)dtype, sizeof nccl_types / sizeof nccl_types[0] - 1));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: dtype %d is not a uform_dtype_t (0 to %zu)",
+                                                        verb, (int)dtype, sizeof nccl_types / sizeof nccl_types[0] - 1));
     bool const host = host_buffers != NULL;
     if (count && !buffers && !host_buffers)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: buffers is NULL for %zu elements", verb,
-                                          count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: buffers is NULL for %zu elements", verb,
+                                                        count));
     for (size_t d = 0; count && d < mesh->devices_count; ++d)
         if (host ? !host_buffers[d] : !buffers[d])
-            return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                              "%s: buffers[%zu] is %s; pass one %s per device of the executor (%zu)",
-                                              verb, d, host ? "NULL" : "0", host ? "host buffer" : "CUdeviceptr",
-                                              mesh->devices_count));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                            "%s: buffers[%zu] is %s; pass one %s per device of the executor (%zu)",
+                                                            verb, d, host ? "NULL" : "0", host ? "host buffer" : "CUdeviceptr",
+                                                            mesh->devices_count));
     if (count > SIZE_MAX / element_bytes[dtype])
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: %zu elements overflow a size_t of bytes",
-                                          verb, count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "%s: %zu elements overflow a size_t of bytes",
+                                                        verb, count));
     if (mesh->fork_generation != uform_fork_generation())
-        return refuse(outcome, uform_fail(uform_status_forked_k,
-                                          "%s: the mesh was created before a fork(); only uform_mesh_free may be called "
-                                          "on it",
-                                          verb));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_forked_k,
+                                                        "%s: the mesh was created before a fork(); only uform_mesh_free may be called "
+                                                        "on it",
+                                                        verb));
     if (atomic_load(&mesh->aborted))
-        return refuse(outcome, uform_fail(uform_status_peer_lost_k,
-                                          "%s: the mesh's communicators were aborted after: %s; free it and bootstrap "
-                                          "again",
-                                          verb, mesh->abort_message));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_peer_lost_k,
+                                                        "%s: the mesh's communicators were aborted after: %s; free it and bootstrap "
+                                                        "again",
+                                                        verb, mesh->abort_message));
     // Device callbacks run inside `uform_executor_call`, deferred calls too: the context lives here.
     reduce_context_t reduce = {.mesh = mesh, .buffers = host ? NULL : buffers, .host_buffers = host ? host_buffers : NULL,
                                .count = count, .bytes = count * element_bytes[dtype], .dtype = nccl_types[dtype]};
@@ -192,8 +183,8 @@ uform_status_t uform_mesh_all_reduce(uform_mesh_t mesh, uint64_t const *buffers,
 uform_status_t uform_mesh_all_reduce_host(uform_mesh_t mesh, void *const *buffers, size_t count, uform_dtype_t dtype,
                                           uform_outcome_t *outcome) {
     if (count && !buffers)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_mesh_all_reduce_host: buffers is NULL for %zu elements", count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                        "uform_mesh_all_reduce_host: buffers is NULL for %zu elements", count));
     return mesh_all_reduce(mesh, NULL, buffers, count, dtype, outcome, "uform_mesh_all_reduce_host");
 }
 

@@ -124,14 +124,6 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor,
                                uform_executor_description_t const *executor_description, uform_outcome_t *outcome);
 
 /** A job for `count` items on the executor's devices, or NULL with the status in `*status_out`. */
-static uform_status_t vram_refuse(uform_outcome_t *outcome, uform_status_t status) {
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, status == uform_status_ok_k ? "" : uform_error_message());
-    }
-    return status;
-}
-
 static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s const *model, size_t count,
                                 uform_embeddings_t const *embeddings, uform_status_t *statuses,
                                 uform_executor_description_t *description, uform_status_t *status_out) {
@@ -186,22 +178,22 @@ uform_status_t uform_text_vram_encode_ids(uform_executor_t executor, struct ufor
     uform_executor_description_t description;
     uform_status_t status;
     vram_job_t *job = vram_job_new(executor, model, count, embeddings, NULL, &description, &status);
-    if (!job) return vram_refuse(outcome, status);
+    if (!job) return uform_outcome_refuse(outcome, status);
     size_t longest = 1;
     for (size_t i = 0; i < count; ++i)
         if (offsets[i + 1] - offsets[i] > longest) longest = offsets[i + 1] - offsets[i];
     if (longest > job->context) {
         job_free(job);
-        return vram_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                               "uform_encode_texts: a text of %zu ids; the model's context is %zu",
-                                               longest, job->tower->context));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                        "uform_encode_texts: a text of %zu ids; the model's context is %zu",
+                                                        longest, job->tower->context));
     }
     job->slots = (int32_t *)malloc((count ? count : 1) * job->context * sizeof(int32_t));
     job->produced = (size_t *)calloc(count ? count : 1, sizeof(size_t));
     job->items = (uform_status_t *)calloc(count ? count : 1, sizeof(uform_status_t));
     if (!job->slots || !job->produced || !job->items) {
         job_free(job);
-        return vram_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: out of memory"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: out of memory"));
     }
     for (size_t i = 0; i < count; ++i) {
         size_t length = offsets[i + 1] - offsets[i];
@@ -209,10 +201,10 @@ uform_status_t uform_text_vram_encode_ids(uform_executor_t executor, struct ufor
             int32_t id = ids[offsets[i] + t];
             if (id < 0 || (size_t)id >= job->tower->word_embeddings.rows) {
                 job_free(job);
-                return vram_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                                       "uform_encode_texts: text %zu: token %zu is id %d; the "
-                                                       "vocabulary has %zu",
-                                                       i, t, (int)id, job->tower->word_embeddings.rows));
+                return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                                "uform_encode_texts: text %zu: token %zu is id %d; the "
+                                                                "vocabulary has %zu",
+                                                                i, t, (int)id, job->tower->word_embeddings.rows));
             }
         }
         memcpy(job->slots + i * job->context, ids + offsets[i], length * sizeof(int32_t));
@@ -273,10 +265,7 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
     return vram_run(job, executor, &description, outcome);
 
 refused:
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, status == uform_status_ok_k ? "" : uform_error_message());
-    }
+    uform_outcome_refuse(outcome, status);
     return status;
 }
 
@@ -367,12 +356,12 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
         job->shares_count = 0;
         gather(job);
         job_free(job);
-        return vram_refuse(outcome, uform_status_ok_k);
+        return uform_outcome_refuse(outcome, uform_status_ok_k);
     }
     status = uform_executor_call(executor, &call, outcome);
     job_free(job);
     return status;
 
 refused:
-    return vram_refuse(outcome, status);
+    return uform_outcome_refuse(outcome, status);
 }

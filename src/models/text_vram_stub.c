@@ -37,10 +37,5 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
                                       uform_embeddings_t const *embeddings, uform_status_t *statuses,
                                       uform_outcome_t *outcome) {
     (void)executor, (void)model, (void)texts, (void)lengths, (void)count, (void)embeddings, (void)statuses;
-    uform_status_t status = uform_fail(uform_status_unsupported_k, "uform_encode_texts: a build without CUDA");
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
-    return status;
+    return uform_outcome_refuse(outcome, uform_fail(uform_status_unsupported_k, "uform_encode_texts: a build without CUDA"));
 }
