@@ -11,7 +11,11 @@
  *    the leader thread (RAM, pool) or by whichever thread polls the devices (VRAM).
  *  - Every host wait (a round's join, a worker between rounds, a ticket, the leader's queue) is
  *    `uform_bell_wait`; `uform_outcome_wait` parks on the outcome with `uform_outcome_park`.
- *    Device waits poll the driver (it has no host-side bell) with the same spin-then-sleep shape.
+ *    Device waits poll the driver (it has no host-side bell) with the same spin-then-sleep shape;
+ *    waits on NCCL's asynchronous errors (the mesh) and on other processes' files (the rendezvous's
+ *    blob) are `uform_poll_until`, the one poll-with-deadline loop.
+ *  - A call refused before it reaches an executor (a verb's argument checks, a mesh's) finishes its
+ *    outcome with `uform_outcome_refuse`, as `uform_executor_call` does its own refusals.
  *  - `uform_executor_drain` and `uform_executor_free` (executor.c) settle the backend, then apply
  *    the mood: one drain for every kind.
  */

@@ -1,7 +1,10 @@
 /**
  *  @file   mesh.c
- *  @brief  Meshes: bootstrap (rendezvous, then NCCL), describe, all-reduce as an executor call,
- *          the watchdog that turns a lost peer into PEER_LOST, and freeing.
+ *  @brief  Meshes: bootstrap (rendezvous, then NCCL), describe and freeing here; the design of
+ *          the whole below. The other files, by concern: mesh_comms.c (NCCL statuses, aborts, the
+ *          guard thread, settling), mesh_reduce.c (the all-reduce as an executor call and the
+ *          watchdog that turns a lost peer into PEER_LOST), mesh_device.c (events and host staging;
+ *          mesh_device_stub.c without CUDA), mesh_shape.c (the description from the facts).
  *
  *  Decisions (uform.h states the contract; this is how it is kept):
  *
@@ -54,7 +57,7 @@
  *    On blocking communicators `ncclGroupEnd` returns once the work is enqueued (NCCL connects
  *    peers lazily on a first collective, inside it); a lost peer can keep it from returning, where
  *    neither the caller nor the executor's watchdog can act, so the mesh's guard thread (see
- *    mesh_guard) aborts the communicators once it has run past the timeout, which releases it: the
+ *    mesh_guard in mesh_comms.c) aborts the communicators once it has run past the timeout, which releases it: the
  *    call fails with PEER_LOST. On non-blocking communicators (NCCL before 2.18), should
  *    `ncclGroupEnd` report work still in progress, the callback polls the communicators until it
  *    is enqueued, bounded like everything by the timeout.
@@ -65,7 +68,8 @@
  *    The mesh stays aborted: later all-reduces fail at once; free it and bootstrap again. Work
  *    queued ahead of a collective counts towards its time: raise `timeout_seconds` for kernels
  *    running longer than it.
- *  - One mesh per executor: the watchdog slot is the executor's.
+ *  - One mesh per executor: the watchdog slot is the executor's, and the mesh binds itself to the
+ *    executor through the executor's own attachment (executor.c `uform_executor_attach`): no list.
  *
  *  Free: waits for the executor's calls (the watchdog bounds that), removes the watchdog, finalises
  *  the blocking children in one group (the guard bounds it) and destroys them, then the
