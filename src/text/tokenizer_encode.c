@@ -48,6 +48,21 @@ static size_t lead_through(uint32_t const *in, size_t lead, uform_normal_form_t 
     return compose ? (n > 0) : n;
 }
 
+/** Lower-cases the `*n` code points of `s->a` as `tokenizers` does (one may become up to three),
+ *  mapping the lead through; false when out of memory. */
+static bool lowercase(uform_scratch_t *s, size_t *n) {
+    if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, *n * 3 + 1)) return false;
+    size_t w = 0, new_lead = 0;
+    bool lead_done = false;
+    for (size_t i = 0; i < *n; i++) {
+        LEAD_MARK(i);
+        w += uform_hf_lower(s->a[i], s->b + w);
+    }
+    LEAD_END();
+    swap_buffers(s), *n = w;
+    return true;
+}
+
 static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *count) {
     size_t n = *count, w = 0, new_lead = 0;
     bool lead_done = false;
@@ -86,16 +101,7 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
             LEAD_END();
             swap_buffers(s), n = w;
         }
-        if (step->lowercase) {
-            if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, n * 3 + 1)) return OOM();
-            w = 0;
-            for (size_t i = 0; i < n; i++) {
-                LEAD_MARK(i);
-                w += uform_hf_lower(s->a[i], s->b + w);
-            }
-            LEAD_END();
-            swap_buffers(s), n = w;
-        }
+        if (step->lowercase && !lowercase(s, &n)) return OOM();
         break;
     }
     case step_nfd_k: case step_nfkd_k: case step_nfc_k: case step_nfkc_k: {
@@ -110,13 +116,7 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         break;
     }
     case step_lowercase_k:
-        if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, n * 3 + 1)) return OOM();
-        for (size_t i = 0; i < n; i++) {
-            LEAD_MARK(i);
-            w += uform_hf_lower(s->a[i], s->b + w);
-        }
-        LEAD_END();
-        swap_buffers(s), n = w;
+        if (!lowercase(s, &n)) return OOM();
         break;
     case step_strip_accents_k:
         for (size_t i = 0; i < n; i++) {
