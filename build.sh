@@ -95,6 +95,8 @@ fi
 configure=(cmake -S . -B "$build_dir")
 [[ -f $build_dir/CMakeCache.txt ]] || configure+=(-G Ninja)
 if [[ -n ${UFORM_SANITIZE:-} ]]; then configure+=("-DUFORM_SANITIZE=$UFORM_SANITIZE"); fi
+# Developer and CI builds treat warnings as errors (UFORM_CMAKE_ARGS=-DUFORM_WARNINGS_AS_ERRORS=OFF opts out).
+configure+=(-DUFORM_WARNINGS_AS_ERRORS=ON)
 # Extra CMake arguments, split on spaces (for instance -DUFORM_WITH_CUDA=OFF).
 if [[ -n ${UFORM_CMAKE_ARGS:-} ]]; then read -r -a extra <<<"$UFORM_CMAKE_ARGS" && configure+=("${extra[@]}"); fi
 "${configure[@]}"

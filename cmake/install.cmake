@@ -15,32 +15,8 @@ set(UFORM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/uform CACHE STRING
     "Where uformConfig.cmake goes, relative to the prefix")
 mark_as_advanced(UFORM_INSTALL_CMAKEDIR)
 
-# The archive's private dependencies reach static consumers through its INTERFACE_LINK_LIBRARIES.
-# libnuma, libcjson, libutf8proc, libdnnl, libjpeg and libspng are absolute paths of this build machine
-# there; the installed package names them `numa`, `cjson`, `utf8proc`, `dnnl`, `jpeg` and `spng` instead,
-# so a consumer links its own machine's.
-get_target_property(_uform_static_interface uform_static INTERFACE_LINK_LIBRARIES)
-if(_uform_static_interface)
-  set(_uform_static_exported "")
-  foreach(_item IN LISTS _uform_static_interface)
-    set(_uform_exported_name "")
-    foreach(_dep numa:NUMA_LIBRARY cjson:CJSON_LIBRARY utf8proc:UTF8PROC_LIBRARY dnnl:DNNL_LIBRARY jpeg:JPEG_LIBRARY spng:SPNG_LIBRARY)
-      string(REPLACE ":" ";" _dep "${_dep}")
-      list(GET _dep 0 _dep_name)
-      list(GET _dep 1 _dep_variable)
-      if(_item STREQUAL ${_dep_variable} OR _item STREQUAL "$<LINK_ONLY:${${_dep_variable}}>")
-        set(_uform_exported_name ${_dep_name})
-      endif()
-    endforeach()
-    if(_uform_exported_name)
-      list(APPEND _uform_static_exported "$<BUILD_INTERFACE:${_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:${_uform_exported_name}>>")
-    else()
-      list(APPEND _uform_static_exported "${_item}")
-    endif()
-  endforeach()
-  set_target_properties(uform_static PROPERTIES INTERFACE_LINK_LIBRARIES "${_uform_static_exported}")
-endif()
-
+# The archive's private dependencies reach static consumers through its INTERFACE_LINK_LIBRARIES as
+# imported targets (`numa::numa`, ...; see CMakeLists.txt), which uformConfig.cmake defines again.
 install(TARGETS uform uform_static EXPORT uformTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -11,7 +11,11 @@
  *    the leader thread (RAM, pool) or by whichever thread polls the devices (VRAM).
  *  - Every host wait (a round's join, a worker between rounds, a ticket, the leader's queue) is
  *    `uform_bell_wait`; `uform_outcome_wait` parks on the outcome with `uform_outcome_park`.
- *    Device waits poll the driver (it has no host-side bell) with the same spin-then-sleep shape.
+ *    Device waits poll the driver (it has no host-side bell) with the same spin-then-sleep shape;
+ *    waits on NCCL's asynchronous errors (the mesh) and on other processes' files (the rendezvous's
+ *    blob) are `uform_poll_until`, the one poll-with-deadline loop.
+ *  - A call refused before it reaches an executor (a verb's argument checks, a mesh's) finishes its
+ *    outcome with `uform_outcome_refuse`, as `uform_executor_call` does its own refusals.
  *  - `uform_executor_drain` and `uform_executor_free` (executor.c) settle the backend, then apply
  *    the mood: one drain for every kind.
  */
@@ -97,6 +101,14 @@ void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char 
     uform_outcome_settle(outcome, status, message, true);
 }
 
+uform_status_t uform_outcome_refuse(uform_outcome_t *outcome, uform_status_t status) {
+    if (outcome) {
+        uform_outcome_begin(outcome, NULL);
+        uform_outcome_finish(outcome, status, status == uform_status_ok_k ? "" : uform_error_message());
+    }
+    return status;
+}
+
 void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout) {
     uform_futex_wait(&outcome->finished, 0u, timeout);
 }
@@ -140,4 +152,31 @@ void uform_bell_park(uform_bell_t *bell, bool (*ready)(void *), void *context, u
         if (spin->adaptive) spin->budget = uform_adapt_spins(spin->budget, uform_now_seconds() - parked_at);
     }
     atomic_fetch_sub_explicit(&bell->sleepers, 1u, memory_order_seq_cst);
+}
+
+/* ---- Polling where there is no bell ---- */
+
+/**
+ *  Waits with nothing to park on: the CUDA driver, NCCL's asynchronous errors and other processes'
+ *  files signal no host word this process could sleep on, so those waits look, then spin (32
+ *  pauses a time) for `spin_seconds`, then sleep from `nap_min` seconds, growing by `growth` up to
+ *  `nap_max`, never past the deadline. Every look comes before the deadline is checked, so a
+ *  condition met at the last moment is not reported as a timeout.
+ */
+uform_status_t uform_poll_until(uform_status_t (*look)(void *context), void *context, double seconds,
+                                uform_poll_backoff_t const *backoff) {
+    double const start = uform_now_seconds();
+    double nap = backoff->nap_min;
+    for (;;) {
+        uform_status_t const status = look(context);
+        if (status != uform_status_pending_k) return status;
+        double const waited = uform_now_seconds() - start;
+        if (seconds >= 0 && waited >= seconds) return uform_status_pending_k;
+        if (waited < backoff->spin_seconds) {
+            for (int spin = 0; spin < 32; ++spin) uform_spin_pause();
+            continue;
+        }
+        uform_sleep_seconds(seconds >= 0 && nap > seconds - waited ? seconds - waited : nap);
+        nap = nap * backoff->growth > backoff->nap_max ? backoff->nap_max : nap * backoff->growth;
+    }
 }

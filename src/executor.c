@@ -18,8 +18,21 @@ void uform_executor_init(uform_executor_t executor, uform_backend_t const *backe
     executor->backend = backend;
     executor->pool = NULL;
     executor->fork_generation = uform_fork_generation();
+    atomic_init(&executor->attachment, NULL);
     executor->description = (uform_executor_description_t) {0};
     executor->description.kind = kind;
+}
+
+bool uform_executor_attach(uform_executor_t executor, void *owner) {
+    void *expected = NULL;
+    return atomic_compare_exchange_strong_explicit(&executor->attachment, &expected, owner, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+void uform_executor_detach(uform_executor_t executor, void *owner) {
+    void *expected = owner;
+    (void)atomic_compare_exchange_strong_explicit(&executor->attachment, &expected, NULL, memory_order_acq_rel,
+                                                  memory_order_relaxed);
 }
 
 void uform_run_inline(uform_call_t const *call) {
@@ -135,10 +148,7 @@ uform_status_t uform_executor_call(uform_executor_t executor, uform_call_t const
     uform_status_t status = uform_executor_call_checked(executor, call, outcome);
     // A deferred call refused before it was queued finishes its outcome with the same status, so
     // an outcome handed to a failing call never stays pending.
-    if (UFORM_UNLIKELY(status != uform_status_ok_k) && outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
+    if (UFORM_UNLIKELY(status != uform_status_ok_k)) return uform_outcome_refuse(outcome, status);
     return status;
 }
 

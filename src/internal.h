@@ -64,7 +64,6 @@ uint64_t uform_fork_generation(void);
  */
 typedef enum uform_global_lock_t {
     uform_global_lock_pools_k,  /**< The table of pool gates (host.c). */
-    uform_global_lock_meshes_k, /**< The list of live meshes (mesh.c). */
     uform_global_lock_arenas_k, /**< The pool of activation arenas (kernels/arena.c). */
     uform_global_lock_matmul_k, /**< The cache of matmul primitives (kernels/gemm.c). */
     uform_global_locks_count_k,
@@ -142,6 +141,10 @@ void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
 void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake);
 /** @brief `uform_outcome_settle` with the wake-up: what every host path uses. */
 void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
+/** @brief A call refused before it reached an executor: finishes `outcome` (may be NULL) at once with
+ *  `status` and the thread's message (empty for OK), as `uform_executor_call` finishes the outcome of
+ *  a call it refuses, so an outcome handed to a failing call never stays pending; returns `status`. */
+uform_status_t uform_outcome_refuse(uform_outcome_t *outcome, uform_status_t status);
 
 /** @brief Parks the calling thread on the outcome's `finished` word while it is zero, up to
  *  `timeout` (NULL: forever); spurious returns are possible, callers loop. */
@@ -242,6 +245,21 @@ static inline void uform_bell_wait(uform_bell_t *bell, bool (*ready)(void *), vo
     }
 }
 
+/** @brief How `uform_poll_until` waits between looks: spin `spin_seconds` first, then sleep from
+ *  `nap_min` seconds, each sleep `growth` times the last, up to `nap_max`. */
+typedef struct uform_poll_backoff_t {
+    double spin_seconds, nap_min, nap_max, growth;
+} uform_poll_backoff_t;
+
+/**
+ *  @brief The one poll-with-deadline wait, for conditions no bell word announces (NCCL's
+ *  asynchronous errors, other processes' files): calls `look(context)` until it returns anything but
+ *  PENDING and returns that; returns PENDING, setting no message, once `seconds` (negative: never)
+ *  passed since the first look. `look` runs its own periodic checks (the peers' files) by the clock.
+ */
+uform_status_t uform_poll_until(uform_status_t (*look)(void *context), void *context, double seconds,
+                                uform_poll_backoff_t const *backoff);
+
 
 /* ---- CPU classes (cpu.c) ---- */
 
@@ -288,9 +306,22 @@ struct uform_executor_s {
     void const *pool;                         /**< The borrowed ForkUnion pool; NULL unless a pool executor. */
     atomic_uint mood;                         /**< `uform_mood_t` idle workers adopt; set by drains. */
     uint64_t fork_generation;                 /**< `uform_fork_generation()` at construction. */
+    _Atomic(void *) attachment;               /**< The one handle bound to this executor (a mesh), or NULL:
+                                                   `uform_executor_attach`. */
     uform_executor_description_t description; /**< Filled by the backend at construction; its `mood`
                                                    is unused, `mood` above is the live one. */
 };
+
+/**
+ *  @brief The registry of handles bound to executors, kept in the executors themselves: binds `owner`
+ *  (a mesh) to `executor` when none is bound yet, returning true; false when another one is. The
+ *  binding lives until `uform_executor_detach`, which the owner calls before the executor is freed
+ *  (the lifetime rule), so no list, lock or lookup outlives either handle, and a forked child's
+ *  copy is consistent without a fork handler.
+ */
+bool uform_executor_attach(uform_executor_t executor, void *owner);
+/** @brief Unbinds `owner` from `executor` (a no-op when another handle, or none, is bound). */
+void uform_executor_detach(uform_executor_t executor, void *owner);
 
 /** @brief What each executor kind implements. `executor.c` validates arguments, checks forks and
  *  re-entry, takes the gate and checks residency before calling `call`, and drains and frees through

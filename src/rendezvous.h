@@ -151,15 +151,25 @@ typedef struct uform_rendezvous_t uform_rendezvous_t;
 uform_status_t uform_rendezvous_join(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local,
                                      uform_rendezvous_t **rendezvous);
 
-/**
- *  @brief Derives the mesh description from the joined facts: this process's index and GPUs, GPUs
- *  of lower indices, the run's GPUs, the multimem span (the agreed request, else the run's GPUs on
- *  this host, which must be equal on every host), the tier and the class (the one every process
- *  dispatches as). Deterministic over the facts, so every process fails or succeeds alike.
- *  CONFIG_MISMATCH when hosts derive different spans.
- */
-uform_status_t uform_rendezvous_describe(uform_rendezvous_t const *rendezvous,
-                                         uform_mesh_description_t *description);
+/** @brief One process of a joined run, as its facts said, and which host it runs on: the facts the
+ *  mesh derives its shape from (mesh_shape.c). */
+typedef struct uform_rendezvous_peer_t {
+    size_t gpus;                  /**< GPUs it drives. */
+    size_t multimem_span;         /**< `gpus_per_multimem_domain` it asked for; zero derives. */
+    size_t host;                  /**< Its host, numbered from 0 in the order hosts first appear
+                                       (one boot ID, or without boot IDs one host name, per host). */
+    bool multicast_supported;     /**< Every GPU of it reports multicast support. */
+    bool multicast_allowed;       /**< `UFORM_ALLOW_MULTICAST=1` there. */
+    uform_gpu_class_t gpu_class;  /**< The class it dispatches as (every process agreed on it). */
+} uform_rendezvous_peer_t;
+
+/** @brief The joined run's processes in index order (`*peers`, malloc'd: the caller frees it),
+ *  their count and this process's index. OUT_OF_MEMORY, or INVALID_ARGUMENT without a joined run. */
+uform_status_t uform_rendezvous_peers(uform_rendezvous_t const *rendezvous, uform_rendezvous_peer_t **peers,
+                                      size_t *count, size_t *index);
+
+/** @brief Process `process`'s host, quoted for messages. */
+void uform_rendezvous_host_label(uform_rendezvous_t const *rendezvous, size_t process, char *out, size_t capacity);
 
 /**
  *  @brief Process 0 publishes `bytes` under `name`; every other process waits (same timeout, failing
@@ -188,12 +198,6 @@ void uform_rendezvous_publish_failure(uform_rendezvous_t *rendezvous, uform_stat
  *  0's `run` and blobs) where they still carry this run's nonce: only safe once every peer has read
  *  everything, as after NCCL's initialisation. */
 void uform_rendezvous_leave(uform_rendezvous_t *rendezvous, bool remove_files);
-
-/**
- *  @brief The same derivation for a run of one process: span from the request or this process's
- *  GPUs, tier from its facts, class from its facts.
- */
-void uform_rendezvous_describe_alone(uform_rendezvous_facts_t const *local, uform_mesh_description_t *description);
 
 /** @brief Validates mesh options without touching the file system: index below count, directory
  *  and job present with peers, the job 1 to 128 of [A-Za-z0-9._-] and neither "." nor "..", the

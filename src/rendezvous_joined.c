@@ -1,8 +1,8 @@
 /**
  *  @file   rendezvous_joined.c
- *  @brief  A joined run of the directory exchange: its description, the blob process 0 shares,
- *          watching the peers in later stages, publishing a failure, leaving; and the options'
- *          checks. Joining itself is rendezvous.c; the scheme is described in rendezvous.h.
+ *  @brief  A joined run of the directory exchange: the run's facts (which the mesh's shape is
+ *          derived from, in mesh_shape.c), the blob process 0 shares, watching the peers in later
+ *          stages, publishing a failure, leaving; and the options' checks. Joining itself is rendezvous.c; the scheme is described in rendezvous.h.
  */
 #include "rendezvous_private.h"
 
@@ -15,18 +15,7 @@
 #include <string.h>   // `strcmp`
 #include <unistd.h>   // `fsync`
 
-/* ---- Describing ---- */
-
-void uform_rendezvous_describe_alone(uform_rendezvous_facts_t const *local, uform_mesh_description_t *description) {
-    memset(description, 0, sizeof *description);
-    description->gpus_per_host_domain = local->gpus_count;
-    description->gpus_per_colocated_domain = local->gpus_count;
-    description->gpus_per_multimem_domain = local->multimem_span ? local->multimem_span : local->gpus_count;
-    description->multimem_tier = local->multicast_supported && local->multicast_allowed
-                                     ? uform_multimem_tier_switch_reduced_k
-                                     : uform_multimem_tier_peer_read_k;
-    description->gpu_class = local->gpu_class;
-}
+/* ---- The run's facts, for the mesh's shape (mesh_shape.c) ---- */
 
 /** Processes share a host when they share a boot ID (one kernel: one NVLink domain, also across
  *  containers); without boot IDs, when they share a host name. */
@@ -35,61 +24,46 @@ static bool same_host(origin_t const *a, origin_t const *b) {
     return strcmp(a->host, b->host) == 0;
 }
 
-uform_status_t uform_rendezvous_describe(uform_rendezvous_t const *rv, uform_mesh_description_t *description) {
-    if (!rv || !rv->joined || !description)
-        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_describe needs a joined run and an output");
-    peer_t const *peers = rv->peers;
-    uform_mesh_description_t result = {0};
-    result.host_domain_index = rv->index;
-    result.gpus_per_host_domain = peers[rv->index].gpus;
-    bool switch_reduced = true;
+uform_status_t uform_rendezvous_peers(uform_rendezvous_t const *rv, uform_rendezvous_peer_t **peers, size_t *count,
+                                      size_t *index) {
+    if (!rv || !rv->joined || !peers || !count || !index)
+        return uform_fail(uform_status_invalid_argument_k, "uform_rendezvous_peers needs a joined run and outputs");
+    // Hosts are few: each origin is mapped to the first origin on its host, and hosts are numbered
+    // in the order their first process appears.
+    uform_rendezvous_peer_t *result = calloc(rv->count, sizeof *result);
+    uint32_t *host = malloc(rv->origins_count * sizeof *host);
+    size_t *number = malloc(rv->origins_count * sizeof *number);
+    if (!result || !host || !number) {
+        free(result), free(host), free(number);
+        return uform_fail(uform_status_out_of_memory_k, "out of memory describing a mesh");
+    }
+    for (uint32_t o = 0; o < rv->origins_count; ++o) {
+        host[o] = o, number[o] = SIZE_MAX;
+        for (uint32_t earlier = 0; earlier < o && host[o] == o; ++earlier)
+            if (host[earlier] == earlier && same_host(&rv->origins[o], &rv->origins[earlier])) host[o] = earlier;
+    }
+    size_t hosts = 0;
     for (size_t i = 0; i < rv->count; ++i) {
-        result.gpus_per_colocated_domain += peers[i].gpus;
-        if (i < rv->index) result.first_gpu_index += peers[i].gpus;
-        switch_reduced = switch_reduced && (peers[i].flags & flag_multicast_supported_k) &&
-                         (peers[i].flags & flag_multicast_allowed_k);
+        peer_t const *peer = &rv->peers[i];
+        uint32_t const h = host[peer->origin];
+        if (number[h] == SIZE_MAX) number[h] = hosts++;
+        result[i] = (uform_rendezvous_peer_t) {
+            .gpus = peer->gpus,
+            .multimem_span = (size_t)peer->span,
+            .host = number[h],
+            .multicast_supported = (peer->flags & flag_multicast_supported_k) != 0,
+            .multicast_allowed = (peer->flags & flag_multicast_allowed_k) != 0,
+            .gpu_class = (uform_gpu_class_t)peer->gpu_class,
+        };
     }
-    if (peers[0].span) result.gpus_per_multimem_domain = peers[0].span;
-    else {
-        // Derived: the run's GPUs on each host, which must be the same number on every host. Hosts
-        // are few: each origin is mapped to the first origin on its host.
-        size_t *gpus = calloc(rv->origins_count, sizeof *gpus), *first = calloc(rv->origins_count, sizeof *first);
-        uint32_t *host = malloc(rv->origins_count * sizeof *host);
-        if (!gpus || !first || !host) {
-            free(gpus), free(first), free(host);
-            return uform_fail(uform_status_out_of_memory_k, "out of memory describing a mesh");
-        }
-        for (uint32_t o = 0; o < rv->origins_count; ++o) {
-            host[o] = o;
-            for (uint32_t earlier = 0; earlier < o && host[o] == o; ++earlier)
-                if (host[earlier] == earlier && same_host(&rv->origins[o], &rv->origins[earlier])) host[o] = earlier;
-        }
-        for (size_t i = rv->count; i-- > 0;) gpus[host[peers[i].origin]] += peers[i].gpus, first[host[peers[i].origin]] = i;
-        size_t reference = gpus[host[peers[0].origin]];
-        uform_status_t status = uform_status_ok_k;
-        for (size_t i = 0; i < rv->count && status == uform_status_ok_k; ++i) {
-            uint32_t h = host[peers[i].origin];
-            if (first[h] != i || gpus[h] == reference) continue;
-            char a[160], b[160];
-            rv_quoted_host(rv, peers[0].origin, a, sizeof a);
-            rv_quoted_host(rv, peers[i].origin, b, sizeof b);
-            status = uform_fail(uform_status_config_mismatch_k,
-                                "mesh hosts hold different numbers of the run's GPUs, so gpus_per_multimem_domain "
-                                "cannot be derived: host %s (process 0) has %zu, host %s (process %zu) has %zu; set it "
-                                "explicitly",
-                                a, reference, b, i, gpus[h]);
-        }
-        free(gpus), free(first), free(host);
-        if (status != uform_status_ok_k) {
-            memset(description, 0, sizeof *description);
-            return status;
-        }
-        result.gpus_per_multimem_domain = reference;
-    }
-    result.multimem_tier = switch_reduced ? uform_multimem_tier_switch_reduced_k : uform_multimem_tier_peer_read_k;
-    result.gpu_class = (uform_gpu_class_t)peers[0].gpu_class; // every process dispatches as it (agreement)
-    *description = result;
+    free(host), free(number);
+    *peers = result, *count = rv->count, *index = rv->index;
     return uform_status_ok_k;
+}
+
+void uform_rendezvous_host_label(uform_rendezvous_t const *rv, size_t process, char *out, size_t capacity) {
+    if (!rv || process >= rv->count) snprintf(out, capacity, "\"?\"");
+    else rv_quoted_host(rv, rv->peers[process].origin, out, capacity);
 }
 
 /* ---- After joining ---- */
@@ -111,6 +85,61 @@ uform_status_t uform_rendezvous_watch(uform_rendezvous_t *rv) {
         status = uform_fail(uform_status_peer_lost_k, "%s", message);
     }
     return status;
+}
+
+/** A blob being waited for (not process 0). */
+typedef struct blob_wait_t {
+    uform_rendezvous_t *rv;
+    char const *file, *name;
+    void *bytes;
+    size_t size;
+    double next_watch;
+} blob_wait_t;
+
+/** One look for the blob: OK once read, PENDING while absent, else why not; the peers' files are
+ *  watched every 10 ms (a peer that failed or died ends the wait). */
+static uform_status_t blob_look(void *context) {
+    blob_wait_t *wait = context;
+    uform_rendezvous_t *rv = wait->rv;
+    char const *file = wait->file, *name = wait->name;
+    size_t const size = wait->size;
+    struct stat st;
+    rv_record_t record;
+    rv_load_t load;
+    uform_status_t status = rv_load(&rv->dir, file, &st, &record, &load);
+    if (status != uform_status_ok_k) return status;
+    if (load == rv_other_version_k && record.nonce == rv->nonce)
+        return rv_corrupt(&rv->dir, file, "is of format version %u; this library reads and writes version %u",
+                          record.version, UFORM_RENDEZVOUS_FORMAT);
+    if (load == rv_loaded_k && record.nonce == rv->nonce) {
+        static char const *const keys[] = {"size", "bytes", NULL};
+        char bad[200];
+        uint64_t declared = 0;
+        char const *hex = rv_record_get(&record, "bytes");
+        if (strcmp(record.kind, "blob") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
+            !rv_field(&record, "size", 1, UFORM_RENDEZVOUS_BLOB_LIMIT, &declared, bad, sizeof bad) ||
+            strlen(hex) != declared * 2)
+            return rv_corrupt(&rv->dir, file, "is garbage");
+        if (declared != size)
+            return rv_corrupt(&rv->dir, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
+        for (size_t i = 0; i < size; ++i) {
+            uint64_t byte;
+            char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+            if (!rv_parse_hex(pair, &byte)) return rv_corrupt(&rv->dir, file, "is garbage (bad hex)");
+            ((unsigned char *)wait->bytes)[i] = (unsigned char)byte;
+        }
+        return uform_status_ok_k;
+    }
+    if (uform_now_seconds() >= wait->next_watch) { // a peer that failed or died ends the wait
+        wait->next_watch = uform_now_seconds() + 0.01;
+        if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
+            char message[512];
+            snprintf(message, sizeof message, "%s", uform_error_message());
+            return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
+                              "%s (waiting for blob '%s')", message, name);
+        }
+    }
+    return uform_status_pending_k;
 }
 
 uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *name, void *bytes, size_t size) {
@@ -141,54 +170,15 @@ uform_status_t uform_rendezvous_share_blob(uform_rendezvous_t *rv, char const *n
                 rv->blob_keys[rv->blob_count++] = key;
         return status;
     }
-    double start = uform_now_seconds(), interval = 0.001, next_watch = 0;
-    for (;;) {
-        struct stat st;
-        rv_record_t record;
-        rv_load_t load;
-        uform_status_t status = rv_load(&rv->dir, file, &st, &record, &load);
-        if (status != uform_status_ok_k) return status;
-        if (load == rv_other_version_k && record.nonce == rv->nonce)
-            return rv_corrupt(&rv->dir, file, "is of format version %u; this library reads and writes version %u",
-                              record.version, UFORM_RENDEZVOUS_FORMAT);
-        if (load == rv_loaded_k && record.nonce == rv->nonce) {
-            static char const *const keys[] = {"size", "bytes", NULL};
-            char bad[200];
-            uint64_t declared = 0;
-            char const *hex = rv_record_get(&record, "bytes");
-            if (strcmp(record.kind, "blob") != 0 || !rv_record_keys(&record, keys, bad, sizeof bad) ||
-                !rv_field(&record, "size", 1, UFORM_RENDEZVOUS_BLOB_LIMIT, &declared, bad, sizeof bad) ||
-                strlen(hex) != declared * 2)
-                return rv_corrupt(&rv->dir, file, "is garbage");
-            if (declared != size)
-                return rv_corrupt(&rv->dir, file, "holds %" PRIu64 " bytes, this process expects %zu", declared, size);
-            for (size_t i = 0; i < size; ++i) {
-                uint64_t byte;
-                char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
-                if (!rv_parse_hex(pair, &byte)) return rv_corrupt(&rv->dir, file, "is garbage (bad hex)");
-                ((unsigned char *)bytes)[i] = (unsigned char)byte;
-            }
-            return uform_status_ok_k;
-        }
-        if (uform_now_seconds() >= next_watch) { // a peer that failed or died ends the wait
-            next_watch = uform_now_seconds() + 0.01;
-            if ((status = uform_rendezvous_watch(rv)) != uform_status_ok_k) {
-                char message[512];
-                snprintf(message, sizeof message, "%s", uform_error_message());
-                return uform_fail(status == uform_status_peer_lost_k ? uform_status_timeout_k : status,
-                                  "%s (waiting for blob '%s')", message, name);
-            }
-        }
-        if (uform_now_seconds() - start >= rv->timeout) {
-            char host[160];
-            rv_quoted_host(rv, rv->peers[0].origin, host, sizeof host);
-            return uform_fail(uform_status_timeout_k,
-                              "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
-                              rv->dir.path, host, rv->peers[0].pid, name, rv->timeout);
-        }
-        uform_sleep_seconds(interval);
-        interval = interval * 1.5 > 0.01 ? 0.01 : interval * 1.5;
-    }
+    blob_wait_t wait = {.rv = rv, .file = file, .name = name, .bytes = bytes, .size = size};
+    static uform_poll_backoff_t const backoff = {.spin_seconds = 0, .nap_min = 0.001, .nap_max = 0.01, .growth = 1.5};
+    uform_status_t status = uform_poll_until(blob_look, &wait, rv->timeout, &backoff);
+    if (status != uform_status_pending_k) return status;
+    char host[160];
+    rv_quoted_host(rv, rv->peers[0].origin, host, sizeof host);
+    return uform_fail(uform_status_timeout_k,
+                      "mesh '%.200s': process 0 (host %s, pid %" PRId64 ") did not share '%s' within %g s",
+                      rv->dir.path, host, rv->peers[0].pid, name, rv->timeout);
 }
 
 void uform_rendezvous_publish_failure(uform_rendezvous_t *rv, uform_status_t status, char const *message) {

@@ -766,6 +766,43 @@ static void test_lifecycle_storm(size_t threads) {
     CHECK(completed == 133);
 }
 
+/** What `poll_look` returns: PENDING `pending` times, then `final`; counts its calls. */
+typedef struct poll_probe_t {
+    unsigned pending, calls;
+    uform_status_t final;
+} poll_probe_t;
+
+static uform_status_t poll_look(void *context) {
+    poll_probe_t *probe = context;
+    ++probe->calls;
+    if (probe->pending) {
+        --probe->pending;
+        return uform_status_pending_k;
+    }
+    return probe->final == uform_status_ok_k ? uform_status_ok_k : uform_fail(probe->final, "poll probe failed");
+}
+
+/** completion.c's poll-with-deadline wait: the look's own status once it is not PENDING, after as
+ *  many looks as it took; PENDING with no message once the deadline passed (a look comes first). */
+static void test_poll_until(void) {
+    uform_poll_backoff_t const backoff = {.spin_seconds = 1e-4, .nap_min = 1e-5, .nap_max = 1e-3, .growth = 2};
+    poll_probe_t probe = {.pending = 50, .final = uform_status_ok_k};
+    CHECK_STATUS(uform_poll_until(poll_look, &probe, -1, &backoff), uform_status_ok_k);
+    CHECK(probe.calls == 51);
+    probe = (poll_probe_t) {.pending = 3, .final = uform_status_peer_lost_k};
+    CHECK_STATUS(uform_poll_until(poll_look, &probe, 60, &backoff), uform_status_peer_lost_k);
+    CHECK_MESSAGE("poll probe failed");
+    CHECK(probe.calls == 4);
+    uform_clear_error();
+    probe = (poll_probe_t) {.pending = UINT32_MAX, .final = uform_status_ok_k};
+    CHECK_STATUS(uform_poll_until(poll_look, &probe, 0.02, &backoff), uform_status_pending_k);
+    CHECK(probe.calls >= 1);
+    CHECK(uform_error_message()[0] == '\0');
+    probe = (poll_probe_t) {.pending = UINT32_MAX, .final = uform_status_ok_k};
+    CHECK_STATUS(uform_poll_until(poll_look, &probe, 0, &backoff), uform_status_pending_k);
+    CHECK(probe.calls == 1); // a zero timeout looks once
+}
+
 int main(void) {
     size_t cores = allowed_cores();
     size_t threads = cores < 4 ? cores : 4;
@@ -774,6 +811,7 @@ int main(void) {
     test_null_executor();
     test_bad_input();
     test_refused_pin();
+    test_poll_until();
 
     uform_executor_t executor;
     CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &executor), uform_status_ok_k);

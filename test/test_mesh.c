@@ -810,6 +810,17 @@ static void test_fake_driver(void) {
     uform_mesh_t second = NULL;
     CHECK_STATUS(uform_mesh_bootstrap(executor, NULL, &second), uform_status_invalid_argument_k);
     CHECK_MESSAGE("already carries a mesh");
+    CHECK(second == NULL);
+    // The binding is the executor's own: another executor on the same device carries a mesh of its
+    // own meanwhile, and freeing that one leaves the first bound.
+    uform_executor_t other = NULL;
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &other), uform_status_ok_k);
+    uform_mesh_t other_mesh = NULL;
+    if (other) CHECK_STATUS(uform_mesh_bootstrap(other, NULL, &other_mesh), uform_status_ok_k);
+    uform_mesh_free(other_mesh);
+    uform_executor_free(other);
+    CHECK_STATUS(uform_mesh_bootstrap(executor, NULL, &second), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("already carries a mesh");
 
     size_t const count = 4096;
     buffers_t buffers;

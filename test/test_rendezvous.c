@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE // `nftw`
 #include "check.h"
+#include "mesh_shape.h"
 #include "rendezvous_private.h"
 
 #include <sys/resource.h>
@@ -108,7 +109,7 @@ static void child(char const *job, spec_t const *spec, int fd) {
     double start = now();
     result.status = uform_rendezvous_join(&options, &facts, &rv);
     result.join_seconds = now() - start;
-    if (result.status == uform_status_ok_k) result.status = uform_rendezvous_describe(rv, &result.description);
+    if (result.status == uform_status_ok_k) result.status = uform_mesh_shape_of_run(rv, &result.description);
     if (result.status == uform_status_ok_k && !spec->skip_blob) {
         unsigned char blob[128];
         for (size_t i = 0; i < sizeof blob; ++i) blob[i] = spec->index == 0 ? (unsigned char)(i * 7 + 3) : 0;
@@ -282,15 +283,46 @@ static void test_alone(void) {
                                       .gpu_class_pinned = true, .gpu_floor = uform_gpu_class_nvidia_hopper_k,
                                       .multicast_supported = true, .multicast_allowed = true};
     uform_mesh_description_t description;
-    uform_rendezvous_describe_alone(&alone, &description);
+    uform_mesh_shape_alone(&alone, &description);
     CHECK(description.gpus_per_host_domain == 3 && description.gpus_per_colocated_domain == 3);
     CHECK(description.gpus_per_multimem_domain == 3 && description.first_gpu_index == 0);
     CHECK(description.gpu_class == uform_gpu_class_nvidia_ampere_k);
     CHECK(description.multimem_tier == uform_multimem_tier_switch_reduced_k);
     alone.multicast_allowed = false, alone.multimem_span = 8;
-    uform_rendezvous_describe_alone(&alone, &description);
+    uform_mesh_shape_alone(&alone, &description);
     CHECK(description.multimem_tier == uform_multimem_tier_peer_read_k);
     CHECK(description.gpus_per_multimem_domain == 8);
+}
+
+/** The mesh's shape over facts alone (mesh_shape.c), no files: offsets, span, tier, class, and the
+ *  hosts that disagree on their GPU counts. */
+static void test_shape(void) {
+    uform_rendezvous_peer_t peers[4] = {
+        {.gpus = 2, .host = 0, .multicast_supported = true, .multicast_allowed = true,
+         .gpu_class = uform_gpu_class_nvidia_hopper_k},
+        {.gpus = 2, .host = 0, .multicast_supported = true, .multicast_allowed = true},
+        {.gpus = 1, .host = 1, .multicast_supported = true, .multicast_allowed = true},
+        {.gpus = 3, .host = 1, .multicast_supported = true, .multicast_allowed = true},
+    };
+    uform_mesh_description_t description;
+    CHECK_STATUS(uform_mesh_shape(peers, 4, 2, NULL, &description), uform_status_ok_k);
+    CHECK(description.host_domain_index == 2 && description.gpus_per_host_domain == 1);
+    CHECK(description.first_gpu_index == 4 && description.gpus_per_colocated_domain == 8);
+    CHECK(description.gpus_per_multimem_domain == 4); // derived: 4 GPUs on each host
+    CHECK(description.multimem_tier == uform_multimem_tier_switch_reduced_k);
+    CHECK(description.gpu_class == uform_gpu_class_nvidia_hopper_k); // process 0's
+    peers[3].multicast_allowed = false;
+    peers[3].gpus = 2; // host 1 now holds 3, host 0 4: no span can be derived
+    CHECK_STATUS(uform_mesh_shape(peers, 4, 3, NULL, &description), uform_status_config_mismatch_k);
+    CHECK_MESSAGE("cannot be derived");
+    CHECK_MESSAGE("(process 0) has 4");
+    CHECK_MESSAGE("(process 2) has 3");
+    CHECK(description.gpus_per_colocated_domain == 0); // zeroed on failure
+    peers[0].multimem_span = 2; // a given span needs no agreement
+    CHECK_STATUS(uform_mesh_shape(peers, 4, 3, NULL, &description), uform_status_ok_k);
+    CHECK(description.gpus_per_multimem_domain == 2 && description.first_gpu_index == 5);
+    CHECK(description.multimem_tier == uform_multimem_tier_peer_read_k);
+    CHECK_STATUS(uform_mesh_shape(peers, 4, 4, NULL, &description), uform_status_invalid_argument_k);
 }
 
 static void test_two_agree(void) {
@@ -985,6 +1017,7 @@ int main(void) {
     double start = now();
     test_options();
     test_alone();
+    test_shape();
     test_two_agree();
     test_sixteen();
     test_classes_and_tiers();

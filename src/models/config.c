@@ -441,21 +441,11 @@ typedef struct uform_binder_t {
 /** Binds one tensor `name` of shape [rows, cols] (cols only for a vector when `rows` is 0). */
 static uform_status_t uform_bind(uform_binder_t *binder, char const *name, size_t rows, size_t cols, int parameter,
                                  size_t layer, size_t field) {
-    char const *label = binder->index->label ? binder->index->label : "safetensors";
-    uform_safetensor_t const *tensor = uform_safetensors_find(binder->index, name);
-    char expected[64], found[96];
-    if (rows) snprintf(expected, sizeof(expected), "[%zu, %zu]", rows, cols);
-    else snprintf(expected, sizeof(expected), "[%zu]", cols);
-    if (!tensor)
-        return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' of shape %s is missing", label, name, expected);
-    if (!tensor->computable)
-        return uform_fail(uform_status_unsupported_k, "%s: tensor '%s' has dtype %s; only F32, BF16 and F16 are supported",
-                          label, name, tensor->dtype_name);
-    int const matches = rows ? tensor->rank == 2 && tensor->shape[0] == rows && tensor->shape[1] == cols
-                             : tensor->rank == 1 && tensor->shape[0] == cols;
-    if (!matches)
-        return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' should have shape %s, found %s", label, name,
-                          expected, uform_safetensor_shape_string(tensor, found, sizeof(found)));
+    size_t const shape[2] = {rows, cols};
+    uform_safetensor_t const *tensor = NULL;
+    uform_status_t const status = uform_safetensors_expect(binder->index, name, rows ? 2 : 1, rows ? shape : shape + 1,
+                                                           &tensor);
+    if (status != uform_status_ok_k) return status;
     binder->bindings[binder->count++] = (uform_text_binding_t){
         .source = tensor, .rows = rows ? rows : 1, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
     return uform_status_ok_k;

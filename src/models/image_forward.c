@@ -455,14 +455,6 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
 
 /* ---- Submission ---- */
 
-static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
-    return status;
-}
-
 static int32_t node_of_thread(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
     if (kind != uform_executor_kind_ram_k) return -1;
     int32_t core = -1, node = -1;
@@ -498,30 +490,30 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
                                   uform_status_t *statuses, uform_outcome_t *outcome) {
     uform_image_tower_t const *tower0 = uform_model_image_replica(model, -1);
     uform_status_t status = check_embeddings(tower0, embeddings, count);
-    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     uform_executor_description_t description;
     status = uform_executor_describe(executor, &description);
-    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     size_t threads = description.threads_count ? description.threads_count : 1;
     uform_cpu_class_t cpu_class = description.cpu_class;
     if (cpu_class == uform_cpu_class_unknown_k && (status = uform_cpu_detect(&cpu_class, NULL)) != uform_status_ok_k)
-        return refuse(outcome, status);
+        return uform_outcome_refuse(outcome, status);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = node_of_thread(executor, description.kind, t);
         if (node < 0) continue;
         int covered = 0;
         for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes[r] == node;
         if (!covered)
-            return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
-                                              "uform_encode_images: the executor's thread %zu runs on NUMA node %d, which "
-                                              "holds no replica of the model; open the model with that node among its "
-                                              "ram.memory_domains",
-                                              t, (int)node));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+                                                            "uform_encode_images: the executor's thread %zu runs on NUMA node %d, which "
+                                                            "holds no replica of the model; open the model with that node among its "
+                                                            "ram.memory_domains",
+                                                            t, (int)node));
     }
 
     uform_image_config_t const *c = &tower0->config;
     image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
-    if (!job) return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_images: no memory for the job"));
+    if (!job) return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_images: no memory for the job"));
     job->model = model;
     job->tower0 = tower0;
     job->out = *embeddings;
@@ -589,8 +581,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     free(group_threads), free(group_of), free(sorted), free(costs);
     if (!lists_ok) {
         job_free(job);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_images: no memory for %zu images",
-                                          count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "uform_encode_images: no memory for %zu images",
+                                                        count));
     }
     if (count) memcpy(job->images, images, count * sizeof(uform_image_t));
     size_t depth = 3 * c->patch_size * c->patch_size;
@@ -604,9 +596,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         group->arena = uform_arena_take(floats * sizeof(float) + 64 * 10, group->node, &group->arena_bytes);
         if (!group->arena) {
             job_free(job);
-            return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
-                                              "uform_encode_images: no memory for %zu images (%zu bytes of activations)",
-                                              count, floats * sizeof(float)));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                                            "uform_encode_images: no memory for %zu images (%zu bytes of activations)",
+                                                            count, floats * sizeof(float)));
         }
         group->patches = (float *)group->arena;
         group->x = group->patches + n * c->patches * depth;
@@ -635,8 +627,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         job->per_thread[t].scratch = uform_arena_take(scratch_bytes, node, &job->per_thread[t].scratch_bytes);
         if (!job->per_thread[t].scratch) {
             job_free(job);
-            return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
-                                              "uform_encode_images: no memory for thread %zu's scratch", t));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                                            "uform_encode_images: no memory for thread %zu's scratch", t));
         }
     }
 
@@ -649,7 +641,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
                 char message[256];
                 snprintf(message, sizeof message, "%s", uform_error_message());
                 job_free(job);
-                return refuse(outcome, uform_fail(status, "uform_encode_images: image %zu: %s", i, message));
+                return uform_outcome_refuse(outcome, uform_fail(status, "uform_encode_images: image %zu: %s", i, message));
             }
         }
         job->predecoded = 1;

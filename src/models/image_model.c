@@ -150,23 +150,9 @@ typedef struct image_binder_t {
 /** Binds `name` whose shape must be `shape[0 .. rank)`, held as [rows][cols]. */
 static uform_status_t bind(image_binder_t *binder, char const *name, size_t rank, size_t const *shape, size_t rows,
                            size_t cols, int parameter, size_t layer, size_t field) {
-    char const *label = binder->index->label ? binder->index->label : "safetensors";
-    uform_safetensor_t const *tensor = uform_safetensors_find(binder->index, name);
-    char expected[96] = "[", found[96];
-    for (size_t i = 0; i < rank; ++i) {
-        size_t const used = strlen(expected);
-        snprintf(expected + used, sizeof(expected) - used, "%s%zu", i ? ", " : "", shape[i]);
-    }
-    strncat(expected, "]", sizeof(expected) - strlen(expected) - 1);
-    if (!tensor) return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' of shape %s is missing", label, name, expected);
-    if (!tensor->computable)
-        return uform_fail(uform_status_unsupported_k, "%s: tensor '%s' has dtype %s; only F32, BF16 and F16 are supported",
-                          label, name, tensor->dtype_name);
-    int matches = tensor->rank == rank;
-    for (size_t i = 0; matches && i < rank; ++i) matches = tensor->shape[i] == shape[i];
-    if (!matches)
-        return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' should have shape %s, found %s", label, name,
-                          expected, uform_safetensor_shape_string(tensor, found, sizeof(found)));
+    uform_safetensor_t const *tensor = NULL;
+    uform_status_t const status = uform_safetensors_expect(binder->index, name, rank, shape, &tensor);
+    if (status != uform_status_ok_k) return status;
     binder->bindings[binder->count++] =
         (image_binding_t){.source = tensor, .rows = rows, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
     return uform_status_ok_k;

@@ -307,3 +307,26 @@ uform_safetensor_t const *uform_safetensors_find(uform_safetensors_t const *inde
     return (uform_safetensor_t const *)bsearch(&key, index->tensors, index->count, sizeof(uform_safetensor_t),
                                                uform_compare_names);
 }
+
+uform_status_t uform_safetensors_expect(uform_safetensors_t const *index, char const *name, size_t rank,
+                                        size_t const *shape, uform_safetensor_t const **tensor) {
+    char const *label = index->label ? index->label : "safetensors";
+    uform_safetensor_t const *found = uform_safetensors_find(index, name);
+    char expected[96] = "[", actual[96];
+    for (size_t i = 0; i < rank; ++i) {
+        size_t const used = strlen(expected);
+        snprintf(expected + used, sizeof(expected) - used, "%s%zu", i ? ", " : "", shape[i]);
+    }
+    strncat(expected, "]", sizeof(expected) - strlen(expected) - 1);
+    if (!found) return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' of shape %s is missing", label, name, expected);
+    if (!found->computable)
+        return uform_fail(uform_status_unsupported_k, "%s: tensor '%s' has dtype %s; only F32, BF16 and F16 are supported",
+                          label, name, found->dtype_name);
+    int matches = found->rank == rank;
+    for (size_t i = 0; matches && i < rank; ++i) matches = found->shape[i] == shape[i];
+    if (!matches)
+        return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' should have shape %s, found %s", label, name,
+                          expected, uform_safetensor_shape_string(found, actual, sizeof(actual)));
+    *tensor = found;
+    return uform_status_ok_k;
+}

@@ -65,6 +65,15 @@ void uform_safetensors_close(uform_safetensors_t *index);
 /** @brief The tensor named `name`, or NULL. */
 uform_safetensor_t const *uform_safetensors_find(uform_safetensors_t const *index, char const *name);
 
+/**
+ *  @brief The tensor `name` of shape `shape[0 .. rank)` in a dtype the engine computes with (F32,
+ *  BF16, F16), into `*tensor`: CORRUPT_FILE when it is missing or of another shape, UNSUPPORTED for
+ *  another dtype, each message naming the file, the tensor and the shapes. What every tower's binder
+ *  checks before it records where a tensor goes.
+ */
+uform_status_t uform_safetensors_expect(uform_safetensors_t const *index, char const *name, size_t rank,
+                                        size_t const *shape, uform_safetensor_t const **tensor);
+
 /** @brief Writes "[a, b]" into `buffer`. */
 char const *uform_safetensor_shape_string(uform_safetensor_t const *tensor, char *buffer, size_t capacity);
 

@@ -107,6 +107,20 @@ static uform_status_t emit_unknown(uform_unigram_t const *model, char const *pie
     return uform_status_ok_k;
 }
 
+/** `emit_unknown` for the backward walk: byte fallback emits in forward order, so the run's ids are
+ *  reversed here to stay forward after the walk's final reversal. */
+static uform_status_t emit_unknown_backwards(uform_unigram_t const *model, char const *piece, size_t run_start,
+                                             size_t run_end, uform_ids_t *ids) {
+    size_t const before = ids->count;
+    uform_status_t status = emit_unknown(model, piece, run_start, run_end, ids);
+    if (status != uform_status_ok_k) return status;
+    for (size_t a = before, b = ids->count - 1; before < ids->count && a < b; a++, b--) {
+        int32_t t = ids->data[a];
+        ids->data[a] = ids->data[b], ids->data[b] = t;
+    }
+    return uform_status_ok_k;
+}
+
 uform_status_t uform_unigram_encode(uform_unigram_t const *model, char const *piece, size_t length,
                                     uform_scratch_t *scratch) {
     if (!length) return uform_status_ok_k;
@@ -169,14 +183,8 @@ uform_status_t uform_unigram_encode(uform_unigram_t const *model, char const *pi
             run_start = start;
         } else {
             if (run_end) {
-                size_t before = ids->count;
-                uform_status_t status = emit_unknown(model, piece, run_start, run_end, ids);
+                uform_status_t status = emit_unknown_backwards(model, piece, run_start, run_end, ids);
                 if (status != uform_status_ok_k) return status;
-                // Byte fallback emits in forward order; keep them forward after the final reversal.
-                for (size_t a = before, b = ids->count - 1; a < b; a++, b--) {
-                    int32_t t = ids->data[a];
-                    ids->data[a] = ids->data[b], ids->data[b] = t;
-                }
                 run_end = 0;
             }
             if (!uform_ids_push(ids, id)) return uform_fail(uform_status_out_of_memory_k, "tokenizer: out of memory");
@@ -184,13 +192,8 @@ uform_status_t uform_unigram_encode(uform_unigram_t const *model, char const *pi
         end = start;
     }
     if (run_end) {
-        size_t before = ids->count;
-        uform_status_t status = emit_unknown(model, piece, run_start, run_end, ids);
+        uform_status_t status = emit_unknown_backwards(model, piece, run_start, run_end, ids);
         if (status != uform_status_ok_k) return status;
-        for (size_t a = before, b = ids->count - 1; a < b; a++, b--) {
-            int32_t t = ids->data[a];
-            ids->data[a] = ids->data[b], ids->data[b] = t;
-        }
     }
     for (size_t a = first, b = ids->count ? ids->count - 1 : 0; a < b; a++, b--) {
         int32_t t = ids->data[a];

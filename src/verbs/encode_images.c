@@ -7,38 +7,30 @@
 #include "models/image_forward.h"
 #include "models/model.h"
 
-static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
-    return status;
-}
-
 UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model, uform_image_t const *images,
                                              size_t count, uform_embeddings_t const *embeddings, uform_status_t *statuses,
                                              uform_outcome_t *outcome) {
-    if (!model) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_encode_images: model is NULL"));
+    if (!model) return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_encode_images: model is NULL"));
     if (model->modality != uform_modality_image_k || !model->image_replicas)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_encode_images: the model is a text model; open its image tower"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                        "uform_encode_images: the model is a text model; open its image tower"));
     if (!images && count)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_encode_images: images is NULL for %zu images", count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                        "uform_encode_images: images is NULL for %zu images", count));
     for (size_t i = 0; i < count; ++i)
         if (!images[i].data && (images[i].size || images[i].width))
-            return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                              "uform_encode_images: images[%zu].data is NULL", i));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                            "uform_encode_images: images[%zu].data is NULL", i));
     uform_executor_description_t description;
     uform_status_t status = uform_executor_describe(executor, &description);
-    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     if (model->residency == uform_residency_vram_k)
-        return refuse(outcome, uform_fail(uform_status_unsupported_k,
-                                          "uform_encode_images: encoding with VRAM-resident image models is not "
-                                          "implemented yet; open the model with uform_residency_ram_k"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_unsupported_k,
+                                                        "uform_encode_images: encoding with VRAM-resident image models is not "
+                                                        "implemented yet; open the model with uform_residency_ram_k"));
     if (description.kind == uform_executor_kind_vram_k)
-        return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
-                                          "uform_encode_images: the model is RAM-resident and the executor is a VRAM "
-                                          "executor; use a RAM, pool or NULL executor"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+                                                        "uform_encode_images: the model is RAM-resident and the executor is a VRAM "
+                                                        "executor; use a RAM, pool or NULL executor"));
     return uform_image_encode(executor, model, images, count, embeddings, statuses, outcome);
 }

@@ -19,14 +19,6 @@
 #include <stdlib.h> // `malloc`
 #include <string.h> // `strlen`
 
-static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
-    return status;
-}
-
 /** Where the model's residency and the executor's kind meet, or why they do not. */
 static uform_status_t check_residency(uform_executor_t executor, struct uform_model_s const *model) {
     uform_executor_description_t description;
@@ -54,20 +46,20 @@ static uform_status_t check_residency(uform_executor_t executor, struct uform_mo
 UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_model_t model, char const *const *texts,
                                             size_t const *lengths, size_t count, uform_embeddings_t const *embeddings,
                                             uform_status_t *statuses, uform_outcome_t *outcome) {
-    if (!model) return refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_encode_texts: model is NULL"));
+    if (!model) return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_encode_texts: model is NULL"));
     if (model->modality != uform_modality_text_k || !model->text_replicas || !model->tokenizer)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_encode_texts: the model is an image model; open its text tower"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                        "uform_encode_texts: the model is an image model; open its text tower"));
     if (!texts && count)
-        return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                          "uform_encode_texts: texts is NULL for %zu texts", count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                        "uform_encode_texts: texts is NULL for %zu texts", count));
     for (size_t i = 0; i < count; ++i)
         if (!texts[i] && (!lengths || lengths[i]))
-            return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
-                                              "uform_encode_texts: texts[%zu] is NULL", i));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+                                                            "uform_encode_texts: texts[%zu] is NULL", i));
     uform_status_t status = check_residency(executor, model);
     if (status == uform_status_ok_k) status = uform_text_check_embeddings(model, embeddings, count);
-    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     if (model->residency == uform_residency_vram_k)
         return uform_text_vram_encode(executor, model, texts, lengths, count, embeddings, statuses, outcome);
 
@@ -79,8 +71,8 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
     uform_status_t *items = statuses ? (uform_status_t *)malloc((count ? count : 1) * sizeof(uform_status_t)) : NULL;
     if (!ids || !offsets || (statuses && !items)) {
         free(ids), free(offsets), free(items);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
-                                          "uform_encode_texts: no memory for the tokens of %zu texts", count));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                                        "uform_encode_texts: no memory for the tokens of %zu texts", count));
     }
     offsets[0] = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -88,8 +80,8 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
             int32_t *grown = (int32_t *)realloc(ids, capacity * 2 * sizeof(int32_t));
             if (!grown) {
                 free(ids), free(offsets), free(items);
-                return refuse(outcome, uform_fail(uform_status_out_of_memory_k,
-                                                  "uform_encode_texts: no memory for the tokens of %zu texts", count));
+                return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                                                "uform_encode_texts: no memory for the tokens of %zu texts", count));
             }
             ids = grown, capacity *= 2;
         }
@@ -110,7 +102,7 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
             char message[512];
             snprintf(message, sizeof message, "%s", uform_error_message());
             free(ids), free(offsets), free(items);
-            return refuse(outcome, uform_fail(status, "uform_encode_texts: text %zu: %s", i, message));
+            return uform_outcome_refuse(outcome, uform_fail(status, "uform_encode_texts: text %zu: %s", i, message));
         }
         if (items) items[i] = uform_status_ok_k;
         offsets[i + 1] = offsets[i] + produced;
