@@ -107,7 +107,7 @@ static uform_status_t uform_json_integer(char const *label, char const *section,
 
 static uform_status_t uform_json_extent(char const *label, char const *section, cJSON const *object, char const *key,
                                         int required, size_t fallback, size_t *value) {
-    long long number;
+    long long number = 0;
     uform_status_t const status = uform_json_integer(label, section, object, key, required, (long long)fallback, 1,
                                                      (long long)UFORM_TEXT_MAX_EXTENT, &number);
     if (status == uform_status_ok_k) *value = (size_t)number;
@@ -349,7 +349,7 @@ uform_status_t uform_config_modules(char const *label, void const *root_, uform_
             return uform_fail(uform_status_corrupt_file_k, "%s: module %zu is not a JSON object", label, index);
         char key[32];
         snprintf(key, sizeof(key), "[%zu].", index);
-        char const *type, *path;
+        char const *type = NULL, *path = NULL;
         UFORM_TRY(uform_json_string(label, key, module, "type", NULL, &type));
         UFORM_TRY(uform_json_string(label, key, module, "path", "", &path));
         if (strcmp(type, "sentence_transformers.models.Transformer") == 0) {
@@ -393,11 +393,11 @@ uform_status_t uform_config_pooling(char const *label, void const *root_, uform_
     static char const *const refused[] = {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
                                           "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
-        int on;
+        int on = 0;
         UFORM_TRY(uform_json_bool(label, "", root, refused[i], 0, &on));
         if (on) return uform_fail(uform_status_unsupported_k, "%s: '%s' is not supported (only CLS and mean pooling)", label, refused[i]);
     }
-    int cls, mean;
+    int cls = 0, mean = 0;
     UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_cls_token", 0, &cls));
     UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_mean_tokens", 0, &mean));
     if (cls == mean)
