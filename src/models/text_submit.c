@@ -51,33 +51,24 @@ static int32_t replica_node_of_thread(uform_executor_t executor, uform_executor_
     return node;
 }
 
-/** A refusal before submission finishes the outcome as `uform_executor_call` does its own. */
-static uform_status_t refuse(uform_outcome_t *outcome, uform_status_t status) {
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, status, uform_error_message());
-    }
-    return status;
-}
-
 
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
                                      int32_t const *ids, size_t const *offsets, size_t count,
                                      uform_status_t const *item_statuses, uform_status_t *statuses,
                                      uform_embeddings_t const *embeddings, uform_outcome_t *outcome) {
     uform_status_t status = uform_text_check_embeddings(model, embeddings, count);
-    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     uform_executor_description_t description;
     status = uform_executor_describe(executor, &description);
-    if (status != uform_status_ok_k) return refuse(outcome, status);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     if (description.kind == uform_executor_kind_vram_k)
-        return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
                                           "the model is RAM-resident and the executor is a VRAM executor; "
                                           "encode on a RAM, pool or NULL executor"));
     size_t threads = description.threads_count ? description.threads_count : 1;
     uform_cpu_class_t cpu_class = description.cpu_class;
     if (cpu_class == uform_cpu_class_unknown_k && (status = uform_cpu_detect(&cpu_class, NULL)) != uform_status_ok_k)
-        return refuse(outcome, status);
+        return uform_outcome_refuse(outcome, status);
 
     /* Every node the executor's threads run on must carry a replica. */
     for (size_t t = 0; t < threads; ++t) {
@@ -86,7 +77,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         int covered = 0;
         for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes && model->replica_nodes[r] == node;
         if (!covered)
-            return refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
                                               "the executor's thread %zu runs on NUMA node %d, which holds no replica "
                                               "of the model; open the model with that node among its ram.memory_domains",
                                               t, (int)node));
@@ -94,7 +85,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
 
     uform_text_tower_t const *tower0 = replica_on(model, -1);
     forward_job_t *job = (forward_job_t *)calloc(1, sizeof *job);
-    if (!job) return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+    if (!job) return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
     job->model = model;
     job->out = *embeddings;
     job->out_dimensions = embeddings->dimensions ? embeddings->dimensions : tower0->embedding_dimensions;
@@ -111,7 +102,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         size_t length = offsets[i + 1] - offsets[i];
         if (length == 0 || length > tower0->context) {
             uform_text_job_free(job);
-            return refuse(outcome, uform_fail(uform_status_invalid_argument_k,
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
                                               "text %zu has %zu tokens; expected 1 to %zu (the model's context)", i,
                                               length, tower0->context));
         }
@@ -130,7 +121,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     if (!job->order || !job->offsets || !job->ids || !job->positions || (skips && !job->skipped) ||
         (item_statuses && count && !job->item_statuses)) {
         uform_text_job_free(job);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for %zu tokens", total));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for %zu tokens", total));
     }
     if (job->skipped)
         for (size_t i = 0; i < count; ++i) job->skipped[i] = item_statuses[i] != uform_status_ok_k;
@@ -145,7 +136,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
             size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
             if (id < 0 || (size_t)id >= tower0->word_embeddings.rows || position >= max_position) {
                 uform_text_job_free(job);
-                return refuse(outcome, id < 0 || (size_t)id >= tower0->word_embeddings.rows
+                return uform_outcome_refuse(outcome, id < 0 || (size_t)id >= tower0->word_embeddings.rows
                                            ? uform_fail(uform_status_invalid_argument_k,
                                                         "text %zu: token %zu is id %d; the model's vocabulary has %zu", i,
                                                         t, (int)id, tower0->word_embeddings.rows)
@@ -183,7 +174,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     if (!lists_ok) {
         free(lengths), free(originals), free(group_of), free(sorted), free(group_threads), free(costs);
         uform_text_job_free(job);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
     }
     memset(job->groups, 0, job->groups_count * sizeof(forward_group_t));
     job->longest = longest;
@@ -239,7 +230,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->counters = (atomic_size_t *)aligned_alloc(64, round_up(job->counters_count * sizeof(atomic_size_t), 64));
     if (!job->counters) {
         uform_text_job_free(job);
-        return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the encoding job"));
     }
     for (size_t c = 0; c < job->counters_count; ++c) atomic_init(&job->counters[c], 0);
 
@@ -254,7 +245,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         group->arena = uform_arena_take(floats * sizeof(float) + 64 * 8, group->node, &group->arena_bytes);
         if (!group->arena) {
             uform_text_job_free(job);
-            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the activations of %zu tokens",
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the activations of %zu tokens",
                                               tokens));
         }
         group->x = (float *)group->arena;
@@ -277,7 +268,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         job->per_thread[t].scratch = uform_arena_take(scratch_bytes, node, &job->per_thread[t].scratch_bytes);
         if (!job->per_thread[t].scratch) {
             uform_text_job_free(job);
-            return refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for thread %zu's scratch", t));
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for thread %zu's scratch", t));
         }
     }
     atomic_init(&job->threads_left, threads);
