@@ -91,6 +91,14 @@ size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, s
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch);
 
+/** @brief Attention of `rows` queries over `length` keys in plain loops, for one head: scores
+ *  (`rows` x `length` floats of `scores`) = q k^T x `scale`, softmax by `kernels->softmax_rows`,
+ *  then out = scores v. `q`, `k`, `v` rows are `ld` floats apart, `out` rows `out_ld`; `head` is
+ *  the head's width. The text and image passes use it where the GEMM library refuses a shape. */
+void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, float const *k, float const *v,
+                                size_t ld, float *out, size_t out_ld, size_t rows, size_t length, size_t head,
+                                float scale, float *scores);
+
 /** @brief A barrier between the phases of a forward pass: spins briefly, then sleeps on a futex.
  *  Zero-initialised; every one of `threads` threads calls `uform_phase_barrier_wait` with the same
  *  count, and it is reusable phase after phase. */

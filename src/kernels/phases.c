@@ -125,3 +125,20 @@ size_t uform_forward_group_forced(void) {
     unsigned long threads = strtoul(value, &end, 10);
     return end && *end == 0 ? (size_t)threads : 0;
 }
+
+void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, float const *k, float const *v, size_t ld,
+                           float *out, size_t out_ld, size_t rows, size_t length, size_t head, float scale, float *scores) {
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < length; ++j) {
+            float dot = 0;
+            for (size_t c = 0; c < head; ++c) dot += q[i * ld + c] * k[j * ld + c];
+            scores[i * length + j] = dot * scale;
+        }
+    kernels->softmax_rows(scores, length, rows, length);
+    for (size_t i = 0; i < rows; ++i) {
+        float *o = out + i * out_ld;
+        for (size_t c = 0; c < head; ++c) o[c] = 0;
+        for (size_t j = 0; j < length; ++j)
+            for (size_t c = 0; c < head; ++c) o[c] += scores[i * length + j] * v[j * ld + c];
+    }
+}

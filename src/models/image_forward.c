@@ -209,23 +209,6 @@ static size_t scores_floats(uform_image_config_t const *c) {
     return s * (s > head + 1 ? s : head + 1);
 }
 
-/** Attention of `rows` queries over `length` keys in plain loops: where the library refuses. */
-static void attention_rows(uform_kernels_t const *kernels, float const *q, float const *k, float const *v, size_t ld,
-                           float *out, size_t out_ld, size_t rows, size_t length, size_t head, float scale, float *scores) {
-    for (size_t i = 0; i < rows; ++i)
-        for (size_t j = 0; j < length; ++j) {
-            float dot = 0;
-            for (size_t c = 0; c < head; ++c) dot += q[i * ld + c] * k[j * ld + c];
-            scores[i * length + j] = dot * scale;
-        }
-    kernels->softmax_rows(scores, length, rows, length);
-    for (size_t i = 0; i < rows; ++i) {
-        float *o = out + i * out_ld;
-        for (size_t c = 0; c < head; ++c) o[c] = 0;
-        for (size_t j = 0; j < length; ++j)
-            for (size_t c = 0; c < head; ++c) o[c] += scores[i * length + j] * v[j * ld + c];
-    }
-}
 
 /* ---- The walk ---- */
 
@@ -355,7 +338,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 else if (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
                          (kernels->softmax_rows(scores, S, rows, S),
                           !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
-                    attention_rows(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
+                    uform_attention_rows_plain(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
             }
             barrier(group);
         }
@@ -462,34 +445,13 @@ static int32_t node_of_thread(uform_executor_t executor, uform_executor_kind_t k
     return node;
 }
 
-static uform_status_t check_embeddings(uform_image_tower_t const *tower, uform_embeddings_t const *embeddings, size_t count) {
-    if (!embeddings) return uform_fail(uform_status_invalid_argument_k, "uform_encode_images: embeddings is NULL");
-    if (embeddings->dtype != uform_dtype_f32_k && embeddings->dtype != uform_dtype_bf16_k &&
-        embeddings->dtype != uform_dtype_f16_k)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_encode_images: embeddings.dtype is %d; expected f32 (0), bf16 (1) or f16 (2)",
-                          (int)embeddings->dtype);
-    size_t width = tower->config.embedding_dimensions;
-    size_t dims = embeddings->dimensions ? embeddings->dimensions : width;
-    if (dims > width)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_encode_images: embeddings.dimensions is %zu; the model's embeddings are %zu wide (0 takes all)",
-                          embeddings->dimensions, width);
-    size_t row = dims * dtype_size(embeddings->dtype);
-    if (embeddings->stride && embeddings->stride < row)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "uform_encode_images: embeddings.stride is %zu bytes; a row of %zu values takes %zu (0 packs rows)",
-                          embeddings->stride, dims, row);
-    if (!embeddings->data && count)
-        return uform_fail(uform_status_invalid_argument_k, "uform_encode_images: embeddings.data is NULL for %zu images", count);
-    return uform_status_ok_k;
-}
 
 uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_s const *model,
                                   uform_image_t const *images, size_t count, uform_embeddings_t const *embeddings,
                                   uform_status_t *statuses, uform_outcome_t *outcome) {
     uform_image_tower_t const *tower0 = uform_model_image_replica(model, -1);
-    uform_status_t status = check_embeddings(tower0, embeddings, count);
+    uform_status_t status =
+        uform_embeddings_check("uform_encode_images: ", "images", tower0->config.embedding_dimensions, embeddings, count);
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     uform_executor_description_t description;
     status = uform_executor_describe(executor, &description);

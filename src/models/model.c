@@ -275,3 +275,26 @@ uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *m
         if (model->replica_nodes[i] == node) return &model->text_replicas[i];
     return &model->text_replicas[0];
 }
+
+uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width,
+                                      uform_embeddings_t const *embeddings, size_t count) {
+    if (!embeddings) return uform_fail(uform_status_invalid_argument_k, "%sembeddings is NULL", prefix);
+    uform_dtype_t dtype = embeddings->dtype;
+    if (dtype != uform_dtype_f32_k && dtype != uform_dtype_bf16_k && dtype != uform_dtype_f16_k)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings.dtype is %d; expected f32 (0), bf16 (1) or f16 (2)", prefix, (int)dtype);
+    size_t dims = embeddings->dimensions ? embeddings->dimensions : width;
+    if (dims > width)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings.dimensions is %zu; the model's embeddings are %zu wide (0 takes all)", prefix,
+                          embeddings->dimensions, width);
+    size_t row = dims * (dtype == uform_dtype_f32_k ? 4 : 2);
+    if (embeddings->stride && embeddings->stride < row)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings.stride is %zu bytes; a row of %zu %s values takes %zu (0 packs rows)", prefix,
+                          embeddings->stride, dims,
+                          dtype == uform_dtype_f32_k ? "f32" : dtype == uform_dtype_bf16_k ? "bf16" : "f16", row);
+    if (!embeddings->data && count)
+        return uform_fail(uform_status_invalid_argument_k, "%sembeddings.data is NULL for %zu %s", prefix, count, items);
+    return uform_status_ok_k;
+}

@@ -29,4 +29,10 @@ struct uform_model_s {
 /** @brief The replica a thread on `node` reads: the one on its node, else replica 0. */
 uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *model, int32_t node);
 
+/** @brief The checks every encode verb makes of the caller's `embeddings` before it submits: not
+ *  NULL, a known dtype, at most `width` dimensions (0 takes all), a stride that holds a row, data
+ *  for `count` items. Messages start with `prefix` and call the items `items` ("texts"). */
+uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width,
+                                      uform_embeddings_t const *embeddings, size_t count);
+
 #endif // UFORM_MODELS_MODEL_H

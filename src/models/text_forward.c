@@ -145,23 +145,6 @@ static void add_row(forward_job_t const *job, float *row, uform_tensor_t const *
     for (size_t j = 0; j < cols; ++j) row[j] += wide[j];
 }
 
-/** Attention of `rows` queries over `length` keys in plain loops: where the library refuses. */
-static void attention_rows(uform_kernels_t const *kernels, float const *q, float const *k, float const *v, size_t ld,
-                           float *out, size_t out_ld, size_t rows, size_t length, size_t head, float scale, float *scores) {
-    for (size_t i = 0; i < rows; ++i)
-        for (size_t j = 0; j < length; ++j) {
-            float dot = 0;
-            for (size_t c = 0; c < head; ++c) dot += q[i * ld + c] * k[j * ld + c];
-            scores[i * length + j] = dot * scale;
-        }
-    kernels->softmax_rows(scores, length, rows, length);
-    for (size_t i = 0; i < rows; ++i) {
-        float *o = out + i * out_ld;
-        for (size_t c = 0; c < head; ++c) o[c] = 0;
-        for (size_t j = 0; j < length; ++j)
-            for (size_t c = 0; c < head; ++c) o[c] += scores[i * length + j] * v[j * ld + c];
-    }
-}
 
 /** Attention of `rows` queries from row `row0` of one (text, head): through the library, S = scale
  *  Q K^T, softmax, O = S V; the fused kernel over the whole sequence for SERIAL; plain loops should
@@ -179,7 +162,7 @@ static void attention_piece(forward_job_t *job, forward_group_t const *group, si
     else if (!uform_gemm_f32(1, rows, length, head, scale, qb, 3 * hidden, q + hidden, 3 * hidden, scores, length) ||
              (kernels->softmax_rows(scores, length, rows, length),
               !uform_gemm_f32(0, rows, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, ob, hidden)))
-        attention_rows(kernels, qb, q + hidden, q + 2 * hidden, 3 * hidden, ob, hidden, rows, length, head, scale, scores);
+        uform_attention_rows_plain(kernels, qb, q + hidden, q + 2 * hidden, 3 * hidden, ob, hidden, rows, length, head, scale, scores);
 }
 
 /** Attention of one chunk's texts: per (text, head), or even ranges of query rows (text_plan.h). */

@@ -23,25 +23,7 @@ static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_
 
 uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
                                            size_t count) {
-    if (!embeddings) return uform_fail(uform_status_invalid_argument_k, "embeddings is NULL");
-    if (embeddings->dtype != uform_dtype_f32_k && embeddings->dtype != uform_dtype_bf16_k &&
-        embeddings->dtype != uform_dtype_f16_k)
-        return uform_fail(uform_status_invalid_argument_k, "embeddings.dtype is %d; expected f32 (0), bf16 (1) or f16 (2)",
-                          (int)embeddings->dtype);
-    size_t width = model->text_replicas[0].embedding_dimensions;
-    size_t dims = embeddings->dimensions ? embeddings->dimensions : width;
-    if (dims > width)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "embeddings.dimensions is %zu; the model's embeddings are %zu wide (0 takes all)",
-                          embeddings->dimensions, width);
-    size_t row = dims * dtype_size(embeddings->dtype);
-    if (embeddings->stride && embeddings->stride < row)
-        return uform_fail(uform_status_invalid_argument_k,
-                          "embeddings.stride is %zu bytes; a row of %zu %s values takes %zu (0 packs rows)",
-                          embeddings->stride, dims, embeddings->dtype == uform_dtype_f32_k ? "f32" : embeddings->dtype == uform_dtype_bf16_k ? "bf16" : "f16", row);
-    if (!embeddings->data && count)
-        return uform_fail(uform_status_invalid_argument_k, "embeddings.data is NULL for %zu texts", count);
-    return uform_status_ok_k;
+    return uform_embeddings_check("", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
 }
 
 static int32_t replica_node_of_thread(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
