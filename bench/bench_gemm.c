@@ -8,6 +8,8 @@
  *  `taskset -c 0 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ./bench_gemm`.
  */
 #define _GNU_SOURCE
+#include "../tools/strict_number.h"
+
 #include <dnnl.h>
 #include <cblas.h>
 #include <omp.h>
@@ -28,7 +30,11 @@ static uint16_t to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7FFF + 
 static int threads_now(void) { int n = 0; DIR *d = opendir("/proc/self/task"); struct dirent *e; while ((e = readdir(d))) if (e->d_name[0] != '.') ++n; closedir(d); return n; }
 
 int main(int argc, char **argv) {
-    double budget = argc > 1 ? atof(argv[1]) : 0.3;
+    double budget = 0.3;
+    if (argc > 2 || (argc == 2 && !strict_real(argv[1], 0, 3600, &budget))) {
+        fprintf(stderr, "usage: bench_gemm [SECONDS per shape, default 0.3]\n");
+        return 2;
+    }
     omp_set_num_threads(1);
     openblas_set_num_threads(1);
     size_t ms[] = {16, 128, 1024, 8192};

@@ -21,6 +21,7 @@
  */
 #include "image/image.h"
 #include "internal.h"
+#include "../tools/strict_number.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,8 +94,8 @@ int main(int argc, char **argv) {
     int first = 1, stages = 0;
     char const *dump = NULL; /* `--dump DIR`: the exact and fast tensors, for bench_image_fast.py */
     for (; first < argc && !strncmp(argv[first], "--", 2); ++first) {
-        if (!strcmp(argv[first], "--side") && first + 1 < argc) side = strtoul(argv[++first], NULL, 10);
-        else if (!strcmp(argv[first], "--seconds") && first + 1 < argc) seconds = atof(argv[++first]);
+        if (!strcmp(argv[first], "--side") && first + 1 < argc && strict_count(argv[first + 1], 1, 4096, false, &side)) ++first;
+        else if (!strcmp(argv[first], "--seconds") && first + 1 < argc && strict_real(argv[first + 1], 0, 3600, &seconds)) ++first;
         else if (!strcmp(argv[first], "--quick")) seconds = 0.03;
         else if (!strcmp(argv[first], "--stages")) stages = 1;
         else if (!strcmp(argv[first], "--dump") && first + 1 < argc) dump = argv[++first];

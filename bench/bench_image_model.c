@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE 1
 #include "../test/encode_images/towers.h"
+#include "../tools/strict_number.h"
 
 #include <uform.h>
 
@@ -73,13 +74,13 @@ int main(int argc, char **argv) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
         else if (v && !strcmp(a, "--shape")) shape = v, ++i;
-        else if (v && !strcmp(a, "--dtype")) dtype_name = v, ++i;
+        else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16"))) dtype_name = v, ++i;
         else if (v && !strcmp(a, "--mode")) mode = v, ++i;
         else if (v && !strcmp(a, "--images")) images_dir = v, ++i;
-        else if (v && !strcmp(a, "--batch")) batch = strtoul(v, NULL, 10), ++i;
-        else if (v && !strcmp(a, "--threads")) threads = strtoul(v, NULL, 10), ++i;
-        else if (v && !strcmp(a, "--min-calls")) min_calls = strtoul(v, NULL, 10), ++i;
-        else if (v && !strcmp(a, "--seconds")) seconds = atof(v), ++i;
+        else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
+        else if (v && !strcmp(a, "--threads") && strict_count(v, 0, 4096, false, &threads)) ++i;
+        else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, (size_t)1 << 30, false, &min_calls)) ++i;
+        else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else {
             fprintf(stderr, "usage: bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
                             "[--threads N] [--dtype f32|bf16] [--seconds S] [--min-calls N] [--images DIR] [--json]\n");

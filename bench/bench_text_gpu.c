@@ -15,39 +15,13 @@
 #define _GNU_SOURCE 1
 #include "internal.h"
 #include "models/text_vram.h"
+#include "random_text_tower.h"
+#include "../tools/strict_number.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t state = 0x2545F4914F6CDD1Dull;
-static float uniform(void) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    return (float)((double)(state >> 11) / (double)(1ull << 52) - 1.0);
-}
-
-static void *allocations[256];
-static size_t allocations_count = 0;
-
-static uform_tensor_t tensor(size_t rows, size_t cols, float scale, float offset, uform_dtype_t dtype) {
-    size_t n = rows * cols;
-    void *data = malloc(n * (dtype == uform_dtype_f32_k ? 4 : 2));
-    allocations[allocations_count++] = data;
-    for (size_t i = 0; i < n; ++i) {
-        float value = offset + scale * uniform();
-        union { float f; uint32_t u; } bits = {.f = value};
-        if (dtype == uform_dtype_f32_k) ((float *)data)[i] = value;
-        else if (dtype == uform_dtype_bf16_k) ((uint16_t *)data)[i] = (uint16_t)((bits.u + 0x7FFFu + ((bits.u >> 16) & 1u)) >> 16);
-        else { /* f16 of small values, truncated: good enough for timing */
-            uint32_t sign = (bits.u >> 16) & 0x8000u;
-            int exponent = (int)((bits.u >> 23) & 0xFF) - 127 + 15;
-            uint16_t half = exponent <= 0 ? (uint16_t)sign : (uint16_t)(sign | ((uint32_t)exponent << 10) | ((bits.u >> 13) & 0x3FFu));
-            ((uint16_t *)data)[i] = half;
-        }
-    }
-    return (uform_tensor_t) {.data = data, .dtype = dtype, .rows = rows, .cols = cols};
-}
 
 int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "bf16";
@@ -57,12 +31,12 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
-        else if (v && !strcmp(a, "--shape")) shape = v, ++i;
-        else if (v && !strcmp(a, "--dtype")) dtype_name = v, ++i;
-        else if (v && !strcmp(a, "--tokens")) tokens = strtoul(v, NULL, 10), ++i;
-        else if (v && !strcmp(a, "--batch")) batch = strtoul(v, NULL, 10), ++i;
-        else if (v && !strcmp(a, "--devices")) devices = strtoul(v, NULL, 10), ++i;
-        else if (v && !strcmp(a, "--seconds")) seconds = atof(v), ++i;
+        else if (v && !strcmp(a, "--shape") && (!strcmp(v, "minilm") || !strcmp(v, "uform3"))) shape = v, ++i;
+        else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16"))) dtype_name = v, ++i;
+        else if (v && !strcmp(a, "--tokens") && strict_count(v, 1, 510, false, &tokens)) ++i;
+        else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
+        else if (v && !strcmp(a, "--devices") && strict_count(v, 1, 8, false, &devices)) ++i;
+        else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else {
             fprintf(stderr, "usage: bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32] "
                             "[--devices N] [--seconds S] [--json]\n");
@@ -76,35 +50,8 @@ int main(int argc, char **argv) {
     int uform3 = !strcmp(shape, "uform3");
     uform_dtype_t dtype = !strcmp(dtype_name, "f32") ? uform_dtype_f32_k
                           : !strcmp(dtype_name, "f16") ? uform_dtype_f16_k : uform_dtype_bf16_k;
-    uform_text_tower_t t = {0};
-    t.hidden = uform3 ? 768 : 384, t.heads = 12, t.intermediate = 4 * t.hidden, t.layers_count = uform3 ? 2 : 6;
-    t.vocab_size = 30522, t.max_positions = 512, t.context = 510, t.layer_norm_epsilon = 1e-12;
-    t.embedding_dimensions = uform3 ? 256 : 384, t.pooling = uform3 ? uform_pooling_cls_k : uform_pooling_mean_k;
-    t.position_ids = uform3 ? uform_position_ids_roberta_k : uform_position_ids_absolute_k, t.pad_id = 0;
-    t.normalize = !uform3, t.weights_dtype = dtype;
+    uform_text_tower_t t = random_text_tower(uform3, dtype);
     size_t h = t.hidden, in = t.intermediate;
-    float ws = 1.0f / sqrtf((float)h), wi = 1.0f / sqrtf((float)in);
-    t.word_embeddings = tensor(t.vocab_size, h, 0.5f, 0, dtype);
-    t.position_embeddings = tensor(t.max_positions, h, 0.5f, 0, dtype);
-    if (!uform3) t.token_type_embeddings = tensor(2, h, 0.5f, 0, dtype);
-    t.embedding_norm_weight = tensor(1, h, 0.2f, 1, uform_dtype_f32_k);
-    t.embedding_norm_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-    t.layers = calloc(t.layers_count, sizeof(uform_text_layer_t));
-    for (size_t l = 0; l < t.layers_count; ++l) {
-        uform_text_layer_t *y = &t.layers[l];
-        y->query_weight = tensor(h, h, ws, 0, dtype), y->query_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-        y->key_weight = tensor(h, h, ws, 0, dtype), y->key_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-        y->value_weight = tensor(h, h, ws, 0, dtype), y->value_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-        y->attention_output_weight = tensor(h, h, ws, 0, dtype);
-        y->attention_output_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-        y->attention_norm_weight = tensor(1, h, 0.2f, 1, uform_dtype_f32_k);
-        y->attention_norm_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-        y->intermediate_weight = tensor(in, h, ws, 0, dtype), y->intermediate_bias = tensor(1, in, 0.1f, 0, uform_dtype_f32_k);
-        y->output_weight = tensor(h, in, wi, 0, dtype), y->output_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-        y->output_norm_weight = tensor(1, h, 0.2f, 1, uform_dtype_f32_k);
-        y->output_norm_bias = tensor(1, h, 0.1f, 0, uform_dtype_f32_k);
-    }
-    if (uform3) t.projection = tensor(t.embedding_dimensions, h, ws, 0, dtype);
     int32_t node = 0;
     struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_vram_k,
                                   .weights_dtype = dtype, .replicas_count = 1, .replica_nodes = &node, .text_replicas = &t};
@@ -129,7 +76,7 @@ int main(int argc, char **argv) {
     int32_t *ids = malloc(batch * tokens * sizeof(int32_t));
     size_t *offsets = malloc((batch + 1) * sizeof(size_t));
     for (size_t i = 0; i <= batch; ++i) offsets[i] = i * tokens;
-    for (size_t i = 0; i < batch * tokens; ++i) ids[i] = 1000 + (int32_t)((uniform() + 1.0f) * 0.5f * 29000.0f);
+    for (size_t i = 0; i < batch * tokens; ++i) ids[i] = 1000 + (int32_t)((random_uniform() + 1.0f) * 0.5f * 29000.0f);
     float *rows = malloc(batch * t.embedding_dimensions * sizeof(float));
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
     for (int w = 0; w < 3; ++w)
@@ -164,7 +111,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
     uform_executor_free(executor);
     uform_text_vram_free(&model);
-    for (size_t i = 0; i < allocations_count; ++i) free(allocations[i]);
-    free(t.layers), free(ids), free(offsets), free(rows);
+    random_text_tower_free(&t);
+    free(ids), free(offsets), free(rows);
     return 0;
 }

@@ -9,6 +9,7 @@
  *  Prints one line per tokenizer: RESULT name texts texts_per_s ids_per_s megabytes_per_s
  */
 #include "text/tokenizer.h"
+#include "../tools/strict_number.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -49,7 +50,7 @@ int main(int argc, char **argv) {
     size_t names_count = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--fixtures") && i + 1 < argc) fixtures = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc && strict_count(argv[i + 1], 1, (size_t)1 << 30, false, &rounds)) ++i;
         else if (!strcmp(argv[i], "--quick")) rounds = 1, limit = 2000;
         else if (argv[i][0] != '-' && names_count < 16) names[names_count++] = argv[i];
         else {

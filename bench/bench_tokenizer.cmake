@@ -8,3 +8,4 @@ target_link_libraries(bench_tokenizer PRIVATE uform_static ZLIB::ZLIB ${NUMA_LIB
 # A smoke run (not a timed test): 2,000 texts once through each tokenizer, the ids counted twice.
 add_test(NAME bench_tokenizer_smoke COMMAND bench_tokenizer --quick minilm unigram unigram_bytes)
 set_tests_properties(bench_tokenizer_smoke PROPERTIES TIMEOUT 300)
+uform_bench_rejects(bench_tokenizer "--rounds,-1" "--rounds,0" "--rounds,5x")
