@@ -18,7 +18,8 @@ if(UFORM_FUZZ)
     message(FATAL_ERROR "UFORM_FUZZ needs clang (e.g. CC=clang-14), not ${CMAKE_C_COMPILER_ID}")
   endif()
   add_executable(fuzz_image ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_image.c ${PROJECT_SOURCE_DIR}/src/image/decode.c
-                 ${PROJECT_SOURCE_DIR}/src/image/resize.c ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c
+                 ${PROJECT_SOURCE_DIR}/src/image/resize.c ${PROJECT_SOURCE_DIR}/src/image/resize_x86.c
+                 ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c
                  ${CMAKE_CURRENT_SOURCE_DIR}/image_stubs.c)
   target_include_directories(fuzz_image PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
                              ${JPEG_INCLUDE} ${SPNG_INCLUDE})
