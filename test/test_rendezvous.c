@@ -994,6 +994,14 @@ static void test_lookups_by_name(void) {
     }
 }
 
+/** Runs one test and says how long it took (where the time of a slow run went, when CI is red). */
+#define RUN(test)                                                                                   \
+    do {                                                                                            \
+        double const began_ = now();                                                                \
+        test();                                                                                     \
+        printf("%s: %.2f s\n", #test, now() - began_);                                              \
+    } while (0)
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm(240);
@@ -1001,24 +1009,24 @@ int main(void) {
     CHECK_FATAL(mkdtemp(root) != NULL);
     gethostname(host, sizeof host - 1);
     double start = now();
-    test_options();
-    test_alone();
-    test_two_agree();
-    test_sixteen();
-    test_classes_and_tiers();
-    test_hosts();
-    test_mismatches();
-    test_missing();
-    test_killed();
-    test_duplicates();
-    test_stale();
-    test_hostile();
-    test_rescan_before_gone();
-    test_forgeries();
-    test_disputes();
-    test_limits();
-    test_strict_modes();
-    test_lookups_by_name();
+    RUN(test_options);
+    RUN(test_alone);
+    RUN(test_two_agree);
+    RUN(test_sixteen);
+    RUN(test_classes_and_tiers);
+    RUN(test_hosts);
+    RUN(test_mismatches);
+    RUN(test_missing);
+    RUN(test_killed);
+    RUN(test_duplicates);
+    RUN(test_stale);
+    RUN(test_hostile);
+    RUN(test_rescan_before_gone);
+    RUN(test_forgeries);
+    RUN(test_disputes);
+    RUN(test_limits);
+    RUN(test_strict_modes);
+    RUN(test_lookups_by_name);
     printf("all rendezvous tests took %.2f s\n", now() - start);
     if (!check_failures) nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS); // kept for a look on failure
     CHECK_DONE();
