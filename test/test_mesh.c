@@ -646,6 +646,9 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
         CHECK(elapsed >= 0.9 && elapsed < 1 + SLACK_SECONDS);
         printf("%s: %s after %.2f s: %s\n", role, uform_status_name(uform_status_peer_lost_k), elapsed, uform_error_message());
         CHECK(uform_outcome_wait(&slept, 30) != uform_status_pending_k);
+        // The sleep outlasts the abort: the executor drains it here, so freeing the mesh below (which
+        // drains the executor first) returns at once.
+        CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
         buffers_free(&buffers);
     }
     start = now();
