@@ -612,9 +612,20 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
         uform_status_t first = uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL);
         CHECK(first == uform_status_ok_k || first == uform_status_peer_lost_k);
         if (first == uform_status_ok_k) {
-            double nanoseconds = 50e6; // a 50 ms wait, so the watchdog runs
+            // A 500 ms wait, so the watchdog runs (about every millisecond of a wait) and aborts:
+            // PEER_LOST. Only a wait that lasts lets it run: a loaded CI machine that keeps this
+            // thread off a core until the sleep ended (seen under AddressSanitizer with a 50 ms
+            // sleep) finds the call finished, OK, with nothing checked; then the next all-reduce
+            // must find the error instead.
+            double nanoseconds = 500e6;
             uform_call_t call = {.residency = uform_residency_vram_k, .device = sleep_device, .context = &nanoseconds};
-            CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_peer_lost_k);
+            uform_status_t const slept = uform_executor_call(executor, &call, NULL);
+            CHECK(slept == uform_status_peer_lost_k || slept == uform_status_ok_k);
+            if (slept == uform_status_ok_k) {
+                printf("%s: the watchdog did not run during the sleep; the next all-reduce checks\n", role);
+                CHECK_STATUS(uform_mesh_all_reduce(mesh, buffers.pointers, 256, uform_dtype_f32_k, NULL),
+                             uform_status_peer_lost_k);
+            }
         }
         CHECK_MESSAGE("ncclRemoteError");
         CHECK_MESSAGE("communicators aborted");
