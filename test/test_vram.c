@@ -773,7 +773,10 @@ static void test_watchdog(void) {
     CHECK(fill_and_check(executor, 1.0f, 16) == 0);
     watchdog_state_t state = {.fail_after = 5};
     uform_vram_set_watchdog(executor, test_watchdog_callback, &state);
-    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 300e6};
+    // A 2 s kernel: the wait checks the watchdog about every millisecond, and its fifth check must
+    // come before the kernel ends even when a loaded CI machine (sanitizers, load average 10) delays
+    // each of this thread's naps by tens of milliseconds (300 ms left that too little room).
+    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 2e9};
     uform_call_t call = device_call(&plan, 0);
     double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_timeout_k);
@@ -788,7 +791,7 @@ static void test_watchdog(void) {
     CHECK(strstr(outcome.message, "test watchdog gave up") != NULL);
     uform_vram_set_watchdog(executor, NULL, NULL);
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
-    printf("watchdog: a blocking wait on a 300 ms kernel ended after %.1f ms\n", blocking * 1e3);
+    printf("watchdog: a blocking wait on a 2 s kernel ended after %.1f ms\n", blocking * 1e3);
     CHECK(fill_and_check(executor, 2.0f, 16) == 0);
     uform_executor_free(executor);
 }
