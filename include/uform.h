@@ -935,7 +935,8 @@ typedef struct uform_mesh_description_t {
  *  The engine sets `NCCL_NVLS_ENABLE=0` before loading NCCL (unless `UFORM_ALLOW_MULTICAST=1`)
  *  and never creates multicast objects. One mesh per executor: a second is INVALID_ARGUMENT. While
  *  a mesh lives, its executor's waits also watch NCCL: a lost peer, or a collective pending past
- *  the timeout, aborts the communicators and fails the wait with PEER_LOST.
+ *  the timeout, aborts the communicators and fails the wait with PEER_LOST. A wait whose work has
+ *  already finished returns at once without looking; the next all-reduce, or a later wait, reports it.
  *
  *  NCCL is started with non-blocking communicators, so that its initialisation is bounded by
  *  `timeout_seconds`; with NCCL 2.18 or later each is then split (`ncclCommSplit`, same ranks, under

@@ -66,7 +66,9 @@ case $mode in
     file=${2:?usage: run_test.sh test FILE.mojo}
     name=$(basename "$file" .mojo)
     package || { echo "FAILED: mojo precompile $here/uform"; exit 1; }
-    binary=$out/bin/$name
+    # The fake-GPU variant of a test builds the same source: its own binary, so the two never
+    # overwrite each other's while one runs (ctest -j runs them at once).
+    binary=$out/bin/$name${FAKE_CUDA_DEVICES:+-fake-gpu}
     quiet "$mojo" build -I "$out" "$file" -o "$binary" || { echo "FAILED: mojo build $file"; exit 1; }
     if [[ -n ${UFORM_SANITIZE:-} ]]; then
       if [[ -z ${UFORM_MOJO_PRELOAD:-} || ! -f ${UFORM_MOJO_PRELOAD:-} ]]; then

@@ -221,23 +221,33 @@ static void test_deferred_limit(void) {
 typedef struct slow_t {
     atomic_int finished;
     double seconds;
+    atomic_int *gate; // when set, each task first waits (up to 30 s) for it to open
 } slow_t;
 
 static void slow_task(void *context, size_t task, size_t thread, size_t domain) {
     slow_t *slow = context;
     (void)task, (void)thread, (void)domain;
+    if (slow->gate) {
+        double const give_up = uform_now_seconds() + 30; // a hang detector, not a timing
+        while (!atomic_load(slow->gate) && uform_now_seconds() < give_up) uform_sleep_seconds(0.001);
+    }
     uform_sleep_seconds(slow->seconds);
     atomic_fetch_add(&slow->finished, 1);
 }
 
 static void test_drain_waits(uform_executor_t executor) {
-    slow_t slow = {.seconds = 0.01};
+    // The tasks wait for a gate opened after the check that the calls returned before their work: with
+    // 10 ms tasks alone, a loaded CI machine that kept this thread off a core for 10 ms after the
+    // fifth call saw every task finished.
+    atomic_int gate = 0;
+    slow_t slow = {.seconds = 0.01, .gate = &gate};
     uform_outcome_t outcomes[5];
     for (int index = 0; index < 5; ++index) {
         uform_call_t call = {.tasks = 1, .task = slow_task, .context = &slow};
         CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
     }
-    CHECK(atomic_load(&slow.finished) < 5); // deferred: returned before the work
+    CHECK(atomic_load(&slow.finished) == 0); // deferred: returned before the work
+    atomic_store(&gate, 1);
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
     CHECK(atomic_load(&slow.finished) == 5);
     for (int index = 0; index < 5; ++index) CHECK(__atomic_load_n(&outcomes[index].finished, __ATOMIC_ACQUIRE) == 1);

@@ -393,13 +393,16 @@ static void test_deferred_overlap(void) {
     uform_executor_t executor = open_on(ordinals, 1, 0, 0);
     if (!executor) return;
     CHECK(fill_and_check(executor, 1.0f, 16) == 0); // loads the kernels first
-    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 50e6};
+    // A 2 s kernel: the checks below that it is still pending hold even when a loaded CI machine
+    // (sanitizers, load average 10) keeps this thread off a core for a while; with 50 ms, a thread
+    // held off for 40 ms saw the kernel finished.
+    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 2e9};
     uform_call_t call = device_call(&plan, 0);
     uform_outcome_t outcome;
     double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
     double const submitted = uform_now_seconds();
-    // Returned before the 50 ms kernel ended: its outcome is still pending (how long the submission
+    // Returned before the 2 s kernel ended: its outcome is still pending (how long the submission
     // took is the launch benchmark's business, never a test's).
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_pending_k);
     uform_sleep_seconds(0.010); // host work overlapping the device's
@@ -409,11 +412,12 @@ static void test_deferred_overlap(void) {
     CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
     double const finished = uform_now_seconds();
     CHECK(outcome.finished && outcome.status == uform_status_ok_k && outcome.message[0] == '\0');
-    CHECK(finished - start >= 0.045); // a lower bound: the wait waited for the kernel, whatever the load
-    printf("deferred 50 ms sleep: submit took %.1f us, the outcome finished after %.1f ms\n",
+    CHECK(finished - start >= 1.95); // a lower bound: the wait waited for the kernel, whatever the load
+    printf("deferred 2 s sleep: submit took %.1f us, the outcome finished after %.1f ms\n",
            (submitted - start) * 1e6, (finished - start) * 1e3);
     // Polling a finished outcome keeps answering its status.
     CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_ok_k);
+    plan.value = 50e6;
 
     // A drain finishes what is outstanding.
     uform_outcome_t outcomes[3];
@@ -431,10 +435,14 @@ typedef struct contention_t {
     double attempted_at;
 } contention_t;
 
+/** Holds the blocking call (inside its callback) until the contender has tried: a 200 ms kernel
+ *  alone let a contender that a loaded machine kept off a core for 200 ms find the executor free. */
 static uform_status_t slow_callback(void *context, uform_device_slot_t const *slot) {
     contention_t *contention = context;
     uform_status_t status = uform_device_launch(slot, uform_kernel_sleep_k, 0, 0, 200e6);
     atomic_store(&contention->phase, 1);
+    double const give_up = uform_now_seconds() + 30; // a hang detector, not a timing
+    while (atomic_load(&contention->phase) != 2 && uform_now_seconds() < give_up) uform_sleep_seconds(0.001);
     return status;
 }
 
@@ -488,7 +496,9 @@ static void test_order(void) {
     for (size_t index = 0; index < calls; ++index) {
         plan_t *plan = &plans[index];
         *plan = (plan_t) {.buffers = {buffer}, .count = floats};
-        if (index == 0) plan->kernel = uform_kernel_sleep_k, plan->value = 20e6, plan->count = 0, plan->buffers[0] = 0;
+        // 2 s: the last call is still queued behind it when checked below, even if a loaded CI machine
+        // slows these 153 submissions down (with 20 ms, sanitizers and load could outlast it).
+        if (index == 0) plan->kernel = uform_kernel_sleep_k, plan->value = 2e9, plan->count = 0, plan->buffers[0] = 0;
         else if (index == 1) plan->kernel = uform_kernel_fill_f32_k, plan->value = 1;
         else if (index < 52) plan->kernel = uform_kernel_add_f32_k, plan->value = 1;
         else if (index == 52) plan->kernel = uform_kernel_fill_f32_k, plan->value = -100;
@@ -515,10 +525,15 @@ static void test_deferred_full(void) {
     uform_executor_t executor = open_on(ordinals, 1, 0, 4);
     if (!executor) return;
     CHECK(fill_and_check(executor, 1.0f, 16) == 0);
+    // The first call sleeps 2 s, so all four are still tracked when the fifth comes, however long a
+    // loaded CI machine keeps this thread waiting (with 30 ms each, 120 ms in all, it could not).
+    plan_t first = {.kernel = uform_kernel_sleep_k, .value = 2e9};
+    uform_call_t first_call = device_call(&first, 0);
     plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 30e6};
     uform_call_t call = device_call(&plan, 0);
     uform_outcome_t outcomes[5];
-    for (size_t index = 0; index < 4; ++index)
+    CHECK_STATUS(uform_executor_call(executor, &first_call, &outcomes[0]), uform_status_ok_k);
+    for (size_t index = 1; index < 4; ++index)
         CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[index]), uform_status_ok_k);
     size_t const visits = plan.visits;
     CHECK_STATUS(uform_executor_call(executor, &call, &outcomes[4]), uform_status_deferred_full_k);
@@ -758,7 +773,10 @@ static void test_watchdog(void) {
     CHECK(fill_and_check(executor, 1.0f, 16) == 0);
     watchdog_state_t state = {.fail_after = 5};
     uform_vram_set_watchdog(executor, test_watchdog_callback, &state);
-    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 300e6};
+    // A 2 s kernel: the wait checks the watchdog about every millisecond, and its fifth check must
+    // come before the kernel ends even when a loaded CI machine (sanitizers, load average 10) delays
+    // each of this thread's naps by tens of milliseconds (300 ms left that too little room).
+    plan_t plan = {.kernel = uform_kernel_sleep_k, .value = 2e9};
     uform_call_t call = device_call(&plan, 0);
     double const start = uform_now_seconds();
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_timeout_k);
@@ -773,7 +791,7 @@ static void test_watchdog(void) {
     CHECK(strstr(outcome.message, "test watchdog gave up") != NULL);
     uform_vram_set_watchdog(executor, NULL, NULL);
     CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
-    printf("watchdog: a blocking wait on a 300 ms kernel ended after %.1f ms\n", blocking * 1e3);
+    printf("watchdog: a blocking wait on a 2 s kernel ended after %.1f ms\n", blocking * 1e3);
     CHECK(fill_and_check(executor, 2.0f, 16) == 0);
     uform_executor_free(executor);
 }

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import uform
@@ -135,6 +136,18 @@ def fork_union_in_process() -> bool:
 def thread_count() -> int:
     """OS threads of this process right now."""
     return len(os.listdir("/proc/self/task"))
+
+
+def thread_count_settled(expected: int, seconds: float = 30.0) -> int:
+    """OS threads of this process once they number `expected`, or after `seconds` (a hang detector,
+    not a timing): a joined thread can still be listed in /proc/self/task for a moment, since the
+    kernel wakes its joiner before it removes the thread (a loaded machine can stretch that)."""
+    deadline = time.monotonic() + seconds
+    count = thread_count()
+    while count != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+        count = thread_count()
+    return count
 
 
 class Collector:

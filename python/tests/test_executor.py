@@ -310,11 +310,28 @@ class TestExceptions(unittest.TestCase):
                 # The traceback still reaches into the callback that raised.
                 frames = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
                 self.assertIn("task", frames)
-            self.assertLess(len(ran.items), 1000)  # the rest were skipped
+            # How many tasks the other thread ran before the error was recorded is the scheduler's
+            # business (a loaded machine can run them all meanwhile): that the rest are skipped is
+            # checked on one thread below, where it is exact.
+            self.assertIn(3, ran.tasks)
             # The executor stays usable.
             collector = Collector()
             executor.for_n(8, collector)
             self.assertEqual(collector.tasks, list(range(8)))
+
+    def test_tasks_after_the_exception_are_skipped(self):
+        domain = first_domain()
+        with Executor.for_ram(_support.library(), RamOptions.on([domain.node]), threads=1) as executor:
+            ran = Collector()
+
+            def task(index, thread, domain):
+                ran(index, thread, domain)
+                if index == 3:
+                    raise ValueError(f"task {index} failed")
+
+            with self.assertRaises(ValueError):
+                executor.for_n(1000, task, schedule=Schedule.DYNAMIC)
+            self.assertEqual(ran.tasks, [0, 1, 2, 3])  # one thread, in order: the rest were skipped
 
     def test_inline_call_reraises(self):
         def task(index, thread, domain):
@@ -467,7 +484,7 @@ class TestContention(unittest.TestCase):
                 started = time.monotonic()
                 with self.assertRaises(Error) as caught:
                     executor.for_n(4, ran)
-                self.assertLess(time.monotonic() - started, 5.0)  # at once, not after the holder
+                self.assertLess(time.monotonic() - started, WAIT / 2)  # at once, not after the holder (WAIT)
                 self.assertIs(caught.exception.kind, Status.CONTENDED)
                 self.assertEqual(ran.items, [])
                 with self.assertRaises(Error) as caught:
@@ -538,7 +555,7 @@ class TestLifetimes(unittest.TestCase):
         reference = weakref.ref(executor)
         del executor
         self.assertIsNone(reference())
-        self.assertEqual(_support.thread_count(), baseline)
+        self.assertEqual(_support.thread_count_settled(baseline), baseline)
 
     def test_context_manager_frees_and_close_is_idempotent(self):
         baseline = _support.thread_count()
@@ -547,7 +564,7 @@ class TestLifetimes(unittest.TestCase):
             self.assertNotEqual(address, 0)
             self.assertGreater(_support.thread_count(), baseline)
         self.assertTrue(executor.closed)
-        self.assertEqual(_support.thread_count(), baseline)
+        self.assertEqual(_support.thread_count_settled(baseline), baseline)
         executor.close()
         executor.close()
         with self.assertRaises(Error) as caught:
