@@ -20,7 +20,7 @@ if(UFORM_FUZZ)
   add_executable(fuzz_image ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_image.c ${PROJECT_SOURCE_DIR}/src/image/decode.c
                  ${PROJECT_SOURCE_DIR}/src/image/resize.c ${PROJECT_SOURCE_DIR}/src/image/resize_x86.c
                  ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c
-                 ${CMAKE_CURRENT_SOURCE_DIR}/image_stubs.c)
+                 ${CMAKE_CURRENT_SOURCE_DIR}/stubs.c)
   target_include_directories(fuzz_image PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
                              ${JPEG_INCLUDE} ${SPNG_INCLUDE})
   target_compile_definitions(fuzz_image PRIVATE UFORM_VERSION_STRING="${PROJECT_VERSION}")
