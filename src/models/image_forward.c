@@ -438,14 +438,6 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
 
 /* ---- Submission ---- */
 
-static int32_t node_of_thread(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
-    if (kind != uform_executor_kind_ram_k) return -1;
-    int32_t core = -1, node = -1;
-    if (uform_executor_thread_placement(executor, thread, &core, &node) != uform_status_ok_k) return -1;
-    return node;
-}
-
-
 uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_s const *model,
                                   uform_image_t const *images, size_t count, uform_embeddings_t const *embeddings,
                                   uform_status_t *statuses, uform_outcome_t *outcome) {
@@ -460,18 +452,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     uform_cpu_class_t cpu_class = description.cpu_class;
     if (cpu_class == uform_cpu_class_unknown_k && (status = uform_cpu_detect(&cpu_class, NULL)) != uform_status_ok_k)
         return uform_outcome_refuse(outcome, status);
-    for (size_t t = 0; t < threads; ++t) {
-        int32_t node = node_of_thread(executor, description.kind, t);
-        if (node < 0) continue;
-        int covered = 0;
-        for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes[r] == node;
-        if (!covered)
-            return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
-                                                            "uform_encode_images: the executor's thread %zu runs on NUMA node %d, which "
-                                                            "holds no replica of the model; open the model with that node among its "
-                                                            "ram.memory_domains",
-                                                            t, (int)node));
-    }
+    if ((status = uform_model_check_replicas("uform_encode_images: ", model, executor, &description)) != uform_status_ok_k)
+        return uform_outcome_refuse(outcome, status);
 
     uform_image_config_t const *c = &tower0->config;
     image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
@@ -554,7 +536,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         size_t n = group->chunk_images, tokens = n * c->sequence;
         size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
                         n * c->dim + n * c->embedding_dimensions;
-        group->node = node_of_thread(executor, description.kind, group->first_thread);
+        group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
         group->arena = uform_arena_take(floats * sizeof(float) + 64 * 10, group->node, &group->arena_bytes);
         if (!group->arena) {
             job_free(job);
@@ -582,7 +564,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
     size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
-        int32_t node = node_of_thread(executor, description.kind, t);
+        int32_t node = uform_model_thread_node(executor, description.kind, t);
         job->per_thread[t].tower = uform_model_image_replica(model, node);
         job->per_thread[t].failed_index = SIZE_MAX;
         job->per_thread[t].node = node;

@@ -298,3 +298,27 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
         return uform_fail(uform_status_invalid_argument_k, "%sembeddings.data is NULL for %zu %s", prefix, count, items);
     return uform_status_ok_k;
 }
+
+int32_t uform_model_thread_node(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
+    if (kind != uform_executor_kind_ram_k) return -1;
+    int32_t core = -1, node = -1;
+    if (uform_executor_thread_placement(executor, thread, &core, &node) != uform_status_ok_k) return -1;
+    return node;
+}
+
+uform_status_t uform_model_check_replicas(char const *prefix, struct uform_model_s const *model,
+                                          uform_executor_t executor, uform_executor_description_t const *description) {
+    size_t threads = description->threads_count ? description->threads_count : 1;
+    for (size_t t = 0; t < threads; ++t) {
+        int32_t node = uform_model_thread_node(executor, description->kind, t);
+        if (node < 0) continue;
+        int covered = 0;
+        for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes && model->replica_nodes[r] == node;
+        if (!covered)
+            return uform_fail(uform_status_residency_mismatch_k,
+                              "%sthe executor's thread %zu runs on NUMA node %d, which holds no replica of the model; "
+                              "open the model with that node among its ram.memory_domains",
+                              prefix, t, (int)node);
+    }
+    return uform_status_ok_k;
+}

@@ -35,4 +35,13 @@ uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *m
 uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width,
                                       uform_embeddings_t const *embeddings, size_t count);
 
+/** @brief The NUMA node a RAM executor's thread `thread` is pinned to; -1 for other kinds, or when
+ *  the placement is unknown. */
+int32_t uform_model_thread_node(uform_executor_t executor, uform_executor_kind_t kind, size_t thread);
+
+/** @brief RESIDENCY_MISMATCH, its message starting with `prefix`, when one of the executor's threads
+ *  runs on a NUMA node that holds no replica of `model`; OK otherwise. */
+uform_status_t uform_model_check_replicas(char const *prefix, struct uform_model_s const *model,
+                                          uform_executor_t executor, uform_executor_description_t const *description);
+
 #endif // UFORM_MODELS_MODEL_H

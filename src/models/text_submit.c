@@ -26,14 +26,6 @@ uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uf
     return uform_embeddings_check("", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
 }
 
-static int32_t replica_node_of_thread(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {
-    if (kind != uform_executor_kind_ram_k) return -1;
-    int32_t core = -1, node = -1;
-    if (uform_executor_thread_placement(executor, thread, &core, &node) != uform_status_ok_k) return -1;
-    return node;
-}
-
-
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
                                      int32_t const *ids, size_t const *offsets, size_t count,
                                      uform_status_t const *item_statuses, uform_status_t *statuses,
@@ -53,17 +45,8 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         return uform_outcome_refuse(outcome, status);
 
     /* Every node the executor's threads run on must carry a replica. */
-    for (size_t t = 0; t < threads; ++t) {
-        int32_t node = replica_node_of_thread(executor, description.kind, t);
-        if (node < 0) continue;
-        int covered = 0;
-        for (size_t r = 0; r < model->replicas_count; ++r) covered |= model->replica_nodes && model->replica_nodes[r] == node;
-        if (!covered)
-            return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
-                                              "the executor's thread %zu runs on NUMA node %d, which holds no replica "
-                                              "of the model; open the model with that node among its ram.memory_domains",
-                                              t, (int)node));
-    }
+    if ((status = uform_model_check_replicas("", model, executor, &description)) != uform_status_ok_k)
+        return uform_outcome_refuse(outcome, status);
 
     uform_text_tower_t const *tower0 = replica_on(model, -1);
     forward_job_t *job = (forward_job_t *)calloc(1, sizeof *job);
@@ -223,7 +206,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         size_t tokens = group->chunk_tokens_max, texts = group->chunk_texts_max;
         if (!tokens) continue;
         size_t floats = tokens * hidden * 6 + tokens * tower0->intermediate + texts * hidden + texts * tower0->embedding_dimensions;
-        group->node = replica_node_of_thread(executor, description.kind, group->first_thread);
+        group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
         group->arena = uform_arena_take(floats * sizeof(float) + 64 * 8, group->node, &group->arena_bytes);
         if (!group->arena) {
             uform_text_job_free(job);
@@ -244,7 +227,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->norm_offset = round_up(uform_text_gemm_scratch_floats(job) + attention_floats + row_floats, 16);
     size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
-        int32_t node = replica_node_of_thread(executor, description.kind, t);
+        int32_t node = uform_model_thread_node(executor, description.kind, t);
         job->per_thread[t].tower = replica_on(model, node);
         job->per_thread[t].node = node;
         job->per_thread[t].scratch = uform_arena_take(scratch_bytes, node, &job->per_thread[t].scratch_bytes);
