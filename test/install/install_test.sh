@@ -82,13 +82,15 @@ done
 "$cc" "${flags[@]}" -o "$tmp/pc-shared" "$here/consumer/consumer.c" $(pkg-config --cflags --libs uform) ||
   fail "pkg-config shared: build failed"
 needed "$tmp/pc-shared" | grep -qx "libuform.so.$major" || fail "pkg-config shared: not linked to libuform.so.$major"
-LD_LIBRARY_PATH=$(pkg-config --variable=libdir uform) check_run "pkg-config shared" "$tmp/pc-shared"
+LD_LIBRARY_PATH=$(pkg-config --variable=libdir uform)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} check_run "pkg-config shared" "$tmp/pc-shared"
 # The README's command as a newcomer types it: PKG_CONFIG_PATH exported (set for `cc` alone, the
 # $(pkg-config ...) inside would not see it) and an rpath, so the program runs without LD_LIBRARY_PATH.
 # shellcheck disable=SC2046 # word splitting of pkg-config's flags is the point
 "$cc" "${flags[@]}" -o "$tmp/pc-readme" "$here/consumer/consumer.c" $(pkg-config --cflags --libs uform) \
   -Wl,-rpath,"$(pkg-config --variable=libdir uform)" || fail "pkg-config with an rpath: build failed"
-(unset LD_LIBRARY_PATH; check_run "pkg-config with an rpath, no LD_LIBRARY_PATH" "$tmp/pc-readme")
+# (LD_LIBRARY_PATH keeps only what the caller had, never the prefix: machines whose dependencies
+# live outside the loader's default path, like the GPU hosts' unpacked packages, still run it.)
+check_run "pkg-config with an rpath, no LD_LIBRARY_PATH to the prefix" "$tmp/pc-readme"
 # shellcheck disable=SC2046,SC2086 # the same, with the archive named instead of -luform
 "$cc" "${flags[@]}" -o "$tmp/pc-static" "$here/consumer/consumer.c" $(pkg-config --cflags uform) \
   ${static_libs/-luform/-l:libuform.a} || fail "pkg-config static: build failed"
