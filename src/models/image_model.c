@@ -20,11 +20,6 @@
 #include <stdlib.h> // `calloc`, `free`
 #include <string.h> // `strcmp`, `memset`
 
-typedef struct image_owned_t {
-    void **blocks; /**< [replicas] weights, from `uform_numa_alloc`. */
-    size_t block_bytes;
-    uform_image_layer_t **layers; /**< [replicas] */
-} image_owned_t;
 
 /* ---- Config ---- */
 
@@ -242,18 +237,7 @@ static void tower_fill(uform_image_config_t const *config, image_binding_t const
 /* ---- Open ---- */
 
 void uform_image_model_release(struct uform_model_s *model) {
-    image_owned_t *owned = (image_owned_t *)model->image_owned;
-    if (owned) {
-        for (size_t i = 0; i < model->replicas_count; ++i) {
-            if (owned->blocks && owned->blocks[i]) uform_numa_free(owned->blocks[i], owned->block_bytes);
-            if (owned->layers) free(owned->layers[i]);
-        }
-        free(owned->blocks);
-        free(owned->layers);
-        free(owned);
-        model->image_owned = NULL;
-    }
-    free(model->image_replicas);
+    free(model->image_replicas); // the replicas' memory is model.c's (`uform_replica_memory_free`)
     model->image_replicas = NULL;
 }
 
@@ -269,9 +253,6 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     size_t length = 0;
     char path[4096];
     uform_status_t status;
-    image_owned_t *owned = calloc(1, sizeof(image_owned_t));
-    if (!owned) return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
-    model->image_owned = owned;
 #define CHECK(expression)                                                                                              \
     do {                                                                                                               \
         if ((status = (expression)) != uform_status_ok_k) goto done;                                                   \
@@ -296,31 +277,16 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     }
     CHECK(bind_all(&binder, &config));
 
-    size_t const replicas = placement.domains_count;
-    model->replica_nodes = calloc(replicas, sizeof(int32_t));
-    model->image_replicas = calloc(replicas, sizeof(uform_image_tower_t));
-    owned->blocks = calloc(replicas, sizeof(void *));
-    owned->layers = calloc(replicas, sizeof(uform_image_layer_t *));
-    owned->block_bytes = 0;
-    for (size_t i = 0; i < binder.count; ++i) owned->block_bytes += binding_bytes(&binder.bindings[i], dtype);
-    if (!model->replica_nodes || !model->image_replicas || !owned->blocks || !owned->layers) {
-        status = uform_fail(uform_status_out_of_memory_k, "out of memory for %zu replicas", replicas);
-        goto done;
-    }
-    for (size_t i = 0; i < replicas; ++i) {
-        int32_t const node = placement.domain_nodes[i];
-        model->replica_nodes[i] = node;
-        ++model->replicas_count;
-        owned->blocks[i] = uform_numa_alloc(owned->block_bytes, node);
-        owned->layers[i] = calloc(config.layers_count ? config.layers_count : 1, sizeof(uform_image_layer_t));
-        if (!owned->blocks[i] || !owned->layers[i]) {
-            status = uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
-                                owned->block_bytes, directory, (int)node);
-            goto done;
-        }
-        tower_fill(&config, binder.bindings, binder.count, dtype, owned->blocks[i], owned->layers[i],
+    size_t block_bytes = 0;
+    for (size_t i = 0; i < binder.count; ++i) block_bytes += binding_bytes(&binder.bindings[i], dtype);
+    void *towers = NULL;
+    status = uform_replica_memory_alloc(model, &placement, block_bytes, &towers, sizeof(uform_image_tower_t),
+                                        config.layers_count, sizeof(uform_image_layer_t), directory);
+    model->image_replicas = towers; // freed with the model, even after a failure
+    if (status != uform_status_ok_k) goto done;
+    for (size_t i = 0; i < model->replicas_count; ++i)
+        tower_fill(&config, binder.bindings, binder.count, dtype, model->memory.blocks[i], model->memory.layers[i],
                    &model->image_replicas[i]);
-    }
 
     size_t parameters = 0;
     for (size_t i = 0; i < binder.count; ++i) parameters += binder.bindings[i].rows * binder.bindings[i].cols;
