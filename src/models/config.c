@@ -434,7 +434,7 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root_, ufor
 typedef struct uform_binder_t {
     uform_text_config_t const *config;
     uform_safetensors_t const *index;
-    uform_text_binding_t *bindings;
+    uform_binding_t *bindings;
     size_t count;
 } uform_binder_t;
 
@@ -446,7 +446,7 @@ static uform_status_t uform_bind(uform_binder_t *binder, char const *name, size_
     uform_status_t const status = uform_safetensors_expect(binder->index, name, rows ? 2 : 1, rows ? shape : shape + 1,
                                                            &tensor);
     if (status != uform_status_ok_k) return status;
-    binder->bindings[binder->count++] = (uform_text_binding_t){
+    binder->bindings[binder->count++] = (uform_binding_t){
         .source = tensor, .rows = rows ? rows : 1, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
     return uform_status_ok_k;
 }
@@ -530,10 +530,10 @@ static uform_status_t uform_bind_bert(uform_binder_t *b, char const *prefix) {
 }
 
 uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_t const *index,
-                                 uform_text_binding_t **bindings, size_t *count) {
+                                 uform_binding_t **bindings, size_t *count) {
     *bindings = NULL, *count = 0;
     size_t const capacity = 6 + 16 * config->layers_total;
-    uform_binder_t binder = {.config = config, .index = index, .bindings = calloc(capacity, sizeof(uform_text_binding_t))};
+    uform_binder_t binder = {.config = config, .index = index, .bindings = calloc(capacity, sizeof(uform_binding_t))};
     if (!binder.bindings) return uform_fail(uform_status_out_of_memory_k, "out of memory binding %zu tensors", capacity);
     uform_status_t status;
     if (config->layout == uform_text_layout_uform3_k)
@@ -553,18 +553,18 @@ uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_
     return uform_status_ok_k;
 }
 
-static size_t uform_binding_bytes(uform_text_binding_t const *binding, uform_dtype_t dtype) {
+static size_t uform_binding_bytes(uform_binding_t const *binding, uform_dtype_t dtype) {
     size_t const element = binding->parameter ? 4 : uform_dtype_bytes(dtype);
     return (binding->rows * binding->cols * element + 63) & ~(size_t)63;
 }
 
-size_t uform_text_replica_bytes(uform_text_binding_t const *bindings, size_t count, uform_dtype_t dtype) {
+size_t uform_replica_bytes(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype) {
     size_t total = 0;
     for (size_t i = 0; i < count; ++i) total += uform_binding_bytes(&bindings[i], dtype);
     return total;
 }
 
-void uform_text_tower_fill(uform_text_config_t const *config, uform_text_binding_t const *bindings, size_t count,
+void uform_text_tower_fill(uform_text_config_t const *config, uform_binding_t const *bindings, size_t count,
                            uform_dtype_t dtype, void *block, uform_text_layer_t *layers, uform_text_tower_t *tower) {
     memset(tower, 0, sizeof(*tower));
     memset(layers, 0, config->layers_count * sizeof(uform_text_layer_t));
@@ -583,12 +583,17 @@ void uform_text_tower_fill(uform_text_config_t const *config, uform_text_binding
     tower->normalize = config->normalize;
     tower->weights_dtype = dtype;
     tower->layers = layers;
+    uform_bindings_place(bindings, count, dtype, block, tower, layers, sizeof(uform_text_layer_t));
+}
+
+void uform_bindings_place(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype, void *block, void *tower,
+                          void *layers, size_t layer_size) {
     uint8_t *cursor = (uint8_t *)block;
     for (size_t i = 0; i < count; ++i) {
-        uform_text_binding_t const *binding = &bindings[i];
+        uform_binding_t const *binding = &bindings[i];
         uform_dtype_t const target = binding->parameter ? uform_dtype_f32_k : dtype;
         uform_convert(cursor, target, binding->source->data, binding->source->dtype, binding->rows * binding->cols);
-        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)&layers[binding->layer];
+        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)layers + binding->layer * layer_size;
         uform_tensor_t *slot = (uform_tensor_t *)(owner + binding->field);
         *slot = (uform_tensor_t){.data = cursor, .dtype = target, .rows = binding->rows, .cols = binding->cols};
         cursor += uform_binding_bytes(binding, dtype);

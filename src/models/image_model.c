@@ -128,17 +128,9 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
 
 /* ---- Binding ---- */
 
-typedef struct image_binding_t {
-    uform_safetensor_t const *source;
-    size_t rows, cols;
-    int parameter; /**< Held in f32. */
-    size_t layer;  /**< SIZE_MAX for tower-level tensors. */
-    size_t field;
-} image_binding_t;
-
 typedef struct image_binder_t {
     uform_safetensors_t const *index;
-    image_binding_t *bindings;
+    uform_binding_t *bindings;
     size_t count;
 } image_binder_t;
 
@@ -149,7 +141,7 @@ static uform_status_t bind(image_binder_t *binder, char const *name, size_t rank
     uform_status_t const status = uform_safetensors_expect(binder->index, name, rank, shape, &tensor);
     if (status != uform_status_ok_k) return status;
     binder->bindings[binder->count++] =
-        (image_binding_t){.source = tensor, .rows = rows, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
+        (uform_binding_t){.source = tensor, .rows = rows, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
     return uform_status_ok_k;
 }
 
@@ -210,28 +202,14 @@ static uform_status_t bind_all(image_binder_t *b, uform_image_config_t const *c)
     return uform_status_ok_k;
 }
 
-static size_t binding_bytes(image_binding_t const *binding, uform_dtype_t dtype) {
-    size_t const element = binding->parameter ? 4 : uform_dtype_bytes(dtype);
-    return (binding->rows * binding->cols * element + 63) & ~(size_t)63;
-}
-
-static void tower_fill(uform_image_config_t const *config, image_binding_t const *bindings, size_t count,
+static void tower_fill(uform_image_config_t const *config, uform_binding_t const *bindings, size_t count,
                        uform_dtype_t dtype, void *block, uform_image_layer_t *layers, uform_image_tower_t *tower) {
     memset(tower, 0, sizeof(*tower));
     memset(layers, 0, (config->layers_count ? config->layers_count : 1) * sizeof(uform_image_layer_t));
     tower->config = *config;
     tower->weights_dtype = dtype;
     tower->layers = layers;
-    uint8_t *cursor = (uint8_t *)block;
-    for (size_t i = 0; i < count; ++i) {
-        image_binding_t const *binding = &bindings[i];
-        uform_dtype_t const target = binding->parameter ? uform_dtype_f32_k : dtype;
-        uform_convert(cursor, target, binding->source->data, binding->source->dtype, binding->rows * binding->cols);
-        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)&layers[binding->layer];
-        *(uform_tensor_t *)(owner + binding->field) =
-            (uform_tensor_t){.data = cursor, .dtype = target, .rows = binding->rows, .cols = binding->cols};
-        cursor += binding_bytes(binding, dtype);
-    }
+    uform_bindings_place(bindings, count, dtype, block, tower, layers, sizeof(uform_image_layer_t));
 }
 
 /* ---- Open ---- */
@@ -270,17 +248,15 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     CHECK(uform_safetensors_open(path, &index));
     size_t const capacity = 8 + 18 * config.layers_count;
     binder.index = &index;
-    binder.bindings = calloc(capacity, sizeof(image_binding_t));
+    binder.bindings = calloc(capacity, sizeof(uform_binding_t));
     if (!binder.bindings) {
         status = uform_fail(uform_status_out_of_memory_k, "out of memory binding %zu tensors", capacity);
         goto done;
     }
     CHECK(bind_all(&binder, &config));
 
-    size_t block_bytes = 0;
-    for (size_t i = 0; i < binder.count; ++i) block_bytes += binding_bytes(&binder.bindings[i], dtype);
     void *towers = NULL;
-    status = uform_replica_memory_alloc(model, &placement, block_bytes, &towers, sizeof(uform_image_tower_t),
+    status = uform_replica_memory_alloc(model, &placement, uform_replica_bytes(binder.bindings, binder.count, dtype), &towers, sizeof(uform_image_tower_t),
                                         config.layers_count, sizeof(uform_image_layer_t), directory);
     model->image_replicas = towers; // freed with the model, even after a failure
     if (status != uform_status_ok_k) goto done;

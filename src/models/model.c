@@ -180,7 +180,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     uform_dtype_t const dtype = options->weights_dtype;
     uform_placement_t placement = {0};
     uform_safetensors_t index = {0};
-    uform_text_binding_t *bindings = NULL;
+    uform_binding_t *bindings = NULL;
     size_t bindings_count = 0;
     uform_text_config_t *config = calloc(1, sizeof(uform_text_config_t));
     struct uform_model_s *model = calloc(1, sizeof(struct uform_model_s));
@@ -215,7 +215,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
 
     /* One replica per chosen memory domain, each bound to its node. */
     void *towers = NULL;
-    status = uform_replica_memory_alloc(model, &placement, uform_text_replica_bytes(bindings, bindings_count, dtype),
+    status = uform_replica_memory_alloc(model, &placement, uform_replica_bytes(bindings, bindings_count, dtype),
                                         &towers, sizeof(uform_text_tower_t), config->layers_count,
                                         sizeof(uform_text_layer_t), directory);
     model->text_replicas = towers; // freed with the model, even after a failure
