@@ -29,15 +29,23 @@ static inline uint16_t to_bf16(float value) {
     return (uint16_t)((bits.u + 0x7FFFu + ((bits.u >> 16) & 1u)) >> 16);
 }
 static inline uint16_t to_f16(float value) {
+#if defined(UFORM_SOFT_F16)
+    return uform_soft_f16_from_f32(value);
+#else
     _Float16 half = (_Float16)value;
     uint16_t out;
     memcpy(&out, &half, 2);
     return out;
+#endif
 }
 static inline float from_f16(uint16_t value) {
+#if defined(UFORM_SOFT_F16)
+    return uform_soft_f32_from_f16(value);
+#else
     _Float16 half;
     memcpy(&half, &value, 2);
     return (float)half;
+#endif
 }
 
 typedef struct config_t {

@@ -9,7 +9,9 @@
 
 #define _GNU_SOURCE 1
 /* Paths here are short temporary ones; truncation would only garble a message. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include "check.h"
 #include "internal.h"
 #include "models/config.h"
