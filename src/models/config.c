@@ -170,34 +170,40 @@ uform_status_t uform_config_layout(char const *label, void const *root_, uform_t
     return uform_status_ok_k;
 }
 
-/** Reads `matryoshka_dims` (absent is fine): ascending widths narrower than the embedding's. */
-static uform_status_t uform_config_matryoshka(char const *label, char const *section, cJSON const *object,
-                                              uform_text_config_t *config) {
-    cJSON const *list = uform_json_get(object, "matryoshka_dims");
-    if (!list) return uform_status_ok_k;
+uform_status_t uform_config_matryoshka_widths(char const *label, char const *section, void const *list_, size_t width_max,
+                                             size_t matryoshka[8]) {
+    cJSON const *list = (cJSON const *)list_;
+    if (!list || cJSON_IsNull(list)) return uform_status_ok_k;
     if (!cJSON_IsArray(list))
         return uform_fail(uform_status_corrupt_file_k, "%s: '%smatryoshka_dims' must be an array of integers", label, section);
     size_t kept = 0;
     cJSON const *item = NULL;
     cJSON_ArrayForEach(item, list) {
         double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-        if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)config->embedding_dimensions)
+        if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)width_max)
             return uform_fail(uform_status_corrupt_file_k,
                               "%s: '%smatryoshka_dims' must hold integers in [1, %zu], the embedding width", label,
-                              section, config->embedding_dimensions);
+                              section, width_max);
         size_t const width = (size_t)number;
-        if (width == config->embedding_dimensions) continue;
+        if (width == width_max) continue;
         /* Insert sorted, unique, keeping the narrowest eight. */
         size_t at = 0;
-        while (at < kept && config->matryoshka[at] < width) ++at;
-        if (at < kept && config->matryoshka[at] == width) continue;
+        while (at < kept && matryoshka[at] < width) ++at;
+        if (at < kept && matryoshka[at] == width) continue;
         if (at >= 8) continue;
         size_t const last = kept < 8 ? kept : 7;
-        for (size_t i = last; i > at; --i) config->matryoshka[i] = config->matryoshka[i - 1];
-        config->matryoshka[at] = width;
+        for (size_t i = last; i > at; --i) matryoshka[i] = matryoshka[i - 1];
+        matryoshka[at] = width;
         if (kept < 8) ++kept;
     }
     return uform_status_ok_k;
+}
+
+/** Reads `matryoshka_dims` (absent is fine): ascending widths narrower than the embedding's. */
+static uform_status_t uform_config_matryoshka(char const *label, char const *section, cJSON const *object,
+                                              uform_text_config_t *config) {
+    return uform_config_matryoshka_widths(label, section, cJSON_GetObjectItemCaseSensitive(object, "matryoshka_dims"),
+                                          config->embedding_dimensions, config->matryoshka);
 }
 
 uform_status_t uform_config_uform3(char const *label, void const *root_, uform_text_config_t *config) {

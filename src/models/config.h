@@ -78,6 +78,12 @@ uform_status_t uform_config_sentence_bert(char const *label, void const *root, u
 /** @brief Applies `tokenizer_config.json` (do_lower_case), the hint for a vocab.txt tokenizer. */
 uform_status_t uform_config_tokenizer(char const *label, void const *root, uform_text_config_t *config);
 
+/** @brief Reads a `matryoshka_dims` list (NULL or JSON null: none) into `matryoshka`: ascending,
+ *  unique widths narrower than `width_max`, the narrowest eight, zero-padded; CORRUPT_FILE naming
+ *  `section` and the key otherwise. For both towers' configurations. */
+uform_status_t uform_config_matryoshka_widths(char const *label, char const *section, void const *list, size_t width_max,
+                                             size_t matryoshka[8]);
+
 /** @brief One tensor a tower needs, text or image: where it comes from and what it becomes. */
 typedef struct uform_binding_t {
     uform_safetensor_t const *source;

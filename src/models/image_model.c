@@ -95,28 +95,7 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
     /* Matryoshka widths: the section's own, else the root's; ascending, unique, narrower. */
     cJSON const *list = cJSON_GetObjectItemCaseSensitive(image, "matryoshka_dims");
     if (!list) list = cJSON_GetObjectItemCaseSensitive(root, "matryoshka_dims");
-    if (list && !cJSON_IsNull(list)) {
-        if (!cJSON_IsArray(list))
-            return uform_fail(uform_status_corrupt_file_k, "%s: 'matryoshka_dims' must be an array of integers", label);
-        size_t kept = 0;
-        cJSON const *item = NULL;
-        cJSON_ArrayForEach(item, list) {
-            double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-            if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)config->embedding_dimensions)
-                return uform_fail(uform_status_corrupt_file_k,
-                                  "%s: 'matryoshka_dims' must hold integers in [1, %zu], the embedding width", label,
-                                  config->embedding_dimensions);
-            size_t const width = (size_t)number;
-            if (width == config->embedding_dimensions) continue;
-            size_t at = 0;
-            while (at < kept && config->matryoshka[at] < width) ++at;
-            if ((at < kept && config->matryoshka[at] == width) || at >= 8) continue;
-            size_t const last = kept < 8 ? kept : 7;
-            for (size_t i = last; i > at; --i) config->matryoshka[i] = config->matryoshka[i - 1];
-            config->matryoshka[at] = width;
-            if (kept < 8) ++kept;
-        }
-    }
+    TRY(uform_config_matryoshka_widths(label, "", list, config->embedding_dimensions, config->matryoshka));
 #undef TRY
     config->grid = config->image_size / config->patch_size;
     config->patches = config->grid * config->grid;
