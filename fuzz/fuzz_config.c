@@ -45,12 +45,12 @@ static void uform_fuzz_whole(char const *text, size_t length, uint8_t const *fil
     if (status != uform_status_ok_k) return;
     uform_safetensors_t index;
     if (uform_safetensors_parse("model.safetensors", file, file_size, &index) != uform_status_ok_k) return;
-    uform_text_binding_t *bindings = NULL;
+    uform_binding_t *bindings = NULL;
     size_t count = 0;
     if (uform_config_bind(&config, &index, &bindings, &count) == uform_status_ok_k) {
         uform_dtype_t const dtypes[] = {uform_dtype_f32_k, uform_dtype_bf16_k};
         for (size_t d = 0; d < 2; ++d) {
-            size_t const bytes = uform_text_replica_bytes(bindings, count, dtypes[d]);
+            size_t const bytes = uform_replica_bytes(bindings, count, dtypes[d]);
             if (bytes > ((size_t)64 << 20)) break;
             void *block = aligned_alloc(64, bytes ? bytes : 64);
             uform_text_layer_t *layers = calloc(config.layers_count ? config.layers_count : 1, sizeof(uform_text_layer_t));

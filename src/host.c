@@ -186,7 +186,7 @@ static void host_join(host_executor_t *self, unsigned generation) {
 /** Rings the workers' bell: every worker parked, or about to park, wakes and looks again. */
 static void host_ring_workers(host_executor_t *self) { uform_bell_ring(&self->worker_bell, INT_MAX); }
 
-void (*_Atomic uform_host_before_park)(void) = NULL;
+void (*_Atomic uform_host_before_park)(void); // NULL, as every static (clang 14 refuses `= NULL` here)
 
 /** Pool executors: adapt ForkUnion's callbacks, marking the thread as inside this executor and
  *  inside the pool (with every pool the submitter is inside). */

@@ -2,7 +2,8 @@
  *  @file   rendezvous.c
  *  @brief  Joining a run of the directory exchange: the stale-run scheme, acknowledgements,
  *          disputes, each process's poll and the wait bounded by the timeout. The scheme is
- *          described in rendezvous.h; records are rendezvous_records.c, files rendezvous_files.c.
+ *          described in rendezvous.h; records are rendezvous_records.c, files rendezvous_files.c,
+ *          the failures' messages rendezvous_messages.c.
  */
 #include "rendezvous_private.h"
 
@@ -19,64 +20,6 @@
 #include <string.h>   // `strcmp`
 #include <time.h>     // `clock_gettime`
 #include <unistd.h>   // `getpid`
-
-/* ---- Messages ---- */
-
-/** Writes "1, 3-5, 9" into `out` for the peers not arrived (neither facts nor failure). */
-static void format_absent(uform_rendezvous_t const *rv, char *out, size_t capacity, size_t *missing) {
-    size_t used = 0;
-    out[0] = '\0';
-    *missing = 0;
-    for (size_t i = 0; i < rv->count; ++i) {
-        if (rv->peers[i].kind == kind_facts_k || rv->peers[i].kind == kind_failed_k) continue;
-        size_t j = i;
-        while (j + 1 < rv->count && rv->peers[j + 1].kind != kind_facts_k && rv->peers[j + 1].kind != kind_failed_k) ++j;
-        *missing += j - i + 1;
-        char piece[48];
-        if (j == i) snprintf(piece, sizeof piece, "%s%zu", used ? ", " : "", i);
-        else snprintf(piece, sizeof piece, "%s%zu-%zu", used ? ", " : "", i, j);
-        size_t length = strlen(piece);
-        if (used + length + 6 >= capacity) {
-            if (used + 6 < capacity) snprintf(out + used, capacity - used, ", ...");
-            for (size_t k = j + 1; k < rv->count; ++k)
-                *missing += rv->peers[k].kind != kind_facts_k && rv->peers[k].kind != kind_failed_k;
-            return;
-        }
-        memcpy(out + used, piece, length + 1);
-        used += length;
-        i = j;
-    }
-}
-
-static uform_status_t duplicate_claim(uform_rendezvous_t const *rv, char const *name, size_t index, int64_t pid_a,
-                                      char const *host_a, int64_t pid_b, char const *host_b) {
-    char a[160], b[160];
-    rv_quote(host_a, 64, a, sizeof a);
-    rv_quote(host_b, 64, b, sizeof b);
-    return uform_fail(uform_status_corrupt_file_k,
-                      "mesh file '%.200s/%s': process index %zu is claimed by two processes: pid %" PRId64
-                      " on host %s and pid %" PRId64 " on host %s",
-                      rv->dir.path, name, index, pid_a, a, pid_b, b);
-}
-
-/** The failure a peer published, quoted as that peer's text. */
-uform_status_t rv_peer_failed(uform_rendezvous_t const *rv, size_t index) {
-    peer_t const *peer = &rv->peers[index];
-    char host[160];
-    rv_quoted_host(rv, peer->origin, host, sizeof host);
-    return uform_fail((uform_status_t)peer->failed_status, "mesh process %zu (host %s, pid %" PRId64 ") failed with %s: %s",
-                      index, host, peer->pid, uform_status_name((uform_status_t)peer->failed_status),
-                      peer->message ? peer->message : "\"\"");
-}
-
-static uform_status_t peer_gone(uform_rendezvous_t const *rv, size_t index, char const *absent) {
-    char host[160];
-    rv_quoted_host(rv, rv->peers[index].origin, host, sizeof host);
-    return uform_fail(uform_status_timeout_k,
-                      "mesh '%.200s': process %zu of %zu (host %s, pid %" PRId64 ") wrote its facts and is gone%s%s",
-                      rv->dir.path, index, rv->count, host, rv->peers[index].pid, absent ? "; absent: " : "",
-                      absent ? absent : "");
-}
 
 /* ---- Writing ---- */
 
@@ -126,7 +69,7 @@ static uform_status_t dispute(uform_rendezvous_t *rv, char const *name, size_t i
         uform_sleep_seconds(left < RV_DISPUTE_HOLD ? (left > 0 ? left : 0) : RV_DISPUTE_HOLD);
         rv_remove(&rv->dir, "dispute", &key);
     }
-    return duplicate_claim(rv, name, index, pid_a, host_a, pid_b, host_b);
+    return rv_duplicate_claim(rv, name, index, pid_a, host_a, pid_b, host_b);
 }
 
 /** Fails when a `dispute` is up that concerns this run: under its nonce or the nonce `run` names, or
@@ -163,7 +106,7 @@ static uform_status_t check_dispute(uform_rendezvous_t *rv) {
     if (!ours && rv_liveness(&rv->identity, boot_id, writer_namespace, (int64_t)writer_pid, writer_start) != 1)
         return uform_status_ok_k; // an earlier run's, whose writer is gone or elsewhere
     rv->disputed = true; // published below as this process's failure too, for peers that missed it
-    return duplicate_claim(rv, "dispute", (size_t)index, (int64_t)pid_a, host_a, (int64_t)pid_b, host_b);
+    return rv_duplicate_claim(rv, "dispute", (size_t)index, (int64_t)pid_a, host_a, (int64_t)pid_b, host_b);
 }
 
 /* ---- Reading peers ---- */
@@ -359,8 +302,8 @@ uform_status_t rv_confirm_gone(uform_rendezvous_t *rv, size_t index) {
     if (rv->peers[index].kind != kind_facts_k) return uform_status_ok_k; // replaced: judged on the next poll
     char absent[200];
     size_t missing = 0;
-    format_absent(rv, absent, sizeof absent, &missing);
-    return peer_gone(rv, index, rv->index == 0 ? (missing ? absent : "none") : NULL);
+    rv_format_absent(rv, absent, sizeof absent, &missing);
+    return rv_peer_gone(rv, index, rv->index == 0 ? (missing ? absent : "none") : NULL);
 }
 
 /** Process 0's budgeted sweep: looks up to RV_SWEEP_BUDGET peers up by name, acknowledges new
@@ -420,31 +363,6 @@ static uform_status_t read_all(uform_rendezvous_t *rv, bool *done) {
     return uform_status_ok_k;
 }
 
-/** The TIMEOUT of a process never acknowledged: what its `run` says. */
-static uform_status_t unacknowledged(uform_rendezvous_t const *rv) {
-    char why[400];
-    if (!rv->run.key.exists) snprintf(why, sizeof why, "process 0 never wrote 'run'");
-    else if (!rv->run.valid)
-        snprintf(why, sizeof why, "'run' is of format version %u, an earlier run's or another library's", rv->run.version);
-    else {
-        int alive = rv_liveness(&rv->identity, rv->run.boot_id, rv->run.pid_namespace, rv->run.pid, rv->run.pid_start);
-        char host[160], counts[96] = "";
-        rv_quote(rv->run.host, 64, host, sizeof host);
-        if (rv->run.count != rv->count)
-            snprintf(counts, sizeof counts, "; 'run' names a run of %" PRIu64 " processes, this process expects %zu",
-                     rv->run.count, rv->count);
-        snprintf(why, sizeof why,
-                 "'run' was written by pid %" PRId64 " on host %s, which %s: an earlier run's process 0, or one that "
-                 "already failed%s",
-                 rv->run.pid, host,
-                 alive == 0 ? "is gone" : alive > 0 ? "still runs but never acknowledged this process" : "may be gone",
-                 counts);
-    }
-    return uform_fail(uform_status_timeout_k,
-                      "mesh '%.200s': process %zu of %zu was not acknowledged by process 0 within %g s; %s", rv->dir.path,
-                      rv->index, rv->count, rv->timeout, why);
-}
-
 /** The TIMEOUT of a trusted process: the peers still absent, looked up within RV_DEADLINE_PASS. */
 static uform_status_t absent_at_deadline(uform_rendezvous_t *rv) {
     double stop = uform_now_seconds() + RV_DEADLINE_PASS;
@@ -458,7 +376,7 @@ static uform_status_t absent_at_deadline(uform_rendezvous_t *rv) {
         }
     char list[200];
     size_t missing = 0;
-    format_absent(rv, list, sizeof list, &missing);
+    rv_format_absent(rv, list, sizeof list, &missing);
     bool one = missing == 1;
     return uform_fail(uform_status_timeout_k, "mesh '%.200s': process%s %s of %zu did not write %s facts within %g s%s",
                       rv->dir.path, one ? "" : "es", list, rv->count, one ? "its" : "their", rv->timeout,
@@ -537,47 +455,61 @@ static uform_status_t poll_other(uform_rendezvous_t *rv, bool liveness, bool *ch
     return status;
 }
 
+/** The join's state between looks: a failure process 0 holds while late arrivals come in. */
+typedef struct join_t {
+    uform_rendezvous_t *rv;
+    uform_status_t held;
+    double hold_until;
+    char held_message[512];
+} join_t;
+
+/** One poll of the run's files: OK once joined, a failure, else PENDING (also while process 0
+ *  holds a failure); `*progress` when a file changed, so the next poll comes soon. */
+static uform_status_t join_look(void *context, bool *progress) {
+    join_t *join = context;
+    uform_rendezvous_t *rv = join->rv;
+    rv_hook("waiting", "");
+    bool joined = false;
+    double now = uform_now_seconds();
+    bool liveness = now >= rv->next_liveness;
+    if (liveness) rv->next_liveness = now + RV_LIVENESS_PERIOD;
+    uform_status_t status = check_dispute(rv);
+    if (status == uform_status_ok_k)
+        status = rv->index == 0 ? poll_zero(rv, liveness, !join->held, progress, &joined)
+                                : poll_other(rv, liveness, progress, &joined);
+    if (status == uform_status_ok_k && joined) return uform_status_ok_k;
+    now = uform_now_seconds();
+    if (status != uform_status_ok_k) {
+        // Others fail at once; process 0 first lets every expected process in (briefly, still
+        // acknowledging), so late arrivals hear of the failure too. Disputes are not held.
+        bool hold = rv->index == 0 && !rv->quiet && !rv->disputed && status != uform_status_system_error_k &&
+                    status != uform_status_out_of_memory_k && rv->facts_count + rv->failed_count < rv->count;
+        if (!hold) return status;
+        if (!join->held) {
+            join->held = status;
+            snprintf(join->held_message, sizeof join->held_message, "%s", uform_error_message());
+            join->hold_until = now + RV_FAILURE_HOLD < rv->deadline ? now + RV_FAILURE_HOLD : rv->deadline;
+        }
+    }
+    if (join->held && (now >= join->hold_until || rv->facts_count + rv->failed_count >= rv->count))
+        return uform_fail(join->held, "%s", join->held_message);
+    return uform_status_pending_k;
+}
+
+/** Polls the run's files until joined, a failure, or the deadline: completion.c's `uform_poll_until`
+ *  (other processes' files announce nothing this one could park on), sleeping from 1 ms, growing by
+ *  half up to 10 ms a 1,024 processes (at most 100 ms), and from 1 ms again after a change. */
 static uform_status_t join_loop(uform_rendezvous_t *rv) {
-    double interval = 0.001, hold_until = 0;
     // Polls cost the same at any count; only the shared file system's load grows with it.
     double interval_limit = 0.010 * (double)(rv->count / 1024 + 1);
     if (interval_limit > 0.1) interval_limit = 0.1;
-    char held_message[512] = "";
-    uform_status_t held = uform_status_ok_k;
-    for (;;) {
-        rv_hook("waiting", "");
-        bool changed = false, joined = false;
-        double now = uform_now_seconds();
-        bool liveness = now >= rv->next_liveness;
-        if (liveness) rv->next_liveness = now + RV_LIVENESS_PERIOD;
-        uform_status_t status = check_dispute(rv);
-        if (status == uform_status_ok_k)
-            status = rv->index == 0 ? poll_zero(rv, liveness, !held, &changed, &joined)
-                                    : poll_other(rv, liveness, &changed, &joined);
-        if (status == uform_status_ok_k && joined) return uform_status_ok_k;
-        now = uform_now_seconds();
-        if (status != uform_status_ok_k) {
-            // Others fail at once; process 0 first lets every expected process in (briefly, still
-            // acknowledging), so late arrivals hear of the failure too. Disputes are not held.
-            bool hold = rv->index == 0 && !rv->quiet && !rv->disputed && status != uform_status_system_error_k &&
-                        status != uform_status_out_of_memory_k && rv->facts_count + rv->failed_count < rv->count;
-            if (!hold) return status;
-            if (!held) {
-                held = status;
-                snprintf(held_message, sizeof held_message, "%s", uform_error_message());
-                hold_until = now + RV_FAILURE_HOLD < rv->deadline ? now + RV_FAILURE_HOLD : rv->deadline;
-            }
-        }
-        if (held && (now >= hold_until || rv->facts_count + rv->failed_count >= rv->count))
-            return uform_fail(held, "%s", held_message);
-        if (now >= rv->deadline) {
-            if (held) return uform_fail(held, "%s", held_message);
-            return rv->trusted ? absent_at_deadline(rv) : unacknowledged(rv);
-        }
-        interval = changed ? 0.001 : (interval * 1.5 > interval_limit ? interval_limit : interval * 1.5);
-        double left = rv->deadline - uform_now_seconds();
-        uform_sleep_seconds(left < interval ? (left > 0 ? left : 0) : interval);
-    }
+    uform_poll_backoff_t const backoff = {.spin_seconds = 0, .nap_min = 0.001, .nap_max = interval_limit, .growth = 1.5};
+    join_t join = {.rv = rv, .held = uform_status_ok_k};
+    double const seconds = rv->deadline - uform_now_seconds();
+    uform_status_t const status = uform_poll_until(join_look, &join, seconds > 0 ? seconds : 0, &backoff);
+    if (status != uform_status_pending_k) return status;
+    if (join.held) return uform_fail(join.held, "%s", join.held_message);
+    return rv->trusted ? absent_at_deadline(rv) : rv_unacknowledged(rv);
 }
 
 static uform_status_t check_local(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local) {

@@ -34,7 +34,7 @@ uint64_t rv_random_u64(void) {
             struct timespec now;
             clock_gettime(CLOCK_REALTIME, &now);
             value = ((uint64_t)now.tv_nsec << 20) ^ (uint64_t)now.tv_sec ^ ((uint64_t)getpid() << 40) ^
-                    (counter += 0x9E3779B97F4A7C15ull);
+                    (atomic_fetch_add(&counter, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull);
             value ^= value >> 31, value *= 0xBF58476D1CE4E5B9ull, value ^= value >> 29;
         }
     }

@@ -220,6 +220,18 @@ bool rv_text_field(rv_record_t const *record, char const *key, size_t capacity_o
 uform_status_t rv_refresh_peer(uform_rendezvous_t *rv, size_t index, bool *changed);
 /** The failure a peer published, quoted as that peer's text. */
 uform_status_t rv_peer_failed(uform_rendezvous_t const *rv, size_t index);
+
+/* Messages (rendezvous_messages.c). */
+
+/** Writes "1, 3-5, 9" into `out` for the peers not arrived (neither facts nor failure). */
+void rv_format_absent(uform_rendezvous_t const *rv, char *out, size_t capacity, size_t *missing);
+/** CORRUPT_FILE: process `index` claimed by two processes, both named. */
+uform_status_t rv_duplicate_claim(uform_rendezvous_t const *rv, char const *name, size_t index, int64_t pid_a,
+                                  char const *host_a, int64_t pid_b, char const *host_b);
+/** TIMEOUT: process `index` wrote its facts and is gone; `absent` (may be NULL) lists others. */
+uform_status_t rv_peer_gone(uform_rendezvous_t const *rv, size_t index, char const *absent);
+/** TIMEOUT of a process never acknowledged: what its `run` says. */
+uform_status_t rv_unacknowledged(uform_rendezvous_t const *rv);
 /** A peer on this host is gone: looked up once more, then reported as failed or gone. */
 uform_status_t rv_confirm_gone(uform_rendezvous_t *rv, size_t index);
 /** Process 0's budgeted pass over the peers' files (see rendezvous.h). */

@@ -14,24 +14,12 @@ from ._calls import Outcome, _context_address, _device_thunk, _Record, _running_
 from ._codes import CPUClass, ExecutorKind, GPUClass, Mood, Residency, Schedule, Status, _enum
 from ._errors import Error, _check, _message
 from ._hardware import Library
-from ._lifetime import _Handle, _release_executor, _Using
+from ._lifetime import _Handle, _Owner, _release_executor
 from ._native import CallStruct, ExecutorDescriptionStruct, OutcomeStruct
 from ._options import ExecutorDescription, RamOptions, VramOptions
 
 
-class _Closing:
-    """``with`` support shared by `Executor` and `Mesh`: the block's end calls ``close``. Freeing at
-    garbage collection and at exit is their ``weakref.finalize`` (see `uform._lifetime`)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.close()
-        return False
-
-
-class Executor(_Closing):
+class Executor(_Owner):
     """The threads or streams a verb runs on (`uform_executor_t`), freed when it goes out of scope,
     when `close` is called, or at the end of a ``with`` block, whichever comes first.
 
@@ -150,39 +138,9 @@ class Executor(_Closing):
     # Identity
 
     @property
-    def library(self) -> Library:
-        """The loaded engine, kept so the shared object stays mapped while the handle lives."""
-        return self._library
-
-    @property
-    def address(self) -> int:
-        """The opaque `uform_executor_t` as an integer; `NULL_ADDRESS` for the inline executor.
-        Raises `Error(INVALID_ARGUMENT)` once closed, so it never hands out a dangling pointer."""
-        if self._closed:
-            raise Error(Status.INVALID_ARGUMENT, "the executor is closed")
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        """Whether `close` ran (or the handle was released at exit)."""
-        return self._state.closed
-
-    @property
-    def _handle(self) -> int:
-        return self._state.handle
-
-    @property
-    def _closed(self) -> bool:
-        return self._state.closed
-
-    @property
     def _pending(self) -> list:
         """The deferred calls not yet seen finished, whose records keep their callbacks alive."""
         return self._state.pending
-
-    def _using(self, allow_closed: bool = False) -> _Using:
-        """Marks this thread inside a C function on the executor for the ``with`` block."""
-        return _Using(self._state, allow_closed)
 
     # Verbs
 

@@ -93,6 +93,57 @@ class _Using:
         return False
 
 
+class _Owner:
+    """What `Executor` and `Mesh` share as owners of a `_Handle` in ``self._state``, made with
+    ``self._library``: the handle's properties, `_Using` over it, and ``with`` support (the block's
+    end calls ``close``). Freeing at garbage collection and at exit is their ``weakref.finalize``."""
+
+    _state: _Handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Frees the handle; each owner defines it."""
+        raise NotImplementedError
+
+    @property
+    def library(self):
+        """The loaded engine the handle was made with, kept so the shared object stays mapped while
+        the handle lives."""
+        return self._library
+
+    @property
+    def address(self) -> int:
+        """The opaque handle (`uform_executor_t`, `uform_mesh_t`) as an integer; `NULL_ADDRESS` for
+        the inline executor. Raises `Error(INVALID_ARGUMENT)` once closed, so it never hands out a
+        dangling pointer."""
+        if self._closed:
+            raise Error(Status.INVALID_ARGUMENT, f"the {self._state.noun} is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` ran (for a mesh also its executor's close), or the release at exit."""
+        return self._state.closed
+
+    @property
+    def _handle(self) -> int:
+        return self._state.handle
+
+    @property
+    def _closed(self) -> bool:
+        return self._state.closed
+
+    def _using(self, allow_closed: bool = False) -> _Using:
+        """Marks this thread inside a C function on the handle for the ``with`` block."""
+        return _Using(self._state, allow_closed)
+
+
 def _release_mesh(state: _Handle) -> None:
     """The finalizer of a `Mesh`: `uform_mesh_free`, once."""
     handle = state.take()

@@ -13,9 +13,9 @@ from ._arguments import _address, _require, _size
 from ._calls import Outcome, _Record
 from ._codes import DType, GPUClass, MultimemTier, Status, _enum
 from ._errors import Error, _check
-from ._executor import Executor, _Closing
+from ._executor import Executor
 from ._hardware import Library
-from ._lifetime import _Handle, _release_mesh, _Using
+from ._lifetime import _Handle, _Owner, _release_mesh
 from ._native import MeshDescriptionStruct
 from ._options import MeshDescription, MeshOptions
 
@@ -103,7 +103,7 @@ def _device_buffer(buffer, position: int, dtype: DType):
     return int(address or 0), elements
 
 
-class Mesh(_Closing):
+class Mesh(_Owner):
     """One process's place among the processes of a run (`uform_mesh_t`). Holds its executor,
     which therefore outlives it; closing the executor closes its meshes first. Freed when it goes
     out of scope, by `close`, or at the end of a ``with`` block."""
@@ -147,38 +147,9 @@ class Mesh(_Closing):
         return mesh
 
     @property
-    def library(self) -> Library:
-        """The loaded engine the mesh was made with."""
-        return self._library
-
-    @property
     def executor(self) -> Optional[Executor]:
         """The executor the mesh was bootstrapped over, kept alive by the mesh."""
         return self._executor
-
-    @property
-    def address(self) -> int:
-        """The opaque `uform_mesh_t` as an integer; `Error(INVALID_ARGUMENT)` once closed."""
-        if self._closed:
-            raise Error(Status.INVALID_ARGUMENT, "the mesh is closed")
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        """Whether `close` ran (or its executor's close, or the release at exit)."""
-        return self._state.closed
-
-    @property
-    def _handle(self) -> int:
-        return self._state.handle
-
-    @property
-    def _closed(self) -> bool:
-        return self._state.closed
-
-    def _using(self, allow_closed: bool = False) -> _Using:
-        """Marks this thread inside a C function on the mesh for the ``with`` block."""
-        return _Using(self._state, allow_closed)
 
     def describe(self) -> MeshDescription:
         """Reports the mesh's shape and this process's place in it (`uform_mesh_describe`)."""

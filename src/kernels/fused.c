@@ -18,6 +18,14 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define UFORM_KERNELS_X86 1
 
+// GCC's target attribute can ask for 512-bit vectors; clang's has no such option (its
+// -mprefer-vector-width is a command-line flag only), so it gets the plain ISA list.
+#if defined(__clang__)
+#define UFORM_PREFER_512 ""
+#else
+#define UFORM_PREFER_512 ",prefer-vector-width=512"
+#endif
+
 #define KERNEL(name) name##_haswell
 #define KERNEL_NAME "haswell"
 #define KERNEL_TARGET __attribute__((target("avx2,fma,f16c")))
@@ -28,7 +36,7 @@
 
 #define KERNEL(name) name##_skylake
 #define KERNEL_NAME "skylake"
-#define KERNEL_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+#define KERNEL_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl" UFORM_PREFER_512)))
 #include "kernels/fused.inc"
 #undef KERNEL
 #undef KERNEL_NAME
@@ -36,7 +44,7 @@
 
 #define KERNEL(name) name##_genoa
 #define KERNEL_NAME "genoa"
-#define KERNEL_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,prefer-vector-width=512")))
+#define KERNEL_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16" UFORM_PREFER_512)))
 #include "kernels/fused.inc"
 #undef KERNEL
 #undef KERNEL_NAME

@@ -21,6 +21,60 @@
 #include <stdint.h>
 #include <stdatomic.h> // `atomic_uint`
 
+/**
+ *  @brief IEEE binary16 conversions where the compiler has no `_Float16`: clang before 15 on x86
+ *  (its `__fp16` needs runtime functions libgcc lacks). Round to nearest even, as the hardware's and
+ *  GCC's conversions; a NaN becomes the quiet NaN 0x7E00 (sign kept). Everywhere else the kernels and
+ *  tests convert through `_Float16`, and UFORM_SOFT_F16 is not defined.
+ */
+#if defined(__clang__) && __clang_major__ < 15
+#define UFORM_SOFT_F16 1
+
+static inline uint16_t uform_soft_f16_from_f32(float value) {
+    uint32_t bits, sign;
+    __builtin_memcpy(&bits, &value, 4);
+    sign = bits & 0x80000000u, bits ^= sign;
+    uint16_t half;
+    if (bits >= (127u + 16u) << 23) half = bits > 255u << 23 ? 0x7E00u : 0x7C00u; // NaN, or too large: infinity
+    else if (bits < 113u << 23) { // below the smallest normal half: the float adder rounds it
+        uint32_t const magic_bits = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+        float magic, sum;
+        __builtin_memcpy(&magic, &magic_bits, 4);
+        __builtin_memcpy(&sum, &bits, 4);
+        sum += magic;
+        __builtin_memcpy(&bits, &sum, 4);
+        half = (uint16_t)(bits - magic_bits);
+    }
+    else {
+        uint32_t const odd = (bits >> 13) & 1u;
+        bits += ((uint32_t)(15 - 127) << 23) + 0xFFFu + odd;
+        half = (uint16_t)(bits >> 13);
+    }
+    return (uint16_t)(half | (sign >> 16));
+}
+
+static inline float uform_soft_f32_from_f16(uint16_t half) {
+    uint32_t const exponent_mask = 0x7C00u << 13;
+    uint32_t bits = ((uint32_t)half & 0x7FFFu) << 13;
+    uint32_t const exponent = bits & exponent_mask;
+    bits += (uint32_t)(127 - 15) << 23;
+    if (exponent == exponent_mask) bits += (uint32_t)(128 - 16) << 23; // infinity or NaN
+    else if (exponent == 0) {                                          // zero or subnormal
+        uint32_t const magic_bits = 113u << 23;
+        float magic, value;
+        bits += 1u << 23;
+        __builtin_memcpy(&magic, &magic_bits, 4);
+        __builtin_memcpy(&value, &bits, 4);
+        value -= magic;
+        __builtin_memcpy(&bits, &value, 4);
+    }
+    bits |= ((uint32_t)half & 0x8000u) << 16;
+    float out;
+    __builtin_memcpy(&out, &bits, 4);
+    return out;
+}
+#endif
+
 /** @brief The fused kernels of one class. Rows are contiguous `cols` floats `ld` apart. */
 typedef struct uform_kernels_t {
     char const *name; /**< "serial", "haswell", "skylake", "genoa". */

@@ -170,34 +170,40 @@ uform_status_t uform_config_layout(char const *label, void const *root_, uform_t
     return uform_status_ok_k;
 }
 
-/** Reads `matryoshka_dims` (absent is fine): ascending widths narrower than the embedding's. */
-static uform_status_t uform_config_matryoshka(char const *label, char const *section, cJSON const *object,
-                                              uform_text_config_t *config) {
-    cJSON const *list = uform_json_get(object, "matryoshka_dims");
-    if (!list) return uform_status_ok_k;
+uform_status_t uform_config_matryoshka_widths(char const *label, char const *section, void const *list_, size_t width_max,
+                                             size_t matryoshka[8]) {
+    cJSON const *list = (cJSON const *)list_;
+    if (!list || cJSON_IsNull(list)) return uform_status_ok_k;
     if (!cJSON_IsArray(list))
         return uform_fail(uform_status_corrupt_file_k, "%s: '%smatryoshka_dims' must be an array of integers", label, section);
     size_t kept = 0;
     cJSON const *item = NULL;
     cJSON_ArrayForEach(item, list) {
         double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-        if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)config->embedding_dimensions)
+        if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)width_max)
             return uform_fail(uform_status_corrupt_file_k,
                               "%s: '%smatryoshka_dims' must hold integers in [1, %zu], the embedding width", label,
-                              section, config->embedding_dimensions);
+                              section, width_max);
         size_t const width = (size_t)number;
-        if (width == config->embedding_dimensions) continue;
+        if (width == width_max) continue;
         /* Insert sorted, unique, keeping the narrowest eight. */
         size_t at = 0;
-        while (at < kept && config->matryoshka[at] < width) ++at;
-        if (at < kept && config->matryoshka[at] == width) continue;
+        while (at < kept && matryoshka[at] < width) ++at;
+        if (at < kept && matryoshka[at] == width) continue;
         if (at >= 8) continue;
         size_t const last = kept < 8 ? kept : 7;
-        for (size_t i = last; i > at; --i) config->matryoshka[i] = config->matryoshka[i - 1];
-        config->matryoshka[at] = width;
+        for (size_t i = last; i > at; --i) matryoshka[i] = matryoshka[i - 1];
+        matryoshka[at] = width;
         if (kept < 8) ++kept;
     }
     return uform_status_ok_k;
+}
+
+/** Reads `matryoshka_dims` (absent is fine): ascending widths narrower than the embedding's. */
+static uform_status_t uform_config_matryoshka(char const *label, char const *section, cJSON const *object,
+                                              uform_text_config_t *config) {
+    return uform_config_matryoshka_widths(label, section, cJSON_GetObjectItemCaseSensitive(object, "matryoshka_dims"),
+                                          config->embedding_dimensions, config->matryoshka);
 }
 
 uform_status_t uform_config_uform3(char const *label, void const *root_, uform_text_config_t *config) {
@@ -434,7 +440,7 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root_, ufor
 typedef struct uform_binder_t {
     uform_text_config_t const *config;
     uform_safetensors_t const *index;
-    uform_text_binding_t *bindings;
+    uform_binding_t *bindings;
     size_t count;
 } uform_binder_t;
 
@@ -446,7 +452,7 @@ static uform_status_t uform_bind(uform_binder_t *binder, char const *name, size_
     uform_status_t const status = uform_safetensors_expect(binder->index, name, rows ? 2 : 1, rows ? shape : shape + 1,
                                                            &tensor);
     if (status != uform_status_ok_k) return status;
-    binder->bindings[binder->count++] = (uform_text_binding_t){
+    binder->bindings[binder->count++] = (uform_binding_t){
         .source = tensor, .rows = rows ? rows : 1, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
     return uform_status_ok_k;
 }
@@ -454,52 +460,65 @@ static uform_status_t uform_bind(uform_binder_t *binder, char const *name, size_
 #define UFORM_TOWER_FIELD(member) offsetof(uform_text_tower_t, member)
 #define UFORM_LAYER_FIELD(member) offsetof(uform_text_layer_t, member)
 
-static uform_status_t uform_bind_uform3(uform_binder_t *b) {
+/**
+ *  Binds every layer's tensors, one table for both layouts: the same shapes and fields under the
+ *  package's names ("blocks.<layer>.<name>", skipping its multimodal layers) and under
+ *  transformers' BERT names ("<prefix>encoder.layer.<layer>.<name>").
+ */
+static uform_status_t uform_bind_layers(uform_binder_t *b, int bert, char const *prefix) {
     uform_text_config_t const *c = b->config;
     size_t const h = c->hidden, f = c->intermediate;
-    UFORM_TRY(uform_bind(b, "word_embeddings.weight", c->vocab_size, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(word_embeddings)));
-    UFORM_TRY(uform_bind(b, "position_embeddings.weight", c->max_positions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(position_embeddings)));
-    UFORM_TRY(uform_bind(b, "layer_norm.weight", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_weight)));
-    UFORM_TRY(uform_bind(b, "layer_norm.bias", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_bias)));
+    struct {
+        char const *uform3, *bert;
+        size_t rows, cols;
+        int parameter;
+        size_t field;
+    } const parts[] = {
+        {"attention.query.weight", "attention.self.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
+        {"attention.query.bias", "attention.self.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
+        {"attention.key.weight", "attention.self.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
+        {"attention.key.bias", "attention.self.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
+        {"attention.value.weight", "attention.self.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
+        {"attention.value.bias", "attention.self.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
+        {"attention.out.weight", "attention.output.dense.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
+        {"attention.out.bias", "attention.output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
+        {"norm_attn.weight", "attention.output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
+        {"norm_attn.bias", "attention.output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
+        {"mlp.hidden_layer.weight", "intermediate.dense.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
+        {"mlp.hidden_layer.bias", "intermediate.dense.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
+        {"mlp.output_layer.weight", "output.dense.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
+        {"mlp.output_layer.bias", "output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
+        {"norm_mlp.weight", "output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
+        {"norm_mlp.bias", "output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
+    };
     size_t run = 0;
     for (size_t layer = 0; layer < c->layers_total; ++layer) {
-        if (c->skipped[layer]) continue;
-        struct {
-            char const *name;
-            size_t rows, cols;
-            int parameter;
-            size_t field;
-        } const parts[] = {
-            {"attention.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
-            {"attention.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
-            {"attention.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
-            {"attention.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
-            {"attention.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
-            {"attention.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
-            {"attention.out.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
-            {"attention.out.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
-            {"norm_attn.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
-            {"norm_attn.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
-            {"mlp.hidden_layer.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
-            {"mlp.hidden_layer.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
-            {"mlp.output_layer.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
-            {"mlp.output_layer.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
-            {"norm_mlp.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
-            {"norm_mlp.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
-        };
+        if (c->skipped[layer]) continue; // only the package's configurations skip layers
         for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
-            char name[96];
-            snprintf(name, sizeof(name), "blocks.%zu.%s", layer, parts[i].name);
+            char name[160];
+            if (bert) snprintf(name, sizeof(name), "%sencoder.layer.%zu.%s", prefix, layer, parts[i].bert);
+            else snprintf(name, sizeof(name), "blocks.%zu.%s", layer, parts[i].uform3);
             UFORM_TRY(uform_bind(b, name, parts[i].rows, parts[i].cols, parts[i].parameter, run, parts[i].field));
         }
         ++run;
     }
+    return uform_status_ok_k;
+}
+
+static uform_status_t uform_bind_uform3(uform_binder_t *b) {
+    uform_text_config_t const *c = b->config;
+    size_t const h = c->hidden;
+    UFORM_TRY(uform_bind(b, "word_embeddings.weight", c->vocab_size, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(word_embeddings)));
+    UFORM_TRY(uform_bind(b, "position_embeddings.weight", c->max_positions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(position_embeddings)));
+    UFORM_TRY(uform_bind(b, "layer_norm.weight", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_weight)));
+    UFORM_TRY(uform_bind(b, "layer_norm.bias", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_bias)));
+    UFORM_TRY(uform_bind_layers(b, 0, ""));
     return uform_bind(b, "embedding_projection.weight", c->embedding_dimensions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(projection));
 }
 
 static uform_status_t uform_bind_bert(uform_binder_t *b, char const *prefix) {
     uform_text_config_t const *c = b->config;
-    size_t const h = c->hidden, f = c->intermediate;
+    size_t const h = c->hidden;
     char name[128];
 #define UFORM_NAME(...) (snprintf(name, sizeof(name), __VA_ARGS__), name)
     UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.word_embeddings.weight", prefix), c->vocab_size, h, 0, SIZE_MAX,
@@ -512,43 +531,15 @@ static uform_status_t uform_bind_bert(uform_binder_t *b, char const *prefix) {
                          UFORM_TOWER_FIELD(embedding_norm_weight)));
     UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.LayerNorm.bias", prefix), 0, h, 1, SIZE_MAX,
                          UFORM_TOWER_FIELD(embedding_norm_bias)));
-    for (size_t layer = 0; layer < c->layers_total; ++layer) {
-        struct {
-            char const *name;
-            size_t rows, cols;
-            int parameter;
-            size_t field;
-        } const parts[] = {
-            {"attention.self.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
-            {"attention.self.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
-            {"attention.self.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
-            {"attention.self.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
-            {"attention.self.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
-            {"attention.self.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
-            {"attention.output.dense.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
-            {"attention.output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
-            {"attention.output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
-            {"attention.output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
-            {"intermediate.dense.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
-            {"intermediate.dense.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
-            {"output.dense.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
-            {"output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
-            {"output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
-            {"output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
-        };
-        for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i)
-            UFORM_TRY(uform_bind(b, UFORM_NAME("%sencoder.layer.%zu.%s", prefix, layer, parts[i].name), parts[i].rows,
-                                 parts[i].cols, parts[i].parameter, layer, parts[i].field));
-    }
 #undef UFORM_NAME
-    return uform_status_ok_k;
+    return uform_bind_layers(b, 1, prefix);
 }
 
 uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_t const *index,
-                                 uform_text_binding_t **bindings, size_t *count) {
+                                 uform_binding_t **bindings, size_t *count) {
     *bindings = NULL, *count = 0;
     size_t const capacity = 6 + 16 * config->layers_total;
-    uform_binder_t binder = {.config = config, .index = index, .bindings = calloc(capacity, sizeof(uform_text_binding_t))};
+    uform_binder_t binder = {.config = config, .index = index, .bindings = calloc(capacity, sizeof(uform_binding_t))};
     if (!binder.bindings) return uform_fail(uform_status_out_of_memory_k, "out of memory binding %zu tensors", capacity);
     uform_status_t status;
     if (config->layout == uform_text_layout_uform3_k)
@@ -568,18 +559,18 @@ uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_
     return uform_status_ok_k;
 }
 
-static size_t uform_binding_bytes(uform_text_binding_t const *binding, uform_dtype_t dtype) {
+static size_t uform_binding_bytes(uform_binding_t const *binding, uform_dtype_t dtype) {
     size_t const element = binding->parameter ? 4 : uform_dtype_bytes(dtype);
     return (binding->rows * binding->cols * element + 63) & ~(size_t)63;
 }
 
-size_t uform_text_replica_bytes(uform_text_binding_t const *bindings, size_t count, uform_dtype_t dtype) {
+size_t uform_replica_bytes(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype) {
     size_t total = 0;
     for (size_t i = 0; i < count; ++i) total += uform_binding_bytes(&bindings[i], dtype);
     return total;
 }
 
-void uform_text_tower_fill(uform_text_config_t const *config, uform_text_binding_t const *bindings, size_t count,
+void uform_text_tower_fill(uform_text_config_t const *config, uform_binding_t const *bindings, size_t count,
                            uform_dtype_t dtype, void *block, uform_text_layer_t *layers, uform_text_tower_t *tower) {
     memset(tower, 0, sizeof(*tower));
     memset(layers, 0, config->layers_count * sizeof(uform_text_layer_t));
@@ -598,12 +589,17 @@ void uform_text_tower_fill(uform_text_config_t const *config, uform_text_binding
     tower->normalize = config->normalize;
     tower->weights_dtype = dtype;
     tower->layers = layers;
+    uform_bindings_place(bindings, count, dtype, block, tower, layers, sizeof(uform_text_layer_t));
+}
+
+void uform_bindings_place(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype, void *block, void *tower,
+                          void *layers, size_t layer_size) {
     uint8_t *cursor = (uint8_t *)block;
     for (size_t i = 0; i < count; ++i) {
-        uform_text_binding_t const *binding = &bindings[i];
+        uform_binding_t const *binding = &bindings[i];
         uform_dtype_t const target = binding->parameter ? uform_dtype_f32_k : dtype;
         uform_convert(cursor, target, binding->source->data, binding->source->dtype, binding->rows * binding->cols);
-        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)&layers[binding->layer];
+        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)layers + binding->layer * layer_size;
         uform_tensor_t *slot = (uform_tensor_t *)(owner + binding->field);
         *slot = (uform_tensor_t){.data = cursor, .dtype = target, .rows = binding->rows, .cols = binding->cols};
         cursor += uform_binding_bytes(binding, dtype);

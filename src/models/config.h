@@ -78,28 +78,40 @@ uform_status_t uform_config_sentence_bert(char const *label, void const *root, u
 /** @brief Applies `tokenizer_config.json` (do_lower_case), the hint for a vocab.txt tokenizer. */
 uform_status_t uform_config_tokenizer(char const *label, void const *root, uform_text_config_t *config);
 
-/** @brief One tensor the tower needs: where it comes from and what it becomes. */
-typedef struct uform_text_binding_t {
+/** @brief Reads a `matryoshka_dims` list (NULL or JSON null: none) into `matryoshka`: ascending,
+ *  unique widths narrower than `width_max`, the narrowest eight, zero-padded; CORRUPT_FILE naming
+ *  `section` and the key otherwise. For both towers' configurations. */
+uform_status_t uform_config_matryoshka_widths(char const *label, char const *section, void const *list, size_t width_max,
+                                             size_t matryoshka[8]);
+
+/** @brief One tensor a tower needs, text or image: where it comes from and what it becomes. */
+typedef struct uform_binding_t {
     uform_safetensor_t const *source;
     size_t rows, cols;   /**< Vectors: rows = 1. */
     int parameter;       /**< LayerNorm parameter or bias: held in f32. */
     size_t layer;        /**< Index into the tower's layers, or SIZE_MAX for tower-level tensors. */
     size_t field;        /**< Byte offset of the `uform_tensor_t` in the tower or layer struct. */
-} uform_text_binding_t;
+} uform_binding_t;
 
 /** @brief Finds every tensor `config` needs in `index`, checking each exists, has a dtype the
  *  engine computes with (UNSUPPORTED naming the tensor and dtype) and the shape the config implies
  *  (CORRUPT_FILE naming the file, tensor, expected and found shapes). Sets `config->prefix`.
  *  `*bindings` (free with `free`) receives `*count` entries. */
 uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_t const *index,
-                                 uform_text_binding_t **bindings, size_t *count);
+                                 uform_binding_t **bindings, size_t *count);
 
 /** @brief Bytes one replica needs for `bindings` in `dtype`, each tensor 64-byte aligned. */
-size_t uform_text_replica_bytes(uform_text_binding_t const *bindings, size_t count, uform_dtype_t dtype);
+size_t uform_replica_bytes(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype);
 
-/** @brief Fills a tower from `bindings`, converting into `block` (of `uform_text_replica_bytes`),
+/** @brief Converts every binding's tensor into `block` (of `uform_replica_bytes`), one after the
+ *  other, and points its `uform_tensor_t` at it: in `tower`, or in `layers` (of `layer_size`
+ *  bytes each) for a layer's tensor. Both loaders' towers are filled by it. */
+void uform_bindings_place(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype, void *block, void *tower,
+                          void *layers, size_t layer_size);
+
+/** @brief Fills a tower from `bindings`, converting into `block` (of `uform_replica_bytes`),
  *  `layers` an array of `config->layers_count` entries the tower points to. */
-void uform_text_tower_fill(uform_text_config_t const *config, uform_text_binding_t const *bindings, size_t count,
+void uform_text_tower_fill(uform_text_config_t const *config, uform_binding_t const *bindings, size_t count,
                            uform_dtype_t dtype, void *block, uform_text_layer_t *layers, uform_text_tower_t *tower);
 
 #endif // UFORM_MODELS_CONFIG_H

@@ -20,11 +20,6 @@
 #include <stdlib.h> // `calloc`, `free`
 #include <string.h> // `strcmp`, `memset`
 
-typedef struct image_owned_t {
-    void **blocks; /**< [replicas] weights, from `uform_numa_alloc`. */
-    size_t block_bytes;
-    uform_image_layer_t **layers; /**< [replicas] */
-} image_owned_t;
 
 /* ---- Config ---- */
 
@@ -100,28 +95,7 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
     /* Matryoshka widths: the section's own, else the root's; ascending, unique, narrower. */
     cJSON const *list = cJSON_GetObjectItemCaseSensitive(image, "matryoshka_dims");
     if (!list) list = cJSON_GetObjectItemCaseSensitive(root, "matryoshka_dims");
-    if (list && !cJSON_IsNull(list)) {
-        if (!cJSON_IsArray(list))
-            return uform_fail(uform_status_corrupt_file_k, "%s: 'matryoshka_dims' must be an array of integers", label);
-        size_t kept = 0;
-        cJSON const *item = NULL;
-        cJSON_ArrayForEach(item, list) {
-            double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-            if (!isfinite(number) || floor(number) != number || number < 1 || number > (double)config->embedding_dimensions)
-                return uform_fail(uform_status_corrupt_file_k,
-                                  "%s: 'matryoshka_dims' must hold integers in [1, %zu], the embedding width", label,
-                                  config->embedding_dimensions);
-            size_t const width = (size_t)number;
-            if (width == config->embedding_dimensions) continue;
-            size_t at = 0;
-            while (at < kept && config->matryoshka[at] < width) ++at;
-            if ((at < kept && config->matryoshka[at] == width) || at >= 8) continue;
-            size_t const last = kept < 8 ? kept : 7;
-            for (size_t i = last; i > at; --i) config->matryoshka[i] = config->matryoshka[i - 1];
-            config->matryoshka[at] = width;
-            if (kept < 8) ++kept;
-        }
-    }
+    TRY(uform_config_matryoshka_widths(label, "", list, config->embedding_dimensions, config->matryoshka));
 #undef TRY
     config->grid = config->image_size / config->patch_size;
     config->patches = config->grid * config->grid;
@@ -133,17 +107,9 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
 
 /* ---- Binding ---- */
 
-typedef struct image_binding_t {
-    uform_safetensor_t const *source;
-    size_t rows, cols;
-    int parameter; /**< Held in f32. */
-    size_t layer;  /**< SIZE_MAX for tower-level tensors. */
-    size_t field;
-} image_binding_t;
-
 typedef struct image_binder_t {
     uform_safetensors_t const *index;
-    image_binding_t *bindings;
+    uform_binding_t *bindings;
     size_t count;
 } image_binder_t;
 
@@ -154,7 +120,7 @@ static uform_status_t bind(image_binder_t *binder, char const *name, size_t rank
     uform_status_t const status = uform_safetensors_expect(binder->index, name, rank, shape, &tensor);
     if (status != uform_status_ok_k) return status;
     binder->bindings[binder->count++] =
-        (image_binding_t){.source = tensor, .rows = rows, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
+        (uform_binding_t){.source = tensor, .rows = rows, .cols = cols, .parameter = parameter, .layer = layer, .field = field};
     return uform_status_ok_k;
 }
 
@@ -215,45 +181,20 @@ static uform_status_t bind_all(image_binder_t *b, uform_image_config_t const *c)
     return uform_status_ok_k;
 }
 
-static size_t binding_bytes(image_binding_t const *binding, uform_dtype_t dtype) {
-    size_t const element = binding->parameter ? 4 : uform_dtype_bytes(dtype);
-    return (binding->rows * binding->cols * element + 63) & ~(size_t)63;
-}
-
-static void tower_fill(uform_image_config_t const *config, image_binding_t const *bindings, size_t count,
+static void tower_fill(uform_image_config_t const *config, uform_binding_t const *bindings, size_t count,
                        uform_dtype_t dtype, void *block, uform_image_layer_t *layers, uform_image_tower_t *tower) {
     memset(tower, 0, sizeof(*tower));
     memset(layers, 0, (config->layers_count ? config->layers_count : 1) * sizeof(uform_image_layer_t));
     tower->config = *config;
     tower->weights_dtype = dtype;
     tower->layers = layers;
-    uint8_t *cursor = (uint8_t *)block;
-    for (size_t i = 0; i < count; ++i) {
-        image_binding_t const *binding = &bindings[i];
-        uform_dtype_t const target = binding->parameter ? uform_dtype_f32_k : dtype;
-        uform_convert(cursor, target, binding->source->data, binding->source->dtype, binding->rows * binding->cols);
-        uint8_t *owner = binding->layer == SIZE_MAX ? (uint8_t *)tower : (uint8_t *)&layers[binding->layer];
-        *(uform_tensor_t *)(owner + binding->field) =
-            (uform_tensor_t){.data = cursor, .dtype = target, .rows = binding->rows, .cols = binding->cols};
-        cursor += binding_bytes(binding, dtype);
-    }
+    uform_bindings_place(bindings, count, dtype, block, tower, layers, sizeof(uform_image_layer_t));
 }
 
 /* ---- Open ---- */
 
 void uform_image_model_release(struct uform_model_s *model) {
-    image_owned_t *owned = (image_owned_t *)model->image_owned;
-    if (owned) {
-        for (size_t i = 0; i < model->replicas_count; ++i) {
-            if (owned->blocks && owned->blocks[i]) uform_numa_free(owned->blocks[i], owned->block_bytes);
-            if (owned->layers) free(owned->layers[i]);
-        }
-        free(owned->blocks);
-        free(owned->layers);
-        free(owned);
-        model->image_owned = NULL;
-    }
-    free(model->image_replicas);
+    free(model->image_replicas); // the replicas' memory is model.c's (`uform_replica_memory_free`)
     model->image_replicas = NULL;
 }
 
@@ -269,9 +210,6 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     size_t length = 0;
     char path[4096];
     uform_status_t status;
-    image_owned_t *owned = calloc(1, sizeof(image_owned_t));
-    if (!owned) return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
-    model->image_owned = owned;
 #define CHECK(expression)                                                                                              \
     do {                                                                                                               \
         if ((status = (expression)) != uform_status_ok_k) goto done;                                                   \
@@ -289,38 +227,21 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     CHECK(uform_safetensors_open(path, &index));
     size_t const capacity = 8 + 18 * config.layers_count;
     binder.index = &index;
-    binder.bindings = calloc(capacity, sizeof(image_binding_t));
+    binder.bindings = calloc(capacity, sizeof(uform_binding_t));
     if (!binder.bindings) {
         status = uform_fail(uform_status_out_of_memory_k, "out of memory binding %zu tensors", capacity);
         goto done;
     }
     CHECK(bind_all(&binder, &config));
 
-    size_t const replicas = placement.domains_count;
-    model->replica_nodes = calloc(replicas, sizeof(int32_t));
-    model->image_replicas = calloc(replicas, sizeof(uform_image_tower_t));
-    owned->blocks = calloc(replicas, sizeof(void *));
-    owned->layers = calloc(replicas, sizeof(uform_image_layer_t *));
-    owned->block_bytes = 0;
-    for (size_t i = 0; i < binder.count; ++i) owned->block_bytes += binding_bytes(&binder.bindings[i], dtype);
-    if (!model->replica_nodes || !model->image_replicas || !owned->blocks || !owned->layers) {
-        status = uform_fail(uform_status_out_of_memory_k, "out of memory for %zu replicas", replicas);
-        goto done;
-    }
-    for (size_t i = 0; i < replicas; ++i) {
-        int32_t const node = placement.domain_nodes[i];
-        model->replica_nodes[i] = node;
-        ++model->replicas_count;
-        owned->blocks[i] = uform_numa_alloc(owned->block_bytes, node);
-        owned->layers[i] = calloc(config.layers_count ? config.layers_count : 1, sizeof(uform_image_layer_t));
-        if (!owned->blocks[i] || !owned->layers[i]) {
-            status = uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
-                                owned->block_bytes, directory, (int)node);
-            goto done;
-        }
-        tower_fill(&config, binder.bindings, binder.count, dtype, owned->blocks[i], owned->layers[i],
+    void *towers = NULL;
+    status = uform_replica_memory_alloc(model, &placement, uform_replica_bytes(binder.bindings, binder.count, dtype), &towers, sizeof(uform_image_tower_t),
+                                        config.layers_count, sizeof(uform_image_layer_t), directory);
+    model->image_replicas = towers; // freed with the model, even after a failure
+    if (status != uform_status_ok_k) goto done;
+    for (size_t i = 0; i < model->replicas_count; ++i)
+        tower_fill(&config, binder.bindings, binder.count, dtype, model->memory.blocks[i], model->memory.layers[i],
                    &model->image_replicas[i]);
-    }
 
     size_t parameters = 0;
     for (size_t i = 0; i < binder.count; ++i) parameters += binder.bindings[i].rows * binder.bindings[i].cols;

@@ -18,12 +18,6 @@
 #include <stdlib.h> // `calloc`, `free`
 #include <string.h> // `memset`, `strlen`
 
-typedef struct uform_model_owned_t {
-    void **blocks;                /**< [replicas] weights, from `uform_numa_alloc`. */
-    size_t block_bytes;
-    uform_text_layer_t **layers;  /**< [replicas] */
-} uform_model_owned_t;
-
 /** Joins `directory/name`, INVALID_ARGUMENT when it does not fit. */
 static uform_status_t uform_join(char *buffer, size_t capacity, char const *directory, char const *name) {
     int const written = snprintf(buffer, capacity, "%s/%s", directory, name);
@@ -51,6 +45,21 @@ static uform_status_t uform_load_json(char const *path, int optional, void **roo
         if (status != uform_status_ok_k) goto done;                                                                    \
     } while (0)
 
+/** Reads `folder`/`name` (absent: nothing when `optional`) with `read`, one of config.h's readers. */
+static uform_status_t uform_read_config_file(char const *folder, char const *name, int optional,
+                                             uform_status_t (*read)(char const *, void const *, uform_text_config_t *),
+                                             uform_text_config_t *config) {
+    char path[4096];
+    void *root = NULL;
+    uform_status_t status;
+    UFORM_CHECK(uform_join(path, sizeof(path), folder, name));
+    UFORM_CHECK(uform_load_json(path, optional, &root));
+    if (root) UFORM_CHECK(read(path, root, config));
+done:
+    uform_json_free(root);
+    return status;
+}
+
 /** Reads the configuration files of `directory` into `config`. */
 static uform_status_t uform_read_text_config(char const *directory, uform_text_config_t *config) {
     char path[4096];
@@ -65,49 +74,62 @@ static uform_status_t uform_read_text_config(char const *directory, uform_text_c
         goto done;
     }
     UFORM_CHECK(uform_config_bert(path, root, config));
-    uform_json_free(root), root = NULL;
 
     /* sentence-transformers: modules.json names the pooling folder and normalisation. */
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "modules.json"));
-    UFORM_CHECK(uform_load_json(path, 1, &root));
-    if (root) {
-        UFORM_CHECK(uform_config_modules(path, root, config));
-        uform_json_free(root), root = NULL;
+    UFORM_CHECK(uform_read_config_file(directory, "modules.json", 1, uform_config_modules, config));
+    if (config->has_pooling_module) { // modules.json was there: its Pooling module's folder
         char folder[4096];
         UFORM_CHECK(uform_join(folder, sizeof(folder), directory, config->pooling_path));
-        UFORM_CHECK(uform_join(path, sizeof(path), folder, "config.json"));
-        UFORM_CHECK(uform_load_json(path, 0, &root));
-        UFORM_CHECK(uform_config_pooling(path, root, config));
-        uform_json_free(root), root = NULL;
+        UFORM_CHECK(uform_read_config_file(folder, "config.json", 0, uform_config_pooling, config));
     }
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "sentence_bert_config.json"));
-    UFORM_CHECK(uform_load_json(path, 1, &root));
-    if (root) {
-        UFORM_CHECK(uform_config_sentence_bert(path, root, config));
-        uform_json_free(root), root = NULL;
-    }
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "tokenizer_config.json"));
-    UFORM_CHECK(uform_load_json(path, 1, &root));
-    if (root) UFORM_CHECK(uform_config_tokenizer(path, root, config));
+    UFORM_CHECK(uform_read_config_file(directory, "sentence_bert_config.json", 1, uform_config_sentence_bert, config));
+    UFORM_CHECK(uform_read_config_file(directory, "tokenizer_config.json", 1, uform_config_tokenizer, config));
 done:
     uform_json_free(root);
     return status;
+}
+
+uform_status_t uform_replica_memory_alloc(struct uform_model_s *model, uform_placement_t const *placement,
+                                          size_t block_bytes, void **towers, size_t tower_size, size_t layers,
+                                          size_t layer_size, char const *directory) {
+    uform_replica_memory_t *memory = &model->memory;
+    size_t const replicas = placement->domains_count;
+    model->replica_nodes = calloc(replicas, sizeof(int32_t));
+    *towers = calloc(replicas, tower_size);
+    memory->blocks = calloc(replicas, sizeof(void *));
+    memory->layers = calloc(replicas, sizeof(void *));
+    memory->block_bytes = block_bytes;
+    if (!model->replica_nodes || !*towers || !memory->blocks || !memory->layers)
+        return uform_fail(uform_status_out_of_memory_k, "out of memory for %zu replicas", replicas);
+    for (size_t i = 0; i < replicas; ++i) {
+        int32_t const node = placement->domain_nodes[i];
+        model->replica_nodes[i] = node;
+        ++model->replicas_count; /* counted first, so a failure below frees what was made */
+        memory->blocks[i] = uform_numa_alloc(block_bytes, node);
+        memory->layers[i] = calloc(layers ? layers : 1, layer_size);
+        if (!memory->blocks[i] || !memory->layers[i])
+            return uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
+                              block_bytes, directory, (int)node);
+    }
+    return uform_status_ok_k;
+}
+
+void uform_replica_memory_free(struct uform_model_s *model) {
+    uform_replica_memory_t *memory = &model->memory;
+    for (size_t i = 0; i < model->replicas_count; ++i) {
+        if (memory->blocks && memory->blocks[i]) uform_numa_free(memory->blocks[i], memory->block_bytes);
+        if (memory->layers) free(memory->layers[i]);
+    }
+    free(memory->blocks);
+    free(memory->layers);
+    *memory = (uform_replica_memory_t){0};
 }
 
 void uform_model_free(uform_model_t model) {
     if (!model) return;
     uform_text_vram_free(model);
     uform_image_model_release(model);
-    uform_model_owned_t *owned = (uform_model_owned_t *)model->owned;
-    if (owned) {
-        for (size_t i = 0; i < model->replicas_count; ++i) {
-            if (owned->blocks) uform_numa_free(owned->blocks[i], owned->block_bytes);
-            if (owned->layers) free(owned->layers[i]);
-        }
-        free(owned->blocks);
-        free(owned->layers);
-        free(owned);
-    }
+    uform_replica_memory_free(model);
     if (model->tokenizer) uform_tokenizer_free(model->tokenizer);
     free(model->text_replicas);
     free(model->replica_nodes);
@@ -158,17 +180,15 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     uform_dtype_t const dtype = options->weights_dtype;
     uform_placement_t placement = {0};
     uform_safetensors_t index = {0};
-    uform_text_binding_t *bindings = NULL;
+    uform_binding_t *bindings = NULL;
     size_t bindings_count = 0;
     uform_text_config_t *config = calloc(1, sizeof(uform_text_config_t));
     struct uform_model_s *model = calloc(1, sizeof(struct uform_model_s));
-    uform_model_owned_t *owned = calloc(1, sizeof(uform_model_owned_t));
     uform_status_t status = uform_status_ok_k;
-    if (!config || !model || !owned) {
-        free(owned), free(model), free(config);
+    if (!config || !model) {
+        free(model), free(config);
         return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
     }
-    model->owned = owned;
     model->modality = options->modality;
     model->residency = options->residency;
     model->weights_dtype = dtype;
@@ -194,30 +214,15 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     }
 
     /* One replica per chosen memory domain, each bound to its node. */
-    size_t const replicas = placement.domains_count;
-    model->replica_nodes = calloc(replicas, sizeof(int32_t));
-    model->text_replicas = calloc(replicas, sizeof(uform_text_tower_t));
-    owned->blocks = calloc(replicas, sizeof(void *));
-    owned->layers = calloc(replicas, sizeof(uform_text_layer_t *));
-    owned->block_bytes = uform_text_replica_bytes(bindings, bindings_count, dtype);
-    if (!model->replica_nodes || !model->text_replicas || !owned->blocks || !owned->layers) {
-        status = uform_fail(uform_status_out_of_memory_k, "out of memory for %zu replicas", replicas);
-        goto done;
-    }
-    for (size_t i = 0; i < replicas; ++i) {
-        int32_t const node = placement.domain_nodes[i];
-        model->replica_nodes[i] = node;
-        ++model->replicas_count; /* counted first, so a failure below frees what was made */
-        owned->blocks[i] = uform_numa_alloc(owned->block_bytes, node);
-        owned->layers[i] = calloc(config->layers_count ? config->layers_count : 1, sizeof(uform_text_layer_t));
-        if (!owned->blocks[i] || !owned->layers[i]) {
-            status = uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
-                                owned->block_bytes, directory, (int)node);
-            goto done;
-        }
-        uform_text_tower_fill(config, bindings, bindings_count, dtype, owned->blocks[i], owned->layers[i],
+    void *towers = NULL;
+    status = uform_replica_memory_alloc(model, &placement, uform_replica_bytes(bindings, bindings_count, dtype),
+                                        &towers, sizeof(uform_text_tower_t), config->layers_count,
+                                        sizeof(uform_text_layer_t), directory);
+    model->text_replicas = towers; // freed with the model, even after a failure
+    if (status != uform_status_ok_k) goto done;
+    for (size_t i = 0; i < model->replicas_count; ++i)
+        uform_text_tower_fill(config, bindings, bindings_count, dtype, model->memory.blocks[i], model->memory.layers[i],
                               &model->text_replicas[i]);
-    }
 
     size_t parameters = 0;
     for (size_t i = 0; i < bindings_count; ++i) parameters += bindings[i].rows * bindings[i].cols;

@@ -9,6 +9,16 @@
 #include "models/tower.h"
 #include "text/tokenizer.h"
 
+/** @brief The memory of a RAM model's replicas, text or image alike: per replica, one weight block
+ *  of `block_bytes` on its node and its array of layer records. */
+struct uform_placement_t;
+
+typedef struct uform_replica_memory_t {
+    void **blocks;      /**< [replicas] weights, from `uform_numa_alloc`. */
+    size_t block_bytes;
+    void **layers;      /**< [replicas] `uform_text_layer_t` or `uform_image_layer_t` arrays. */
+} uform_replica_memory_t;
+
 struct uform_model_s {
     uform_modality_t modality;
     uform_residency_t residency;
@@ -21,8 +31,7 @@ struct uform_model_s {
     uform_text_tower_t *text_replicas; /**< Text towers, `replicas_count` of them; NULL for images. */
     uform_tokenizer_t *tokenizer;      /**< Text towers only. */
     struct uform_image_tower_t *image_replicas; /**< Image towers, `replicas_count` of them; NULL for texts. */
-    void *image_owned;                 /**< What the image loader must release (models/image_model.c). */
-    void *owned;                       /**< Whatever the loader must release (mappings, buffers). */
+    uform_replica_memory_t memory;     /**< The replicas' weights and layer records (either modality). */
     void *vram;                        /**< VRAM text towers: the per-device copies (models/text_vram.c); NULL for RAM. */
 };
 
@@ -43,5 +52,19 @@ int32_t uform_model_thread_node(uform_executor_t executor, uform_executor_kind_t
  *  runs on a NUMA node that holds no replica of `model`; OK otherwise. */
 uform_status_t uform_model_check_replicas(char const *prefix, struct uform_model_s const *model,
                                           uform_executor_t executor, uform_executor_description_t const *description);
+
+/**
+ *  @brief Allocates one replica per memory domain of `placement` for either loader: `*towers`
+ *  (`tower_size` bytes each, zeroed), `model->replica_nodes`, and in `model->memory` each node's
+ *  weight block of `block_bytes` and `layers` layer records of `layer_size` bytes. Each replica is
+ *  counted in `model->replicas_count` before it is made, so that `uform_model_free` releases what a
+ *  failure left. The caller fills the towers.
+ */
+uform_status_t uform_replica_memory_alloc(struct uform_model_s *model, struct uform_placement_t const *placement,
+                                          size_t block_bytes, void **towers, size_t tower_size, size_t layers,
+                                          size_t layer_size, char const *directory);
+
+/** @brief Releases `model->memory` (the replicas' blocks and layer records) and clears it. */
+void uform_replica_memory_free(struct uform_model_s *model);
 
 #endif // UFORM_MODELS_MODEL_H

@@ -58,6 +58,19 @@ uform_status_t tokenizer_build_wordpiece(uform_tokenizer_t *tokenizer, loader_t 
     return uform_status_ok_k;
 }
 
+/** Appends `text` (valid UTF-8, else CORRUPT_FILE) to the vocabulary as `id`, for either model. */
+static uform_status_t tokenizer_piece_add(loader_t *loader, pieces_t *pieces, char const *text, int32_t id) {
+    size_t const length = strlen(text);
+    if (uform_utf8_invalid_offset(text, length) != length) return tokenizer_corrupt(loader, "invalid UTF-8 in", "model.vocab");
+    size_t const i = pieces->count++;
+    uform_status_t const status = tokenizer_blob_add(loader, text, length, &pieces->offsets[i]);
+    if (status != uform_status_ok_k) return status;
+    pieces->lengths[i] = (uint32_t)length;
+    pieces->ids[i] = id;
+    if (id > loader->max_id) loader->max_id = id;
+    return uform_status_ok_k;
+}
+
 uform_status_t tokenizer_load_model(uform_tokenizer_t *tokenizer, loader_t *loader, cJSON const *json, pieces_t *pieces,
                                     char **prefix, char **unk, size_t *max_chars) {
     if (!cJSON_IsObject(json)) return tokenizer_corrupt(loader, "no object", "model");
@@ -89,15 +102,8 @@ uform_status_t tokenizer_load_model(uform_tokenizer_t *tokenizer, loader_t *load
         cJSON_ArrayForEach(item, vocab) {
             if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > INT32_MAX)
                 return tokenizer_corrupt(loader, "a bad id for the vocabulary entry", item->string);
-            size_t length = strlen(item->string);
-            if (uform_utf8_invalid_offset(item->string, length) != length)
-                return tokenizer_corrupt(loader, "invalid UTF-8 in", "model.vocab");
-            size_t i = pieces->count++;
-            status = tokenizer_blob_add(loader, item->string, length, &pieces->offsets[i]);
+            status = tokenizer_piece_add(loader, pieces, item->string, (int32_t)item->valuedouble);
             if (status != uform_status_ok_k) return status;
-            pieces->lengths[i] = (uint32_t)length;
-            pieces->ids[i] = (int32_t)item->valuedouble;
-            if (pieces->ids[i] > loader->max_id) loader->max_id = pieces->ids[i];
         }
         return uform_status_ok_k;
     }
@@ -115,15 +121,9 @@ uform_status_t tokenizer_load_model(uform_tokenizer_t *tokenizer, loader_t *load
             cJSON const *piece = cJSON_GetArrayItem(item, 0), *score = cJSON_GetArrayItem(item, 1);
             if (!cJSON_IsString(piece) || !cJSON_IsNumber(score))
                 return tokenizer_corrupt(loader, "a vocabulary entry that is not [piece, score] in", "model.vocab");
-            size_t length = strlen(piece->valuestring);
-            if (uform_utf8_invalid_offset(piece->valuestring, length) != length)
-                return tokenizer_corrupt(loader, "invalid UTF-8 in", "model.vocab");
-            size_t i = pieces->count++;
-            status = tokenizer_blob_add(loader, piece->valuestring, length, &pieces->offsets[i]);
+            status = tokenizer_piece_add(loader, pieces, piece->valuestring, (int32_t)pieces->count);
             if (status != uform_status_ok_k) return status;
-            pieces->lengths[i] = (uint32_t)length;
-            pieces->ids[i] = (int32_t)i;
-            pieces->scores[i] = score->valuedouble;
+            pieces->scores[pieces->count - 1] = score->valuedouble;
             if (score->valuedouble < model->min_score) model->min_score = score->valuedouble;
         }
         loader->max_id = (int32_t)count - 1 > loader->max_id ? (int32_t)count - 1 : loader->max_id;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One UForm3-shaped random text tower against the `uform` package's PyTorch TextEncoder, without torch:
 # make_text_tower writes the tower (text_towers.h) into OUT/NAME, its weights' checksum must be the one
-# make_references.py drew (uform3_references.txt), then test_encode compares its embeddings of the
+# make_references.py drew (uform3_references.txt), then test_encode_models compares its embeddings of the
 # committed ids (uform3_ids.txt) with expected/NAME.f32. With all-MiniLM-L6-v2's tokenizer.json in
 # MINILM_DIR it is copied beside the tower, so tokenising the texts themselves is checked too.
 #   uform3_test.sh TEST_ENCODE MAKE_TEXT_TOWER OUT NAME LIMIT MINILM_DIR

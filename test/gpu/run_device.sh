@@ -3,9 +3,10 @@
 #
 #   bash test/gpu/run_device.sh              builds from scratch into build-device/ (cmake + ninja,
 #                                            UFORM_WITH_CUDA=ON), then runs, each logged:
-#     1. test_gpu, test_vram and the bench_gpu smoke run through ctest (they must pass, not skip);
-#     2. compute-sanitizer memcheck (with leak checks) on test_vram and test_gpu, and racecheck on
-#        test_vram, with UFORM_TEST_UNDER_SANITIZER=1 (skips the deliberate trap and impossible
+#     1. test_gpu, test_vram, test_vram_calls and the bench_gpu smoke run through ctest (they must
+#        pass, not skip);
+#     2. compute-sanitizer memcheck (with leak checks) on test_vram, test_vram_calls and test_gpu,
+#        and racecheck on both VRAM tests, with UFORM_TEST_UNDER_SANITIZER=1 (skips the deliberate trap and impossible
 #        allocation, which the sanitizer would count as errors);
 #     3. PyTorch's launch costs (bench/bench_torch_launch.py), then bench_gpu beside them;
 #     4. the rest of the ctest suite, for information.
@@ -69,7 +70,7 @@ fi
 
 # 2. The GPU tests; a skip here means the GPU was not found, which is a failure on this machine.
 step gpu_tests "$LOGS/tests.log" required \
-    ctest --test-dir "$BUILD" -R '^(test_gpu|test_vram|bench_gpu_smoke)$' --output-on-failure --timeout 240
+    ctest --test-dir "$BUILD" -R '^(test_gpu|test_vram|test_vram_calls|bench_gpu_smoke)$' --output-on-failure --timeout 240
 if grep -q 'Skipped' "$LOGS/tests.log"; then
     note "gpu_tests: FAILED: a GPU test skipped on a GPU machine"
     FAILED=1
@@ -82,10 +83,14 @@ SANITIZER=(compute-sanitizer --error-exitcode 99 --target-processes application-
 export UFORM_TEST_UNDER_SANITIZER=1
 step memcheck_vram "$LOGS/sanitizer.log" required timeout 240 "${SANITIZER[@]}" --tool memcheck --leak-check full \
     "$BUILD/test/test_vram"
+step memcheck_vram_calls "$LOGS/sanitizer.log" required timeout 240 "${SANITIZER[@]}" --tool memcheck --leak-check full \
+    "$BUILD/test/test_vram_calls"
 step memcheck_gpu "$LOGS/sanitizer.log" required timeout 120 "${SANITIZER[@]}" --tool memcheck --leak-check full \
     "$BUILD/test/test_gpu"
 step racecheck_vram "$LOGS/sanitizer.log" required timeout 240 "${SANITIZER[@]}" --tool racecheck \
     "$BUILD/test/test_vram"
+step racecheck_vram_calls "$LOGS/sanitizer.log" required timeout 240 "${SANITIZER[@]}" --tool racecheck \
+    "$BUILD/test/test_vram_calls"
 unset UFORM_TEST_UNDER_SANITIZER
 grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$LOGS/sanitizer.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 
@@ -99,7 +104,7 @@ grep -E '^(bench_gpu:|torch |torch_|deferred_|blocking_)' "$LOGS/bench.log" | se
 
 # 5. The rest of the suite, for information (its own owners judge it).
 step other_tests "$LOGS/ctest_all.log" optional \
-    ctest --test-dir "$BUILD" -E '^(test_gpu|test_vram|bench_gpu_smoke)$' --output-on-failure --timeout 120 -j 4
+    ctest --test-dir "$BUILD" -E '^(test_gpu|test_vram|test_vram_calls|bench_gpu_smoke)$' --output-on-failure --timeout 120 -j 4
 grep -E 'tests passed|tests failed|\*\*\*Failed|Failed  ' "$LOGS/ctest_all.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 
 note "total: $(($(date +%s) - STARTED)) s, $([[ $FAILED == 0 ]] && echo 'all required steps passed' || echo 'SOME REQUIRED STEPS FAILED')"

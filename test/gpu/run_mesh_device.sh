@@ -5,7 +5,8 @@
 #
 # Builds with cmake + ninja into build-device/ (UFORM_WITH_CUDA=ON; an existing build-device, as
 # test/gpu/run_device.sh leaves it, is reused and brought up to date), then runs, each logged:
-#   1. test_rendezvous (the directory exchange, GPU-free) and test_mesh with the real GPUs: one
+#   1. test_rendezvous and test_rendezvous_hostile (the directory exchange, GPU-free) and test_mesh
+#      with the real GPUs: one
 #      process over every GPU, one process per GPU (started by the test), a mismatched pair failing
 #      on both sides, a peer killed between all-reduces (PEER_LOST within the timeout). A skip
 #      there is a failure on this machine.
@@ -73,7 +74,7 @@ if [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]]; then
     export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export CPATH="$BUILD/deps/usr/include:$BUILD/deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
 fi
-if ! step compile "$LOG" required cmake --build "$BUILD" -j "$(nproc)" --target test_rendezvous test_mesh bench_allreduce; then
+if ! step compile "$LOG" required cmake --build "$BUILD" -j "$(nproc)" --target test_rendezvous test_rendezvous_hostile test_mesh bench_allreduce; then
     tail -40 "$LOG"
     cat "$SUMMARY"
     exit 1
@@ -106,6 +107,7 @@ death_pair() {
 
 # 2. Tests. test_mesh exits 77 when it finds no GPU: a failure here.
 step test_rendezvous "$LOG" required timeout 60 "$BUILD/test/test_rendezvous"
+step test_rendezvous_hostile "$LOG" required timeout 60 "$BUILD/test/test_rendezvous_hostile"
 DEATHS_OK=1
 for ((repeat = 1; repeat <= ${UFORM_MESH_DEATH_REPEATS:-0} && GPUS >= 2; ++repeat)); do
     step "death_pair_$repeat" "$LOG" required death_pair "$repeat" || { DEATHS_OK=0; break; }

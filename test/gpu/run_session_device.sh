@@ -55,6 +55,19 @@ prepare_host_run() {
     fi
 }
 
+# begin_host_phase: what the host and rest phases do first: a fresh summary, steps.sh's `step` and
+# `note`, prepare_host_run, and THREADS (UFORM_BENCH_THREADS, default 28).
+begin_host_phase() {
+    mkdir -p "$LOGS"
+    SUMMARY=$LOGS/summary.txt
+    : >"$SUMMARY"
+    FAILED=0
+    # shellcheck source=test/gpu/steps.sh
+    source "$ROOT/test/gpu/steps.sh"
+    prepare_host_run
+    THREADS=${UFORM_BENCH_THREADS:-28}
+}
+
 case $PHASE in
 gpu)
     mkdir -p "$LOGS.tmp"
@@ -79,14 +92,7 @@ gpu)
     exit $FAILED
     ;;
 host)
-    mkdir -p "$LOGS"
-    SUMMARY=$LOGS/summary.txt
-    : >"$SUMMARY"
-    FAILED=0
-    # shellcheck source=test/gpu/steps.sh
-    source "$ROOT/test/gpu/steps.sh"
-    prepare_host_run
-    THREADS=${UFORM_BENCH_THREADS:-28}
+    begin_host_phase
     { lscpu | grep -E 'Model name|^CPU\(s\)'; "$BUILD/uform" info; } >"$LOGS/host.txt" 2>&1
     step bench_ram "$LOGS/bench.log" optional timeout 90 "$BUILD/bench/bench_ram" --threads 2-4,16,28,32 \
         --rounds 20000 --repetitions 5 --trials 2 --bytes 0
@@ -111,14 +117,7 @@ host)
 rest)
     # The cases the host phase's time boxes cut (after `gpu` or `host` left build-device/ there), and the
     # racecheck of the VRAM text towers' own kernels.
-    mkdir -p "$LOGS"
-    SUMMARY=$LOGS/summary.txt
-    : >"$SUMMARY"
-    FAILED=0
-    # shellcheck source=test/gpu/steps.sh
-    source "$ROOT/test/gpu/steps.sh"
-    prepare_host_run
-    THREADS=${UFORM_BENCH_THREADS:-28}
+    begin_host_phase
     racecheck_own_kernels "$LOGS/sanitizer-text.log"
     grep -E 'RACECHECK SUMMARY|rror' "$LOGS/sanitizer-text.log" | head -5 | sed 's/^/  /' | tee -a "$SUMMARY"
     step bench_text "$LOGS/bench.log" optional timeout 120 python3 "$ROOT/bench/bench_text.py" \

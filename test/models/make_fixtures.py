@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the tiny synthetic model directories test_model.c and the fuzz corpora use, and the
+"""Writes the tiny synthetic model directories test_model.c, test_model_files.c and the fuzz corpora use, and the
 conversion expectations, into test/models/. The outputs are committed (a few tens of KB), so CI
 never runs this; rerun it after changing it:
 

@@ -1,0 +1,171 @@
+/**
+ *  @file   test_encode_models.c
+ *  @brief  Real models against PyTorch (test/encode/make_references.py): all-MiniLM-L6-v2 against
+ *          sentence-transformers and UForm3-shaped towers against the `uform` package, embedding by
+ *          embedding, by cosine.
+ *
+ *  usage: test_encode_models --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
+ *         exits 77 (skipped) when DIR holds no model
+ */
+#define _GNU_SOURCE 1
+#include "check.h"
+#include "internal.h"
+#include "models/text_forward.h"
+
+#include <math.h>
+
+/* ---- Real models against PyTorch (test/encode/make_references.py) ---- */
+
+static char *read_file(char const *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long length = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)length + 1);
+    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
+    fclose(f);
+    if (data) data[length] = '\0', *size = (size_t)length;
+    return data;
+}
+
+static double cosine_ff(float const *a, float const *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return ab / sqrt(aa * bb);
+}
+
+/** Worst cosine of `count` rows against the expected ones; prints it with a label. */
+static double worst_cosine(char const *label, float const *rows, float const *expected, size_t count, size_t dims) {
+    double worst = 1;
+    size_t at = 0;
+    for (size_t i = 0; i < count; ++i) {
+        double c = cosine_ff(rows + i * dims, expected + i * dims, dims);
+        if (c < worst) worst = c, at = i;
+    }
+    printf("%-44s %4zu texts: worst cosine %.7f (text %zu)\n", label, count, worst, at);
+    return worst;
+}
+
+/**
+ *  test_encode --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
+ *
+ *  The model's embeddings of the texts, from the ids HF tokenizers gave (the forward pass alone) and,
+ *  when the engine's tokenizer is built, from the texts themselves (uform_encode_texts), against
+ *  PyTorch's: cosine >= 0.99999 per text with f32 weights, >= 0.999 with bf16, on a RAM executor of
+ *  every core; SERIAL and HASWELL pinned on a subset.
+ */
+static int test_real_model(char const *dir, char const *ids_path, char const *expected_path, char const *texts_path,
+                           size_t limit) {
+    size_t ids_size = 0, expected_size = 0, texts_size = 0;
+    char *ids_text = read_file(ids_path, &ids_size), *expected_raw = read_file(expected_path, &expected_size);
+    char *texts_raw = texts_path ? read_file(texts_path, &texts_size) : NULL;
+    CHECK_FATAL(ids_text && expected_raw);
+    size_t count = 0, total = 0;
+    for (char *c = ids_text; *c; ++c) count += *c == '\n', total += *c == ' ' || *c == '\n';
+    int32_t *ids = malloc(total * sizeof(int32_t));
+    size_t *offsets = malloc((count + 1) * sizeof(size_t));
+    offsets[0] = 0;
+    char *cursor = ids_text;
+    for (size_t i = 0, at = 0; i < count; ++i) {
+        while (*cursor && *cursor != '\n') ids[at++] = (int32_t)strtol(cursor, &cursor, 10), cursor += *cursor == ' ';
+        ++cursor;
+        offsets[i + 1] = at;
+    }
+    size_t dims = expected_size / sizeof(float) / count;
+    if (limit && limit < count) count = limit;
+    float const *expected = (float const *)expected_raw;
+    float *rows = calloc(count * dims, sizeof(float));
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &executor), uform_status_ok_k);
+    uform_executor_description_t description;
+    CHECK_OK(uform_executor_describe(executor, &description));
+    /* Every core: the executor's own default leaves one in eight out. */
+    size_t cores = 0;
+    uform_memory_domain_t domains[64];
+    CHECK_OK(uform_memory_domains(domains, 64, &cores));
+    size_t all = 0;
+    for (size_t d = 0; d < cores && d < 64; ++d) all += domains[d].cores_count;
+    uform_executor_free(executor);
+    CHECK_STATUS(uform_executor_for_ram(NULL, all, 0, &executor), uform_status_ok_k);
+
+    char const *texts[2048];
+    size_t lengths[2048], texts_count = 0;
+    for (char *line = texts_raw; line && *line && texts_count < 2048 && texts_count < count;) {
+        char *newline = strchr(line, '\n');
+        texts[texts_count] = line, lengths[texts_count++] = newline ? (size_t)(newline - line) : strlen(line);
+        line = newline ? newline + 1 : line + strlen(line);
+    }
+
+    uform_dtype_t const dtypes[2] = {uform_dtype_f32_k, uform_dtype_bf16_k};
+    double const thresholds[2] = {0.99999, 0.999};
+    for (int k = 0; k < 2; ++k) {
+        uform_model_options_t options = {.path = dir, .modality = uform_modality_text_k,
+                                         .residency = uform_residency_ram_k, .weights_dtype = dtypes[k]};
+        uform_model_t model = NULL;
+        CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+        if (!model) break;
+        uform_model_description_t md;
+        CHECK_STATUS(uform_model_describe(model, &md), uform_status_ok_k);
+        CHECK(md.dimensions == dims);
+        char label[256];
+        uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+        memset(rows, 0, count * dims * sizeof(float));
+        CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &out, NULL), uform_status_ok_k);
+        snprintf(label, sizeof label, "%s weights, ids given", k ? "bf16" : "f32");
+        CHECK(worst_cosine(label, rows, expected, count, dims) >= thresholds[k]);
+
+        /* The lower classes on a subset. */
+        uform_cpu_class_t const lower[2] = {uform_cpu_class_serial_k, uform_cpu_class_intel_haswell_k};
+        for (int c = 0; c < 2 && k == 0; ++c) {
+            uform_ram_options_t ram = {.cpu_class = lower[c]};
+            uform_executor_t pinned = NULL;
+            if (uform_executor_for_ram(&ram, all, 0, &pinned) != uform_status_ok_k) continue;
+            size_t subset = limit ? (limit / 5 ? limit / 5 : 1) : 40;
+            if (subset > count) subset = count;
+            memset(rows, 0, subset * dims * sizeof(float));
+            CHECK_STATUS(uform_text_encode_ids(pinned, model, ids, offsets, subset, NULL, NULL, &out, NULL), uform_status_ok_k);
+            snprintf(label, sizeof label, "f32 weights, ids given, class %s", uform_cpu_class_name(lower[c]));
+            CHECK(worst_cosine(label, rows, expected, subset, dims) >= thresholds[k]);
+            uform_executor_free(pinned);
+        }
+
+        /* Through the engine's tokenizer, when this build has one. */
+        size_t probe = 0;
+        uform_status_t tokenizing = uform_model_tokenize(model, "probe", 5, NULL, 0, &probe);
+        if (texts_count == count && tokenizing == uform_status_ok_k) {
+            memset(rows, 0, count * dims * sizeof(float));
+            CHECK_STATUS(uform_encode_texts(executor, model, texts, lengths, count, &out, NULL, NULL), uform_status_ok_k);
+            snprintf(label, sizeof label, "%s weights, uform_encode_texts", k ? "bf16" : "f32");
+            CHECK(worst_cosine(label, rows, expected, count, dims) >= thresholds[k]);
+        }
+        else if (k == 0)
+            printf("uform_encode_texts from texts: skipped (%s: %s)\n", uform_status_name(tokenizing), uform_error_message());
+        uform_model_free(model);
+    }
+    uform_executor_free(executor);
+    free(ids), free(offsets), free(rows), free(ids_text), free(expected_raw), free(texts_raw);
+    return check_failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    char const *model = NULL, *ids = NULL, *expected = NULL, *texts = NULL;
+    size_t limit = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
+        else if (!strcmp(argv[i], "--expected")) expected = argv[i + 1];
+        else if (!strcmp(argv[i], "--texts")) texts = argv[i + 1];
+        else if (!strcmp(argv[i], "--limit")) limit = strtoul(argv[i + 1], NULL, 10);
+    }
+    if (!model || !ids || !expected) {
+        fprintf(stderr, "usage: test_encode_models --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]\n");
+        return 2;
+    }
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/config.json", model);
+    FILE *exists = fopen(probe, "r");
+    if (!exists) SKIP("no model at %s (build.sh fetches all-MiniLM-L6-v2; UForm3 fixtures need torch)", model);
+    fclose(exists);
+    return test_real_model(model, ids, expected, texts, limit);
+}

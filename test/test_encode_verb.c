@@ -1,0 +1,180 @@
+/**
+ *  @file   test_encode_verb.c
+ *  @brief  `uform_encode_texts` on the committed tiny model (test/models/tiny-bert): NULL, RAM, pool
+ *          and deferred calls, skipped items, residency and argument errors, re-entry.
+ */
+#include "encode_harness.h"
+
+/* ---- The verb: uform_encode_texts on the committed tiny model (test/models/tiny-bert) ---- */
+
+typedef struct blocker_t {
+    atomic_int release, entered;
+} blocker_t;
+
+static void block_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)task, (void)thread, (void)domain;
+    blocker_t *b = context;
+    atomic_store(&b->entered, 1);
+    while (!atomic_load(&b->release)) uform_sleep_seconds(0.001);
+}
+
+typedef struct reentry_t {
+    uform_executor_t executor;
+    uform_model_t model;
+    uform_status_t status;
+    char message[256];
+} reentry_t;
+
+static void reentry_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)task, (void)domain;
+    reentry_t *r = context;
+    if (thread != 0) return;
+    char const *texts[] = {"hello"};
+    float row[64];
+    uform_embeddings_t out = {.data = row, .dtype = uform_dtype_f32_k};
+    r->status = uform_encode_texts(r->executor, r->model, texts, NULL, 1, &out, NULL, NULL);
+    snprintf(r->message, sizeof r->message, "%s", uform_error_message());
+}
+
+static void test_verb(void) {
+    uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = NULL;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+    CHECK_FATAL(model != NULL);
+    uform_model_description_t description;
+    CHECK_STATUS(uform_model_describe(model, &description), uform_status_ok_k);
+    size_t dims = description.dimensions;
+    CHECK_FATAL(dims > 0 && dims <= 64);
+
+    char const *texts[] = {"the quick brown fox", "jumps", "over the lazy dog and the lazy dog again", ""};
+    size_t count = 4;
+    float rows[4][64], alone[64];
+    uform_embeddings_t out = {.data = rows, .stride = sizeof rows[0], .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(NULL, model, texts, NULL, count, &out, NULL, NULL), uform_status_ok_k);
+    /* Each text alone gives its row of the batch; the ids path gives the same. */
+    for (size_t i = 0; i < count; ++i) {
+        uform_embeddings_t one = {.data = alone, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_texts(NULL, model, texts + i, NULL, 1, &one, NULL, NULL), uform_status_ok_k);
+        CHECK(max_difference(alone, rows[i], dims) < 1e-5);
+        int32_t ids[64];
+        size_t n = 0;
+        CHECK_STATUS(uform_model_tokenize(model, texts[i], strlen(texts[i]), ids, 64, &n), uform_status_ok_k);
+        size_t offsets[2] = {0, n};
+        CHECK_STATUS(uform_text_encode_ids(NULL, model, ids, offsets, 1, NULL, NULL, &one, NULL), uform_status_ok_k);
+        CHECK(max_difference(alone, rows[i], dims) < 1e-6);
+    }
+
+    /* RAM and pool executors agree with the NULL one. */
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 1, &executor), uform_status_ok_k);
+    float again[4][64];
+    uform_embeddings_t out2 = {.data = again, .stride = sizeof again[0], .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, count, &out2, NULL, NULL), uform_status_ok_k);
+    for (size_t i = 0; i < count; ++i) CHECK(max_difference(again[i], rows[i], dims) < 1e-5);
+#ifdef UFORM_FU_STANDIN_PATH
+    void *library = dlopen(UFORM_FU_STANDIN_PATH, RTLD_NOW | RTLD_GLOBAL);
+    void *(*pool_new)(char const *) = library ? (void *(*)(char const *))dlsym(library, "fu_pool_new") : NULL;
+    int (*pool_spawn)(void *, size_t, int) = library ? (int (*)(void *, size_t, int))dlsym(library, "fu_pool_spawn") : NULL;
+    void (*pool_delete)(void *) = library ? (void (*)(void *))dlsym(library, "fu_pool_delete") : NULL;
+    if (pool_new && pool_spawn && pool_delete) {
+        void *pool = pool_new("encode");
+        CHECK(pool_spawn(pool, 2, 0));
+        uform_executor_t pooled = NULL;
+        CHECK_STATUS(uform_executor_on_pool(pool, NULL, 0, &pooled), uform_status_ok_k);
+        memset(again, 0, sizeof again);
+        CHECK_STATUS(uform_encode_texts(pooled, model, texts, NULL, count, &out2, NULL, NULL), uform_status_ok_k);
+        for (size_t i = 0; i < count; ++i) CHECK(max_difference(again[i], rows[i], dims) < 1e-5);
+        uform_executor_free(pooled);
+        pool_delete(pool);
+    }
+    else printf("pool executor: the ForkUnion stand-in did not load (%s)\n", dlerror());
+#endif
+
+    /* Many texts (the token buffer grows as they come), each row as its text alone. */
+    enum { many_count = 300 };
+    char const *many_texts[many_count];
+    for (size_t i = 0; i < many_count; ++i) many_texts[i] = texts[i % count];
+    float (*many_rows)[64] = calloc(many_count, sizeof *many_rows);
+    uform_embeddings_t many_out = {.data = many_rows, .stride = sizeof many_rows[0], .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(executor, model, many_texts, NULL, many_count, &many_out, NULL, NULL), uform_status_ok_k);
+    for (size_t i = 0; i < many_count; ++i) CHECK(max_difference(many_rows[i], rows[i % count], dims) < 1e-5);
+    free(many_rows);
+
+    /* Invalid UTF-8: with statuses a zero row and the rest encoded; without, the whole call fails. */
+    char const *mixed[] = {texts[0], "bad \xff\xfe byte", texts[2]};
+    uform_status_t statuses[3] = {99, 99, 99};
+    float mixed_rows[3][64];
+    for (size_t i = 0; i < 3 * 64; ++i) mixed_rows[i / 64][i % 64] = 5.0f;
+    uform_embeddings_t out3 = {.data = mixed_rows, .stride = sizeof mixed_rows[0], .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &out3, statuses, NULL), uform_status_ok_k);
+    CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_invalid_argument_k && statuses[2] == uform_status_ok_k);
+    for (size_t j = 0; j < dims; ++j) CHECK(mixed_rows[1][j] == 0.0f);
+    CHECK(max_difference(mixed_rows[0], rows[0], dims) < 1e-5 && max_difference(mixed_rows[2], rows[2], dims) < 1e-5);
+    for (size_t i = 0; i < 3 * 64; ++i) mixed_rows[i / 64][i % 64] = 5.0f;
+    CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &out3, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_texts: text 1:");
+    for (size_t i = 0; i < 3 * 64; ++i) CHECK(mixed_rows[i / 64][i % 64] == 5.0f);
+
+    /* Arguments. */
+    CHECK_STATUS(uform_encode_texts(executor, NULL, texts, NULL, 1, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("model is NULL");
+    CHECK_STATUS(uform_encode_texts(executor, model, NULL, NULL, 1, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("texts is NULL for 1 texts");
+    char const *holes[] = {"a", NULL};
+    CHECK_STATUS(uform_encode_texts(executor, model, holes, NULL, 2, &out, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("texts[1] is NULL");
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, 1, NULL, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("embeddings is NULL");
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, 0, &out, NULL, NULL), uform_status_ok_k);
+
+    /* Residency: a VRAM-resident model meets a RAM executor, and the NULL one. */
+    struct uform_model_s *inner = (struct uform_model_s *)model;
+    inner->residency = uform_residency_vram_k;
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, 1, &out, NULL, NULL), uform_status_residency_mismatch_k);
+    CHECK_MESSAGE("the model is VRAM-resident and the executor is a RAM executor");
+    CHECK_STATUS(uform_encode_texts(NULL, model, texts, NULL, 1, &out, NULL, NULL), uform_status_unsupported_k);
+    inner->residency = uform_residency_ram_k;
+
+    /* CONTENDED: from inside a callback of the same executor. */
+    reentry_t reentry = {.executor = executor, .model = model, .status = 99};
+    uform_call_t call = {.schedule = uform_schedule_threads_k, .task = reentry_task, .context = &reentry};
+    CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
+    CHECK(reentry.status == uform_status_contended_k);
+    CHECK(strstr(reentry.message, "inside a callback") != NULL);
+
+    /* DEFERRED_FULL and submission order: a deferred call holds the only slot (deferred_limit 1). */
+    blocker_t blocker = {0};
+    uform_call_t hold = {.schedule = uform_schedule_static_k, .tasks = 1, .task = block_task, .context = &blocker};
+    uform_outcome_t held, encoded;
+    CHECK_STATUS(uform_executor_call(executor, &hold, &held), uform_status_ok_k);
+    while (!atomic_load(&blocker.entered)) uform_sleep_seconds(0.001);
+    CHECK_STATUS(uform_executor_call(executor, &hold, &encoded), uform_status_deferred_full_k); /* sanity */
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, count, &out2, NULL, &encoded),
+                 uform_status_deferred_full_k);
+    CHECK(encoded.finished && encoded.status == uform_status_deferred_full_k);
+    atomic_store(&blocker.release, 1);
+    CHECK_STATUS(uform_outcome_wait(&held, -1), uform_status_ok_k);
+    memset(again, 0, sizeof again);
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, count, &out2, NULL, &encoded), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&encoded, -1), uform_status_ok_k);
+    for (size_t i = 0; i < count; ++i) CHECK(max_difference(again[i], rows[i], dims) < 1e-5);
+
+    /* Matryoshka truncation with normalisation, f16 output. */
+    uint16_t halves[4][8];
+    uform_embeddings_t narrow = {.data = halves, .stride = sizeof halves[0], .dimensions = 4, .dtype = uform_dtype_f16_k,
+                                 .normalize = 1};
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, count, &narrow, NULL, NULL), uform_status_ok_k);
+    for (size_t i = 0; i < count; ++i) {
+        double norm = 0;
+        for (size_t j = 0; j < 4; ++j) norm += (double)from_f16(halves[i][j]) * from_f16(halves[i][j]);
+        CHECK(fabs(norm - 1.0) < 2e-3);
+    }
+    uform_executor_free(executor);
+    uform_model_free(model);
+}
+
+int main(void) {
+    test_verb();
+    CHECK_DONE();
+}
