@@ -11,9 +11,10 @@
  *    the leader thread (RAM, pool) or by whichever thread polls the devices (VRAM).
  *  - Every host wait (a round's join, a worker between rounds, a ticket, the leader's queue) is
  *    `uform_bell_wait`; `uform_outcome_wait` parks on the outcome with `uform_outcome_park`.
- *    Device waits poll the driver (it has no host-side bell) with the same spin-then-sleep shape;
- *    waits on NCCL's asynchronous errors (the mesh) and on other processes' files (the rendezvous's
- *    blob) are `uform_poll_until`, the one poll-with-deadline loop.
+ *    Waits on what no host word announces are `uform_poll_until`, the one poll-with-deadline loop:
+ *    the VRAM executor's device waits (the driver's events and streams, vram_queue.c), NCCL's
+ *    asynchronous errors (the mesh's settle) and other processes' files (the rendezvous's join and
+ *    blob).
  *  - A call refused before it reaches an executor (a verb's argument checks, a mesh's) finishes its
  *    outcome with `uform_outcome_refuse`, as `uform_executor_call` does its own refusals.
  *  - `uform_executor_drain` and `uform_executor_free` (executor.c) settle the backend, then apply
@@ -158,22 +159,27 @@ void uform_bell_park(uform_bell_t *bell, bool (*ready)(void *), void *context, u
 
 /**
  *  Waits with nothing to park on: the CUDA driver, NCCL's asynchronous errors and other processes'
- *  files signal no host word this process could sleep on, so those waits look, then spin (32
- *  pauses a time) for `spin_seconds`, then sleep from `nap_min` seconds, growing by `growth` up to
- *  `nap_max`, never past the deadline. Every look comes before the deadline is checked, so a
- *  condition met at the last moment is not reported as a timeout.
+ *  files signal no host word this process could sleep on, so those waits look, then spin
+ *  (`pauses` pauses a time) for `spin_seconds` (without end while the mood is SPINNING), then sleep
+ *  from `nap_min` seconds, growing by `growth` up to `nap_max` (from `nap_min` again after a look
+ *  that saw progress), never past the deadline. Every look comes before the deadline is checked, so
+ *  a condition met at the last moment is not reported as a timeout.
  */
-uform_status_t uform_poll_until(uform_status_t (*look)(void *context), void *context, double seconds,
+uform_status_t uform_poll_until(uform_poll_look_t look, void *context, double seconds,
                                 uform_poll_backoff_t const *backoff) {
     double const start = uform_now_seconds();
     double nap = backoff->nap_min;
+    unsigned const pauses = backoff->pauses ? backoff->pauses : 1;
     for (;;) {
-        uform_status_t const status = look(context);
+        bool progress = false;
+        uform_status_t const status = look(context, &progress);
         if (status != uform_status_pending_k) return status;
+        if (progress) nap = backoff->nap_min;
         double const waited = uform_now_seconds() - start;
         if (seconds >= 0 && waited >= seconds) return uform_status_pending_k;
-        if (waited < backoff->spin_seconds) {
-            for (int spin = 0; spin < 32; ++spin) uform_spin_pause();
+        if (waited < backoff->spin_seconds ||
+            (backoff->mood && atomic_load_explicit(backoff->mood, memory_order_relaxed) == uform_mood_spinning_k)) {
+            for (unsigned spin = 0; spin < pauses; ++spin) uform_spin_pause();
             continue;
         }
         uform_sleep_seconds(seconds >= 0 && nap > seconds - waited ? seconds - waited : nap);

@@ -245,19 +245,27 @@ static inline void uform_bell_wait(uform_bell_t *bell, bool (*ready)(void *), vo
     }
 }
 
-/** @brief How `uform_poll_until` waits between looks: spin `spin_seconds` first, then sleep from
- *  `nap_min` seconds, each sleep `growth` times the last, up to `nap_max`. */
+/** @brief How `uform_poll_until` waits between looks: spin `spin_seconds` first (`pauses` pauses,
+ *  at least one, between two looks; forever while `*mood` is SPINNING), then sleep from `nap_min`
+ *  seconds, each sleep `growth` times the last, up to `nap_max`. */
 typedef struct uform_poll_backoff_t {
     double spin_seconds, nap_min, nap_max, growth;
+    unsigned pauses;
+    atomic_uint const *mood; /**< An executor's mood, or NULL: never spin without end. */
 } uform_poll_backoff_t;
 
+/** @brief One look of `uform_poll_until`: OK or a failure ends the wait, PENDING looks again. A look
+ *  that saw progress (not yet the end) sets `*progress`: the next sleep starts from `nap_min` again. */
+typedef uform_status_t (*uform_poll_look_t)(void *context, bool *progress);
+
 /**
- *  @brief The one poll-with-deadline wait, for conditions no bell word announces (NCCL's
- *  asynchronous errors, other processes' files): calls `look(context)` until it returns anything but
- *  PENDING and returns that; returns PENDING, setting no message, once `seconds` (negative: never)
- *  passed since the first look. `look` runs its own periodic checks (the peers' files) by the clock.
+ *  @brief The one poll-with-deadline wait, for conditions no bell word announces (the CUDA driver's
+ *  events and streams, NCCL's asynchronous errors, other processes' files): calls `look` until it
+ *  returns anything but PENDING and returns that; returns PENDING, setting no message, once `seconds`
+ *  (negative: never) passed since the first look. `look` runs its own periodic checks (a watchdog,
+ *  the peers' files) by the clock.
  */
-uform_status_t uform_poll_until(uform_status_t (*look)(void *context), void *context, double seconds,
+uform_status_t uform_poll_until(uform_poll_look_t look, void *context, double seconds,
                                 uform_poll_backoff_t const *backoff);
 
 

@@ -139,7 +139,8 @@ typedef struct settle_context_t {
 
 /** One look: OK once no communicator is in progress, PENDING while one is, else the first error
  *  (a communicator's, or the peers' files'). */
-static uform_status_t mesh_settle_look(void *context) {
+static uform_status_t mesh_settle_look(void *context, bool *progress) {
+    (void)progress;
     settle_context_t *settle = context;
     uform_mesh_t mesh = settle->mesh;
     bool busy = false;
@@ -186,7 +187,7 @@ static uform_status_t mesh_settle_look(void *context) {
  */
 uform_status_t mesh_settle(uform_mesh_t mesh, uform_nccl_comm_t const *comms, double seconds, char const *stage,
                                   uform_rendezvous_t *rendezvous) {
-    static uform_poll_backoff_t const backoff = {.spin_seconds = 200e-6, .nap_min = 20e-6, .nap_max = 2e-3, .growth = 2};
+    static uform_poll_backoff_t const backoff = {.spin_seconds = 200e-6, .nap_min = 20e-6, .nap_max = 2e-3, .growth = 2, .pauses = 32};
     settle_context_t settle = {.mesh = mesh, .comms = comms, .stage = stage, .rendezvous = rendezvous,
                                .next_watch = uform_now_seconds() + 0.02};
     uform_status_t status = uform_poll_until(mesh_settle_look, &settle, seconds, &backoff);

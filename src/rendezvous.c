@@ -537,47 +537,61 @@ static uform_status_t poll_other(uform_rendezvous_t *rv, bool liveness, bool *ch
     return status;
 }
 
+/** The join's state between looks: a failure process 0 holds while late arrivals come in. */
+typedef struct join_t {
+    uform_rendezvous_t *rv;
+    uform_status_t held;
+    double hold_until;
+    char held_message[512];
+} join_t;
+
+/** One poll of the run's files: OK once joined, a failure, else PENDING (also while process 0
+ *  holds a failure); `*progress` when a file changed, so the next poll comes soon. */
+static uform_status_t join_look(void *context, bool *progress) {
+    join_t *join = context;
+    uform_rendezvous_t *rv = join->rv;
+    rv_hook("waiting", "");
+    bool joined = false;
+    double now = uform_now_seconds();
+    bool liveness = now >= rv->next_liveness;
+    if (liveness) rv->next_liveness = now + RV_LIVENESS_PERIOD;
+    uform_status_t status = check_dispute(rv);
+    if (status == uform_status_ok_k)
+        status = rv->index == 0 ? poll_zero(rv, liveness, !join->held, progress, &joined)
+                                : poll_other(rv, liveness, progress, &joined);
+    if (status == uform_status_ok_k && joined) return uform_status_ok_k;
+    now = uform_now_seconds();
+    if (status != uform_status_ok_k) {
+        // Others fail at once; process 0 first lets every expected process in (briefly, still
+        // acknowledging), so late arrivals hear of the failure too. Disputes are not held.
+        bool hold = rv->index == 0 && !rv->quiet && !rv->disputed && status != uform_status_system_error_k &&
+                    status != uform_status_out_of_memory_k && rv->facts_count + rv->failed_count < rv->count;
+        if (!hold) return status;
+        if (!join->held) {
+            join->held = status;
+            snprintf(join->held_message, sizeof join->held_message, "%s", uform_error_message());
+            join->hold_until = now + RV_FAILURE_HOLD < rv->deadline ? now + RV_FAILURE_HOLD : rv->deadline;
+        }
+    }
+    if (join->held && (now >= join->hold_until || rv->facts_count + rv->failed_count >= rv->count))
+        return uform_fail(join->held, "%s", join->held_message);
+    return uform_status_pending_k;
+}
+
+/** Polls the run's files until joined, a failure, or the deadline: completion.c's `uform_poll_until`
+ *  (other processes' files announce nothing this one could park on), sleeping from 1 ms, growing by
+ *  half up to 10 ms a 1,024 processes (at most 100 ms), and from 1 ms again after a change. */
 static uform_status_t join_loop(uform_rendezvous_t *rv) {
-    double interval = 0.001, hold_until = 0;
     // Polls cost the same at any count; only the shared file system's load grows with it.
     double interval_limit = 0.010 * (double)(rv->count / 1024 + 1);
     if (interval_limit > 0.1) interval_limit = 0.1;
-    char held_message[512] = "";
-    uform_status_t held = uform_status_ok_k;
-    for (;;) {
-        rv_hook("waiting", "");
-        bool changed = false, joined = false;
-        double now = uform_now_seconds();
-        bool liveness = now >= rv->next_liveness;
-        if (liveness) rv->next_liveness = now + RV_LIVENESS_PERIOD;
-        uform_status_t status = check_dispute(rv);
-        if (status == uform_status_ok_k)
-            status = rv->index == 0 ? poll_zero(rv, liveness, !held, &changed, &joined)
-                                    : poll_other(rv, liveness, &changed, &joined);
-        if (status == uform_status_ok_k && joined) return uform_status_ok_k;
-        now = uform_now_seconds();
-        if (status != uform_status_ok_k) {
-            // Others fail at once; process 0 first lets every expected process in (briefly, still
-            // acknowledging), so late arrivals hear of the failure too. Disputes are not held.
-            bool hold = rv->index == 0 && !rv->quiet && !rv->disputed && status != uform_status_system_error_k &&
-                        status != uform_status_out_of_memory_k && rv->facts_count + rv->failed_count < rv->count;
-            if (!hold) return status;
-            if (!held) {
-                held = status;
-                snprintf(held_message, sizeof held_message, "%s", uform_error_message());
-                hold_until = now + RV_FAILURE_HOLD < rv->deadline ? now + RV_FAILURE_HOLD : rv->deadline;
-            }
-        }
-        if (held && (now >= hold_until || rv->facts_count + rv->failed_count >= rv->count))
-            return uform_fail(held, "%s", held_message);
-        if (now >= rv->deadline) {
-            if (held) return uform_fail(held, "%s", held_message);
-            return rv->trusted ? absent_at_deadline(rv) : unacknowledged(rv);
-        }
-        interval = changed ? 0.001 : (interval * 1.5 > interval_limit ? interval_limit : interval * 1.5);
-        double left = rv->deadline - uform_now_seconds();
-        uform_sleep_seconds(left < interval ? (left > 0 ? left : 0) : interval);
-    }
+    uform_poll_backoff_t const backoff = {.spin_seconds = 0, .nap_min = 0.001, .nap_max = interval_limit, .growth = 1.5};
+    join_t join = {.rv = rv, .held = uform_status_ok_k};
+    double const seconds = rv->deadline - uform_now_seconds();
+    uform_status_t const status = uform_poll_until(join_look, &join, seconds > 0 ? seconds : 0, &backoff);
+    if (status != uform_status_pending_k) return status;
+    if (join.held) return uform_fail(join.held, "%s", join.held_message);
+    return rv->trusted ? absent_at_deadline(rv) : unacknowledged(rv);
 }
 
 static uform_status_t check_local(uform_mesh_options_t const *options, uform_rendezvous_facts_t const *local) {

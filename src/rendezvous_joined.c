@@ -98,7 +98,8 @@ typedef struct blob_wait_t {
 
 /** One look for the blob: OK once read, PENDING while absent, else why not; the peers' files are
  *  watched every 10 ms (a peer that failed or died ends the wait). */
-static uform_status_t blob_look(void *context) {
+static uform_status_t blob_look(void *context, bool *progress) {
+    (void)progress;
     blob_wait_t *wait = context;
     uform_rendezvous_t *rv = wait->rv;
     char const *file = wait->file, *name = wait->name;

@@ -26,8 +26,8 @@ uform_status_t vram_check_launch(uform_device_slot_t const *slot, uform_kernel_t
 #define UFORM_VRAM_MARKS 8
 /** Seconds a wait spins before it starts sleeping, and the longest sleep between polls. */
 #define UFORM_VRAM_SPIN_SECONDS 100e-6
-#define UFORM_VRAM_NAP_MIN_NS 20000L
-#define UFORM_VRAM_NAP_MAX_NS 500000L
+#define UFORM_VRAM_NAP_MIN_SECONDS 20e-6
+#define UFORM_VRAM_NAP_MAX_SECONDS 500e-6
 #define UFORM_VRAM_WATCHDOG_SECONDS 1e-3
 
 enum { vram_kernels_count_k = uform_kernel_add_f32_k + 1 };

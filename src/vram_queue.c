@@ -170,51 +170,62 @@ static uform_status_t vram_run_watchdog(vram_executor_t *self, uform_failure_t *
     return failure->status;
 }
 
+/** A device wait's state between looks (`vram_wait_look`). */
+typedef struct vram_wait_t {
+    vram_executor_t *self;
+    uint64_t target;
+    uform_cuda_context_t *context;
+    char const *verb;
+    double next_watchdog;
+} vram_wait_t;
+
+/** One look of a device wait: OK once `target` completed, DEVICE_FAULT once the executor is
+ *  poisoned, the watchdog's failure (run about once a millisecond), else PENDING. */
+static uform_status_t vram_wait_look(void *opaque, bool *progress) {
+    (void)progress; // completion is all or nothing: there is no partial progress to look sooner for
+    vram_wait_t *wait = opaque;
+    vram_executor_t *self = wait->self;
+    pthread_mutex_lock(&self->lock);
+    uform_status_t status = vram_progress_locked(self, wait->target, wait->context);
+    pthread_mutex_unlock(&self->lock);
+    if (status == uform_status_device_fault_k) return vram_fault_status(self, wait->verb);
+    if (status == uform_status_ok_k) return status;
+    double const now = uform_now_seconds();
+    if (now >= wait->next_watchdog) {
+        uform_failure_t failure;
+        if (vram_run_watchdog(self, &failure) != uform_status_ok_k) {
+            pthread_mutex_lock(&self->lock);
+            vram_finish_all_locked(self, failure.status, failure.message);
+            pthread_mutex_unlock(&self->lock);
+            return uform_failure_raise(&failure);
+        }
+        wait->next_watchdog = now + UFORM_VRAM_WATCHDOG_SECONDS;
+    }
+    return uform_status_pending_k;
+}
+
 /**
  *  Waits until `target` completes, the executor is poisoned (DEVICE_FAULT), the watchdog fails
  *  (its status), or `timeout_seconds` (negative: forever) pass (PENDING). Sets the thread's message
- *  for every status but OK and PENDING.
+ *  for every status but OK and PENDING. The driver signals nothing a host thread could park on (a
+ *  bell word), so this is completion.c's `uform_poll_until`: a look per pause for the first
+ *  UFORM_VRAM_SPIN_SECONDS (forever in the SPINNING mood), then sleeps doubling from
+ *  UFORM_VRAM_NAP_MIN_SECONDS to UFORM_VRAM_NAP_MAX_SECONDS.
  */
 uform_status_t vram_wait_in(vram_executor_t *self, uint64_t target, double timeout_seconds,
                                    uform_cuda_context_t *context, char const *verb) {
     if (atomic_load_explicit(&self->completed, memory_order_acquire) >= target &&
         !atomic_load_explicit(&self->faulted, memory_order_acquire))
         return uform_status_ok_k;
-    double const start = uform_now_seconds();
-    double next_watchdog = start + UFORM_VRAM_WATCHDOG_SECONDS;
-    long nap = UFORM_VRAM_NAP_MIN_NS;
-    for (;;) {
-        pthread_mutex_lock(&self->lock);
-        uform_status_t status = vram_progress_locked(self, target, context);
-        pthread_mutex_unlock(&self->lock);
-        if (status == uform_status_device_fault_k) return vram_fault_status(self, verb);
-        if (status == uform_status_ok_k) return status;
-
-        double const now = uform_now_seconds();
-        if (timeout_seconds >= 0 && now - start >= timeout_seconds) return uform_status_pending_k;
-        if (now >= next_watchdog) {
-            uform_failure_t failure;
-            if (vram_run_watchdog(self, &failure) != uform_status_ok_k) {
-                pthread_mutex_lock(&self->lock);
-                vram_finish_all_locked(self, failure.status, failure.message);
-                pthread_mutex_unlock(&self->lock);
-                return uform_failure_raise(&failure);
-            }
-            next_watchdog = now + UFORM_VRAM_WATCHDOG_SECONDS;
-        }
-        bool const spinning =
-            atomic_load_explicit(&self->base.mood, memory_order_relaxed) == (unsigned)uform_mood_spinning_k;
-        if (spinning || now - start < UFORM_VRAM_SPIN_SECONDS) {
-            uform_spin_pause();
-            continue;
-        }
-        double const left = timeout_seconds >= 0 ? timeout_seconds - (now - start) : 1.0;
-        long sleep_ns = nap;
-        if ((double)sleep_ns > left * 1e9) sleep_ns = (long)(left * 1e9) + 1;
-        struct timespec pause = {.tv_sec = 0, .tv_nsec = sleep_ns};
-        nanosleep(&pause, NULL);
-        if (nap < UFORM_VRAM_NAP_MAX_NS) nap = nap * 2 > UFORM_VRAM_NAP_MAX_NS ? UFORM_VRAM_NAP_MAX_NS : nap * 2;
-    }
+    uform_poll_backoff_t const backoff = {.spin_seconds = UFORM_VRAM_SPIN_SECONDS,
+                                          .nap_min = UFORM_VRAM_NAP_MIN_SECONDS,
+                                          .nap_max = UFORM_VRAM_NAP_MAX_SECONDS,
+                                          .growth = 2,
+                                          .pauses = 1,
+                                          .mood = &self->base.mood};
+    vram_wait_t wait = {.self = self, .target = target, .context = context, .verb = verb,
+                        .next_watchdog = uform_now_seconds() + UFORM_VRAM_WATCHDOG_SECONDS};
+    return uform_poll_until(vram_wait_look, &wait, timeout_seconds, &backoff);
 }
 
 uform_status_t vram_wait(vram_executor_t *self, uint64_t target, double timeout_seconds, char const *verb) {

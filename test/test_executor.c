@@ -782,7 +782,8 @@ typedef struct poll_probe_t {
     uform_status_t final;
 } poll_probe_t;
 
-static uform_status_t poll_look(void *context) {
+static uform_status_t poll_look(void *context, bool *progress) {
+    (void)progress;
     poll_probe_t *probe = context;
     ++probe->calls;
     if (probe->pending) {

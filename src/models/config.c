@@ -454,52 +454,65 @@ static uform_status_t uform_bind(uform_binder_t *binder, char const *name, size_
 #define UFORM_TOWER_FIELD(member) offsetof(uform_text_tower_t, member)
 #define UFORM_LAYER_FIELD(member) offsetof(uform_text_layer_t, member)
 
-static uform_status_t uform_bind_uform3(uform_binder_t *b) {
+/**
+ *  Binds every layer's tensors, one table for both layouts: the same shapes and fields under the
+ *  package's names ("blocks.<layer>.<name>", skipping its multimodal layers) and under
+ *  transformers' BERT names ("<prefix>encoder.layer.<layer>.<name>").
+ */
+static uform_status_t uform_bind_layers(uform_binder_t *b, int bert, char const *prefix) {
     uform_text_config_t const *c = b->config;
     size_t const h = c->hidden, f = c->intermediate;
-    UFORM_TRY(uform_bind(b, "word_embeddings.weight", c->vocab_size, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(word_embeddings)));
-    UFORM_TRY(uform_bind(b, "position_embeddings.weight", c->max_positions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(position_embeddings)));
-    UFORM_TRY(uform_bind(b, "layer_norm.weight", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_weight)));
-    UFORM_TRY(uform_bind(b, "layer_norm.bias", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_bias)));
+    struct {
+        char const *uform3, *bert;
+        size_t rows, cols;
+        int parameter;
+        size_t field;
+    } const parts[] = {
+        {"attention.query.weight", "attention.self.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
+        {"attention.query.bias", "attention.self.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
+        {"attention.key.weight", "attention.self.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
+        {"attention.key.bias", "attention.self.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
+        {"attention.value.weight", "attention.self.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
+        {"attention.value.bias", "attention.self.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
+        {"attention.out.weight", "attention.output.dense.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
+        {"attention.out.bias", "attention.output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
+        {"norm_attn.weight", "attention.output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
+        {"norm_attn.bias", "attention.output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
+        {"mlp.hidden_layer.weight", "intermediate.dense.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
+        {"mlp.hidden_layer.bias", "intermediate.dense.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
+        {"mlp.output_layer.weight", "output.dense.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
+        {"mlp.output_layer.bias", "output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
+        {"norm_mlp.weight", "output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
+        {"norm_mlp.bias", "output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
+    };
     size_t run = 0;
     for (size_t layer = 0; layer < c->layers_total; ++layer) {
-        if (c->skipped[layer]) continue;
-        struct {
-            char const *name;
-            size_t rows, cols;
-            int parameter;
-            size_t field;
-        } const parts[] = {
-            {"attention.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
-            {"attention.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
-            {"attention.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
-            {"attention.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
-            {"attention.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
-            {"attention.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
-            {"attention.out.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
-            {"attention.out.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
-            {"norm_attn.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
-            {"norm_attn.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
-            {"mlp.hidden_layer.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
-            {"mlp.hidden_layer.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
-            {"mlp.output_layer.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
-            {"mlp.output_layer.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
-            {"norm_mlp.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
-            {"norm_mlp.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
-        };
+        if (c->skipped[layer]) continue; // only the package's configurations skip layers
         for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
-            char name[96];
-            snprintf(name, sizeof(name), "blocks.%zu.%s", layer, parts[i].name);
+            char name[160];
+            if (bert) snprintf(name, sizeof(name), "%sencoder.layer.%zu.%s", prefix, layer, parts[i].bert);
+            else snprintf(name, sizeof(name), "blocks.%zu.%s", layer, parts[i].uform3);
             UFORM_TRY(uform_bind(b, name, parts[i].rows, parts[i].cols, parts[i].parameter, run, parts[i].field));
         }
         ++run;
     }
+    return uform_status_ok_k;
+}
+
+static uform_status_t uform_bind_uform3(uform_binder_t *b) {
+    uform_text_config_t const *c = b->config;
+    size_t const h = c->hidden;
+    UFORM_TRY(uform_bind(b, "word_embeddings.weight", c->vocab_size, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(word_embeddings)));
+    UFORM_TRY(uform_bind(b, "position_embeddings.weight", c->max_positions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(position_embeddings)));
+    UFORM_TRY(uform_bind(b, "layer_norm.weight", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_weight)));
+    UFORM_TRY(uform_bind(b, "layer_norm.bias", 0, h, 1, SIZE_MAX, UFORM_TOWER_FIELD(embedding_norm_bias)));
+    UFORM_TRY(uform_bind_layers(b, 0, ""));
     return uform_bind(b, "embedding_projection.weight", c->embedding_dimensions, h, 0, SIZE_MAX, UFORM_TOWER_FIELD(projection));
 }
 
 static uform_status_t uform_bind_bert(uform_binder_t *b, char const *prefix) {
     uform_text_config_t const *c = b->config;
-    size_t const h = c->hidden, f = c->intermediate;
+    size_t const h = c->hidden;
     char name[128];
 #define UFORM_NAME(...) (snprintf(name, sizeof(name), __VA_ARGS__), name)
     UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.word_embeddings.weight", prefix), c->vocab_size, h, 0, SIZE_MAX,
@@ -512,36 +525,8 @@ static uform_status_t uform_bind_bert(uform_binder_t *b, char const *prefix) {
                          UFORM_TOWER_FIELD(embedding_norm_weight)));
     UFORM_TRY(uform_bind(b, UFORM_NAME("%sembeddings.LayerNorm.bias", prefix), 0, h, 1, SIZE_MAX,
                          UFORM_TOWER_FIELD(embedding_norm_bias)));
-    for (size_t layer = 0; layer < c->layers_total; ++layer) {
-        struct {
-            char const *name;
-            size_t rows, cols;
-            int parameter;
-            size_t field;
-        } const parts[] = {
-            {"attention.self.query.weight", h, h, 0, UFORM_LAYER_FIELD(query_weight)},
-            {"attention.self.query.bias", 0, h, 1, UFORM_LAYER_FIELD(query_bias)},
-            {"attention.self.key.weight", h, h, 0, UFORM_LAYER_FIELD(key_weight)},
-            {"attention.self.key.bias", 0, h, 1, UFORM_LAYER_FIELD(key_bias)},
-            {"attention.self.value.weight", h, h, 0, UFORM_LAYER_FIELD(value_weight)},
-            {"attention.self.value.bias", 0, h, 1, UFORM_LAYER_FIELD(value_bias)},
-            {"attention.output.dense.weight", h, h, 0, UFORM_LAYER_FIELD(attention_output_weight)},
-            {"attention.output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_output_bias)},
-            {"attention.output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_weight)},
-            {"attention.output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(attention_norm_bias)},
-            {"intermediate.dense.weight", f, h, 0, UFORM_LAYER_FIELD(intermediate_weight)},
-            {"intermediate.dense.bias", 0, f, 1, UFORM_LAYER_FIELD(intermediate_bias)},
-            {"output.dense.weight", h, f, 0, UFORM_LAYER_FIELD(output_weight)},
-            {"output.dense.bias", 0, h, 1, UFORM_LAYER_FIELD(output_bias)},
-            {"output.LayerNorm.weight", 0, h, 1, UFORM_LAYER_FIELD(output_norm_weight)},
-            {"output.LayerNorm.bias", 0, h, 1, UFORM_LAYER_FIELD(output_norm_bias)},
-        };
-        for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i)
-            UFORM_TRY(uform_bind(b, UFORM_NAME("%sencoder.layer.%zu.%s", prefix, layer, parts[i].name), parts[i].rows,
-                                 parts[i].cols, parts[i].parameter, layer, parts[i].field));
-    }
 #undef UFORM_NAME
-    return uform_status_ok_k;
+    return uform_bind_layers(b, 1, prefix);
 }
 
 uform_status_t uform_config_bind(uform_text_config_t *config, uform_safetensors_t const *index,

@@ -51,6 +51,21 @@ static uform_status_t uform_load_json(char const *path, int optional, void **roo
         if (status != uform_status_ok_k) goto done;                                                                    \
     } while (0)
 
+/** Reads `folder`/`name` (absent: nothing when `optional`) with `read`, one of config.h's readers. */
+static uform_status_t uform_read_config_file(char const *folder, char const *name, int optional,
+                                             uform_status_t (*read)(char const *, void const *, uform_text_config_t *),
+                                             uform_text_config_t *config) {
+    char path[4096];
+    void *root = NULL;
+    uform_status_t status;
+    UFORM_CHECK(uform_join(path, sizeof(path), folder, name));
+    UFORM_CHECK(uform_load_json(path, optional, &root));
+    if (root) UFORM_CHECK(read(path, root, config));
+done:
+    uform_json_free(root);
+    return status;
+}
+
 /** Reads the configuration files of `directory` into `config`. */
 static uform_status_t uform_read_text_config(char const *directory, uform_text_config_t *config) {
     char path[4096];
@@ -65,30 +80,16 @@ static uform_status_t uform_read_text_config(char const *directory, uform_text_c
         goto done;
     }
     UFORM_CHECK(uform_config_bert(path, root, config));
-    uform_json_free(root), root = NULL;
 
     /* sentence-transformers: modules.json names the pooling folder and normalisation. */
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "modules.json"));
-    UFORM_CHECK(uform_load_json(path, 1, &root));
-    if (root) {
-        UFORM_CHECK(uform_config_modules(path, root, config));
-        uform_json_free(root), root = NULL;
+    UFORM_CHECK(uform_read_config_file(directory, "modules.json", 1, uform_config_modules, config));
+    if (config->has_pooling_module) { // modules.json was there: its Pooling module's folder
         char folder[4096];
         UFORM_CHECK(uform_join(folder, sizeof(folder), directory, config->pooling_path));
-        UFORM_CHECK(uform_join(path, sizeof(path), folder, "config.json"));
-        UFORM_CHECK(uform_load_json(path, 0, &root));
-        UFORM_CHECK(uform_config_pooling(path, root, config));
-        uform_json_free(root), root = NULL;
+        UFORM_CHECK(uform_read_config_file(folder, "config.json", 0, uform_config_pooling, config));
     }
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "sentence_bert_config.json"));
-    UFORM_CHECK(uform_load_json(path, 1, &root));
-    if (root) {
-        UFORM_CHECK(uform_config_sentence_bert(path, root, config));
-        uform_json_free(root), root = NULL;
-    }
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "tokenizer_config.json"));
-    UFORM_CHECK(uform_load_json(path, 1, &root));
-    if (root) UFORM_CHECK(uform_config_tokenizer(path, root, config));
+    UFORM_CHECK(uform_read_config_file(directory, "sentence_bert_config.json", 1, uform_config_sentence_bert, config));
+    UFORM_CHECK(uform_read_config_file(directory, "tokenizer_config.json", 1, uform_config_tokenizer, config));
 done:
     uform_json_free(root);
     return status;
