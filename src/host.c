@@ -470,6 +470,12 @@ size_t uform_host_parked_workers(uform_executor_t executor) {
     return atomic_load_explicit(&((host_executor_t *)executor)->worker_bell.sleepers, memory_order_seq_cst);
 }
 
+char const *uform_host_join_name(uform_executor_t executor) {
+    if (!executor || executor->backend->call != host_call || ((host_executor_t *)executor)->pool) return NULL;
+    static char const *const names[] = {"shared", "slots", "lines"};
+    return names[((host_executor_t *)executor)->join];
+}
+
 static void host_free(uform_executor_t executor) { host_release((host_executor_t *)executor); }
 
 /** RAM and pool executors alike (executor.c refuses thread placements of pool executors). */

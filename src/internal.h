@@ -415,6 +415,10 @@ void uform_host_join_limits(size_t shared_workers, size_t slot_workers);
 #define UFORM_HOST_SHARED_WORKERS_DEFAULT 1u
 #define UFORM_HOST_SLOT_WORKERS_DEFAULT 7u
 
+/** @brief Tests: how a RAM executor's rounds wake and join ("shared", "slots", "lines"); NULL for
+ *  anything else. */
+char const *uform_host_join_name(uform_executor_t executor);
+
 /** @brief Tests only: lets `uform_executor_for_ram` take more threads than the allowed cores, the
  *  extra ones unpinned, so that executors of many threads run on a 2-core machine. Off by default. */
 void uform_host_allow_oversubscription(bool allow);
