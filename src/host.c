@@ -7,11 +7,11 @@
  *  executor's leader thread for a deferred one. On a RAM executor, thread 0 publishes the call by
  *  bumping `generation` or writing it into each worker's slot (`host_join_t` says which), runs its
  *  own share, and waits for every worker's answer. Idle workers spin (SPINNING) or park on a futex
- *  after a short spin (PARKED). They park on a bell word
- *  that everything meant to wake them rings (a new round while someone is parked, a drain into
- *  SPINNING, stopping), so no wake-up can slip in between a worker's last look and its sleep; the
- *  publisher rings and makes the wake-up system call only when someone is parked. Every one of
- *  those waits (the join, the workers, tickets, the leader) is completion.c's `uform_bell_wait`.
+ *  after a short spin (PARKED). They park on a bell word that everything meant to wake them rings (a
+ *  new round while someone is parked, a drain into SPINNING, stopping), so no wake-up can slip in
+ *  between a worker's last look and its sleep; the publisher rings and makes the wake-up system call
+ *  only when someone is parked. Every one of those waits (the join, the workers, tickets, the
+ *  leader) is completion.c's `uform_bell_wait`.
  *
  *  Pool executors hand each round to the borrowed ForkUnion pool, which takes one submitter at a
  *  time: every engine executor over one pool, and the pool's owner through `uform_pool_lock`, take

@@ -11,15 +11,20 @@
 #      children (ratios are against the OpenMP of the same run). "after" is this tree's default;
 #      "before" is the before tree's bench_ram if built, else this tree's with `--join legacy` (the
 #      joins as they were before the slots: SHARED up to 3 threads, LINES above);
-#   4. if time is left, each join alone at 3, 4, 8, 16 and 32 threads (SPINNING, engine only).
+#   4. if time is left, each join alone at 2, 3, 4, 8, 16 and 32 threads (SPINNING, engine only).
 #
 #   bash test/gpu/run_forkjoin.sh                  the run (logs to $OUT, else build-forkjoin/logs)
 #   bash test/gpu/run_forkjoin.sh --prepare-before [REV]
 #                                                  on a machine with git (before the run): writes the
-#                                                  sources of REV (default: main) into
-#                                                  .dev-forkjoin-before/ (ignored; about 7 MiB), which
-#                                                  the run builds as "before" when it travels along
-#                                                  (carry it), or point BEFORE_SRC at any such tree.
+#                                                  sources of REV (default: main; once this branch is
+#                                                  merged, the commit before the merge, e.g. main~1)
+#                                                  into .dev-forkjoin-before/ (ignored; about 7 MiB),
+#                                                  which the run builds as "before" when it travels
+#                                                  along, or point BEFORE_SRC at any such tree.
+#
+# From a helper's worktree (device.md): rsync the worktree into /work/main/.dev-forkjoin (its
+# .dev-forkjoin-before comes along), carry [".dev-forkjoin", "build-gpu/device-deps"], and run
+#   cd .dev-forkjoin && bash test/gpu/run_forkjoin.sh
 #
 # FORKJOIN_THREADS and FORKJOIN_ALONE_THREADS change the thread counts of steps 3 and 4 (a dry run
 # on a small machine). Dependencies: as test/gpu/run_device.sh, the Debian packages carried in build-gpu/device-deps
@@ -37,7 +42,7 @@ if [[ ${1:-} == --prepare-before ]]; then
     # The whole tree but its test data (tens of MiB), which configuring and bench_ram do not read.
     git -C "$ROOT" archive "$rev" | tar -x -C "$target" --exclude=fuzz/corpus --exclude=test/tokenizer \
         --exclude=test/image --exclude=test/models || exit 1
-    echo "$(git -C "$ROOT" rev-parse "$rev")" >"$target/REVISION"
+    git -C "$ROOT" rev-parse "$rev" >"$target/REVISION"
     echo "run_forkjoin: $rev ($(cut -c1-12 "$target/REVISION")) in $target, $(du -sh "$target" | cut -f1); carry .dev-forkjoin-before"
     exit 0
 fi
@@ -75,6 +80,7 @@ CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=OFF)
 unpack_deps "$DEPS" "$BUILD"
 
 # 1. Builds: this tree, and the before tree when there is one (each its own build directory).
+# shellcheck disable=SC2317 # called through `step`
 build_tree() { # SOURCE BUILD TARGETS...
     local source=$1 build=$2
     shift 2
@@ -90,7 +96,7 @@ BEFORE=()
 if [[ -f $BEFORE_SRC/CMakeLists.txt ]]; then
     if step build_before "$BUILD_LOG" optional build_tree "$BEFORE_SRC" "$BEFORE_BUILD" bench_ram; then
         BEFORE=("$BEFORE_BUILD/bench/bench_ram")
-        note "before: $BEFORE_SRC ($(cat "$BEFORE_SRC/REVISION" 2>/dev/null | cut -c1-12)), its own bench_ram"
+        note "before: $BEFORE_SRC ($(cut -c1-12 "$BEFORE_SRC/REVISION" 2>/dev/null)), its own bench_ram"
     fi
 fi
 if ((${#BEFORE[@]} == 0)); then
@@ -133,7 +139,7 @@ for join in slots lines shared; do
         note "join $join alone: skipped, $(elapsed) s used"
         continue
     fi
-    output=$(timeout 30 "$BUILD/bench/bench_ram" --join "$join" --only uform --mood spinning --threads "${FORKJOIN_ALONE_THREADS:-3,4,8,16,32}" \
+    output=$(timeout 30 "$BUILD/bench/bench_ram" --join "$join" --only uform --mood spinning --threads "${FORKJOIN_ALONE_THREADS:-2,3,4,8,16,32}" \
         --rounds 20000 --repetitions 5 --trials 3 --bytes 0 2>&1)
     echo "==== join $join alone" >>"$BENCH_LOG"
     echo "$output" >>"$BENCH_LOG"
