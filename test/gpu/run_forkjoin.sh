@@ -109,7 +109,9 @@ AFTER=("$BUILD/bench/bench_ram" --join default)
 step test_forkjoin "$BENCH_LOG" required timeout 120 "$BUILD/test/test_forkjoin"
 
 # 3. Before and after, alternating; each run's fork-join lines go to the summary.
-COMMON=(--threads "${FORKJOIN_THREADS:-2-8,16,28,32}" --rounds 20000 --repetitions 5 --trials 3 --bytes 0)
+# The counts the issue names, those the machine has (a 16-core host stops at 16).
+fit() { local list="" count; for count in "$@"; do ((count <= JOBS)) && list+=${list:+,}$count; done; echo "$list"; }
+COMMON=(--threads "${FORKJOIN_THREADS:-$(fit 2 3 4 5 6 7 8 16 28 32)}" --rounds 20000 --repetitions 5 --trials 3 --bytes 0)
 bench_run() { # LABEL COMMAND...
     local label=$1
     shift
@@ -139,7 +141,7 @@ for join in slots lines shared; do
         note "join $join alone: skipped, $(elapsed) s used"
         continue
     fi
-    output=$(timeout 30 "$BUILD/bench/bench_ram" --join "$join" --only uform --mood spinning --threads "${FORKJOIN_ALONE_THREADS:-2,3,4,8,16,32}" \
+    output=$(timeout 30 "$BUILD/bench/bench_ram" --join "$join" --only uform --mood spinning --threads "${FORKJOIN_ALONE_THREADS:-$(fit 2 3 4 8 16 32)}" \
         --rounds 20000 --repetitions 5 --trials 3 --bytes 0 2>&1)
     echo "==== join $join alone" >>"$BENCH_LOG"
     echo "$output" >>"$BENCH_LOG"
