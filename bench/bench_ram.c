@@ -74,7 +74,8 @@ static result_t run_child(char const *system, size_t threads, config_t const *co
     char *arguments[] = {"bench_ram", "--child", (char *)system, "--threads", threads_text,
                          "--rounds", rounds_text, "--repetitions", repetitions_text,
                          "--bytes", bytes_text, "--sum-repetitions", sums_text,
-                         "--mood", mood == uform_mood_spinning_k ? "spinning" : "parked", NULL};
+                         "--mood", mood == uform_mood_spinning_k ? "spinning" : "parked",
+                         "--join", (char *)config->join, NULL};
     fflush(stdout);
     fflush(stderr);
     pid_t const parent = getpid();
@@ -204,6 +205,9 @@ static void usage(FILE *out) {
           "  --mood spinning|parked|both\n"
           "                          the executor's moods to measure (default both: SPINNING and the\n"
           "                          default PARKED, side by side)\n"
+          "  --join NAME             how the engine's rounds wake and join workers: default (the\n"
+          "                          engine's choice by thread count), legacy (its choice before the\n"
+          "                          slots), or one join at every count: shared, slots, lines\n"
           "  --quick                 a smoke run: 2000 rounds, 3 repetitions, 16 MiB\n"
           "  --json                  print one JSON document instead of lines\n"
           "ratios are uform/openmp: below 1 is faster for fork-join, above 1 is faster for the sum\n"
@@ -213,7 +217,7 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
     config_t config = {.rounds = 100000, .repetitions = 7, .bytes = 256u << 20, .sum_repetitions = 10,
-                       .mood = uform_mood_spinning_k};
+                       .mood = uform_mood_spinning_k, .join = "default"};
     char const *child = NULL, *only = NULL, *threads_text = NULL, *mood_text = "both";
     bool json = false;
     size_t trials = 1;
@@ -227,6 +231,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--mood"))
             ok = value && (!strcmp(value, "spinning") || !strcmp(value, "parked") || !strcmp(value, "both")),
             mood_text = value;
+        else if (!strcmp(option, "--join")) ok = bench_join_known(value), config.join = value;
         else if (!strcmp(option, "--rounds")) ok = strict_count(value, 1, (size_t)1 << 40, false, &config.rounds);
         else if (!strcmp(option, "--repetitions")) ok = strict_count(value, 1, 64, false, &config.repetitions);
         else if (!strcmp(option, "--bytes")) ok = strict_count(value, 0, (size_t)1 << 40, true, &config.bytes);
@@ -302,11 +307,12 @@ int main(int argc, char **argv) {
     if (!json) {
         printf("bench_ram: uform %s vs OpenMP (libgomp) on %s, %zu allowed cores\n", uform_version(), model, cores);
         printf("fork-join: %zu rounds x %zu repetitions (median) x %zu trials (median); uform: blocking call, "
-               "THREADS schedule, %s, caller pinned to thread 0's core\n",
+               "THREADS schedule, %s, caller pinned to thread 0's core, join %s\n",
                config.rounds, config.repetitions, trials,
                measure_spinning && measure_parked ? "SPINNING and the default PARKED mood"
                : measure_spinning                 ? "SPINNING mood"
-                                                  : "the default PARKED mood");
+                                                  : "the default PARKED mood",
+               config.join);
         printf("sum: %zu MiB of f32, static split of %d-float blocks, first touched in parallel, "
                "%zu repetitions (median)\n",
                config.bytes >> 20, BENCH_BLOCK_FLOATS, config.sum_repetitions);
@@ -324,6 +330,8 @@ int main(int argc, char **argv) {
         json_string(uform_version());
         printf(", \"cpu\": ");
         json_string(model);
+        printf(", \"join\": ");
+        json_string(config.join);
         printf(", \"allowed_cores\": %zu, \"rounds\": %zu, \"repetitions\": %zu, \"sum_bytes\": %zu, "
                "\"sum_repetitions\": %zu, \"openmp_env\": {\"OMP_PROC_BIND\": ",
                cores, config.rounds, config.repetitions, config.bytes, config.sum_repetitions);

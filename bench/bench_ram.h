@@ -27,7 +27,12 @@ typedef struct config_t {
     size_t bytes;           /**< Bytes of floats the sum reads. */
     size_t sum_repetitions; /**< Sum repetitions; the median is reported. */
     uform_mood_t mood;      /**< The UForm child's mood. */
+    char const *join;       /**< How the UForm child's rounds wake and join workers: `--join`. */
 } config_t;
+
+/** @brief The names `--join` takes, each with what it picks (bench_ram_uform.c applies them). */
+#define BENCH_JOIN_NAMES "default, legacy, shared, slots, lines"
+bool bench_join_known(char const *name);
 
 static inline double now_seconds(void) {
     struct timespec time;

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE // `sched_setaffinity`, `CPU_SET`
 #include "bench_ram.h"
+#include "internal.h" // `uform_host_join_limits`: the engine's rounds, chosen per child
 
 #include <errno.h>  // `errno`
 #include <sched.h>  // `sched_setaffinity`
@@ -54,7 +55,29 @@ static int uform_fail_report(char const *what, uform_status_t status) {
     return 1;
 }
 
+/** `--join`: which of the engine's joins (src/host.c, `host_join_t`) the executor's rounds use, as
+ *  limits on the worker count: SHARED up to the first, SLOTS up to the second, LINES above. */
+static struct {
+    char const *name;
+    size_t shared_workers, slot_workers;
+} const bench_joins[] = {
+    {"default", UFORM_HOST_SHARED_WORKERS_DEFAULT, UFORM_HOST_SLOT_WORKERS_DEFAULT},
+    {"legacy", 2, 0},                   // before the slots: SHARED up to 3 threads, LINES above
+    {"shared", BENCH_MAX_THREADS, 0},   // every worker counts in on the publish line
+    {"slots", 0, BENCH_MAX_THREADS},    // a slot line per worker
+    {"lines", 0, 0},                    // woken on the publish line, answering on their own lines
+};
+
+bool bench_join_known(char const *name) {
+    for (size_t i = 0; i < sizeof bench_joins / sizeof bench_joins[0]; ++i)
+        if (name && !strcmp(name, bench_joins[i].name)) return true;
+    return false;
+}
+
 int child_uform(size_t threads, config_t const *config, double *round_ns, double *gbps, double *idle) {
+    for (size_t i = 0; i < sizeof bench_joins / sizeof bench_joins[0]; ++i)
+        if (!strcmp(config->join, bench_joins[i].name))
+            uform_host_join_limits(bench_joins[i].shared_workers, bench_joins[i].slot_workers);
     uform_executor_t executor = NULL;
     uform_status_t status = uform_executor_for_ram(NULL, threads, 0, &executor);
     if (status != uform_status_ok_k) return uform_fail_report("uform_executor_for_ram", status);

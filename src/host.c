@@ -5,12 +5,13 @@
  *
  *  A call is run as a "round" by a thread 0: the submitting thread for a blocking call, the
  *  executor's leader thread for a deferred one. On a RAM executor, thread 0 publishes the call by
- *  bumping `generation`, runs its own share, and waits for every worker's `finished_generation`. Idle
- *  workers spin (SPINNING) or park on a futex after a short spin (PARKED). They park on a bell word
- *  that everything meant to wake them rings (a new round while someone is parked, a drain into
- *  SPINNING, stopping), so no wake-up can slip in between a worker's last look and its sleep; the
- *  publisher rings and makes the wake-up system call only when someone is parked. Every one of
- *  those waits (the join, the workers, tickets, the leader) is completion.c's `uform_bell_wait`.
+ *  bumping `generation` or writing it into each worker's slot (`host_join_t` says which), runs its
+ *  own share, and waits for every worker's answer. Idle workers spin (SPINNING) or park on a futex
+ *  after a short spin (PARKED). They park on a bell word that everything meant to wake them rings (a
+ *  new round while someone is parked, a drain into SPINNING, stopping), so no wake-up can slip in
+ *  between a worker's last look and its sleep; the publisher rings and makes the wake-up system call
+ *  only when someone is parked. Every one of those waits (the join, the workers, tickets, the
+ *  leader) is completion.c's `uform_bell_wait`.
  *
  *  Pool executors hand each round to the borrowed ForkUnion pool, which takes one submitter at a
  *  time: every engine executor over one pool, and the pool's owner through `uform_pool_lock`, take
@@ -36,21 +37,44 @@
 typedef struct host_executor_s host_executor_t;
 
 /**
- *  How a round's workers answer, by how many there are. All wake on the publish line.
+ *  How a round's workers are woken and how they answer, by how many there are. Every exchange is a
+ *  cache line that one core writes and another reads; what costs is a line several cores write, or
+ *  that many read while one writes.
  *
- *  - SHARED, up to 2 workers: they count in on the publish line too, so signal and answer bounce
- *    one line, the cheapest exchange between two cores (2-thread round 220-250 ns against 380-460 ns
- *    with a line per worker, on the 2-core VM).
- *  - LINES, 3 workers and up: they answer on lines of their own, which thread 0 scans with
- *    independent loads (32 threads on the H200 host: 1.2-1.5 us against 7.3 us with one shared
- *    count). A mailbox per worker, woken and answering on its own line, measured faster at 4 to 7
- *    threads in one benchmark and slower in another, and slower from 12 up: not adopted.
+ *  - SHARED, 1 worker: it wakes on the publish line and counts in on it too, so signal and answer
+ *    bounce one line, the cheapest exchange between two cores (2-thread round 220-250 ns against
+ *    380-460 ns with a line per worker, on the 2-core VM).
+ *  - SLOTS, 2 to 7 workers: each worker has a slot line of its own, into which thread 0 copies the
+ *    call and the round's number, and on which the worker answers. Each slot bounces between thread
+ *    0 and one worker only, like SHARED's one line, and the slots are independent, so their misses
+ *    overlap. Nothing every worker reads is written in a round. SHARED with 2 workers made three
+ *    cores fight over one line (3 threads on the H200 host: 635 ns against 322 ns at 2), and LINES
+ *    woke every worker on one line thread 0 had just written (733 ns at 4); the mailbox tried before
+ *    (feb0b72) woke workers on their own lines but still sent each to that line for the call.
+ *  - LINES, 8 workers and up: they wake on the publish line, one store read by all, and answer on
+ *    their own lines, which thread 0 scans with independent loads (32 threads on the H200 host:
+ *    1.2-1.5 us against 7.3 us with one shared count).
  */
-typedef enum host_join_t { host_join_shared_k, host_join_lines_k } host_join_t;
+typedef enum host_join_t { host_join_shared_k, host_join_slots_k, host_join_lines_k } host_join_t;
 
-static atomic_size_t host_shared_join_workers = 2;
+static atomic_size_t host_shared_join_workers = UFORM_HOST_SHARED_WORKERS_DEFAULT,
+                     host_slot_join_workers = UFORM_HOST_SLOT_WORKERS_DEFAULT;
+static atomic_bool host_oversubscribe = false;
 
-void uform_host_join_limits(size_t shared_workers) { atomic_store(&host_shared_join_workers, shared_workers); }
+void uform_host_join_limits(size_t shared_workers, size_t slot_workers) {
+    atomic_store(&host_shared_join_workers, shared_workers);
+    atomic_store(&host_slot_join_workers, slot_workers);
+}
+
+void uform_host_allow_oversubscription(bool allow) { atomic_store(&host_oversubscribe, allow); }
+
+/** The part of a call workers run, kept small so that it and its round number share one line. */
+typedef struct host_round_t {
+    uform_task_callback_t task;
+    void *context;
+    size_t tasks;
+    uform_schedule_t schedule;
+} host_round_t;
 
 /** ForkUnion's C ABI, as its header declares it, resolved at run time. */
 typedef void (*fu_for_threads_t)(void *context, size_t thread, size_t colocation);
@@ -64,16 +88,24 @@ typedef struct fu_abi_t {
 
 /** A spawned thread's own state, allocated on its NUMA node. */
 typedef struct host_thread_t {
-    /** The last round this worker finished. Each worker reports on a line of its own, homed on its
-     *  own node, and thread 0 scans them all with independent loads: no line is fought over by
-     *  every worker at once, which is what a shared countdown costs at 32 threads and up. */
-    UFORM_ALIGNED atomic_uint finished_generation;
-    host_executor_t *owner;
+    /** The worker's slot: one line, homed on the worker's node. It answers there (LINES, SLOTS),
+     *  and with SLOTS thread 0 also writes the round there; thread 0 scans the slots with independent
+     *  loads, so no line is fought over by every worker at once. */
+    UFORM_ALIGNED struct {
+        atomic_uint done;          /**< The last round this worker finished. */
+        atomic_uint wake;          /**< SLOTS: the round to run, stored after `round` and `pools`. */
+        host_round_t round;        /**< SLOTS: the call, written by thread 0 while the worker waits. */
+        uform_pool_chain_t *pools; /**< SLOTS: thread 0's `uform_current_pools`. */
+    } slot;
+    // Read-only once spawned, on a line of their own: the round's writes never evict them.
+    UFORM_ALIGNED host_executor_t *owner;
     size_t thread; /**< Index among the executor's threads; 0 for the leader. */
     size_t domain; /**< Index of its node among the executor's domains. */
     pthread_t handle;
     bool joinable;
 } host_thread_t;
+
+_Static_assert(sizeof(((host_thread_t *)0)->slot) <= 64, "a worker's slot fits one cache line");
 
 typedef struct deferred_slot_t {
     uform_call_t call;
@@ -83,12 +115,13 @@ typedef struct deferred_slot_t {
 struct host_executor_s {
     struct uform_executor_s base;
 
-    // The round: written by thread 0 before `generation` is bumped, read by workers after. Both
-    // share one cache line, so a waking worker takes a single miss for the signal and the call.
+    // The round (SHARED, LINES): written by thread 0 before `generation` is bumped, read by workers
+    // after. All share one cache line, so a waking worker takes a single miss for the signal and the
+    // call. With SLOTS only thread 0 touches it (`generation` numbers the rounds) until stopping.
     UFORM_ALIGNED struct {
         atomic_uint generation;
-        atomic_uint finished_count; /**< Small executors: worker completions, never reset. */
-        uform_call_t round;
+        atomic_uint finished_count; /**< SHARED: worker completions, never reset. */
+        host_round_t round;
         uform_pool_chain_t *pools; /**< Thread 0's `uform_current_pools`, which workers adopt. */
     } publish;
     unsigned finished_target; /**< Owned by thread 0 of the rounds: the count ending this round. On a
@@ -126,14 +159,14 @@ struct host_executor_s {
 
 /* ---- Rounds ---- */
 
-static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next, size_t thread, size_t threads,
+static void host_run_share(host_round_t const *round, atomic_size_t *dynamic_next, size_t thread, size_t threads,
                            size_t domain) {
-    uform_task_callback_t task = call->task;
-    void *context = call->context;
-    switch (call->schedule) {
+    uform_task_callback_t task = round->task;
+    void *context = round->context;
+    switch (round->schedule) {
     case uform_schedule_threads_k: task(context, thread, thread, domain); break;
     case uform_schedule_static_k: {
-        size_t base = call->tasks / threads, extra = call->tasks % threads;
+        size_t base = round->tasks / threads, extra = round->tasks % threads;
         size_t begin = thread * base + (thread < extra ? thread : extra);
         size_t end = begin + base + (thread < extra ? 1 : 0);
         for (size_t index = begin; index < end; ++index) task(context, index, thread, domain);
@@ -142,7 +175,7 @@ static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next
     case uform_schedule_dynamic_k:
         for (;;) {
             size_t index = atomic_fetch_add_explicit(dynamic_next, 1, memory_order_relaxed);
-            if (index >= call->tasks) break;
+            if (index >= round->tasks) break;
             task(context, index, thread, domain);
         }
         break;
@@ -150,20 +183,23 @@ static void host_run_share(uform_call_t const *call, atomic_size_t *dynamic_next
 }
 
 /** True once every worker finished round `generation`. The loads are independent, so the CPU
- *  keeps many of these misses in flight at once rather than one after another. */
+ *  keeps many of these misses in flight at once rather than one after another. Sequentially
+ *  consistent (a plain load on x86 and Arm), as a parked joiner's last look must be. */
 static bool host_all_finished(host_executor_t *self, unsigned generation) {
     if (self->join == host_join_shared_k)
-        return atomic_load_explicit(&self->publish.finished_count, memory_order_acquire) == self->finished_target;
+        return atomic_load_explicit(&self->publish.finished_count, memory_order_seq_cst) == self->finished_target;
     bool all = true;
     for (size_t thread = 1; thread < self->threads_count; ++thread)
-        all &= atomic_load_explicit(&self->workers[thread]->finished_generation, memory_order_acquire) == generation;
+        all &= atomic_load_explicit(&self->workers[thread]->slot.done, memory_order_seq_cst) == generation;
     return all;
 }
 
-/** What a host wait waits for: a round's join (the generation), a worker's next round (the one
- *  it saw last), or a ticket. One shape for `uform_bell_wait`'s three host conditions. */
+/** What a host wait waits for: a round's join (the generation), a worker's next round (`word`
+ *  changing from the round it saw last), or a ticket. One shape for `uform_bell_wait`'s three host
+ *  conditions. */
 typedef struct host_wait_t {
     host_executor_t *self;
+    atomic_uint const *word;
     unsigned value;
 } host_wait_t;
 
@@ -230,23 +266,50 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
         pool_gate_give(self->gate);
     }
     else if (self->threads_count == 1) {
+        host_round_t const round = {.task = call->task, .context = call->context, .tasks = call->tasks,
+                                    .schedule = call->schedule};
         atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
-        host_run_share(call, &self->dynamic_next, 0, 1, self->thread_domains[0]);
+        host_run_share(&round, &self->dynamic_next, 0, 1, self->thread_domains[0]);
     }
     else if (call->schedule != uform_schedule_threads_k && call->tasks <= 1) {
         // At most one task: waking workers would only add latency.
         if (call->tasks == 1) call->task(call->context, 0, 0, self->thread_domains[0]);
     }
     else {
-        // Rewriting an unchanged call would only steal the line back from every worker.
-        if (memcmp(&self->publish.round, call, sizeof(*call)) != 0) self->publish.round = *call;
-        if (self->publish.pools != uform_current_pools) self->publish.pools = uform_current_pools;
+        host_round_t const round = {.task = call->task, .context = call->context, .tasks = call->tasks,
+                                    .schedule = call->schedule};
         if (call->schedule == uform_schedule_dynamic_k)
             atomic_store_explicit(&self->dynamic_next, 0, memory_order_relaxed);
-        self->finished_target += (unsigned)(self->threads_count - 1);
-        unsigned generation = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
+        unsigned generation;
+        if (self->join == host_join_slots_k) {
+            // Each worker's slot gets the call, then the round's number (release: the call is
+            // visible to whoever sees the number). Only thread 0 reads `generation` in this mode.
+            generation = atomic_load_explicit(&self->publish.generation, memory_order_relaxed) + 1;
+            atomic_store_explicit(&self->publish.generation, generation, memory_order_relaxed);
+            uform_pool_chain_t *pools = uform_current_pools;
+            for (size_t thread = 1; thread < self->threads_count; ++thread) {
+                host_thread_t *worker = self->workers[thread];
+                worker->slot.round = round;
+                worker->slot.pools = pools;
+                atomic_store_explicit(&worker->slot.wake, generation, memory_order_release);
+            }
+            // One fence for all the slots, not a sequentially consistent store (a locked instruction
+            // on x86) each: the stores come before the look at the parked count below, as a bell's
+            // ringer must change the condition before it looks.
+            atomic_thread_fence(memory_order_seq_cst);
+        }
+        else {
+            // Rewriting an unchanged call would only steal the line back from every worker.
+            host_round_t *published = &self->publish.round;
+            if (published->task != round.task || published->context != round.context ||
+                published->tasks != round.tasks || published->schedule != round.schedule)
+                *published = round;
+            if (self->publish.pools != uform_current_pools) self->publish.pools = uform_current_pools;
+            self->finished_target += (unsigned)(self->threads_count - 1);
+            generation = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
+        }
         uform_bell_ring_parked(&self->worker_bell, INT_MAX);
-        host_run_share(call, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
+        host_run_share(&round, &self->dynamic_next, 0, self->threads_count, self->thread_domains[0]);
         host_join(self, generation);
     }
     uform_current_executor = outer;
@@ -254,27 +317,31 @@ static void host_run_round(host_executor_t *self, uform_call_t const *call) {
 
 static bool host_round_published(void *context) {
     host_wait_t const *wait = context;
-    return atomic_load_explicit(&wait->self->publish.generation, memory_order_acquire) != wait->value;
+    return atomic_load_explicit(wait->word, memory_order_seq_cst) != wait->value;
 }
 
 static void *host_worker_loop(void *argument) {
     host_thread_t *me = argument;
     host_executor_t *self = me->owner;
-    uform_current_executor = &self->base;             // workers only ever run this executor's callbacks
-    host_wait_t wait = {.self = self, .value = 0}; // `generation` starts at zero, before any worker
+    uform_current_executor = &self->base; // workers only ever run this executor's callbacks
+    bool const slots = self->join == host_join_slots_k;
+    // Rounds are announced in the worker's own slot (SLOTS) or on the publish line; both start at
+    // zero, before any worker exists.
+    host_wait_t wait = {.self = self, .word = slots ? &me->slot.wake : &self->publish.generation, .value = 0};
     uform_spin_t spin = {.budget = UFORM_PARK_SPINS, .adaptive = true, .mood = &self->base.mood};
     for (;;) {
         spin.before_park = atomic_load_explicit(&uform_host_before_park, memory_order_relaxed);
         uform_bell_wait(&self->worker_bell, host_round_published, &wait, &spin);
-        unsigned const now = atomic_load_explicit(&self->publish.generation, memory_order_acquire);
+        unsigned const now = atomic_load_explicit(wait.word, memory_order_acquire);
         wait.value = now;
         if (atomic_load_explicit(&self->stopping, memory_order_acquire)) break;
-        uform_current_pools = self->publish.pools;
-        host_run_share(&self->publish.round, &self->dynamic_next, me->thread, self->threads_count, me->domain);
+        uform_current_pools = slots ? me->slot.pools : self->publish.pools;
+        host_run_share(slots ? &me->slot.round : &self->publish.round, &self->dynamic_next, me->thread,
+                       self->threads_count, me->domain);
         uform_current_pools = NULL;
         if (self->join == host_join_shared_k)
             atomic_fetch_add_explicit(&self->publish.finished_count, 1u, memory_order_seq_cst);
-        else atomic_store_explicit(&me->finished_generation, now, memory_order_seq_cst);
+        else atomic_store_explicit(&me->slot.done, now, memory_order_seq_cst);
         uform_bell_ring_parked(&self->join_bell, 1);
     }
     return NULL;
@@ -370,7 +437,9 @@ static void host_release(host_executor_t *self) {
     if (!forked) {
         // Wake everyone with `stopping` set; workers see a new generation, the leader an empty queue.
         atomic_store_explicit(&self->stopping, 1u, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst);
+        unsigned const last = atomic_fetch_add_explicit(&self->publish.generation, 1u, memory_order_seq_cst) + 1;
+        for (size_t thread = 1; self->workers && thread < self->threads_count; ++thread)
+            if (self->workers[thread]) atomic_store_explicit(&self->workers[thread]->slot.wake, last, memory_order_seq_cst);
         host_ring_workers(self);
         uform_bell_ring(&self->leader_bell, INT_MAX);
     }
@@ -399,6 +468,12 @@ static void host_release(host_executor_t *self) {
 size_t uform_host_parked_workers(uform_executor_t executor) {
     if (!executor || executor->backend->call != host_call) return 0;
     return atomic_load_explicit(&((host_executor_t *)executor)->worker_bell.sleepers, memory_order_seq_cst);
+}
+
+char const *uform_host_join_name(uform_executor_t executor) {
+    if (!executor || executor->backend->call != host_call || ((host_executor_t *)executor)->pool) return NULL;
+    static char const *const names[] = {"shared", "slots", "lines"};
+    return names[((host_executor_t *)executor)->join];
 }
 
 static void host_free(uform_executor_t executor) { host_release((host_executor_t *)executor); }
@@ -466,7 +541,10 @@ static uform_status_t host_allocate(uform_placement_t *placement, size_t threads
     self->placement = *placement;
     *placement = (uform_placement_t) {0};
     self->threads_count = threads;
-    self->join = threads - 1 <= atomic_load(&host_shared_join_workers) ? host_join_shared_k : host_join_lines_k;
+    size_t const workers = threads - 1;
+    self->join = workers <= atomic_load(&host_shared_join_workers) ? host_join_shared_k
+                 : workers <= atomic_load(&host_slot_join_workers) ? host_join_slots_k
+                                                                    : host_join_lines_k;
     status = uform_ring_init(&self->ring, deferred_limit, sizeof(deferred_slot_t), verb);
     self->workers = calloc(threads, sizeof(host_thread_t *));
     self->thread_cores = calloc(threads, sizeof(int32_t));
@@ -506,6 +584,12 @@ static void host_choose_cores(host_executor_t *self) {
         }
         first_core += domain_cores;
     }
+    // Tests only (`uform_host_allow_oversubscription`): threads past the cores run unpinned.
+    for (; assigned < threads; ++assigned) {
+        self->thread_cores[assigned] = -1;
+        self->thread_domains[assigned] = 0;
+        self->thread_nodes[assigned] = placement->domain_nodes[0];
+    }
 }
 
 uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t threads, size_t deferred_limit,
@@ -515,7 +599,7 @@ uform_status_t uform_executor_for_ram(uform_ram_options_t const *ram, size_t thr
     uform_status_t status = uform_placement_resolve(ram, &placement);
     if (status != uform_status_ok_k) return status;
     if (threads == 0) threads = uform_default_threads(placement.cores_count);
-    if (threads > placement.cores_count) {
+    if (threads > placement.cores_count && !atomic_load(&host_oversubscribe)) {
         size_t const cores = placement.cores_count;
         uform_placement_free(&placement);
         return uform_fail(uform_status_invalid_argument_k,

@@ -406,10 +406,22 @@ extern void (*_Atomic uform_host_before_park)(void);
  *  touched on the core's node. A pin the OS refuses is SYSTEM_ERROR naming the core. */
 uform_status_t uform_start_pinned_thread(pthread_t *handle, int32_t core, void *(*loop)(void *), void *argument);
 
-/** @brief How RAM executors made from now on join their workers: up to `shared_workers` workers
- *  count in on the publish line, more answer on lines of their own (host.c says why). Default 2;
- *  tests change it to run both joins on few cores. */
-void uform_host_join_limits(size_t shared_workers);
+/** @brief How RAM executors made from now on wake and join their workers (host.c's `host_join_t`
+ *  says why): up to `shared_workers` workers share the publish line (SHARED), up to `slot_workers`
+ *  each have a slot line of their own (SLOTS), more wake on the publish line and answer on their own
+ *  lines (LINES). Defaults 1 and 7; tests change them to run every join on few cores, and bench_ram's
+ *  `--join` to compare them on one host. */
+void uform_host_join_limits(size_t shared_workers, size_t slot_workers);
+#define UFORM_HOST_SHARED_WORKERS_DEFAULT 1u
+#define UFORM_HOST_SLOT_WORKERS_DEFAULT 7u
+
+/** @brief Tests: how a RAM executor's rounds wake and join ("shared", "slots", "lines"); NULL for
+ *  anything else. */
+char const *uform_host_join_name(uform_executor_t executor);
+
+/** @brief Tests only: lets `uform_executor_for_ram` take more threads than the allowed cores, the
+ *  extra ones unpinned, so that executors of many threads run on a 2-core machine. Off by default. */
+void uform_host_allow_oversubscription(bool allow);
 
 /** @brief Runs a host call inline on this thread as thread 0 of a one-thread executor. */
 void uform_run_inline(uform_call_t const *call);

@@ -421,11 +421,13 @@ int main(void) {
     CHECK(description.cpu_class == detected);
     uform_executor_free(executor);
 
-    // Both ways a round can join its workers (host.c picks by worker count), each run on whatever
-    // cores this machine has by moving the limit.
-    static struct { size_t shared; char const *name; } const modes[] = {{2, "default"}, {64, "shared"}, {0, "lines"}};
+    // Every way a round can wake and join its workers (host.c picks by worker count), each run on
+    // whatever cores this machine has by moving the limits (test_forkjoin runs more threads).
+    static struct { size_t shared, slots; char const *name; } const modes[] = {
+        {UFORM_HOST_SHARED_WORKERS_DEFAULT, UFORM_HOST_SLOT_WORKERS_DEFAULT, "default"},
+        {64, 64, "shared"}, {0, 64, "slots"}, {0, 0, "lines"}};
     for (size_t mode = 0; mode < sizeof(modes) / sizeof(modes[0]); ++mode) {
-        uform_host_join_limits(modes[mode].shared);
+        uform_host_join_limits(modes[mode].shared, modes[mode].slots);
         printf("join mode: %s\n", modes[mode].name);
         for (size_t count = 1; count <= threads; ++count) {
             CHECK_STATUS(uform_executor_for_ram(NULL, count, 0, &executor), uform_status_ok_k);
@@ -444,7 +446,7 @@ int main(void) {
         test_contention_storm(threads);
         test_moods(threads);
     }
-    uform_host_join_limits(2);
+    uform_host_join_limits(UFORM_HOST_SHARED_WORKERS_DEFAULT, UFORM_HOST_SLOT_WORKERS_DEFAULT);
     test_deferred_limit();
     test_adaptive_spin();
     if (cores >= 2) test_drain_wakes_parking_worker();
