@@ -24,6 +24,18 @@
 #include <math.h>
 #include <sys/resource.h>
 
+/** Pins (or unpins) the tower's matrices for the matmul primitive's packed weights (kernels.h). */
+static void pin_tower(uform_text_tower_t const *t, uform_dtype_t dtype, void (*pin)(void const *, size_t)) {
+    size_t element = dtype == uform_dtype_f32_k ? 4 : 2;
+    for (size_t l = 0; l < t->layers_count; ++l) {
+        uform_tensor_t const *weights[6] = {&t->layers[l].query_weight, &t->layers[l].key_weight,
+                                            &t->layers[l].value_weight, &t->layers[l].attention_output_weight,
+                                            &t->layers[l].intermediate_weight, &t->layers[l].output_weight};
+        for (size_t w = 0; w < 6; ++w) pin(weights[w]->data, weights[w]->rows * weights[w]->cols * element);
+    }
+    if (t->projection.data) pin(t->projection.data, t->projection.rows * t->projection.cols * element);
+}
+
 int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "f32";
     size_t tokens = 128, batch = 50, threads = 0;
@@ -47,6 +59,7 @@ int main(int argc, char **argv) {
     int uform3 = !strcmp(shape, "uform3");
     uform_dtype_t dtype = !strcmp(dtype_name, "bf16") ? uform_dtype_bf16_k : uform_dtype_f32_k;
     uform_text_tower_t t = random_text_tower(uform3, dtype);
+    pin_tower(&t, dtype, uform_gemm_pin); /* the weights stay put, as a model's replicas do (model.c pins those) */
     int32_t node = 0;
     struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_ram_k,
                                   .weights_dtype = dtype, .replicas_count = 1, .replica_nodes = &node, .text_replicas = &t};
@@ -104,6 +117,7 @@ int main(int argc, char **argv) {
                shape, dtype_name, tokens, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
     if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
     uform_executor_free(executor);
+    pin_tower(&t, dtype, uform_gemm_unpin);
     random_text_tower_free(&t);
     free(ids), free(offsets), free(rows);
     return 0;

@@ -81,6 +81,16 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class);
  *  created; for benchmarks' verbose output. Not thread-safe against a concurrent call of itself. */
 char const *uform_gemm_matmul_impl(void);
 
+/** @brief Declares `bytes` bytes from `begin` as weights that stay put until `uform_gemm_unpin`: on
+ *  the matmul primitive path (AMX) `uform_gemm_tile` may then keep their slices packed in the
+ *  primitive's layout, once, instead of oneDNN packing them on every call. model.c and
+ *  image_model.c pin each replica's block for the model's lifetime; weights not pinned are never
+ *  packed (a tower built by hand and freed, whose memory may come back with other values). */
+void uform_gemm_pin(void const *begin, size_t bytes);
+/** @brief Forgets a pinned range (same `begin` and `bytes`) and frees the packed slices of it; call
+ *  it before freeing the weights, with no product running on them. */
+void uform_gemm_unpin(void const *begin, size_t bytes);
+
 /** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
  *  depth `depth` with weights of `dtype`. */
 size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, size_t rows, size_t cols, size_t depth);

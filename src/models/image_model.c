@@ -5,6 +5,7 @@
  *          and `image_encoder.safetensors`, read into one replica per memory domain in the dtype
  *          asked for, with the text loader's validation and messages.
  */
+#include "kernels/kernels.h" // `uform_gemm_pin`
 #include "models/config.h"
 #include "models/convert.h"
 #include "models/image_tower.h"
@@ -245,6 +246,7 @@ void uform_image_model_release(struct uform_model_s *model) {
     image_owned_t *owned = (image_owned_t *)model->image_owned;
     if (owned) {
         for (size_t i = 0; i < model->replicas_count; ++i) {
+            if (owned->blocks && owned->blocks[i]) uform_gemm_unpin(owned->blocks[i], owned->block_bytes);
             if (owned->blocks && owned->blocks[i]) uform_numa_free(owned->blocks[i], owned->block_bytes);
             if (owned->layers) free(owned->layers[i]);
         }
@@ -320,6 +322,7 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
         }
         tower_fill(&config, binder.bindings, binder.count, dtype, owned->blocks[i], owned->layers[i],
                    &model->image_replicas[i]);
+        uform_gemm_pin(owned->blocks[i], owned->block_bytes); /* unpinned in uform_image_model_release */
     }
 
     size_t parameters = 0;

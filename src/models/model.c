@@ -7,6 +7,7 @@
  *  allocation per NUMA node, bound there), so the open model holds no file and a file replaced
  *  later changes nothing.
  */
+#include "kernels/kernels.h" // `uform_gemm_pin`
 #include "models/config.h"
 #include "models/image_tower.h"
 #include "models/model.h"
@@ -101,6 +102,7 @@ void uform_model_free(uform_model_t model) {
     uform_model_owned_t *owned = (uform_model_owned_t *)model->owned;
     if (owned) {
         for (size_t i = 0; i < model->replicas_count; ++i) {
+            if (owned->blocks) uform_gemm_unpin(owned->blocks[i], owned->block_bytes);
             if (owned->blocks) uform_numa_free(owned->blocks[i], owned->block_bytes);
             if (owned->layers) free(owned->layers[i]);
         }
@@ -217,6 +219,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
         }
         uform_text_tower_fill(config, bindings, bindings_count, dtype, owned->blocks[i], owned->layers[i],
                               &model->text_replicas[i]);
+        uform_gemm_pin(owned->blocks[i], owned->block_bytes); /* unpinned in uform_model_free */
     }
 
     size_t parameters = 0;
