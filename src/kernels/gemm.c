@@ -492,6 +492,14 @@ static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float 
     gemm->kernels->gemm_portable(m, n, k, a, lda, w, ldw, c, ldc);
 }
 
+/* C = A W^T, both bf16, through the library; 0 where it refused. */
+static int bf16_library(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                        uint16_t const *w16, size_t ldw, float *c, size_t ldc) {
+    return (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1)) ||
+           dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a16, (dnnl_dim_t)lda,
+                                 w16, (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
+}
+
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch) {
     if (m == 0 || n == 0) return;
@@ -509,10 +517,7 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
     }
     uint16_t *narrow = (uint16_t *)scratch;
     for (size_t i = 0; i < m; ++i) gemm->kernels->f32_to_bf16(a + i * lda, narrow + i * k, k);
-    if (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, narrow, k, w16, ldw, c, ldc, 1)) return;
-    if (dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, narrow, (dnnl_dim_t)k, w16,
-                              (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
-        return;
+    if (bf16_library(gemm, m, n, k, narrow, k, w16, ldw, c, ldc)) return;
     /* oneDNN refused (it should not): multiply exactly, one weight row at a time. */
     float row[256];
     for (size_t j = 0; j < n; ++j)
@@ -522,6 +527,28 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
                 size_t len = k - p0 < 256 ? k - p0 : 256;
                 gemm->kernels->bf16_to_f32(w16 + j * ldw + p0, row, len);
                 for (size_t p = 0; p < len; ++p) sum += a[i * lda + p0 + p] * row[p];
+            }
+            c[i * ldc + j] = sum;
+        }
+}
+
+int uform_gemm_takes_bf16(uform_gemm_t const *gemm, uform_dtype_t dtype) {
+    return dtype == uform_dtype_bf16_k && !gemm_widens(gemm, dtype);
+}
+
+void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                          uint16_t const *w16, size_t ldw, float *c, size_t ldc) {
+    if (m == 0 || n == 0 || bf16_library(gemm, m, n, k, a16, lda, w16, ldw, c, ldc)) return;
+    /* oneDNN refused (it should not): multiply exactly, 256 columns of depth at a time. */
+    float row[256], left[256];
+    for (size_t j = 0; j < n; ++j)
+        for (size_t i = 0; i < m; ++i) {
+            float sum = 0.0f;
+            for (size_t p0 = 0; p0 < k; p0 += 256) {
+                size_t len = k - p0 < 256 ? k - p0 : 256;
+                gemm->kernels->bf16_to_f32(w16 + j * ldw + p0, row, len);
+                gemm->kernels->bf16_to_f32(a16 + i * lda + p0, left, len);
+                for (size_t p = 0; p < len; ++p) sum += left[p] * row[p];
             }
             c[i * ldc + j] = sum;
         }

@@ -101,6 +101,15 @@ size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, s
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch);
 
+/** @brief Whether products with weights of `dtype` multiply A as bf16 (native bf16 through oneDNN):
+ *  then a pass may convert A once, as its producer writes it, and call `uform_gemm_tile_bf16`. */
+int uform_gemm_takes_bf16(uform_gemm_t const *gemm, uform_dtype_t dtype);
+
+/** @brief `uform_gemm_tile` with A already in bf16 (`lda` elements between rows) and bf16 weights,
+ *  where `uform_gemm_takes_bf16`: the same values as `uform_gemm_tile` on the f32 A it came from. */
+void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                          uint16_t const *w16, size_t ldw, float *c, size_t ldc);
+
 /** @brief Attention of `rows` queries over `length` keys in plain loops, for one head: scores
  *  (`rows` x `length` floats of `scores`) = q k^T x `scale`, softmax by `kernels->softmax_rows`,
  *  then out = scores v. `q`, `k`, `v` rows are `ld` floats apart, `out` rows `out_ld`; `head` is
