@@ -61,6 +61,9 @@ typedef struct image_group_t {
     size_t first_thread, threads;
     size_t first_image, images, chunk_images;
     float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
+    /** Where the products multiply bf16 (`uform_gemm_takes_bf16`), the attention's output and the
+     *  MLP's hidden rows in bf16 as their phases write them, for the next product's A (else NULL). */
+    uint16_t *ctx16, *ffn16;
     void *arena;
     size_t arena_bytes;
     int32_t node;
@@ -131,11 +134,13 @@ static float const *normalised_rows(image_job_t *job, size_t thread, norm_t cons
 }
 
 /** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
- *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). */
+ *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). `a16` (may be NULL,
+ *  never with `a_norm`): A already in bf16, `k` wide; `c16` (may be NULL): C after the epilogue
+ *  also written in bf16, `ldc` apart (the next product's `a16`). */
 static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
                        float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
                        uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld,
-                       norm_t const *a_norm) {
+                       norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
     uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
@@ -147,9 +152,14 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
-        float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
-        uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
-                        weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
+        if (a16 && !a_norm)
+            uform_gemm_tile_bf16(&job->gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k, ct,
+                                 ldc);
+        else {
+            float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
+            uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
+                            weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
+        }
         switch (epilogue) {
         case epilogue_none_k: break;
         case epilogue_bias_k:
@@ -167,6 +177,8 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
             break;
         }
         }
+        if (c16)
+            for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + j0, cols);
     }
     barrier(group);
 }
@@ -268,7 +280,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     }
     /* Patch embedding into tmp (n P rows), bias added. */
     gemm_phase(job, group, thread, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
-               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL);
+               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL, NULL, NULL);
     /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -339,19 +351,22 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                          (kernels->softmax_rows(scores, S, rows, S),
                           !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
                     uform_attention_rows_plain(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
+                if (group->ctx16) /* the output product's A (library path only: whole pairs otherwise) */
+                    for (size_t i = 0; i < rows; ++i)
+                        kernels->f32_to_bf16(ob + i * d, group->ctx16 + (local * S + first + i) * d + hh * head, head);
             }
             barrier(group);
         }
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL);
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->ctx16, NULL);
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
                        &layer->norm2_bias, epsilon);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
                    &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
-                   fuse ? &norm2 : NULL);
+                   fuse ? &norm2 : NULL, NULL, group->ffn16);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL);
+                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL);
     }
 
     /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
@@ -373,7 +388,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
         barrier(group);
     }
     gemm_phase(job, group, thread, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
-               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL);
+               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL, NULL, NULL);
     /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -536,8 +551,11 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         size_t n = group->chunk_images, tokens = n * c->sequence;
         size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
                         n * c->dim + n * c->embedding_dimensions;
+        int takes_bf16 = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype);
+        size_t halves = takes_bf16 ? round_up(tokens * c->dim, 32) + round_up(tokens * c->intermediate, 32) : 0;
         group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
-        group->arena = uform_arena_take(floats * sizeof(float) + 64 * 10, group->node, &group->arena_bytes);
+        group->arena = uform_arena_take(floats * sizeof(float) + halves * sizeof(uint16_t) + 64 * 10, group->node,
+                                        &group->arena_bytes);
         if (!group->arena) {
             job_free(job);
             return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
@@ -553,6 +571,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         group->ffn = group->tmp + tokens * c->dim;
         group->pooled = group->ffn + tokens * c->intermediate;
         group->projected = group->pooled + n * c->dim;
+        group->ctx16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(n * c->embedding_dimensions, 16)) : NULL;
+        group->ffn16 = takes_bf16 ? group->ctx16 + round_up(tokens * c->dim, 32) : NULL;
     }
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
     /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
