@@ -11,7 +11,8 @@
 #      f32/bf16, ONNX Runtime f32);
 #   2. bench_image_model.py, 28 threads, model only, batch 50: ViT-S/16, then ViT-B/16 (one step each);
 #   3. the engine alone, bf16, A/B in alternation: weights packed once (default) against packed per
-#      call by oneDNN (UFORM_GEMM_PACK_MIB=0), UForm3-small batches 1 and 50, ViT-B/16 batch 50.
+#      call by oneDNN (UFORM_GEMM_PACK_MIB=0), UForm3-small batches 1 and 50, ViT-B/16 batch 50; then
+#      UForm3-small bf16 at batch 1 on 1, 14 and 28 threads (how the tile-split pass scales).
 #
 # Logs go to $OUT (default build-device/cpu-host-logs): summary.txt (every line that matters),
 # bench.log (the steps' output), build.log, host.txt. Carry build-gpu/device-deps and .whl (the
@@ -59,14 +60,14 @@ fi
 note "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(git -C "$ROOT" log -1 --format=%h 2>/dev/null)"
 
 # 1. Text towers against the peers.
-step bench_text "$LOGS/bench.log" optional timeout 80 python3 "$ROOT/bench/bench_text.py" \
+step bench_text "$LOGS/bench.log" optional timeout 90 python3 "$ROOT/bench/bench_text.py" \
     --binary "$BUILD/bench/bench_text" --threads "$THREADS" --seconds 0.4 --cases uform3:64 --batches 1,50
 grep -E '^(case|uform3)' "$LOGS/bench.log" | sed 's/^/  /' >>"$SUMMARY"
 
 # 2. Image towers against the peers, model only, batch 50: one step per shape.
 for shape in vit-s16 vit-b16; do
-    box=45
-    [[ $shape == vit-b16 ]] && box=70
+    box=40
+    [[ $shape == vit-b16 ]] && box=60
     step "bench_image_model $shape" "$LOGS/bench.log" optional timeout $box python3 "$ROOT/bench/bench_image_model.py" \
         --binary "$BUILD/bench/bench_image_model" --threads "$THREADS" --seconds 0.4 --min-calls 1 \
         --shapes "$shape" --modes model --batches 50
@@ -74,24 +75,27 @@ for shape in vit-s16 vit-b16; do
 done
 grep -E '^case' "$LOGS/bench.log" | tail -1 | sed 's/^/  (images) /' >>"$SUMMARY"
 
-# 3. Packed weights against oneDNN's per-call packing, the engine alone, alternating (A B A B).
+# 3. Packed weights against oneDNN's per-call packing, the engine alone, alternating (A B A).
 engine() { # LABEL PACK_MIB COMMAND...
-    local label=$1 pack=$2
+    local label=$1 pack=$2 box=12
     shift 2
-    echo "  $label, UFORM_GEMM_PACK_MIB=${pack:-default}: $(env ${pack:+UFORM_GEMM_PACK_MIB=$pack} timeout 15 "$@" 2>&1 |
+    [[ $label == vit* ]] && box=20
+    echo "  $label, UFORM_GEMM_PACK_MIB=${pack:-default}: $(env ${pack:+UFORM_GEMM_PACK_MIB=$pack} timeout $box "$@" 2>&1 |
         tr '\n' ' ')" >>"$SUMMARY"
 }
-for round in 1 2; do
-    for pack in "" 0; do
-        engine "uform3 bf16 batch 50 (round $round)" "$pack" "$BUILD/bench/bench_text" --shape uform3 --tokens 64 \
-            --batch 50 --dtype bf16 --threads "$THREADS" --seconds 0.5
-        engine "uform3 bf16 batch 1 (round $round)" "$pack" "$BUILD/bench/bench_text" --shape uform3 --tokens 64 \
-            --batch 1 --dtype bf16 --threads "$THREADS" --seconds 0.5
-    done
+for pack in "" 0 ""; do
+    engine "uform3 bf16 batch 50" "$pack" "$BUILD/bench/bench_text" --shape uform3 --tokens 64 --batch 50 --dtype bf16 \
+        --threads "$THREADS" --seconds 0.4
+    engine "uform3 bf16 batch 1" "$pack" "$BUILD/bench/bench_text" --shape uform3 --tokens 64 --batch 1 --dtype bf16 \
+        --threads "$THREADS" --seconds 0.4
 done
 for pack in "" 0; do
     engine "vit-b16 bf16 batch 50" "$pack" "$BUILD/bench/bench_image_model" --shape vit-b16 --mode model --batch 50 \
-        --dtype bf16 --threads "$THREADS" --seconds 0.5 --min-calls 2
+        --dtype bf16 --threads "$THREADS" --seconds 0.4 --min-calls 2
+done
+for threads in 1 14 "$THREADS"; do
+    engine "uform3 bf16 batch 1, $threads threads" "" "$BUILD/bench/bench_text" --shape uform3 --tokens 64 --batch 1 \
+        --dtype bf16 --threads "$threads" --seconds 0.3
 done
 note "cpu host benchmarks done in $(($(date +%s) - STARTED)) s"
 cat "$SUMMARY"
