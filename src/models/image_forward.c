@@ -61,9 +61,11 @@ typedef struct image_group_t {
     size_t first_thread, threads;
     size_t first_image, images, chunk_images;
     float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
-    /** Where the products multiply bf16 (`uform_gemm_takes_bf16`), the attention's output and the
-     *  MLP's hidden rows in bf16 as their phases write them, for the next product's A (else NULL). */
-    uint16_t *ctx16, *ffn16;
+    /** Where the products multiply bf16 (`uform_gemm_takes_bf16`), A in bf16 as the phase before a
+     *  product writes it, for that product (else NULL): `a16` [tokens][dim] the LayerNorm phases'
+     *  output (for Q/K/V and the up product) or the attention's (for the output product), each until
+     *  the product that reads it; `ffn16` [tokens][intermediate] the MLP's hidden rows. */
+    uint16_t *a16, *ffn16;
     void *arena;
     size_t arena_bytes;
     int32_t node;
@@ -183,13 +185,15 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
     barrier(group);
 }
 
+/** out = LayerNorm(in), in blocks of 16 rows; also into `out16` in bf16 unless it is NULL. */
 static void norm_phase(image_job_t *job, image_group_t *group, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
-                       uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon) {
+                       uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon, uint16_t *out16) {
     size_t blocks = ceil_div(rows, 16);
     for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
         size_t first = block * 16, count = rows - first < 16 ? rows - first : 16;
         job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
                                  (float const *)weight->data, (float const *)bias->data, epsilon);
+        if (out16) job->kernels->f32_to_bf16(out + first * cols, out16 + first * cols, count * cols);
     }
     barrier(group);
 }
@@ -299,12 +303,15 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
         /* With several threads in the group, the two LayerNorms are not phases of their own: the
-         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take. */
-        int fuse = group->threads > 1 && !job->widens;
+         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take;
+         * unless those products split rows into more than two column tiles (few images on many
+         * threads), where every tile would normalise (and convert) its rows again: a phase is cheaper. */
+        int fuse = group->threads > 1 && !job->widens && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
+                   plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight,
-                       &layer->norm1_bias, epsilon);
+                       &layer->norm1_bias, epsilon, group->a16);
         /* Q, K and V: one counter over the tiles of the three products. */
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
@@ -320,10 +327,15 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
                 size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
                 float *ct = group->qkv + i0 * 3 * d + which * d + j0;
-                float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
-                uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
-                                (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
-                                weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
+                if (!fuse && group->a16)
+                    uform_gemm_tile_bf16(&job->gemm, rows, cols, d, group->a16 + i0 * d, d,
+                                         (uint16_t const *)weights[which]->data + j0 * d, d, ct, 3 * d);
+                else {
+                    float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
+                    uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
+                                    (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
+                                    weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
+                }
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
             }
             barrier(group);
@@ -351,20 +363,20 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                          (kernels->softmax_rows(scores, S, rows, S),
                           !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
                     uform_attention_rows_plain(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
-                if (group->ctx16) /* the output product's A (library path only: whole pairs otherwise) */
+                if (group->a16) /* the output product's A (library path only: whole pairs otherwise) */
                     for (size_t i = 0; i < rows; ++i)
-                        kernels->f32_to_bf16(ob + i * d, group->ctx16 + (local * S + first + i) * d + hh * head, head);
+                        kernels->f32_to_bf16(ob + i * d, group->a16 + (local * S + first + i) * d + hh * head, head);
             }
             barrier(group);
         }
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->ctx16, NULL);
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL);
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
-                       &layer->norm2_bias, epsilon);
+                       &layer->norm2_bias, epsilon, group->a16);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
                    &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
-                   fuse ? &norm2 : NULL, NULL, group->ffn16);
+                   fuse ? &norm2 : NULL, fuse ? NULL : group->a16, group->ffn16);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
                    epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL);
     }
@@ -571,8 +583,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         group->ffn = group->tmp + tokens * c->dim;
         group->pooled = group->ffn + tokens * c->intermediate;
         group->projected = group->pooled + n * c->dim;
-        group->ctx16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(n * c->embedding_dimensions, 16)) : NULL;
-        group->ffn16 = takes_bf16 ? group->ctx16 + round_up(tokens * c->dim, 32) : NULL;
+        group->a16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(n * c->embedding_dimensions, 16)) : NULL;
+        group->ffn16 = takes_bf16 ? group->a16 + round_up(tokens * c->dim, 32) : NULL;
     }
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
     /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
