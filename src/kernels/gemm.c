@@ -22,8 +22,14 @@
  *  in a process-wide cache behind a mutex (bounded: past `MATMUL_ENTRIES_MAX` shapes, or where oneDNN
  *  refuses, the GEMM functions serve), and executed concurrently by every thread on its own stream
  *  with its own scratchpad (user scratchpad mode) and its own memory objects. Weights stay in the
- *  tower's [out][in] layout, described as the transposed B by strides. `UFORM_GEMM_MATMUL=1` forces
- *  the primitive on every library class (bf16 where the class multiplies bf16 natively, else f32).
+ *  tower's [out][in] layout, described as the transposed B by strides; pinned weights (a model's
+ *  replicas: `uform_gemm_pin`) are also kept packed in the primitive's own layout, once per slice,
+ *  so oneDNN does not pack them again on every call (see "Pinned weights" below).
+ *  `UFORM_GEMM_MATMUL=1` forces the primitive on every library class (bf16 where the class
+ *  multiplies bf16 natively, else f32).
+ *
+ *  Where bf16 multiplies natively, a pass may hand A over in bf16 (`uform_gemm_tile_bf16`), converted
+ *  once by the phase that produced it, instead of every tile converting the rows it reads.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -193,12 +199,14 @@ char const *uform_gemm_matmul_impl(void) {
     return impl;
 }
 
-/* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock. */
 /* The weights of a shape in the tower's [out][in] layout, described as the transposed B (`ba`). */
 static int plain_weights_md(dnnl_memory_desc_t *md, dnnl_data_type_t type, size_t n, size_t k, size_t ldw) {
     dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n}, w_strides = {1, (dnnl_dim_t)ldw};
     return dnnl_memory_desc_init_by_strides(md, 2, w_dims, type, w_strides) == dnnl_success;
 }
+
+/* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock.
+ * `packed`: its weights in the layout it picks (`entry->weights` gets it), else the plain `ba`. */
 
 static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, size_t k, size_t lda, size_t ldw,
                                      size_t ldc, int packed) {
