@@ -5,7 +5,7 @@
  *          runs this program beside PyTorch and ONNX Runtime and prints them side by side).
  *
  *      bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] [--dtype f32|bf16]
- *                 [--seconds S] [--json]
+ *                 [--seconds S] [--min-calls N] [--json]
  *
  *  Shapes: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers, mean pooling,
  *  normalised); uform3 = a UForm3-small-shaped text tower (768 wide, 12 heads, 3072 inner, 2
@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "f32";
     size_t tokens = 128, batch = 50, threads = 0;
     double seconds = 3.0;
+    size_t min_calls = 3; /* timed calls at least, whatever `seconds` */
     int json = 0;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -50,9 +51,10 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
         else if (v && !strcmp(a, "--threads") && strict_count(v, 0, 4096, false, &threads)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
+        else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, 1000000, false, &min_calls)) ++i;
         else {
             fprintf(stderr, "usage: bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] "
-                            "[--dtype f32|bf16] [--seconds S] [--json]\n");
+                            "[--dtype f32|bf16] [--seconds S] [--min-calls N] [--json]\n");
             return 2;
         }
     }
@@ -100,7 +102,7 @@ int main(int argc, char **argv) {
         if (took < best) best = took;
         ++calls;
         elapsed = uform_now_seconds() - start;
-    } while (elapsed < seconds || calls < 3);
+    } while (elapsed < seconds || calls < min_calls);
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
         fprintf(stderr, "bench_text: %s\n", uform_error_message());
         return 1;

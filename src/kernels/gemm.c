@@ -88,6 +88,12 @@ int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, fl
                       (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
 
+int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, uint16_t const *a, size_t lda,
+                    uint16_t const *b, size_t ldb, float *c, size_t ldc) {
+    return dnnl_gemm_bf16bf16f32('N', transposed ? 'T' : 'N', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, alpha, a,
+                                 (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
+}
+
 /* The matmul primitive path. */
 
 #define MATMUL_ENTRIES_MAX 1024

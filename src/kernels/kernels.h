@@ -167,6 +167,11 @@ size_t uform_forward_group_forced(void);
 int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,
                    float const *b, size_t ldb, float *c, size_t ldc);
 
+/** @brief `uform_gemm_f32` with A and B in bf16 (C in f32), for attention where the products
+ *  multiply bf16 natively (`uform_gemm_takes_bf16`). Returns 0 when the library refused. */
+int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, uint16_t const *a, size_t lda,
+                    uint16_t const *b, size_t ldb, float *c, size_t ldc);
+
 /** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
  *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */
 int uform_gemm_thread_enter(void);

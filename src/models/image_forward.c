@@ -66,6 +66,7 @@ typedef struct image_group_t {
      *  output (for Q/K/V and the up product) or the attention's (for the output product), each until
      *  the product that reads it; `ffn16` [tokens][intermediate] the MLP's hidden rows. */
     uint16_t *a16, *ffn16;
+    uint16_t *qkv16; /**< [tokens][3 dim]: Q, K and V in bf16 for the attention, where `a16` is. */
     void *arena;
     size_t arena_bytes;
     int32_t node;
@@ -96,6 +97,7 @@ typedef struct image_job_t {
 
     size_t chunk_images; /**< The most of any group. */
     size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
+    size_t probs_offset; /**< Floats into each thread's scratch of its bf16 attention probabilities. */
     int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
     size_t groups_count;
     image_group_t *groups;
@@ -245,6 +247,19 @@ static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter
     uform_phase_barrier_wait(&job->barrier, job->threads);
 }
 
+/** Attention of query rows [first, first + rows) of one (image, head) with Q, K and V in bf16 (`q16`
+ *  the head's Q column, K and V `d` and `2 d` after it, rows `3 d` apart), as PyTorch's bf16 runs it:
+ *  S = scale Q K^T in f32, softmax in f32, the probabilities rounded to bf16, O = P V in f32. Returns
+ *  0 where the library refused (the caller then takes the f32 path). */
+static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
+                          size_t S, size_t head, float scale, float *scores, float *ob) {
+    uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
+    if (!uform_gemm_bf16(1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S)) return 0;
+    job->kernels->softmax_rows(scores, S, rows, S);
+    job->kernels->f32_to_bf16(scores, probs, rows * S);
+    return uform_gemm_bf16(0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+}
+
 static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,
                           size_t *phase) {
     uform_image_tower_t const *tower = job->per_thread[thread].tower;
@@ -337,6 +352,9 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                                     weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
                 }
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
+                if (group->qkv16)
+                    for (size_t i = 0; i < rows; ++i)
+                        kernels->f32_to_bf16(ct + i * 3 * d, group->qkv16 + (i0 + i) * 3 * d + which * d + j0, cols);
             }
             barrier(group);
         }
@@ -359,9 +377,11 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 float *ob = o + first * d;
                 if (!job->gemm.use_library)
                     kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
-                else if (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
+                else if (!(group->qkv16 && attention_bf16(job, thread, group->qkv16 + local * S * 3 * d + hh * head, d,
+                                                          first, rows, S, head, scale, scores, ob)) &&
+                         (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
                          (kernels->softmax_rows(scores, S, rows, S),
-                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
+                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d))))
                     uform_attention_rows_plain(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
                 if (group->a16) /* the output product's A (library path only: whole pairs otherwise) */
                     for (size_t i = 0; i < rows; ++i)
@@ -564,7 +584,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
                         n * c->dim + n * c->embedding_dimensions;
         int takes_bf16 = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype);
-        size_t halves = takes_bf16 ? round_up(tokens * c->dim, 32) + round_up(tokens * c->intermediate, 32) : 0;
+        size_t halves = takes_bf16 ? round_up(tokens * c->dim, 32) + round_up(tokens * c->intermediate, 32) +
+                                         round_up(tokens * c->dim * 3, 32)
+                                   : 0;
         group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
         group->arena = uform_arena_take(floats * sizeof(float) + halves * sizeof(uint16_t) + 64 * 10, group->node,
                                         &group->arena_bytes);
@@ -585,6 +607,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         group->projected = group->pooled + n * c->dim;
         group->a16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(n * c->embedding_dimensions, 16)) : NULL;
         group->ffn16 = takes_bf16 ? group->a16 + round_up(tokens * c->dim, 32) : NULL;
+        group->qkv16 = takes_bf16 ? group->ffn16 + round_up(tokens * c->intermediate, 32) : NULL;
     }
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
     /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
@@ -594,7 +617,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     size_t chunk_tokens = job->chunk_images * c->sequence;
     size_t norm_floats = fused ? (chunk_tokens < 512 ? chunk_tokens : 512) * c->dim : 0;
     job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
-    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
+    job->probs_offset = round_up(job->norm_offset + norm_floats, 16);
+    size_t probs_floats = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype) ? ceil_div(c->sequence * c->sequence, 2) : 0;
+    size_t scratch_bytes = (job->probs_offset + probs_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = uform_model_thread_node(executor, description.kind, t);
         job->per_thread[t].tower = uform_model_image_replica(model, node);
