@@ -139,8 +139,8 @@ typedef struct matmul_thread_t {
 } matmul_thread_t;
 
 static matmul_entry_t *matmul_entries[MATMUL_ENTRIES_MAX]; /* Never freed: reachable until exit. */
-/* Pinned weights and their packed slices, under the same lock; `pins_generation` changes whenever an
- * unpin frees packed slices, so a thread's recent pairs are checked against it. */
+/* Pinned weights and their packed slices, under the same lock; `pins_generation` changes whenever a
+ * pin adds a range or an unpin frees packed slices, so a thread's recent pairs are checked against it. */
 static struct { char const *begin; size_t bytes; } pins[PINS_MAX];
 static size_t pins_count;
 static packed_t *packed_entries[PACKED_MAX];
@@ -297,6 +297,8 @@ void uform_gemm_pin(void const *begin, size_t bytes) {
     if (!begin || !bytes) return;
     uform_global_lock(uform_global_lock_matmul_k);
     if (pins_count < PINS_MAX) pins[pins_count].begin = (char const *)begin, pins[pins_count++].bytes = bytes;
+    /* Threads may remember these addresses as not pinned (a tower built by hand there before). */
+    atomic_fetch_add_explicit(&pins_generation, 1, memory_order_release);
     uform_global_unlock(uform_global_lock_matmul_k);
 }
 
@@ -321,6 +323,13 @@ void uform_gemm_unpin(void const *begin, size_t bytes) {
     }
     if (freed) atomic_fetch_add_explicit(&pins_generation, 1, memory_order_release);
     uform_global_unlock(uform_global_lock_matmul_k);
+}
+
+size_t uform_gemm_packed_bytes(void) {
+    uform_global_lock(uform_global_lock_matmul_k);
+    size_t bytes = packed_bytes;
+    uform_global_unlock(uform_global_lock_matmul_k);
+    return bytes;
 }
 
 /* Whether the slice of `n` rows of `ldw` elements lies inside one pinned range; under the lock. */

@@ -90,6 +90,8 @@ void uform_gemm_pin(void const *begin, size_t bytes);
 /** @brief Forgets a pinned range (same `begin` and `bytes`) and frees the packed slices of it; call
  *  it before freeing the weights, with no product running on them. */
 void uform_gemm_unpin(void const *begin, size_t bytes);
+/** @brief Bytes of packed weights the process holds now, for tests and benchmarks. */
+size_t uform_gemm_packed_bytes(void);
 
 /** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
  *  depth `depth` with weights of `dtype`. */
