@@ -85,7 +85,10 @@ char const *uform_gemm_matmul_impl(void);
  *  the matmul primitive path (AMX) `uform_gemm_tile` may then keep their slices packed in the
  *  primitive's layout, once, instead of oneDNN packing them on every call. model.c and
  *  image_model.c pin each replica's block for the model's lifetime; weights not pinned are never
- *  packed (a tower built by hand and freed, whose memory may come back with other values). */
+ *  packed (a tower built by hand and freed, whose memory may come back with other values). The
+ *  packed copies (one per slice and layout in use: about one more copy of the weights per way the
+ *  passes split them) are bounded per process by `UFORM_GEMM_PACK_MIB` (default 2048; `0` packs
+ *  nothing, the plain path serves, for comparison). */
 void uform_gemm_pin(void const *begin, size_t bytes);
 /** @brief Forgets a pinned range (same `begin` and `bytes`) and frees the packed slices of it; call
  *  it before freeing the weights, with no product running on them. */
