@@ -31,16 +31,23 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # shellcheck source=test/gpu/steps.sh
 source "$ROOT/test/gpu/steps.sh"
 
-# 0. The build (unpack_deps exports the loader and compiler paths of the carried packages).
+# 0. The build. unpack_deps unpacks the carried packages into $BUILD/deps when missing and exports the
+# loader's and the compiler's paths to them; without them carried, an existing $BUILD/deps serves.
 CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
-if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+if compgen -G "$ROOT/build-gpu/device-deps/*.deb" >/dev/null || [[ ! -d $BUILD/deps/usr ]]; then
     unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
+else
+    deps=$BUILD/deps/usr
+    export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export CPATH="$deps/include:$deps/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
+    export LIBRARY_PATH="$deps/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    CONFIGURE+=(-DCMAKE_PREFIX_PATH="$deps")
+fi
+if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     step configure "$LOGS/build.log" required timeout 60 cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" || {
         cat "$SUMMARY"
         exit 1
     }
-elif [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]]; then
-    unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
 fi
 step compile "$LOGS/build.log" required timeout 120 cmake --build "$BUILD" -j "$(nproc)" --target bench_text \
     bench_image_model uform_cli || {
