@@ -5,7 +5,7 @@
  *          runs this program beside PyTorch and ONNX Runtime and prints them side by side).
  *
  *      bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] [--dtype f32|bf16]
- *                 [--seconds S] [--json]
+ *                 [--seconds S] [--min-calls N] [--json]
  *
  *  Shapes: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers, mean pooling,
  *  normalised); uform3 = a UForm3-small-shaped text tower (768 wide, 12 heads, 3072 inner, 2
@@ -24,10 +24,23 @@
 #include <math.h>
 #include <sys/resource.h>
 
+/** Pins (or unpins) the tower's matrices for the matmul primitive's packed weights (kernels.h). */
+static void pin_tower(uform_text_tower_t const *t, uform_dtype_t dtype, void (*pin)(void const *, size_t)) {
+    size_t element = dtype == uform_dtype_f32_k ? 4 : 2;
+    for (size_t l = 0; l < t->layers_count; ++l) {
+        uform_tensor_t const *weights[6] = {&t->layers[l].query_weight, &t->layers[l].key_weight,
+                                            &t->layers[l].value_weight, &t->layers[l].attention_output_weight,
+                                            &t->layers[l].intermediate_weight, &t->layers[l].output_weight};
+        for (size_t w = 0; w < 6; ++w) pin(weights[w]->data, weights[w]->rows * weights[w]->cols * element);
+    }
+    if (t->projection.data) pin(t->projection.data, t->projection.rows * t->projection.cols * element);
+}
+
 int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "f32";
     size_t tokens = 128, batch = 50, threads = 0;
     double seconds = 3.0;
+    size_t min_calls = 3; /* timed calls at least, whatever `seconds` */
     int json = 0;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -38,15 +51,17 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
         else if (v && !strcmp(a, "--threads") && strict_count(v, 0, 4096, false, &threads)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
+        else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, 1000000, false, &min_calls)) ++i;
         else {
             fprintf(stderr, "usage: bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] "
-                            "[--dtype f32|bf16] [--seconds S] [--json]\n");
+                            "[--dtype f32|bf16] [--seconds S] [--min-calls N] [--json]\n");
             return 2;
         }
     }
     int uform3 = !strcmp(shape, "uform3");
     uform_dtype_t dtype = !strcmp(dtype_name, "bf16") ? uform_dtype_bf16_k : uform_dtype_f32_k;
     uform_text_tower_t t = random_text_tower(uform3, dtype);
+    pin_tower(&t, dtype, uform_gemm_pin); /* the weights stay put, as a model's replicas do (model.c pins those) */
     int32_t node = 0;
     struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_ram_k,
                                   .weights_dtype = dtype, .replicas_count = 1, .replica_nodes = &node, .text_replicas = &t};
@@ -87,7 +102,7 @@ int main(int argc, char **argv) {
         if (took < best) best = took;
         ++calls;
         elapsed = uform_now_seconds() - start;
-    } while (elapsed < seconds || calls < 3);
+    } while (elapsed < seconds || calls < min_calls);
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
         fprintf(stderr, "bench_text: %s\n", uform_error_message());
         return 1;
@@ -104,6 +119,7 @@ int main(int argc, char **argv) {
                shape, dtype_name, tokens, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
     if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
     uform_executor_free(executor);
+    pin_tower(&t, dtype, uform_gemm_unpin);
     random_text_tower_free(&t);
     free(ids), free(offsets), free(rows);
     return 0;

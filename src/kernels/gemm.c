@@ -22,8 +22,14 @@
  *  in a process-wide cache behind a mutex (bounded: past `MATMUL_ENTRIES_MAX` shapes, or where oneDNN
  *  refuses, the GEMM functions serve), and executed concurrently by every thread on its own stream
  *  with its own scratchpad (user scratchpad mode) and its own memory objects. Weights stay in the
- *  tower's [out][in] layout, described as the transposed B by strides. `UFORM_GEMM_MATMUL=1` forces
- *  the primitive on every library class (bf16 where the class multiplies bf16 natively, else f32).
+ *  tower's [out][in] layout, described as the transposed B by strides; pinned weights (a model's
+ *  replicas: `uform_gemm_pin`) are also kept packed in the primitive's own layout, once per slice,
+ *  so oneDNN does not pack them again on every call (see "Pinned weights" below).
+ *  `UFORM_GEMM_MATMUL=1` forces the primitive on every library class (bf16 where the class
+ *  multiplies bf16 natively, else f32).
+ *
+ *  Where bf16 multiplies natively, a pass may hand A over in bf16 (`uform_gemm_tile_bf16`), converted
+ *  once by the phase that produced it, instead of every tile converting the rows it reads.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -34,6 +40,7 @@
 #include <stdio.h>    // `snprintf`
 #include <pthread.h>  // `pthread_once`
 #include <stdlib.h>   // `getenv`
+#include <stdatomic.h> // the pins' generation
 #include <string.h>   // `strcmp`
 
 /* Exported by libdnnl 2.6 (row-major, as `dnnl_sgemm`) but not declared in its public header. */
@@ -81,18 +88,38 @@ int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, fl
                       (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
 
+int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, uint16_t const *a, size_t lda,
+                    uint16_t const *b, size_t ldb, float *c, size_t ldc) {
+    return dnnl_gemm_bf16bf16f32('N', transposed ? 'T' : 'N', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, alpha, a,
+                                 (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
+}
+
 /* The matmul primitive path. */
 
 #define MATMUL_ENTRIES_MAX 1024
-#define MATMUL_RECENT 64
+#define MATMUL_RECENT 128
+#define PACKED_RECENT 256 /* a thread's recent (weights, primitive) pairs and their packed weights */
+#define PACKED_MAX 8192   /* packed slices of the process */
+#define PINS_MAX 1024     /* pinned weight ranges of the process */
 
 typedef struct matmul_entry_t {
     dnnl_data_type_t type;
     size_t m, n, k, lda, ldw, ldc;
+    int packed;                 /**< Weights in the layout the primitive chose (`weights`), packed once. */
     dnnl_primitive_t primitive; /**< NULL: oneDNN refused this shape. */
     dnnl_memory_desc_t src, weights, dst;
     size_t scratchpad_bytes;
 } matmul_entry_t;
+
+/* Weights packed once into a primitive's layout: a slice of pinned weights (`uform_gemm_pin`). */
+typedef struct packed_t {
+    void const *plain; /**< The slice's first weight row, [n][ldw] in the tower's layout. */
+    size_t n, k, ldw;
+    dnnl_data_type_t type;
+    dnnl_memory_desc_t layout;
+    void *data; /**< NULL: packing failed (the plain path serves). */
+    size_t bytes;
+} packed_t;
 
 /* A shape this thread ran lately, with its memory objects (their data handles set per call). */
 typedef struct matmul_recent_t {
@@ -107,10 +134,18 @@ typedef struct matmul_thread_t {
     float *dense; /**< A dense dst for tiles whose rows lie apart: brgemm refuses strided dst. */
     size_t dense_bytes;
     matmul_recent_t recent[MATMUL_RECENT];
+    struct { void const *plain; matmul_entry_t const *entry; packed_t const *packed; size_t generation; } packs[PACKED_RECENT];
     struct matmul_thread_t *prev, *next;
 } matmul_thread_t;
 
 static matmul_entry_t *matmul_entries[MATMUL_ENTRIES_MAX]; /* Never freed: reachable until exit. */
+/* Pinned weights and their packed slices, under the same lock; `pins_generation` changes whenever a
+ * pin adds a range or an unpin frees packed slices, so a thread's recent pairs are checked against it. */
+static struct { char const *begin; size_t bytes; } pins[PINS_MAX];
+static size_t pins_count;
+static packed_t *packed_entries[PACKED_MAX];
+static size_t packed_count, packed_bytes;
+static atomic_size_t pins_generation;
 static size_t matmul_count;
 static matmul_thread_t *matmul_threads; /* Live thread states, so they stay reachable. */
 static struct { char name[48]; size_t shapes; } matmul_impls[8]; /* Distinct implementations chosen. */
@@ -141,7 +176,10 @@ static void matmul_thread_free(void *opaque) {
     free(state);
 }
 
+static void pack_budget_init(void);
+
 static void matmul_init(void) {
+    pack_budget_init();
     if (pthread_key_create(&matmul_key, matmul_thread_free) != 0) return;
     if (dnnl_engine_create(&matmul_engine, dnnl_cpu, 0) != dnnl_success) return;
     matmul_ready = 1;
@@ -167,20 +205,30 @@ char const *uform_gemm_matmul_impl(void) {
     return impl;
 }
 
-/* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock. */
+/* The weights of a shape in the tower's [out][in] layout, described as the transposed B (`ba`). */
+static int plain_weights_md(dnnl_memory_desc_t *md, dnnl_data_type_t type, size_t n, size_t k, size_t ldw) {
+    dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n}, w_strides = {1, (dnnl_dim_t)ldw};
+    return dnnl_memory_desc_init_by_strides(md, 2, w_dims, type, w_strides) == dnnl_success;
+}
+
+/* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock.
+ * `packed`: its weights in the layout it picks (`entry->weights` gets it), else the plain `ba`. */
+
 static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, size_t k, size_t lda, size_t ldw,
-                                     size_t ldc) {
+                                     size_t ldc, int packed) {
     matmul_entry_t *entry = (matmul_entry_t *)calloc(1, sizeof *entry);
     if (!entry) return NULL;
-    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc};
+    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc, .packed = packed};
     dnnl_dims_t src_dims = {(dnnl_dim_t)m, (dnnl_dim_t)k}, src_strides = {(dnnl_dim_t)lda, 1};
-    dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n}, w_strides = {1, (dnnl_dim_t)ldw}; /* [out][in]: `ba` */
+    dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n};
     dnnl_dims_t dst_dims = {(dnnl_dim_t)m, (dnnl_dim_t)n}, dst_strides = {(dnnl_dim_t)ldc, 1};
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
+    /* Packed: the primitive picks its weights' layout (`any`), which `pack_slice` reorders into once. */
     if (dnnl_memory_desc_init_by_strides(&entry->src, 2, src_dims, type, src_strides) != dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&entry->weights, 2, w_dims, type, w_strides) != dnnl_success ||
+        !(packed ? dnnl_memory_desc_init_by_tag(&entry->weights, 2, w_dims, type, dnnl_format_tag_any) == dnnl_success
+                 : plain_weights_md(&entry->weights, type, n, k, ldw)) ||
         dnnl_memory_desc_init_by_strides(&entry->dst, 2, dst_dims, dnnl_f32, dst_strides) != dnnl_success ||
         dnnl_matmul_desc_init(&desc, &entry->src, &entry->weights, NULL, &entry->dst) != dnnl_success ||
         dnnl_primitive_attr_create(&attr) != dnnl_success)
@@ -197,7 +245,9 @@ static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, 
                 }
         dnnl_memory_desc_t const *pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         entry->scratchpad_bytes = pad ? dnnl_memory_desc_get_size(pad) : 0;
-        if (dnnl_primitive_create(&entry->primitive, pd) != dnnl_success) entry->primitive = NULL;
+        dnnl_memory_desc_t const *chosen = packed ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+        if (chosen) entry->weights = *chosen;
+        if ((packed && !chosen) || dnnl_primitive_create(&entry->primitive, pd) != dnnl_success) entry->primitive = NULL;
         dnnl_primitive_desc_destroy(pd);
     }
     dnnl_primitive_attr_destroy(attr);
@@ -223,28 +273,153 @@ static matmul_thread_t *matmul_thread(void) {
     return state;
 }
 
-static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc);
+/* ---- Pinned weights, packed once ----
+ *
+ * With plain weights, brgemm copies (packs) every call's B into its blocked layout before it
+ * multiplies: per call, each thread re-packs all the weights it multiplies by. At a batch of about
+ * as many texts or images as threads (one thread per group, each multiplying by every weight) that
+ * is the whole model read and written by every thread per call, which with AMX's fast products
+ * dominates. Weights that stay put (a model's replicas, pinned by model.c and image_model.c for
+ * their lifetime) are therefore reordered once per (slice, primitive layout) into the layout the
+ * primitive chose, and the primitive reads them as they are. Bounded by UFORM_GEMM_PACK_MIB
+ * (default 2048 MiB; 0 disables packing, for comparison): past it the plain path serves. */
 
-/* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back). */
+static size_t pack_budget; /* set once by matmul_init */
+
+static void pack_budget_init(void) {
+    char const *text = getenv("UFORM_GEMM_PACK_MIB");
+    char *end = NULL;
+    unsigned long long mib = text && *text ? strtoull(text, &end, 10) : 2048;
+    pack_budget = (end && *end) || mib > ((size_t)1 << 30) ? (size_t)2048 << 20 : (size_t)mib << 20;
+}
+
+void uform_gemm_pin(void const *begin, size_t bytes) {
+    if (!begin || !bytes) return;
+    uform_global_lock(uform_global_lock_matmul_k);
+    if (pins_count < PINS_MAX) pins[pins_count].begin = (char const *)begin, pins[pins_count++].bytes = bytes;
+    /* Threads may remember these addresses as not pinned (a tower built by hand there before). */
+    atomic_fetch_add_explicit(&pins_generation, 1, memory_order_release);
+    uform_global_unlock(uform_global_lock_matmul_k);
+}
+
+void uform_gemm_unpin(void const *begin, size_t bytes) {
+    if (!begin || !bytes) return;
+    char const *low = (char const *)begin, *high = low + bytes;
+    uform_global_lock(uform_global_lock_matmul_k);
+    for (size_t i = 0; i < pins_count;)
+        if (pins[i].begin == low && pins[i].bytes == bytes) pins[i] = pins[--pins_count];
+        else ++i;
+    int freed = 0;
+    for (size_t i = 0; i < packed_count;) {
+        packed_t *packed = packed_entries[i];
+        char const *plain = (char const *)packed->plain;
+        if (plain >= low && plain < high) {
+            if (packed->data) packed_bytes -= packed->bytes;
+            free(packed->data);
+            free(packed);
+            packed_entries[i] = packed_entries[--packed_count];
+            freed = 1;
+        } else ++i;
+    }
+    if (freed) atomic_fetch_add_explicit(&pins_generation, 1, memory_order_release);
+    uform_global_unlock(uform_global_lock_matmul_k);
+}
+
+size_t uform_gemm_packed_bytes(void) {
+    uform_global_lock(uform_global_lock_matmul_k);
+    size_t bytes = packed_bytes;
+    uform_global_unlock(uform_global_lock_matmul_k);
+    return bytes;
+}
+
+/* Whether the slice of `n` rows of `ldw` elements lies inside one pinned range; under the lock. */
+static int pinned_slice(void const *w, size_t n, size_t k, size_t ldw, size_t element) {
+    char const *low = (char const *)w, *high = low + ((n - 1) * ldw + k) * element;
+    for (size_t i = 0; i < pins_count; ++i)
+        if (low >= pins[i].begin && high <= pins[i].begin + pins[i].bytes) return 1;
+    return 0;
+}
+
+/* Reorders one slice of weights into `packed->layout`, on this thread. */
+static int pack_slice(matmul_thread_t *state, packed_t *packed) {
+    dnnl_memory_desc_t plain_md;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    int ok = 0;
+    if (plain_weights_md(&plain_md, packed->type, packed->n, packed->k, packed->ldw) &&
+        dnnl_reorder_primitive_desc_create(&pd, &plain_md, matmul_engine, &packed->layout, matmul_engine, NULL) == dnnl_success &&
+        dnnl_primitive_create(&reorder, pd) == dnnl_success &&
+        dnnl_memory_create(&from, &plain_md, matmul_engine, (void *)packed->plain) == dnnl_success &&
+        dnnl_memory_create(&to, &packed->layout, matmul_engine, packed->data) == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        ok = dnnl_primitive_execute(reorder, state->stream, 2, args) == dnnl_success &&
+             dnnl_stream_wait(state->stream) == dnnl_success;
+    }
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The packed weights of `w` for `entry`'s layout: the thread's recent pairs, else the process's
+ * (packing them on first use); NULL where `w` is not pinned or packing failed or is over budget. */
+static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *entry, void const *w) {
+    size_t generation = atomic_load_explicit(&pins_generation, memory_order_acquire);
+    size_t slot = (((uintptr_t)w >> 6) * 31u + (uintptr_t)entry / 64u) % PACKED_RECENT;
+    if (state->packs[slot].plain == w && state->packs[slot].entry == entry && state->packs[slot].generation == generation)
+        return state->packs[slot].packed;
+    size_t element = entry->type == dnnl_f32 ? 4 : 2;
+    packed_t *found = NULL;
+    uform_global_lock(uform_global_lock_matmul_k);
+    generation = atomic_load_explicit(&pins_generation, memory_order_relaxed);
+    for (size_t i = 0; i < packed_count && !found; ++i) {
+        packed_t *p = packed_entries[i];
+        if (p->plain == w && p->n == entry->n && p->k == entry->k && p->ldw == entry->ldw && p->type == entry->type &&
+            dnnl_memory_desc_equal(&p->layout, &entry->weights))
+            found = p;
+    }
+    if (!found && packed_count < PACKED_MAX && pinned_slice(w, entry->n, entry->k, entry->ldw, element) &&
+        (found = (packed_t *)calloc(1, sizeof *found)) != NULL) {
+        *found = (packed_t){.plain = w, .n = entry->n, .k = entry->k, .ldw = entry->ldw, .type = entry->type,
+                            .layout = entry->weights, .bytes = dnnl_memory_desc_get_size(&entry->weights)};
+        if (found->bytes && packed_bytes + found->bytes <= pack_budget &&
+            posix_memalign(&found->data, 4096, found->bytes) == 0 && !pack_slice(state, found))
+            free(found->data), found->data = NULL;
+        if (found->data) packed_bytes += found->bytes;
+        packed_entries[packed_count++] = found;
+    }
+    uform_global_unlock(uform_global_lock_matmul_k);
+    packed_t const *packed = found && found->data ? found : NULL;
+    state->packs[slot].plain = w, state->packs[slot].entry = entry, state->packs[slot].packed = packed;
+    state->packs[slot].generation = generation;
+    return packed;
+}
+
+static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed);
+
+/* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back).
+ * `stable`: `w` may be a pinned model's weights (not a scratch copy), so packing them may pay. */
 static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                            void const *w, size_t ldw, float *c, size_t ldc);
+                            void const *w, size_t ldw, float *c, size_t ldc, int stable);
 
 /* Rows split into a multiple of MATMUL_ROWS_STEP and the rest, so the shapes a pass of texts of any
  * lengths creates stay few (a primitive per tile size, plus one per remainder below the step). */
 #define MATMUL_ROWS_STEP 32
 
 static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                      void const *w, size_t ldw, float *c, size_t ldc) {
+                      void const *w, size_t ldw, float *c, size_t ldc, int stable) {
     size_t main_rows = m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP, element = type == dnnl_f32 ? 4 : 2;
-    if (main_rows == 0 || main_rows == m) return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc);
-    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc) &&
+    if (main_rows == 0 || main_rows == m) return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc, stable);
+    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc, stable) &&
            matmul_run_shape(type, m - main_rows, n, k, (char const *)a + main_rows * lda * element, lda, w, ldw,
-                            c + main_rows * ldc, ldc);
+                            c + main_rows * ldc, ldc, stable);
 }
 
 static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                            void const *w, size_t ldw, float *c, size_t ldc) {
+                            void const *w, size_t ldw, float *c, size_t ldc, int stable) {
     pthread_once(&matmul_once, matmul_init);
     if (!matmul_ready) return 0;
     matmul_thread_t *state = matmul_thread();
@@ -262,30 +437,34 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
         }
         out = state->dense, ldo = n;
     }
-    if (!matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo)) return 0;
+    if (!(stable && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1)) &&
+        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0))
+        return 0;
     if (out != c)
         for (size_t i = 0; i < m; ++i) memcpy(c + i * ldc, out + i * n, n * sizeof(float));
     return 1;
 }
 
+/* `packed`: through the primitive that reads packed weights, which `w` must have (else 0). */
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc) {
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed) {
     /* Strides too: Q/K/V tiles (ldc 3 x hidden) and the output product's (ldc hidden) share m, n, k. */
-    matmul_recent_t *recent =
-        &state->recent[(m * 131u + n * 31u + k * 7u + lda * 17u + ldw * 13u + ldc * 11u + (size_t)type) % MATMUL_RECENT];
+    matmul_recent_t *recent = &state->recent[(m * 131u + n * 31u + k * 7u + lda * 17u + ldw * 13u + ldc * 11u +
+                                              (size_t)type + (size_t)packed * 5u) %
+                                             MATMUL_RECENT];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
-        entry->ldw != ldw || entry->ldc != ldc) {
+        entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed) {
         entry = NULL;
         uform_global_lock(uform_global_lock_matmul_k);
         for (size_t i = 0; i < matmul_count && !entry; ++i) {
             matmul_entry_t const *e = matmul_entries[i];
             if (e->type == type && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldw == ldw &&
-                e->ldc == ldc)
+                e->ldc == ldc && e->packed == packed)
                 entry = e;
         }
         if (!entry && matmul_count < MATMUL_ENTRIES_MAX) {
-            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc);
+            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed);
             if (created) matmul_entries[matmul_count++] = created, entry = created;
         }
         uform_global_unlock(uform_global_lock_matmul_k);
@@ -303,6 +482,12 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
         }
         recent->entry = entry;
     }
+    void const *weights = w;
+    if (packed) {
+        packed_t const *slice = packed_for(state, entry, w);
+        if (!slice) return 0;
+        weights = slice->data;
+    }
     if (entry->scratchpad_bytes > state->scratchpad_bytes) {
         void *grown = NULL;
         if (posix_memalign(&grown, 64, entry->scratchpad_bytes) != 0) return 0;
@@ -310,7 +495,7 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
         state->scratchpad = grown, state->scratchpad_bytes = entry->scratchpad_bytes;
     }
     if (dnnl_memory_set_data_handle(recent->src, (void *)a) != dnnl_success ||
-        dnnl_memory_set_data_handle(recent->weights, (void *)w) != dnnl_success ||
+        dnnl_memory_set_data_handle(recent->weights, (void *)weights) != dnnl_success ||
         dnnl_memory_set_data_handle(recent->dst, c) != dnnl_success ||
         dnnl_memory_set_data_handle(recent->pad, entry->scratchpad_bytes ? state->scratchpad : NULL) != dnnl_success)
         return 0;
@@ -321,8 +506,8 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
 }
 
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
-                  float const *w, size_t ldw, float *c, size_t ldc) {
-    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc)) return;
+                  float const *w, size_t ldw, float *c, size_t ldc, int stable) {
+    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, stable)) return;
     if (gemm->use_library &&
         dnnl_sgemm('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a, (dnnl_dim_t)lda, w,
                    (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
@@ -330,11 +515,19 @@ static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float 
     gemm->kernels->gemm_portable(m, n, k, a, lda, w, ldw, c, ldc);
 }
 
+/* C = A W^T, both bf16, through the library; 0 where it refused. */
+static int bf16_library(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                        uint16_t const *w16, size_t ldw, float *c, size_t ldc) {
+    return (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1)) ||
+           dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a16, (dnnl_dim_t)lda,
+                                 w16, (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
+}
+
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch) {
     if (m == 0 || n == 0) return;
     if (dtype == uform_dtype_f32_k) {
-        sgemm(gemm, m, n, k, a, lda, (float const *)w, ldw, c, ldc);
+        sgemm(gemm, m, n, k, a, lda, (float const *)w, ldw, c, ldc, 1);
         return;
     }
     uint16_t const *w16 = (uint16_t const *)w;
@@ -342,15 +535,12 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
         float *wide = (float *)scratch;
         for (size_t j = 0; j < n; ++j)
             (dtype == uform_dtype_f16_k ? gemm->kernels->f16_to_f32 : gemm->kernels->bf16_to_f32)(w16 + j * ldw, wide + j * k, k);
-        sgemm(gemm, m, n, k, a, lda, wide, k, c, ldc);
+        sgemm(gemm, m, n, k, a, lda, wide, k, c, ldc, 0);
         return;
     }
     uint16_t *narrow = (uint16_t *)scratch;
     for (size_t i = 0; i < m; ++i) gemm->kernels->f32_to_bf16(a + i * lda, narrow + i * k, k);
-    if (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, narrow, k, w16, ldw, c, ldc)) return;
-    if (dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, narrow, (dnnl_dim_t)k, w16,
-                              (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
-        return;
+    if (bf16_library(gemm, m, n, k, narrow, k, w16, ldw, c, ldc)) return;
     /* oneDNN refused (it should not): multiply exactly, one weight row at a time. */
     float row[256];
     for (size_t j = 0; j < n; ++j)
@@ -360,6 +550,28 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
                 size_t len = k - p0 < 256 ? k - p0 : 256;
                 gemm->kernels->bf16_to_f32(w16 + j * ldw + p0, row, len);
                 for (size_t p = 0; p < len; ++p) sum += a[i * lda + p0 + p] * row[p];
+            }
+            c[i * ldc + j] = sum;
+        }
+}
+
+int uform_gemm_takes_bf16(uform_gemm_t const *gemm, uform_dtype_t dtype) {
+    return dtype == uform_dtype_bf16_k && !gemm_widens(gemm, dtype);
+}
+
+void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                          uint16_t const *w16, size_t ldw, float *c, size_t ldc) {
+    if (m == 0 || n == 0 || bf16_library(gemm, m, n, k, a16, lda, w16, ldw, c, ldc)) return;
+    /* oneDNN refused (it should not): multiply exactly, 256 columns of depth at a time. */
+    float row[256], left[256];
+    for (size_t j = 0; j < n; ++j)
+        for (size_t i = 0; i < m; ++i) {
+            float sum = 0.0f;
+            for (size_t p0 = 0; p0 < k; p0 += 256) {
+                size_t len = k - p0 < 256 ? k - p0 : 256;
+                gemm->kernels->bf16_to_f32(w16 + j * ldw + p0, row, len);
+                gemm->kernels->bf16_to_f32(a16 + i * lda + p0, left, len);
+                for (size_t p = 0; p < len; ++p) sum += left[p] * row[p];
             }
             c[i * ldc + j] = sum;
         }

@@ -135,6 +135,21 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class);
  *  created; for benchmarks' verbose output. Not thread-safe against a concurrent call of itself. */
 char const *uform_gemm_matmul_impl(void);
 
+/** @brief Declares `bytes` bytes from `begin` as weights that stay put until `uform_gemm_unpin`: on
+ *  the matmul primitive path (AMX) `uform_gemm_tile` may then keep their slices packed in the
+ *  primitive's layout, once, instead of oneDNN packing them on every call. model.c and
+ *  image_model.c pin each replica's block for the model's lifetime; weights not pinned are never
+ *  packed (a tower built by hand and freed, whose memory may come back with other values). The
+ *  packed copies (one per slice and layout in use: about one more copy of the weights per way the
+ *  passes split them) are bounded per process by `UFORM_GEMM_PACK_MIB` (default 2048; `0` packs
+ *  nothing, the plain path serves, for comparison). */
+void uform_gemm_pin(void const *begin, size_t bytes);
+/** @brief Forgets a pinned range (same `begin` and `bytes`) and frees the packed slices of it; call
+ *  it before freeing the weights, with no product running on them. */
+void uform_gemm_unpin(void const *begin, size_t bytes);
+/** @brief Bytes of packed weights the process holds now, for tests and benchmarks. */
+size_t uform_gemm_packed_bytes(void);
+
 /** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
  *  depth `depth` with weights of `dtype`. */
 size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, size_t rows, size_t cols, size_t depth);
@@ -144,6 +159,15 @@ size_t uform_gemm_scratch_bytes(uform_gemm_t const *gemm, uform_dtype_t dtype, s
  *  at least `uform_gemm_scratch_bytes` bytes, aligned to 64. */
 void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                      void const *w, uform_dtype_t dtype, size_t ldw, float *c, size_t ldc, void *scratch);
+
+/** @brief Whether products with weights of `dtype` multiply A as bf16 (native bf16 through oneDNN):
+ *  then a pass may convert A once, as its producer writes it, and call `uform_gemm_tile_bf16`. */
+int uform_gemm_takes_bf16(uform_gemm_t const *gemm, uform_dtype_t dtype);
+
+/** @brief `uform_gemm_tile` with A already in bf16 (`lda` elements between rows) and bf16 weights,
+ *  where `uform_gemm_takes_bf16`: the same values as `uform_gemm_tile` on the f32 A it came from. */
+void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                          uint16_t const *w16, size_t ldw, float *c, size_t ldc);
 
 /** @brief Attention of `rows` queries over `length` keys in plain loops, for one head: scores
  *  (`rows` x `length` floats of `scores`) = q k^T x `scale`, softmax by `kernels->softmax_rows`,
@@ -201,6 +225,11 @@ size_t uform_forward_group_forced(void);
  *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */
 int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,
                    float const *b, size_t ldb, float *c, size_t ldc);
+
+/** @brief `uform_gemm_f32` with A and B in bf16 (C in f32), for attention where the products
+ *  multiply bf16 natively (`uform_gemm_takes_bf16`). Returns 0 when the library refused. */
+int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, uint16_t const *a, size_t lda,
+                    uint16_t const *b, size_t ldb, float *c, size_t ldc);
 
 /** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
  *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */

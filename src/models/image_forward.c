@@ -61,6 +61,12 @@ typedef struct image_group_t {
     size_t first_thread, threads;
     size_t first_image, images, chunk_images;
     float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
+    /** Where the products multiply bf16 (`uform_gemm_takes_bf16`), A in bf16 as the phase before a
+     *  product writes it, for that product (else NULL): `a16` [tokens][dim] the LayerNorm phases'
+     *  output (for Q/K/V and the up product) or the attention's (for the output product), each until
+     *  the product that reads it; `ffn16` [tokens][intermediate] the MLP's hidden rows. */
+    uint16_t *a16, *ffn16;
+    uint16_t *qkv16; /**< [tokens][3 dim]: Q, K and V in bf16 for the attention, where `a16` is. */
     void *arena;
     size_t arena_bytes;
     int32_t node;
@@ -91,6 +97,7 @@ typedef struct image_job_t {
 
     size_t chunk_images; /**< The most of any group. */
     size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
+    size_t probs_offset; /**< Floats into each thread's scratch of its bf16 attention probabilities. */
     int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
     size_t groups_count;
     image_group_t *groups;
@@ -131,11 +138,13 @@ static float const *normalised_rows(image_job_t *job, size_t thread, norm_t cons
 }
 
 /** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
- *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). */
+ *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). `a16` (may be NULL,
+ *  never with `a_norm`): A already in bf16, `k` wide; `c16` (may be NULL): C after the epilogue
+ *  also written in bf16, `ldc` apart (the next product's `a16`). */
 static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
                        float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
                        uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld,
-                       norm_t const *a_norm) {
+                       norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
     uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
@@ -147,9 +156,14 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
-        float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
-        uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
-                        weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
+        if (a16 && !a_norm)
+            uform_gemm_tile_bf16(&job->gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k, ct,
+                                 ldc);
+        else {
+            float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
+            uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
+                            weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
+        }
         switch (epilogue) {
         case epilogue_none_k: break;
         case epilogue_bias_k:
@@ -167,17 +181,21 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
             break;
         }
         }
+        if (c16)
+            for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + j0, cols);
     }
     barrier(group);
 }
 
+/** out = LayerNorm(in), in blocks of 16 rows; also into `out16` in bf16 unless it is NULL. */
 static void norm_phase(image_job_t *job, image_group_t *group, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
-                       uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon) {
+                       uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon, uint16_t *out16) {
     size_t blocks = ceil_div(rows, 16);
     for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
         size_t first = block * 16, count = rows - first < 16 ? rows - first : 16;
         job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
                                  (float const *)weight->data, (float const *)bias->data, epsilon);
+        if (out16) job->kernels->f32_to_bf16(out + first * cols, out16 + first * cols, count * cols);
     }
     barrier(group);
 }
@@ -229,6 +247,37 @@ static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter
     uform_phase_barrier_wait(&job->barrier, job->threads);
 }
 
+/** Blocks of query rows per (image, head) for `pairs` pairs of `S` tokens on `threads` threads: at
+ *  least enough for two tasks per thread, at most blocks of 16 rows; among those, the fewest whose
+ *  tasks fill nine tenths of the threads' rounds, else the best filling (ViT-B/16 at batch 1 on 28
+ *  threads: 7 blocks, 84 tasks, 3 per thread; 5 gave 60 tasks, a third round for 4 threads). */
+static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
+    size_t least = ceil_div(2 * threads, pairs), most = ceil_div(S, 16);
+    if (threads <= 1 || least >= most) return least < 1 ? 1 : least > most ? most : least;
+    size_t best = least;
+    double best_fill = 0;
+    for (size_t b = least; b <= most; ++b) {
+        size_t tasks = pairs * ceil_div(S, ceil_div(S, b)); /* the blocks the rows make */
+        double fill = (double)tasks / (double)(threads * ceil_div(tasks, threads));
+        if (fill > best_fill + 1e-9) best = b, best_fill = fill;
+        if (fill >= 0.9) break; /* the fewest blocks that fill nine tenths of the rounds */
+    }
+    return best;
+}
+
+/** Attention of query rows [first, first + rows) of one (image, head) with Q, K and V in bf16 (`q16`
+ *  the head's Q column, K and V `d` and `2 d` after it, rows `3 d` apart), as PyTorch's bf16 runs it:
+ *  S = scale Q K^T in f32, softmax in f32, the probabilities rounded to bf16, O = P V in f32. Returns
+ *  0 where the library refused (the caller then takes the f32 path). */
+static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
+                          size_t S, size_t head, float scale, float *scores, float *ob) {
+    uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
+    if (!uform_gemm_bf16(1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S)) return 0;
+    job->kernels->softmax_rows(scores, S, rows, S);
+    job->kernels->f32_to_bf16(scores, probs, rows * S);
+    return uform_gemm_bf16(0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+}
+
 static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,
                           size_t *phase) {
     uform_image_tower_t const *tower = job->per_thread[thread].tower;
@@ -268,7 +317,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     }
     /* Patch embedding into tmp (n P rows), bias added. */
     gemm_phase(job, group, thread, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
-               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL);
+               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL, NULL, NULL);
     /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -287,12 +336,15 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
         /* With several threads in the group, the two LayerNorms are not phases of their own: the
-         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take. */
-        int fuse = group->threads > 1 && !job->widens;
+         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take;
+         * unless those products split rows into more than two column tiles (few images on many
+         * threads), where every tile would normalise (and convert) its rows again: a phase is cheaper. */
+        int fuse = group->threads > 1 && !job->widens && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
+                   plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight,
-                       &layer->norm1_bias, epsilon);
+                       &layer->norm1_bias, epsilon, group->a16);
         /* Q, K and V: one counter over the tiles of the three products. */
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
@@ -308,11 +360,19 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
                 size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
                 float *ct = group->qkv + i0 * 3 * d + which * d + j0;
-                float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
-                uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
-                                (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
-                                weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
+                if (!fuse && group->a16)
+                    uform_gemm_tile_bf16(&job->gemm, rows, cols, d, group->a16 + i0 * d, d,
+                                         (uint16_t const *)weights[which]->data + j0 * d, d, ct, 3 * d);
+                else {
+                    float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
+                    uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
+                                    (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
+                                    weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
+                }
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
+                if (group->qkv16)
+                    for (size_t i = 0; i < rows; ++i)
+                        kernels->f32_to_bf16(ct + i * 3 * d, group->qkv16 + (i0 + i) * 3 * d + which * d + j0, cols);
             }
             barrier(group);
         }
@@ -321,9 +381,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
          * of the library) takes the fused kernel over whole (image, head) pairs. */
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
-            size_t blocks = job->gemm.use_library ? ceil_div(2 * group->threads, n * heads) : 1;
-            size_t most = ceil_div(S, 16);
-            blocks = blocks < 1 ? 1 : blocks > most ? most : blocks;
+            size_t blocks = attention_blocks(job->gemm.use_library ? group->threads : 1, n * heads, S);
             size_t block_rows = ceil_div(S, blocks);
             blocks = ceil_div(S, block_rows);
             for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads * blocks;) {
@@ -335,23 +393,28 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 float *ob = o + first * d;
                 if (!job->gemm.use_library)
                     kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
-                else if (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
+                else if (!(group->qkv16 && attention_bf16(job, thread, group->qkv16 + local * S * 3 * d + hh * head, d,
+                                                          first, rows, S, head, scale, scores, ob)) &&
+                         (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
                          (kernels->softmax_rows(scores, S, rows, S),
-                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d)))
+                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d))))
                     uform_attention_rows_plain(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
+                if (group->a16) /* the output product's A (library path only: whole pairs otherwise) */
+                    for (size_t i = 0; i < rows; ++i)
+                        kernels->f32_to_bf16(ob + i * d, group->a16 + (local * S + first + i) * d + hh * head, head);
             }
             barrier(group);
         }
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL);
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL);
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
-                       &layer->norm2_bias, epsilon);
+                       &layer->norm2_bias, epsilon, group->a16);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
                    &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
-                   fuse ? &norm2 : NULL);
+                   fuse ? &norm2 : NULL, fuse ? NULL : group->a16, group->ffn16);
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL);
+                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL);
     }
 
     /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
@@ -373,7 +436,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
         barrier(group);
     }
     gemm_phase(job, group, thread, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
-               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL);
+               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL, NULL, NULL);
     /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -536,8 +599,13 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         size_t n = group->chunk_images, tokens = n * c->sequence;
         size_t floats = n * c->patches * depth + tokens * c->dim * 5 + tokens * c->dim * 3 + tokens * c->intermediate +
                         n * c->dim + n * c->embedding_dimensions;
+        int takes_bf16 = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype);
+        size_t halves = takes_bf16 ? round_up(tokens * c->dim, 32) + round_up(tokens * c->intermediate, 32) +
+                                         round_up(tokens * c->dim * 3, 32)
+                                   : 0;
         group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
-        group->arena = uform_arena_take(floats * sizeof(float) + 64 * 10, group->node, &group->arena_bytes);
+        group->arena = uform_arena_take(floats * sizeof(float) + halves * sizeof(uint16_t) + 64 * 10, group->node,
+                                        &group->arena_bytes);
         if (!group->arena) {
             job_free(job);
             return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
@@ -553,6 +621,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         group->ffn = group->tmp + tokens * c->dim;
         group->pooled = group->ffn + tokens * c->intermediate;
         group->projected = group->pooled + n * c->dim;
+        group->a16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(n * c->embedding_dimensions, 16)) : NULL;
+        group->ffn16 = takes_bf16 ? group->a16 + round_up(tokens * c->dim, 32) : NULL;
+        group->qkv16 = takes_bf16 ? group->ffn16 + round_up(tokens * c->intermediate, 32) : NULL;
     }
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
     /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
@@ -562,7 +633,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     size_t chunk_tokens = job->chunk_images * c->sequence;
     size_t norm_floats = fused ? (chunk_tokens < 512 ? chunk_tokens : 512) * c->dim : 0;
     job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
-    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
+    job->probs_offset = round_up(job->norm_offset + norm_floats, 16);
+    size_t probs_floats = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype) ? ceil_div(c->sequence * c->sequence, 2) : 0;
+    size_t scratch_bytes = (job->probs_offset + probs_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = uform_model_thread_node(executor, description.kind, t);
         job->per_thread[t].tower = uform_model_image_replica(model, node);

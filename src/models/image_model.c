@@ -5,6 +5,7 @@
  *          and `image_encoder.safetensors`, read into one replica per memory domain in the dtype
  *          asked for, with the text loader's validation and messages.
  */
+#include "kernels/kernels.h" // `uform_gemm_pin`
 #include "models/config.h"
 #include "models/convert.h"
 #include "models/image_tower.h"

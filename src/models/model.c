@@ -7,6 +7,7 @@
  *  allocation per NUMA node, bound there), so the open model holds no file and a file replaced
  *  later changes nothing.
  */
+#include "kernels/kernels.h" // `uform_gemm_pin`
 #include "models/config.h"
 #include "models/image_tower.h"
 #include "models/model.h"
@@ -110,6 +111,7 @@ uform_status_t uform_replica_memory_alloc(struct uform_model_s *model, uform_pla
         if (!memory->blocks[i] || !memory->layers[i])
             return uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
                               block_bytes, directory, (int)node);
+        uform_gemm_pin(memory->blocks[i], block_bytes); /* packed lazily, on a first product; unpinned when freed */
     }
     return uform_status_ok_k;
 }
@@ -117,6 +119,7 @@ uform_status_t uform_replica_memory_alloc(struct uform_model_s *model, uform_pla
 void uform_replica_memory_free(struct uform_model_s *model) {
     uform_replica_memory_t *memory = &model->memory;
     for (size_t i = 0; i < model->replicas_count; ++i) {
+        if (memory->blocks && memory->blocks[i]) uform_gemm_unpin(memory->blocks[i], memory->block_bytes);
         if (memory->blocks && memory->blocks[i]) uform_numa_free(memory->blocks[i], memory->block_bytes);
         if (memory->layers) free(memory->layers[i]);
     }

@@ -81,11 +81,14 @@ static void epilogue_apply(forward_job_t *job, size_t thread, epilogue_t epilogu
 
 /** C = A W^T (+ epilogue) for every product, over the tasks of `uform_text_gemm_plan` taken from
  *  `counter`. `a_norm` (may be NULL) normalises A's rows as tasks read them, `residual_norm` the
- *  residual's (one product only, its `cols` wide). */
+ *  residual's (one product only, its `cols` wide). `a16` (may be NULL, never with `a_norm`): A as its
+ *  producer already converted it to bf16, `k` wide, so no task converts it again; `c16` (may be
+ *  NULL): where the tasks also write C in bf16 after the epilogue (`ldc` apart), for the next
+ *  product's `a16`. */
 static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t thread, atomic_size_t *counter, size_t m,
                        size_t k, float const *a, size_t lda, product_t const *products, size_t count, size_t ldc,
                        epilogue_t epilogue, float const *residual, size_t residual_ld, norm_t const *a_norm,
-                       norm_t const *residual_norm) {
+                       norm_t const *residual_norm, uint16_t const *a16, uint16_t *c16) {
     size_t widths[3];
     for (size_t p = 0; p < count; ++p) widths[p] = products[p].cols;
     uform_text_gemm_plan_t plan = uform_text_gemm_plan(&job->gemm, group->threads, products[0].weight->dtype, m, widths, count);
@@ -110,25 +113,33 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             uform_tensor_t const *weight = product->weight;
             size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
             float *ct = product->c + i0 * ldc + j0;
-            uform_gemm_tile(&job->gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
-                            weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
+            if (a16 && !a_norm)
+                uform_gemm_tile_bf16(&job->gemm, rows, cols, k, a16 + i0 * k, k,
+                                     (uint16_t const *)weight->data + j0 * k, k, ct, ldc);
+            else
+                uform_gemm_tile(&job->gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
+                                weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
             float const *bias = product->bias && product->bias->data ? (float const *)product->bias->data : NULL;
             epilogue_apply(job, thread, epilogue, ct, ldc, i0, rows, j0, cols, product->cols, bias, residual, residual_ld,
                            residual_norm, &cached);
+            if (c16)
+                for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + j0, cols);
         }
     }
 }
 
-/** out = LayerNorm(in) for `rows` rows, in the row tasks of the plan. */
+/** out = LayerNorm(in) for `rows` rows, in the row tasks of the plan; also into `out16` in bf16
+ *  when it is not NULL (the next product's A). */
 static void norm_phase(forward_job_t *job, forward_group_t const *group, atomic_size_t *counter, size_t rows,
                        float const *in, float *out, size_t cols, uform_tensor_t const *gamma, uform_tensor_t const *beta,
-                       float epsilon) {
+                       float epsilon, uint16_t *out16) {
     size_t tasks = uform_text_row_tasks(rows, group->threads);
     for (size_t task; next_task(counter, tasks, &task);) {
         size_t first, count;
         uform_text_split(rows, tasks, task, &first, &count);
         job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
                                  (float const *)gamma->data, (float const *)beta->data, epsilon);
+        if (out16) job->kernels->f32_to_bf16(out + first * cols, out16 + first * cols, count * cols);
     }
 }
 
@@ -163,6 +174,9 @@ static void attention_piece(forward_job_t *job, forward_group_t const *group, si
              (kernels->softmax_rows(scores, length, rows, length),
               !uform_gemm_f32(0, rows, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, ob, hidden)))
         uform_attention_rows_plain(kernels, qb, q + hidden, q + 2 * hidden, 3 * hidden, ob, hidden, rows, length, head, scale, scores);
+    if (group->a16) /* the output product's A, in bf16 (library path only: whole sequences otherwise) */
+        for (size_t i = 0; i < rows; ++i)
+            kernels->f32_to_bf16(ob + i * hidden, group->a16 + (first + row0 + i) * hidden + h * head, head);
 }
 
 /** Attention of one chunk's texts: per (text, head), or even ranges of query rows (text_plan.h). */
@@ -232,6 +246,7 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
             kernels->layer_norm(group->x + first * hidden, hidden, group->x + first * hidden, hidden, count, hidden,
                                 (float const *)tower->embedding_norm_weight.data,
                                 (float const *)tower->embedding_norm_bias.data, epsilon);
+            if (group->a16) kernels->f32_to_bf16(group->x + first * hidden, group->a16 + first * hidden, count * hidden);
         }
         forward_barrier(group);
     }
@@ -252,48 +267,48 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
                             {&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
                             {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, qkv, 3,
-                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL);
+                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, NULL);
         forward_barrier(group);
         attention_phase(job, group, &group->counters[(*phase)++], chunk, hidden, heads, scores);
         forward_barrier(group);
         /* Output product + bias + residual into tmp. */
         product_t output = {&layer->attention_output_weight, &layer->attention_output_bias, group->tmp, hidden};
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->ctx, hidden, &output, 1,
-                   hidden, epilogue_bias_residual_k, group->x, hidden, NULL, x_norm);
+                   hidden, epilogue_bias_residual_k, group->x, hidden, NULL, x_norm, group->a16, NULL);
         forward_barrier(group);
         product_t up = {&layer->intermediate_weight, &layer->intermediate_bias, group->ffn, inter};
         if (fuse) {
             norm_t attention = {(float const *)layer->attention_norm_weight.data,
                                 (float const *)layer->attention_norm_bias.data, epsilon};
             gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->tmp, hidden, &up, 1,
-                       inter, epilogue_bias_gelu_k, NULL, 0, &attention, NULL);
+                       inter, epilogue_bias_gelu_k, NULL, 0, &attention, NULL, NULL, group->ffn16);
             forward_barrier(group);
             product_t down = {&layer->output_weight, &layer->output_bias, group->x, hidden};
             gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, group->ffn, inter, &down, 1,
-                       hidden, epilogue_bias_residual_k, group->tmp, hidden, NULL, &attention);
+                       hidden, epilogue_bias_residual_k, group->tmp, hidden, NULL, &attention, group->ffn16, NULL);
             forward_barrier(group);
             pending = (norm_t){(float const *)layer->output_norm_weight.data, (float const *)layer->output_norm_bias.data,
                                epsilon};
             if (l + 1 == tower->layers_count) {
                 norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->x, hidden,
-                           &layer->output_norm_weight, &layer->output_norm_bias, epsilon);
+                           &layer->output_norm_weight, &layer->output_norm_bias, epsilon, NULL);
                 forward_barrier(group);
             }
             continue;
         }
         norm_phase(job, group, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden,
-                   &layer->attention_norm_weight, &layer->attention_norm_bias, epsilon);
+                   &layer->attention_norm_weight, &layer->attention_norm_bias, epsilon, group->a16);
         forward_barrier(group);
         /* MLP: up + bias + GELU, down + bias + residual, LayerNorm into x. */
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, &up, 1, inter,
-                   epilogue_bias_gelu_k, NULL, 0, NULL, NULL);
+                   epilogue_bias_gelu_k, NULL, 0, NULL, NULL, group->a16, group->ffn16);
         forward_barrier(group);
         product_t down = {&layer->output_weight, &layer->output_bias, group->tmp, hidden};
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, group->ffn, inter, &down, 1, hidden,
-                   epilogue_bias_residual_k, group->x, hidden, NULL, NULL);
+                   epilogue_bias_residual_k, group->x, hidden, NULL, NULL, group->ffn16, NULL);
         forward_barrier(group);
         norm_phase(job, group, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden,
-                   &layer->output_norm_weight, &layer->output_norm_bias, epsilon);
+                   &layer->output_norm_weight, &layer->output_norm_bias, epsilon, group->a16);
         forward_barrier(group);
     }
 
@@ -314,7 +329,7 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         if (tower->projection.data) {
             product_t projection = {&tower->projection, NULL, group->projected, tower->embedding_dimensions};
             gemm_phase(job, group, thread, counter, texts, hidden, group->pooled, hidden, &projection, 1,
-                       tower->embedding_dimensions, epilogue_none_k, NULL, 0, NULL, NULL);
+                       tower->embedding_dimensions, epilogue_none_k, NULL, 0, NULL, NULL, NULL, NULL);
             forward_barrier(group);
         }
     }

@@ -60,6 +60,10 @@ typedef struct forward_group_t {
     size_t first_chunk, chunks_count;
     size_t chunk_tokens_max, chunk_texts_max;
     float *x, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
+    /** Where the products multiply bf16 (`uform_gemm_takes_bf16`), A in bf16 as its producer writes it
+     *  (else NULL): `a16` [tokens][hidden] holds x (after a LayerNorm phase) or the attention's output,
+     *  each until the product that reads it; `ffn16` [tokens][intermediate] the MLP's hidden rows. */
+    uint16_t *a16, *ffn16;
     void *arena; /**< The activations, from the pool, on the first thread's node. */
     size_t arena_bytes;
     int32_t node;

@@ -206,8 +206,11 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         size_t tokens = group->chunk_tokens_max, texts = group->chunk_texts_max;
         if (!tokens) continue;
         size_t floats = tokens * hidden * 6 + tokens * tower0->intermediate + texts * hidden + texts * tower0->embedding_dimensions;
+        int takes_bf16 = uform_gemm_takes_bf16(&job->gemm, tower0->weights_dtype);
+        size_t halves = takes_bf16 ? round_up(tokens * hidden, 32) + round_up(tokens * tower0->intermediate, 32) : 0;
         group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
-        group->arena = uform_arena_take(floats * sizeof(float) + 64 * 8, group->node, &group->arena_bytes);
+        group->arena = uform_arena_take(floats * sizeof(float) + halves * sizeof(uint16_t) + 64 * 8, group->node,
+                                        &group->arena_bytes);
         if (!group->arena) {
             uform_text_job_free(job);
             return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, "no memory for the activations of %zu tokens",
@@ -220,6 +223,8 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         group->ffn = group->tmp + tokens * hidden;
         group->pooled = group->ffn + tokens * tower0->intermediate;
         group->projected = group->pooled + texts * hidden;
+        group->a16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(texts * tower0->embedding_dimensions, 16)) : NULL;
+        group->ffn16 = takes_bf16 ? group->a16 + round_up(tokens * hidden, 32) : NULL;
     }
     size_t row_floats = hidden > tower0->embedding_dimensions ? hidden : tower0->embedding_dimensions;
     size_t attention_floats = longest * (longest > head + 1 ? longest : head + 1);

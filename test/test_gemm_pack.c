@@ -1,0 +1,142 @@
+/**
+ *  @file   test_gemm_pack.c
+ *  @brief  The matmul primitive's packed weights (src/kernels/gemm.c, `uform_gemm_pin`): products of
+ *          pinned weights equal the plain path's and the reference's, whole and as column slices; after
+ *          an unpin, new values at the same address are never multiplied through the old packed copy
+ *          (the lifetime a model's close relies on); weights never pinned are read as they are now; and
+ *          `uform_gemm_tile_bf16` (A already in bf16) equals `uform_gemm_tile` on the f32 A it came from.
+ *          Forced onto the matmul primitive on any library class (as UFORM_GEMM_MATMUL=1 would).
+ */
+#include "check.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { M = 40, N = 96, K = 64 }; /* 40 rows: a main part of 32 and a remainder, as the engine splits */
+
+static uint64_t state = 88172645463325252ull;
+static float uniform(void) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return (float)((double)(state >> 11) / (double)(1ull << 53)) * 2.0f - 1.0f;
+}
+
+/* The worst |got - want| over |want|'s largest, of C = A W^T over columns [j0, j0 + n). */
+static double worst_error(float const *a, float const *w_f32, size_t j0, size_t n, float const *c, size_t ldc) {
+    double worst = 0, scale = 1e-30;
+    for (size_t i = 0; i < M; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double want = 0;
+            for (size_t p = 0; p < K; ++p) want += (double)a[i * K + p] * (double)w_f32[(j0 + j) * K + p];
+            double error = fabs(want - (double)c[i * ldc + j]);
+            worst = error > worst ? error : worst;
+            scale = fabs(want) > scale ? fabs(want) : scale;
+        }
+    return worst / scale;
+}
+
+/* Fills `w` (N x K of `dtype`) and `w_f32` (its values in f32, rounded as stored). */
+static void fill(uform_kernels_t const *kernels, uform_dtype_t dtype, void *w, float *w_f32) {
+    for (size_t i = 0; i < (size_t)N * K; ++i) w_f32[i] = uniform();
+    if (dtype == uform_dtype_f32_k) memcpy(w, w_f32, sizeof(float) * N * K);
+    else {
+        kernels->f32_to_bf16(w_f32, (uint16_t *)w, (size_t)N * K);
+        kernels->bf16_to_f32((uint16_t const *)w, w_f32, (size_t)N * K);
+    }
+}
+
+static void check_dtype(uform_gemm_t const *gemm, uform_dtype_t dtype) {
+    char const *name = dtype == uform_dtype_f32_k ? "f32" : "bf16";
+    double tolerance = 1e-5; /* bf16: the reference gets the same bf16-rounded inputs; sums in f32 either way */
+    size_t element = dtype == uform_dtype_f32_k ? 4 : 2, ldc = N;
+    float *a = malloc(sizeof(float) * M * K), *w_f32 = malloc(sizeof(float) * N * K);
+    float *plain = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+    void *w = NULL, *scratch = NULL;
+    size_t scratch_bytes = uform_gemm_scratch_bytes(gemm, dtype, M, N, K) + 64;
+    uint16_t *a16 = malloc(sizeof(uint16_t) * M * K);
+    CHECK_FATAL(a && w_f32 && plain && c && a16 && posix_memalign(&w, 4096, element * N * K) == 0 &&
+                posix_memalign(&scratch, 64, scratch_bytes) == 0);
+    for (size_t i = 0; i < (size_t)M * K; ++i) a[i] = uniform();
+    if (dtype == uform_dtype_bf16_k) { /* the product multiplies A in bf16: the reference gets the same A */
+        gemm->kernels->f32_to_bf16(a, a16, (size_t)M * K);
+        gemm->kernels->bf16_to_f32(a16, a, (size_t)M * K);
+    }
+
+    /* Not pinned: the plain path. */
+    fill(gemm->kernels, dtype, w, w_f32);
+    uform_gemm_tile(gemm, M, N, K, a, K, w, dtype, K, plain, ldc, scratch);
+    double error = worst_error(a, w_f32, 0, N, plain, ldc);
+    printf("%s, not pinned: worst relative error %.2e\n", name, error);
+    CHECK(error < tolerance);
+
+    /* Pinned: packed on the first call, read packed on the second; both equal the plain path. */
+    uform_gemm_pin(w, element * N * K);
+    for (int call = 0; call < 2; ++call) {
+        memset(c, 0, sizeof(float) * M * N);
+        uform_gemm_tile(gemm, M, N, K, a, K, w, dtype, K, c, ldc, scratch);
+        error = worst_error(a, w_f32, 0, N, c, ldc);
+        printf("%s, pinned, call %d: worst relative error %.2e\n", name, call + 1, error);
+        CHECK(error < tolerance);
+    }
+    size_t whole = uform_gemm_packed_bytes();
+    printf("%s, pinned: %zu bytes packed\n", name, whole);
+    CHECK(whole >= element * N * K);
+    /* A column slice (as a tile of a column-split product: rows of the output apart). */
+    memset(c, 0, sizeof(float) * M * N);
+    uform_gemm_tile(gemm, M, 32, K, a, K, (char const *)w + 48 * K * element, dtype, K, c + 48, ldc, scratch);
+    error = worst_error(a, w_f32, 48, 32, c + 48, ldc);
+    printf("%s, pinned slice: worst relative error %.2e\n", name, error);
+    CHECK(error < tolerance);
+    if (dtype == uform_dtype_bf16_k) {
+        float *from_f32 = malloc(sizeof(float) * M * N);
+        CHECK_FATAL(from_f32 != NULL);
+        uform_gemm_tile(gemm, M, N, K, a, K, w, dtype, K, from_f32, ldc, scratch);
+        uform_gemm_tile_bf16(gemm, M, N, K, a16, K, (uint16_t const *)w, K, c, ldc);
+        CHECK(memcmp(from_f32, c, sizeof(float) * M * N) == 0);
+        free(from_f32);
+    }
+
+    CHECK(uform_gemm_packed_bytes() > whole); /* the slice: a copy of its own */
+    /* Unpinned, new values at the same address, pinned again: the new values, never the old copy. */
+    uform_gemm_unpin(w, element * N * K);
+    CHECK(uform_gemm_packed_bytes() == 0);
+    fill(gemm->kernels, dtype, w, w_f32);
+    uform_gemm_pin(w, element * N * K);
+    uform_gemm_tile(gemm, M, N, K, a, K, w, dtype, K, c, ldc, scratch);
+    error = worst_error(a, w_f32, 0, N, c, ldc);
+    printf("%s, re-pinned after new values: worst relative error %.2e\n", name, error);
+    CHECK(error < tolerance);
+    uform_gemm_tile(gemm, M, 32, K, a, K, (char const *)w + 48 * K * element, dtype, K, c + 48, ldc, scratch);
+    CHECK(worst_error(a, w_f32, 48, 32, c + 48, ldc) < tolerance);
+
+    /* Unpinned and changed again, not pinned: read as they are (and nothing packed). */
+    uform_gemm_unpin(w, element * N * K);
+    fill(gemm->kernels, dtype, w, w_f32);
+    uform_gemm_tile(gemm, M, N, K, a, K, w, dtype, K, c, ldc, scratch);
+    error = worst_error(a, w_f32, 0, N, c, ldc);
+    printf("%s, unpinned after new values: worst relative error %.2e\n", name, error);
+    CHECK(error < tolerance);
+    CHECK(uform_gemm_packed_bytes() == 0);
+
+    free(a), free(w_f32), free(plain), free(c), free(a16), free(w), free(scratch);
+}
+
+int main(void) {
+    uform_cpu_class_t cpu_class;
+    CHECK_FATAL(uform_cpu_detect(&cpu_class, NULL) == uform_status_ok_k);
+    uform_gemm_t gemm = uform_gemm_for(cpu_class);
+    if (!gemm.use_library) {
+        printf("SKIP: SERIAL class, no library products\n");
+        return 77;
+    }
+    gemm.matmul = 1;
+    int previous = uform_gemm_thread_enter();
+    check_dtype(&gemm, uform_dtype_f32_k);
+    if (uform_gemm_takes_bf16(&gemm, uform_dtype_bf16_k)) check_dtype(&gemm, uform_dtype_bf16_k);
+    else printf("bf16: this class widens bf16 weights (never packed: not checked)\n");
+    printf("matmul primitives: %s\n", uform_gemm_matmul_impl() ? uform_gemm_matmul_impl() : "none");
+    uform_gemm_thread_leave(previous);
+    return check_failures ? 1 : 0;
+}
