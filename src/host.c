@@ -51,7 +51,7 @@ typedef struct host_executor_s host_executor_t;
  *    cores fight over one line, and LINES woke every worker on one line thread 0 had just written;
  *    the mailbox tried before (feb0b72) woke workers on their own lines but still sent each to that
  *    line for the call. On the 32-core H200 host, 3 to 8 threads: 338-749 ns a round against
- *    523-892 ns before (0.19-0.28x OpenMP against 0.33-0.44x; bench/RESULTS.md).
+ *    523-892 ns before (0.18-0.31x OpenMP against 0.31-0.44x; bench/RESULTS.md).
  *  - LINES, 8 workers and up: they wake on the publish line, one store read by all, and answer on
  *    their own lines, which thread 0 scans with independent loads. From there on thread 0's stores
  *    to every slot cost more than the shared wake-up (SPINNING, same host: 792 ns at 16 threads
