@@ -48,12 +48,14 @@ typedef struct host_executor_s host_executor_t;
  *    call and the round's number, and on which the worker answers. Each slot bounces between thread
  *    0 and one worker only, like SHARED's one line, and the slots are independent, so their misses
  *    overlap. Nothing every worker reads is written in a round. SHARED with 2 workers made three
- *    cores fight over one line (3 threads on the H200 host: 635 ns against 322 ns at 2), and LINES
- *    woke every worker on one line thread 0 had just written (733 ns at 4); the mailbox tried before
- *    (feb0b72) woke workers on their own lines but still sent each to that line for the call.
+ *    cores fight over one line, and LINES woke every worker on one line thread 0 had just written;
+ *    the mailbox tried before (feb0b72) woke workers on their own lines but still sent each to that
+ *    line for the call. On the 32-core H200 host, 3 to 8 threads: 338-749 ns a round against
+ *    523-892 ns before (0.18-0.31x OpenMP against 0.31-0.44x; bench/RESULTS.md).
  *  - LINES, 8 workers and up: they wake on the publish line, one store read by all, and answer on
- *    their own lines, which thread 0 scans with independent loads (32 threads on the H200 host:
- *    1.2-1.5 us against 7.3 us with one shared count).
+ *    their own lines, which thread 0 scans with independent loads. From there on thread 0's stores
+ *    to every slot cost more than the shared wake-up (SPINNING, same host: 792 ns at 16 threads
+ *    against 1,152 ns with slots, 903 against 2,631 at 32; 7.5 us with one shared count).
  */
 typedef enum host_join_t { host_join_shared_k, host_join_slots_k, host_join_lines_k } host_join_t;
 
