@@ -67,14 +67,14 @@ fi
 note "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(git -C "$ROOT" log -1 --format=%h 2>/dev/null)"
 
 # 1. Text towers against the peers.
-step bench_text "$LOGS/bench.log" optional timeout 90 python3 "$ROOT/bench/bench_text.py" \
+step bench_text "$LOGS/bench.log" optional timeout 85 python3 "$ROOT/bench/bench_text.py" \
     --binary "$BUILD/bench/bench_text" --threads "$THREADS" --seconds 0.4 --cases uform3:64 --batches 1,50
 grep -E '^(case|uform3)' "$LOGS/bench.log" | sed 's/^/  /' >>"$SUMMARY"
 
 # 2. Image towers against the peers, model only, batch 50: one step per shape.
 for shape in vit-s16 vit-b16; do
-    box=40
-    [[ $shape == vit-b16 ]] && box=60
+    box=45
+    [[ $shape == vit-b16 ]] && box=75
     step "bench_image_model $shape" "$LOGS/bench.log" optional timeout $box python3 "$ROOT/bench/bench_image_model.py" \
         --binary "$BUILD/bench/bench_image_model" --threads "$THREADS" --seconds 0.4 --min-calls 1 \
         --shapes "$shape" --modes model --batches 50
