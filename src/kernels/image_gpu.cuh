@@ -9,7 +9,7 @@
  *  leaves them) normalised as torchvision does in f32, `(v / 255 - mean[c]) / std[c]`, and laid out
  *  as the patch matrix [images patches][depth]: patch (gy, gx) of an image is row gy grid + gx, its
  *  columns in the Conv2d weight's (channel, row, column) order, zero past `3 p p` up to `depth` (a
- *  multiple of 8, so every row of the product is 16-byte aligned). One thread per output element.
+ *  multiple of 8, so every row of the product is 16-byte aligned). One block per patch row.
  *
  *  `assemble`: the residual stream x [images sequence][dim] from the patch product (bias already
  *  added by its epilogue): `prefix` rows ([CLS] then the register tokens, f32) first, then each
@@ -29,65 +29,56 @@ template <> __device__ __forceinline__ float store<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <> __device__ __forceinline__ __half store<__half>(float v) { return __float2half_rn(v); }
 
+/** One block per patch row (image, patch), its threads over the row's `depth` columns. */
 template <typename T>
-__device__ void patches(T *out, uint8_t const *pixels, unsigned long long rows, int side, int patch, int grid, int depth,
-                        float mean0, float mean1, float mean2, float std0, float std1, float std2) {
-    unsigned long long const total = rows * (unsigned long long)depth;
-    unsigned long long const stride = (unsigned long long)gridDim.x * blockDim.x;
-    int const area = patch * patch, patches_per_image = grid * grid;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        unsigned long long const row = i / (unsigned long long)depth;
-        int const column = (int)(i % (unsigned long long)depth);
+__device__ void patches(T *out, uint8_t const *pixels, int side, int patch, int grid, int depth, float mean0,
+                        float mean1, float mean2, float std0, float std1, float std2) {
+    int const row = blockIdx.x, area = patch * patch, patches_per_image = grid * grid;
+    int const image = row / patches_per_image, local = row % patches_per_image;
+    int const gy = local / grid, gx = local % grid;
+    uint8_t const *origin = pixels + ((size_t)image * side + (size_t)gy * patch) * 3 * side + (size_t)gx * patch * 3;
+    T *target = out + (size_t)row * depth;
+    for (int column = threadIdx.x; column < depth; column += blockDim.x) {
         float value = 0.f;
         if (column < 3 * area) {
-            unsigned long long const image = row / (unsigned long long)patches_per_image;
-            int const local = (int)(row % (unsigned long long)patches_per_image);
-            int const gy = local / grid, gx = local % grid;
             int const channel = column / area, y = column % area / patch, x = column % patch;
-            uint8_t const v = pixels[(image * (unsigned long long)side + (unsigned long long)(gy * patch + y)) * 3ull *
-                                         (unsigned long long)side +
-                                     (unsigned long long)((gx * patch + x) * 3 + channel)];
+            float const v = (float)origin[(size_t)y * 3 * side + x * 3 + channel];
             float const mean = channel == 0 ? mean0 : channel == 1 ? mean1 : mean2;
             float const deviation = channel == 0 ? std0 : channel == 1 ? std1 : std2;
-            value = (__fdiv_rn((float)v, 255.f) - mean) / deviation;
+            value = __fdiv_rn(__fdiv_rn(v, 255.f) - mean, deviation);
         }
-        out[i] = store<T>(value);
+        target[column] = store<T>(value);
     }
 }
 
+/** One block per token row (image, t), its threads over `dim`. */
 template <typename T>
-__device__ void assemble(T *x, T const *embedded, float const *position, float const *prefix, int images, int sequence,
+__device__ void assemble(T *x, T const *embedded, float const *position, float const *prefix, int sequence,
                          int prefix_rows, int dim) {
-    unsigned long long const total = (unsigned long long)images * (unsigned long long)sequence * (unsigned long long)dim;
-    unsigned long long const stride = (unsigned long long)gridDim.x * blockDim.x;
-    int const patches = sequence - prefix_rows;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        unsigned long long const row = i / (unsigned long long)dim;
-        int const column = (int)(i % (unsigned long long)dim);
-        int const image = (int)(row / (unsigned long long)sequence), t = (int)(row % (unsigned long long)sequence);
-        float value;
-        if (t < prefix_rows) value = prefix[(size_t)t * dim + column];
-        else {
-            int const p = t - prefix_rows;
-            value = load(embedded[((size_t)image * patches + p) * dim + column]) + position[(size_t)p * dim + column];
-        }
-        x[i] = store<T>(value);
+    int const row = blockIdx.x, image = row / sequence, t = row % sequence, patches = sequence - prefix_rows;
+    T *target = x + (size_t)row * dim;
+    if (t < prefix_rows) {
+        for (int c = threadIdx.x; c < dim; c += blockDim.x) target[c] = store<T>(prefix[(size_t)t * dim + c]);
+        return;
     }
+    int const p = t - prefix_rows;
+    T const *source = embedded + ((size_t)image * patches + p) * dim;
+    float const *pos = position + (size_t)p * dim;
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) target[c] = store<T>(load(source[c]) + pos[c]);
 }
 
 } // namespace uform_image
 
 #define UFORM_IMAGE_KERNELS(T, suffix)                                                                                 \
-    extern "C" __global__ void uform_image_patches_##suffix(T *out, uint8_t const *pixels, unsigned long long rows,  \
-                                                            int side, int patch, int grid, int depth, float mean0,     \
-                                                            float mean1, float mean2, float std0, float std1,          \
-                                                            float std2) {                                              \
-        uform_image::patches<T>(out, pixels, rows, side, patch, grid, depth, mean0, mean1, mean2, std0, std1, std2);    \
+    extern "C" __global__ void uform_image_patches_##suffix(T *out, uint8_t const *pixels, int side, int patch,       \
+                                                            int grid, int depth, float mean0, float mean1,             \
+                                                            float mean2, float std0, float std1, float std2) {         \
+        uform_image::patches<T>(out, pixels, side, patch, grid, depth, mean0, mean1, mean2, std0, std1, std2);          \
     }                                                                                                                  \
     extern "C" __global__ void uform_image_assemble_##suffix(T *x, T const *embedded, float const *position,          \
-                                                             float const *prefix, int images, int sequence,            \
-                                                             int prefix_rows, int dim) {                               \
-        uform_image::assemble<T>(x, embedded, position, prefix, images, sequence, prefix_rows, dim);                    \
+                                                             float const *prefix, int sequence, int prefix_rows,       \
+                                                             int dim) {                                                \
+        uform_image::assemble<T>(x, embedded, position, prefix, sequence, prefix_rows, dim);                           \
     }
 
 UFORM_IMAGE_KERNELS(float, f32)

@@ -151,22 +151,19 @@ static uform_status_t chunk_compute(void *context) {
     int dim = (int)d, heads = (int)c->heads, head = dim / heads;
     float epsilon = (float)c->layer_norm_epsilon;
     {
-        unsigned long long rows = (unsigned long long)(n * P);
         int side = (int)c->image_size, patch = (int)c->patch_size, grid = (int)c->grid, depth = (int)job->depth;
         float m0 = c->mean[0], m1 = c->mean[1], m2 = c->mean[2], s0 = c->std[0], s1 = c->std[1], s2 = c->std[2];
-        void *arguments[] = {(void *)&b->ffn, (void *)&b->pixels, &rows, &side, &patch, &grid, &depth,
+        void *arguments[] = {(void *)&b->ffn, (void *)&b->pixels, &side, &patch, &grid, &depth,
                              &m0, &m1, &m2, &s0, &s1, &s2};
-        CHECK_STEP(vram_launch(e, copy->image_patches, "image_patches", elementwise_grid(rows * (unsigned long long)depth),
-                               256, 0, arguments));
+        CHECK_STEP(vram_launch(e, copy->image_patches, "image_patches", (unsigned)(n * P), 256, 0, arguments));
     }
     CHECK_STEP(vram_gemm(e, "gemm patches", n * P, d, job->depth, b->ffn, copy->w.patch_weight, copy->w.patch_bias, 0,
                          b->tmp, uform_lt_epilogue_bias_k));
     {
-        int images = (int)n, sequence = (int)S, prefix_rows = (int)(1 + c->reg_tokens);
-        void *arguments[] = {(void *)&b->x, (void *)&b->tmp, &copy->w.patch_position, &copy->w.prefix, &images,
-                             &sequence, &prefix_rows, &dim};
-        CHECK_STEP(vram_launch(e, copy->image_assemble, "image_assemble",
-                               elementwise_grid((unsigned long long)T * (unsigned long long)d), 256, 0, arguments));
+        int sequence = (int)S, prefix_rows = (int)(1 + c->reg_tokens);
+        void *arguments[] = {(void *)&b->x, (void *)&b->tmp, &copy->w.patch_position, &copy->w.prefix, &sequence,
+                             &prefix_rows, &dim};
+        CHECK_STEP(vram_launch(e, copy->image_assemble, "image_assemble", (unsigned)T, 128, 0, arguments));
     }
     int exact = job->tower->weights_dtype == uform_dtype_f32_k;
     for (size_t l = 0; l < c->layers_count; ++l) {

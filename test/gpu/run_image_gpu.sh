@@ -7,6 +7,10 @@
 #
 #   bash test/gpu/run_image_gpu.sh [--bench-only] [--no-compile] [--batches 1,50,256] [--seconds 1]
 #
+# Required: the build, test_encode_images_gpu, the PyTorch check and test_encode_gpu (the text towers
+# share the machinery); the rest (surfaces, profile, benchmarks, memcheck, torch.compile) runs while
+# the budget lasts.
+#
 # Needs the carried Debian packages (build-gpu/device-deps, see run_device.sh) and, for the `uform`
 # package's ImageEncoder, a wheel at .dev-wheels/uform-*.whl or .whl/uform-*.whl (installed --no-deps
 # into the build tree) unless python3 already imports uform.
@@ -64,9 +68,12 @@ if [[ -f $BUILD/CMakeCache.txt ]] && ! grep -q "^CMAKE_HOME_DIRECTORY:INTERNAL=$
 fi
 [[ -f $BUILD/build.ninja ]] && note "build: reusing $BUILD (incremental)"
 if ! step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" ||
-    ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_images_gpu bench_image_gpu uform_cli uform; then
+    ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_images_gpu test_encode_gpu bench_image_gpu uform_cli uform; then
     tail -40 "$LOGS/build.log"; cat "$SUMMARY"; exit 1
 fi
+# Optional steps run only while the budget lasts (BUDGET seconds from the start, 270 by default).
+BUDGET=${BUDGET:-270}
+time_left() { (( $(date +%s) - START < BUDGET - ${1:-0} )); }
 if [[ $BENCH_ONLY == 0 ]]; then
     rm -rf "$BUILD/image-dump"
     step test_encode_images_gpu "$LOGS/tests.log" required timeout 300 "$BUILD/test/test_encode_images_gpu" --dump "$BUILD/image-dump"
@@ -74,6 +81,10 @@ if [[ $BENCH_ONLY == 0 ]]; then
         sed 's/^/  /' | tee -a "$SUMMARY"
     step torch_check "$LOGS/tests.log" required timeout 200 python3 "$ROOT/test/encode_images/gpu_torch_check.py" "$BUILD/image-dump"
     grep -E '^torch-cuda|Error|error' "$LOGS/tests.log" | tail -12 | sed 's/^/  /' | tee -a "$SUMMARY"
+    # The text towers share the machinery this branch lifted into vram_tower.c: their test too.
+    step test_encode_gpu "$LOGS/tests.log" required timeout 240 "$BUILD/test/test_encode_gpu"
+    grep -E 'cosine|bad text|limit:|scratch held|three calls|passed|FAILED|CHECK' "$LOGS/tests.log" | tail -16 |
+        sed 's/^/  text: /' | tee -a "$SUMMARY"
     # The surfaces: the CLI on one photo, and Python's get_model(device='cuda') against device='cpu'.
     PHOTO=$ROOT/test/image/photos/franz-kafka.jpg
     if [[ -x $BUILD/uform ]]; then
@@ -96,20 +107,25 @@ print(f'python get_model device=cuda vs cpu: cosine {c:.7f}')
 sys.exit(0 if c >= 0.99999 else 1)"
         grep -E '^python|Error' "$LOGS/tests.log" | tail -3 | sed 's/^/  /' | tee -a "$SUMMARY"
     fi
-    step memcheck "$LOGS/sanitizer.log" optional timeout 240 compute-sanitizer --error-exitcode 99 --leak-check full \
-        "$BUILD/bench/bench_image_gpu" --shape vit-s16 --mode whole --batch 2 --seconds 0 --min-calls 1
-    grep -E 'ERROR SUMMARY|LEAK SUMMARY|images/s' "$LOGS/sanitizer.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 fi
+note "elapsed so far: $(($(date +%s) - START)) s"
 # Where the time goes at batch 256 (every step synchronised and timed).
 for shape in vit-s16 vit-b16; do
     UFORM_GPU_PROFILE=1 timeout 60 "$BUILD/bench/bench_image_gpu" --shape "$shape" --batch 256 --seconds 0.3 --min-calls 2 2>&1 |
         sed "s/^/  profile $shape: /" | tee -a "$SUMMARY"
 done
-note "elapsed so far: $(($(date +%s) - START)) s"
-step bench "$LOGS/bench.log" optional timeout 200 python3 "$ROOT/bench/bench_image_gpu.py" --binary "$BUILD/bench/bench_image_gpu" \
-    --seconds "$SECONDS_PER" --batches "$BATCHES" --modes model --compile-batches "$COMPILE" --compile-timeout 90
-step bench_whole "$LOGS/bench.log" optional timeout 80 python3 "$ROOT/bench/bench_image_gpu.py" --binary "$BUILD/bench/bench_image_gpu" \
-    --seconds "$SECONDS_PER" --batches 50,256 --modes whole
+time_left 60 && step bench "$LOGS/bench.log" optional timeout $((BUDGET - $(date +%s) + START)) python3 "$ROOT/bench/bench_image_gpu.py" \
+    --binary "$BUILD/bench/bench_image_gpu" --seconds "$SECONDS_PER" --batches "$BATCHES" --modes model
+time_left 40 && step bench_whole "$LOGS/bench.log" optional timeout 60 python3 "$ROOT/bench/bench_image_gpu.py" \
+    --binary "$BUILD/bench/bench_image_gpu" --seconds "$SECONDS_PER" --batches 256 --modes whole
+if [[ $BENCH_ONLY == 0 ]] && time_left 20; then
+    step memcheck "$LOGS/sanitizer.log" optional timeout 120 compute-sanitizer --error-exitcode 99 --leak-check full \
+        "$BUILD/bench/bench_image_gpu" --shape vit-s16 --mode whole --batch 2 --seconds 0 --min-calls 1
+    grep -E 'ERROR SUMMARY|LEAK SUMMARY|images/s' "$LOGS/sanitizer.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+fi
+[[ -n $COMPILE ]] && time_left 0 && step bench_compile "$LOGS/bench.log" optional timeout 100 python3 "$ROOT/bench/bench_image_gpu.py" \
+    --binary "$BUILD/bench/bench_image_gpu" --seconds "$SECONDS_PER" --batches "$COMPILE" --modes model --shapes vit-s16 \
+    --compile-batches "$COMPILE" --compile-timeout 80
 grep -vE '^====' "$LOGS/bench.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 note "elapsed: $(($(date +%s) - START)) s"
 note "$([[ $FAILED == 0 ]] && echo 'all required steps passed' || echo 'SOME REQUIRED STEPS FAILED')"
