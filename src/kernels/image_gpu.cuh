@@ -15,19 +15,12 @@
  *  added by its epilogue): `prefix` rows ([CLS] then the register tokens, f32) first, then each
  *  patch's product plus its position embedding (f32), as the package's ImageEncoder does.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
+#include <stdint.h> // text_gpu.cuh (which kernels.cu includes first) brings cuda_bf16.h, cuda_fp16.h and uform_text
 
 namespace uform_image {
 
-__device__ __forceinline__ float load(float v) { return v; }
-__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float load(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T store(float v);
-template <> __device__ __forceinline__ float store<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ __half store<__half>(float v) { return __float2half_rn(v); }
+using uform_text::load; // text_gpu.cuh's conversions (kernels.cu includes it first)
+using uform_text::store;
 
 /** One block per patch row (image, patch), its threads over the row's `depth` columns. */
 template <typename T>

@@ -79,20 +79,12 @@ static void image_layout(vram_image_t *image, void const *tower_, vram_weights_t
     w->norm_gamma = vram_image_vector(image, &tower->norm_weight, d, uform_dtype_f32_k);
     w->norm_beta = vram_image_vector(image, &tower->norm_bias, d, uform_dtype_f32_k);
     w->projection = vram_image_matrix(image, &tower->projection, c->embedding_dimensions, d, dtype);
-    size_t matrix = d * d * element;
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
         vram_layer_t *out = &layers[l];
-        out->qkv_weight = vram_image_take(image, 3 * matrix);
-        if (image->bytes) {
-            memcpy(image->bytes + out->qkv_weight, layer->query_weight.data, matrix);
-            memcpy(image->bytes + out->qkv_weight + matrix, layer->key_weight.data, matrix);
-            memcpy(image->bytes + out->qkv_weight + 2 * matrix, layer->value_weight.data, matrix);
-        }
-        out->qkv_bias = vram_image_take(image, 3 * d * element);
-        vram_image_vector_at(image, out->qkv_bias, &layer->query_bias, d, dtype);
-        vram_image_vector_at(image, out->qkv_bias + d * element, &layer->key_bias, d, dtype);
-        vram_image_vector_at(image, out->qkv_bias + 2 * d * element, &layer->value_bias, d, dtype);
+        uform_tensor_t const *const weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
+        uform_tensor_t const *const biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+        vram_image_qkv(image, weights, biases, d, dtype, &out->qkv_weight, &out->qkv_bias);
         folded(image, &layer->out_weight, &layer->out_bias, &layer->ls1, d, d, dtype, &out->output_weight, &out->output_bias);
         out->norm1_gamma = vram_image_vector(image, &layer->norm1_weight, d, uform_dtype_f32_k);
         out->norm1_beta = vram_image_vector(image, &layer->norm1_bias, d, uform_dtype_f32_k);

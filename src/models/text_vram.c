@@ -57,20 +57,12 @@ static void text_layout(vram_image_t *image, void const *tower_, vram_weights_t 
     weights->embed_beta = vram_image_vector(image, &tower->embedding_norm_bias, hidden, uform_dtype_f32_k);
     weights->projection =
         tower->projection.data ? vram_image_matrix(image, &tower->projection, tower->embedding_dimensions, hidden, dtype) : 0;
-    size_t matrix = hidden * hidden * element_size(dtype);
     for (size_t l = 0; l < tower->layers_count; ++l) {
         uform_text_layer_t const *layer = &tower->layers[l];
         vram_layer_t *out = &layers[l];
-        out->qkv_weight = vram_image_take(image, 3 * matrix);
-        if (image->bytes) {
-            memcpy(image->bytes + out->qkv_weight, layer->query_weight.data, matrix);
-            memcpy(image->bytes + out->qkv_weight + matrix, layer->key_weight.data, matrix);
-            memcpy(image->bytes + out->qkv_weight + 2 * matrix, layer->value_weight.data, matrix);
-        }
-        out->qkv_bias = vram_image_take(image, 3 * hidden * element_size(dtype));
-        vram_image_vector_at(image, out->qkv_bias, &layer->query_bias, hidden, dtype);
-        vram_image_vector_at(image, out->qkv_bias + hidden * element_size(dtype), &layer->key_bias, hidden, dtype);
-        vram_image_vector_at(image, out->qkv_bias + 2 * hidden * element_size(dtype), &layer->value_bias, hidden, dtype);
+        uform_tensor_t const *const weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
+        uform_tensor_t const *const biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
+        vram_image_qkv(image, weights, biases, hidden, dtype, &out->qkv_weight, &out->qkv_bias);
         out->output_weight = vram_image_matrix(image, &layer->attention_output_weight, hidden, hidden, dtype);
         out->output_bias = vram_image_vector(image, &layer->attention_output_bias, hidden, dtype);
         out->norm1_gamma = vram_image_vector(image, &layer->attention_norm_weight, hidden, uform_dtype_f32_k);

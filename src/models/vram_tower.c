@@ -48,6 +48,17 @@ size_t vram_image_vector(vram_image_t *image, uform_tensor_t const *tensor, size
     return offset;
 }
 
+void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3], uform_tensor_t const *const biases[3],
+                    size_t width, uform_dtype_t dtype, CUdeviceptr *weight_at, CUdeviceptr *bias_at) {
+    size_t matrix = width * width * element_size(dtype), vector = width * element_size(dtype);
+    *weight_at = vram_image_take(image, 3 * matrix);
+    *bias_at = vram_image_take(image, 3 * vector);
+    for (size_t i = 0; i < 3; ++i) {
+        if (image->bytes) memcpy(image->bytes + *weight_at + i * matrix, weights[i]->data, matrix);
+        vram_image_vector_at(image, *bias_at + i * vector, biases[i], width, dtype);
+    }
+}
+
 /* ---- Copies ---- */
 
 static void copy_release(vram_tower_t *vram, vram_copy_t *copy) {

@@ -120,6 +120,10 @@ void vram_image_vector_at(vram_image_t *image, size_t offset, uform_tensor_t con
 /** Reserves and writes an f32 vector converted to `dtype`; returns the offset. */
 size_t vram_image_vector(vram_image_t *image, uform_tensor_t const *tensor, size_t count, uform_dtype_t dtype);
 
+/** Q, K and V stacked: one [3 width][width] matrix and one [3 width] bias (in `dtype`), so one product makes all three. */
+void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3], uform_tensor_t const *const biases[3],
+                    size_t width, uform_dtype_t dtype, CUdeviceptr *weight_at, CUdeviceptr *bias_at);
+
 /** Lays a tower out into `image` (from `image->used` 0; copying when `image->bytes` is set): offsets
  *  into `weights` and `layers` (`layers_count` of them). */
 typedef void (*vram_layout_t)(vram_image_t *image, void const *tower, vram_weights_t *weights, vram_layer_t *layers);
