@@ -51,6 +51,7 @@ typedef struct image_job_t {
     uform_image_scratch_t *scratches; /**< [threads] */
     size_t threads;
     uint8_t *rgb;                 /**< [count][per_image]; the encoded ones packed to the front after decoding. */
+    int rgb_pinned;               /**< `rgb` is the tower's pinned staging buffer (else malloc'd). */
     uform_status_t *items;        /**< [count] decoding statuses. */
     size_t encoded;
     size_t *order;                /**< [encoded] original indices. */
@@ -73,7 +74,9 @@ static void job_free(image_job_t *job) {
     if (!job) return;
     if (job->scratches)
         for (size_t t = 0; t < job->threads; ++t) uform_image_scratch_free(&job->scratches[t]);
-    free(job->scratches), free(job->rgb), free(job->items), free(job->order), free(job->offsets);
+    if (job->rgb_pinned) vram_staging_give(job->vram, job->rgb);
+    else free(job->rgb);
+    free(job->scratches), free(job->items), free(job->order), free(job->offsets);
     free(job->chunk_offsets), free(job->host_rows), free(job->shares);
     free(job);
 }
@@ -213,8 +216,10 @@ static uform_status_t enqueue_chunk(image_job_t *job, vram_share_t *share, image
                                     size_t end) {
     uform_cuda_t const *cuda = job->vram->cuda;
     size_t n = end - first;
+    double start = vram_profiling() ? (cuda->StreamSynchronize(share->stream), uform_now_seconds()) : 0;
     CUresult result = cuda->MemcpyHtoDAsync(b->pixels, job->rgb + first * job->per_image, n * job->per_image, share->stream);
     if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->offsets, job->chunk_offsets, (n + 1) * 4, share->stream);
+    if (vram_profiling()) cuda->StreamSynchronize(share->stream), vram_profile_add("upload pixels", uform_now_seconds() - start);
     if (result != CUDA_SUCCESS) return vram_launch_failed(result, VERB, "cuMemcpyHtoDAsync", share->copy->ordinal);
     vram_exec_t e = {.vram = job->vram, .copy = share->copy, .stream = share->stream, .workspace = b->workspace,
                      .workspace_bytes = job->workspace, .verb = VERB};
@@ -278,7 +283,9 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     /* 1. Decode on the decoder threads. */
     job->threads = description.threads_count ? description.threads_count : 1;
     job->scratches = (uform_image_scratch_t *)calloc(job->threads, sizeof(uform_image_scratch_t));
-    job->rgb = (uint8_t *)malloc(count * job->per_image);
+    job->rgb = (uint8_t *)vram_staging_take(job->vram, count * job->per_image);
+    job->rgb_pinned = job->rgb != NULL;
+    if (!job->rgb) job->rgb = (uint8_t *)malloc(count * job->per_image);
     job->items = (uform_status_t *)calloc(count, sizeof(uform_status_t));
     if (!job->scratches || !job->rgb || !job->items) {
         status = uform_fail(uform_status_out_of_memory_k, VERB ": no memory for the pixels of %zu images", count);
@@ -286,8 +293,10 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     }
     uform_call_t decode = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k, .tasks = count,
                            .task = decode_task, .context = job};
+    double decode_start = uform_now_seconds();
     status = uform_executor_call(executor, &decode, NULL);
     if (status != uform_status_ok_k) goto refused;
+    if (vram_profiling()) vram_profile_add("decode (host)", uform_now_seconds() - decode_start);
     for (size_t i = 0; i < count; ++i)
         if (job->items[i] != uform_status_ok_k && !statuses) {
             /* Decode it again here for the message. */

@@ -83,9 +83,49 @@ size_t uform_text_vram_copies(struct uform_model_s const *model) {
     return model && model->vram ? ((vram_tower_t const *)model->vram)->count : 0;
 }
 
+/** Frees the staging buffer in the first copy's context (pinned memory belongs to a context). */
+static void staging_release(vram_tower_t *vram) {
+    if (!vram->staging) return;
+    CUcontext previous = NULL;
+    if (vram->count && vram->copies[0].context && vram->cuda->CtxPushCurrent(vram->copies[0].context) == CUDA_SUCCESS) {
+        vram->cuda->MemFreeHost(vram->staging);
+        vram->cuda->CtxPopCurrent(&previous);
+    }
+    vram->staging = NULL, vram->staging_bytes = 0;
+}
+
+void *vram_staging_take(vram_tower_t *vram, size_t bytes) {
+    void *buffer = NULL;
+    pthread_mutex_lock(&vram->staging_lock);
+    if (!vram->staging_lent && vram->count && vram->copies[0].context) {
+        if (vram->staging_bytes < bytes) {
+            staging_release(vram);
+            CUcontext previous = NULL;
+            if (vram->cuda->CtxPushCurrent(vram->copies[0].context) == CUDA_SUCCESS) {
+                size_t grown = bytes + bytes / 4; /* room for a somewhat larger batch next time */
+                if (vram->cuda->MemHostAlloc(&vram->staging, grown, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS)
+                    vram->staging_bytes = grown;
+                else vram->staging = NULL;
+                vram->cuda->CtxPopCurrent(&previous);
+            }
+        }
+        if (vram->staging) buffer = vram->staging, vram->staging_lent = 1;
+    }
+    pthread_mutex_unlock(&vram->staging_lock);
+    return buffer;
+}
+
+void vram_staging_give(vram_tower_t *vram, void *buffer) {
+    pthread_mutex_lock(&vram->staging_lock);
+    if (buffer && buffer == vram->staging) vram->staging_lent = 0;
+    pthread_mutex_unlock(&vram->staging_lock);
+}
+
 void uform_text_vram_free(struct uform_model_s *model) {
     vram_tower_t *vram = model ? (vram_tower_t *)model->vram : NULL;
     if (!vram) return;
+    staging_release(vram);
+    pthread_mutex_destroy(&vram->staging_lock);
     for (size_t i = 0; i < vram->count; ++i) copy_release(vram, &vram->copies[i]);
     free(vram->copies);
     free(vram);
@@ -223,6 +263,7 @@ uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t
         return uform_fail(uform_status_out_of_memory_k, "uform_model_open: out of memory");
     }
     vram->cuda = cuda, vram->lt = lt;
+    pthread_mutex_init(&vram->staging_lock, NULL);
     vram->suffix = dtype == uform_dtype_f32_k ? 0 : dtype == uform_dtype_bf16_k ? 1 : 2;
     vram->lt_type = vram->suffix == 0 ? uform_lt_r_32f_k : vram->suffix == 1 ? uform_lt_r_16bf_k : uform_lt_r_16f_k;
     model->vram = vram;
@@ -278,7 +319,7 @@ int vram_profiling(void) {
     return vram_profile;
 }
 
-static void profile_add(char const *name, double seconds) {
+void vram_profile_add(char const *name, double seconds) {
     pthread_mutex_lock(&vram_profile_lock);
     for (size_t i = 0; i < VRAM_PROFILE_STEPS; ++i)
         if (!vram_profile_names[i] || !strcmp(vram_profile_names[i], name)) {
@@ -308,7 +349,7 @@ uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const
     double start = 0;
     if (vram_profiling()) e->vram->cuda->StreamSynchronize(e->stream), start = uform_now_seconds();
     CUresult result = e->vram->cuda->LaunchKernel(function, grid, 1, 1, block, 1, 1, shared, e->stream, arguments, NULL);
-    if (vram_profiling()) e->vram->cuda->StreamSynchronize(e->stream), profile_add(name, uform_now_seconds() - start);
+    if (vram_profiling()) e->vram->cuda->StreamSynchronize(e->stream), vram_profile_add(name, uform_now_seconds() - start);
     return result == CUDA_SUCCESS ? uform_status_ok_k : vram_launch_failed(result, e->verb, name, e->copy->ordinal);
 }
 
@@ -392,7 +433,7 @@ uform_status_t vram_gemm(vram_exec_t const *e, char const *label, size_t m, size
     double start = uform_now_seconds();
     uform_status_t status = gemm_run(e, m, n, k, a, w, bias, residual, d, epilogue);
     e->vram->cuda->StreamSynchronize(e->stream);
-    profile_add(label, uform_now_seconds() - start);
+    vram_profile_add(label, uform_now_seconds() - start);
     return status;
 }
 

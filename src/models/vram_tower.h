@@ -92,6 +92,11 @@ typedef struct vram_tower_t {
     vram_copy_t *copies;
     int lt_type; /**< CUDA_R_* of the activations and weights. */
     int suffix;  /**< 0 f32, 1 bf16, 2 f16. */
+    /* A pinned host buffer for uploads (image towers' 8-bit crops), lent to one job at a time. */
+    pthread_mutex_t staging_lock;
+    void *staging;
+    size_t staging_bytes;
+    int staging_lent;
 } vram_tower_t;
 
 #define CHECK_STEP(expression)                                                                                         \
@@ -134,6 +139,13 @@ typedef void (*vram_layout_t)(vram_image_t *image, void const *tower, vram_weigh
  *  nothing stays allocated. */
 uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t const *options, void const *tower,
                                size_t layers_count, uform_dtype_t dtype, vram_layout_t layout);
+
+/** @brief The tower's pinned host buffer, grown to at least `bytes` (kept until the model is freed),
+ *  for one job at a time: uploads from it run at the bus's speed, not through the driver's staging.
+ *  NULL when another job holds it or the driver cannot pin that much: the caller then uses malloc. */
+void *vram_staging_take(vram_tower_t *vram, size_t bytes);
+/** @brief Returns the buffer `vram_staging_take` lent. */
+void vram_staging_give(vram_tower_t *vram, void *buffer);
 
 /* ---- One device's work ---- */
 
@@ -186,6 +198,9 @@ uform_status_t vram_graph(vram_exec_t const *e, uint64_t const key[12], uform_st
 
 /** Whether UFORM_GPU_PROFILE=1 is set: each step runs synchronised and timed (graphs off). */
 int vram_profiling(void);
+
+/** Adds `seconds` to the profile's step `name` (a string that outlives the process's report). */
+void vram_profile_add(char const *name, double seconds);
 
 /* ---- Jobs ---- */
 
