@@ -225,6 +225,7 @@ int main(int argc, char **argv) {
 
     /* Output options: truncation, normalisation, bf16 rows with a stride; against the CPU with the same. */
     uform_model_t gpu = open_model(towers[2], uform_residency_vram_k, uform_dtype_f32_k, &one);
+    CHECK_FATAL(gpu != NULL);
     {
         uform_model_t cpu = open_model(towers[2], uform_residency_ram_k, uform_dtype_f32_k, NULL);
         size_t stride = 160;
