@@ -353,6 +353,51 @@ uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const
     return result == CUDA_SUCCESS ? uform_status_ok_k : vram_launch_failed(result, e->verb, name, e->copy->ordinal);
 }
 
+/** Set on the capturing thread while `vram_graph` captures: nothing may synchronise then. */
+static _Thread_local int vram_capturing;
+
+#define VRAM_TUNE_CANDIDATES 8
+
+/** With UFORM_GPU_AUTOTUNE=1, the first product of a shape times up to 8 of cuBLASLt's heuristic
+ *  candidates (three runs each, on the stream, between events) and keeps the fastest; otherwise the
+ *  heuristic's first. Every run computes the same D from inputs D does not alias, so the product's
+ *  result is the same whichever ran last. */
+static int autotuning(void) {
+    static int tune = -1;
+    if (tune < 0) {
+        char const *value = getenv("UFORM_GPU_AUTOTUNE");
+        tune = value && *value && *value != '0';
+    }
+    return tune;
+}
+
+static int pick_fastest(vram_exec_t const *e, uform_lt_heuristic_t const *candidates, int count, uform_lt_desc_t desc,
+                        uform_lt_layout_t la, uform_lt_layout_t lb, uform_lt_layout_t lc, void const *alpha,
+                        void const *beta, CUdeviceptr a, CUdeviceptr w, CUdeviceptr c, CUdeviceptr d) {
+    uform_cuda_t const *cuda = e->vram->cuda;
+    uform_cublaslt_t const *lt = e->vram->lt;
+    CUevent start = NULL, stop = NULL;
+    int best = 0;
+    float best_ms = 0;
+    if (cuda->EventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) start = NULL;
+    if (start && cuda->EventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) stop = NULL;
+    for (int i = 0; i < count && start && stop; ++i) {
+        int failed = cuda->EventRecord(start, e->stream) != CUDA_SUCCESS;
+        for (int r = 0; r < 3 && !failed; ++r)
+            failed = lt->Matmul(e->copy->lt, desc, alpha, (void const *)(uintptr_t)w, la, (void const *)(uintptr_t)a, lb,
+                                beta, (void const *)(uintptr_t)c, lc, (void *)(uintptr_t)d, lc, &candidates[i].algo,
+                                (void *)(uintptr_t)e->workspace, e->workspace_bytes, e->stream) != 0;
+        float ms = 0;
+        if (!failed) failed = cuda->EventRecord(stop, e->stream) != CUDA_SUCCESS ||
+                              cuda->EventSynchronize(stop) != CUDA_SUCCESS ||
+                              cuda->EventElapsedTime(&ms, start, stop) != CUDA_SUCCESS;
+        if (!failed && (i == 0 || ms < best_ms)) best = i, best_ms = ms;
+    }
+    if (start) cuda->EventDestroy(start);
+    if (stop) cuda->EventDestroy(stop);
+    return best;
+}
+
 /** In cuBLASLt's column-major terms: D^T (n x m) = W (n x k) A^T (k x m). */
 static uform_status_t gemm_run(vram_exec_t const *e, size_t m, size_t n, size_t k, CUdeviceptr a, CUdeviceptr w,
                                CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d, int epilogue) {
@@ -389,19 +434,26 @@ static uform_status_t gemm_run(vram_exec_t const *e, size_t m, size_t n, size_t 
     }
     if (!lt_status && !found) {
         uint64_t workspace = e->workspace_bytes;
-        uform_lt_heuristic_t heuristic;
-        int returned = 0;
+        uform_lt_heuristic_t candidates[VRAM_TUNE_CANDIDATES];
+        int returned = 0, tune = autotuning() && !vram_capturing && !vram_profiling();
         lt_status = lt->MatmulPreferenceCreate(&preference);
         if (!lt_status)
             lt_status = lt->MatmulPreferenceSetAttribute(preference, uform_lt_pref_max_workspace_k, &workspace, sizeof workspace);
         if (!lt_status)
-            lt_status = lt->MatmulAlgoGetHeuristic(copy->lt, desc, la, lb, lc, lc, preference, 1, &heuristic, &returned);
+            lt_status = lt->MatmulAlgoGetHeuristic(copy->lt, desc, la, lb, lc, lc, preference,
+                                                   tune ? VRAM_TUNE_CANDIDATES : 1, candidates, &returned);
         if (!lt_status && returned < 1) {
             status = uform_fail(uform_status_unsupported_k,
                                 "%s: cuBLASLt has no algorithm for a %zu x %zu x %zu product on device %d", e->verb, m,
                                 n, k, (int)copy->ordinal);
         } else if (!lt_status) {
-            algo = heuristic.algo, found = 1;
+            int chosen = 0;
+            if (tune && returned > 1) {
+                float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+                chosen = pick_fastest(e, candidates, returned, desc, la, lb, lc, &alpha, &beta, a, w,
+                                      residual ? residual : d, d);
+            }
+            algo = candidates[chosen].algo, found = 1;
             pthread_mutex_lock(&copy->lock);
             size_t slot = (m * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
             copy->cache[slot] = (vram_algo_t){.m = m, .n = n, .k = k, .workspace = e->workspace_bytes,
@@ -479,7 +531,9 @@ uform_status_t vram_graph(vram_exec_t const *e, uint64_t const key_in[12], uform
     CUgraphExec exec = NULL;
     int captured = 0;
     if (cuda->StreamBeginCapture(e->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
+        vram_capturing = 1;
         uform_status_t status = compute(context);
+        vram_capturing = 0;
         CUresult ended = cuda->StreamEndCapture(e->stream, &graph);
         captured = status == uform_status_ok_k && ended == CUDA_SUCCESS && graph &&
                    cuda->GraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS;
