@@ -174,7 +174,8 @@ static uform_status_t chunk_compute(void *context) {
         CHECK_STEP(ln(e, b->h, b->x, layer->norm1_gamma, layer->norm1_beta, T, dim, epsilon));
         CHECK_STEP(vram_gemm(e, "gemm qkv", T, 3 * d, d, b->h, layer->qkv_weight, layer->qkv_bias, 0, b->qkv,
                              uform_lt_epilogue_bias_k));
-        CHECK_STEP(vram_attention(e, b->h, b->qkv, b->offsets, n, S, heads, head, job->tower->weights_dtype));
+        CHECK_STEP(text_vram_attention(job->vram->cuda, copy, e->stream, job->tower->weights_dtype, b->h, b->qkv, b->offsets,
+                                       n, S, heads, head));
         CHECK_STEP(vram_gemm(e, "gemm out", T, d, d, b->h, layer->output_weight, layer->output_bias, b->x, b->tmp,
                              uform_lt_epilogue_bias_k));
         CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, T, dim, epsilon));

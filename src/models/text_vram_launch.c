@@ -2,7 +2,7 @@
  *  @file   text_vram_launch.c
  *  @brief  One text chunk's pass on a device (text_vram.c describes it): its launches and cuBLASLt
  *          products through vram_tower.c (algorithm cache, graphs, profiling), and the attention
- *          launch (`vram_attention`) that the image towers share.
+ *          launch (`text_vram_attention`) that the image towers share.
  */
 #define _GNU_SOURCE
 #include "models/text_vram_private.h"
@@ -71,10 +71,8 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(gemm(job, share, b, "gemm qkv", tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
                         0, b->qkv, uform_lt_epilogue_bias_k));
-        {
-            vram_exec_t e = exec_of(job, share, b->workspace);
-            CHECK_STEP(vram_attention(&e, b->ctx, b->qkv, b->offsets, texts, longest, heads, head, tower->weights_dtype));
-        }
+        CHECK_STEP(text_vram_attention(job->vram->cuda, copy, share->stream, tower->weights_dtype, b->ctx, b->qkv, b->offsets,
+                                       texts, longest, heads, head));
         CHECK_STEP(gemm(job, share, b, "gemm out", tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
                         layer->output_bias, b->x, b->tmp, uform_lt_epilogue_bias_k));
         {
@@ -145,31 +143,32 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
     return vram_graph(&e, key, chunk_compute, &chunk);
 }
 
-/* ---- Attention, shared with the image towers (vram_tower.h) ---- */
+/* ---- Attention: the kernel choice and geometry (vram_tower.h describes `text_vram_attention`) ---- */
 
-uform_status_t vram_attention(vram_exec_t const *e, CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets,
-                              size_t texts, size_t longest, int heads, int head, uform_dtype_t dtype) {
-    vram_copy_t *copy = e->copy;
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
+                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
+                                   size_t longest, int heads, int head) {
     float scale = (float)(1.0 / sqrt((double)head));
-    /* Attention geometry for this chunk's longest text. */
+    size_t const element = element_size(dtype), optin = (size_t)copy->shared_optin;
+    if (!sequences || !longest) return uform_status_ok_k;
+    /* WMMA 16x16x16 through shared memory: one block of 4 warps per (sequence, head). */
     int padded = (int)align_up(longest, 16);
-    size_t element = element_size(dtype);
-    size_t ldh = (size_t)head + 8, lds = (size_t)(padded > head ? padded : head) + 4, ldp = (size_t)padded + 8;
-    size_t mma_shared = 2 * (size_t)padded * ldh * element +
-                        4 * (16 * lds * 4 + 16 * ldp * element + 16 * 4 + 16 * ldh * element);
-    size_t simt_shared = (longest * (size_t)(head + 1) + longest * (size_t)head + 4 * ((size_t)head + longest)) * 4;
-    int use_mma = copy->attention_mma && head % 16 == 0 && mma_shared <= (size_t)copy->shared_optin &&
-                  !getenv("UFORM_GPU_ATTENTION_SIMT");
-    if (!use_mma && simt_shared > (size_t)copy->shared_optin)
-        return uform_fail(uform_status_unsupported_k,
-                          "%s: attention over %zu tokens with %d-wide heads needs %zu bytes of shared "
-                          "memory; device %d allows %d",
-                          e->verb, longest, head, simt_shared, (int)copy->ordinal, copy->shared_optin);
-    unsigned blocks = (unsigned)(texts * (size_t)heads);
-    if (use_mma) {
+    size_t const ldh = (size_t)head + 8, lds = (size_t)(padded > head ? padded : head) + 4, ldp = (size_t)padded + 8;
+    size_t const mma_shared = 2 * (size_t)padded * ldh * element +
+                              4 * (16 * lds * 4 + 16 * ldp * element + 16 * 4 + 16 * ldh * element);
+    unsigned const blocks = (unsigned)(sequences * (size_t)heads);
+    if (copy->attention_mma && head % 16 == 0 && mma_shared <= optin && !getenv("UFORM_GPU_ATTENTION_SIMT")) {
         void *arguments[] = {&context, &qkv, &offsets, &heads, &head, &scale, &padded};
-        return vram_launch(e, copy->attention_mma, "attention_mma", blocks, 128, (unsigned)mma_shared, arguments);
+        return vram_launch_grid(cuda, stream, copy->ordinal, "attention", copy->attention_mma, "attention_mma", blocks, 1,
+                                128, (unsigned)mma_shared, arguments);
     }
+    size_t const simt_shared = (longest * (size_t)(head + 1) + longest * (size_t)head + 4 * ((size_t)head + longest)) * 4;
+    if (simt_shared > optin)
+        return uform_fail(uform_status_unsupported_k,
+                          "attention over %zu tokens with %d-wide heads needs %zu bytes of shared memory; device %d "
+                          "allows %zu",
+                          longest, head, simt_shared, (int)copy->ordinal, optin);
     void *arguments[] = {&context, &qkv, &offsets, &heads, &head, &scale};
-    return vram_launch(e, copy->attention_simt, "attention_simt", blocks, 128, (unsigned)simt_shared, arguments);
+    return vram_launch_grid(cuda, stream, copy->ordinal, "attention", copy->attention_simt, "attention_simt", blocks, 1, 128,
+                            (unsigned)simt_shared, arguments);
 }

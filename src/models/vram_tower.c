@@ -344,58 +344,119 @@ uform_status_t vram_launch_failed(CUresult result, char const *verb, char const 
                            result, "%s: %s on device %d", verb, what, (int)ordinal);
 }
 
+uform_status_t text_vram_launch_failed(uform_cuda_t const *cuda, CUresult result, char const *what, int32_t ordinal) {
+    (void)cuda;
+    return vram_launch_failed(result, "uform_encode_texts", what, ordinal);
+}
+
+uform_status_t vram_launch_grid(uform_cuda_t const *cuda, CUstream stream, int32_t ordinal, char const *verb,
+                                CUfunction function, char const *name, unsigned grid_x, unsigned grid_y, unsigned block,
+                                unsigned shared, void **arguments) {
+    double start = 0;
+    if (vram_profiling()) cuda->StreamSynchronize(stream), start = uform_now_seconds();
+    CUresult result = cuda->LaunchKernel(function, grid_x, grid_y, 1, block, 1, 1, shared, stream, arguments, NULL);
+    if (vram_profiling()) cuda->StreamSynchronize(stream), vram_profile_add(name, uform_now_seconds() - start);
+    return result == CUDA_SUCCESS ? uform_status_ok_k : vram_launch_failed(result, verb, name, ordinal);
+}
+
 uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const *name, unsigned grid, unsigned block,
                            unsigned shared, void **arguments) {
-    double start = 0;
-    if (vram_profiling()) e->vram->cuda->StreamSynchronize(e->stream), start = uform_now_seconds();
-    CUresult result = e->vram->cuda->LaunchKernel(function, grid, 1, 1, block, 1, 1, shared, e->stream, arguments, NULL);
-    if (vram_profiling()) e->vram->cuda->StreamSynchronize(e->stream), vram_profile_add(name, uform_now_seconds() - start);
-    return result == CUDA_SUCCESS ? uform_status_ok_k : vram_launch_failed(result, e->verb, name, e->copy->ordinal);
+    return vram_launch_grid(e->vram->cuda, e->stream, e->copy->ordinal, e->verb, function, name, grid, 1, block, shared,
+                            arguments);
 }
 
-/** Set on the capturing thread while `vram_graph` captures: nothing may synchronise then. */
+/** Set on the thread while it captures a graph: products then take cuBLASLt's first algorithm
+ *  instead of timing candidates (no synchronisation is allowed during a capture). */
 static _Thread_local int vram_capturing;
+/** Set by `gemm_run` when it timed candidates, so the profile leaves that product out. */
+static _Thread_local int vram_tuned;
 
+/** Products of at least this many multiply-adds time cuBLASLt's candidates on first sight. */
+#define VRAM_TUNE_MACS (1ull << 30)
 #define VRAM_TUNE_CANDIDATES 8
 
-/** With UFORM_GPU_AUTOTUNE=1, the first product of a shape times up to 8 of cuBLASLt's heuristic
- *  candidates (three runs each, on the stream, between events) and keeps the fastest; otherwise the
- *  heuristic's first. Every run computes the same D from inputs D does not alias, so the product's
- *  result is the same whichever ran last. */
-static int autotuning(void) {
-    static int tune = -1;
-    if (tune < 0) {
-        char const *value = getenv("UFORM_GPU_AUTOTUNE");
-        tune = value && *value && *value != '0';
-    }
-    return tune;
+/** Whether to time candidate algorithms (UFORM_GPU_GEMM_TUNE=0 turns it off; read once). */
+static int gemm_tune_value = 1;
+static pthread_once_t gemm_tune_once = PTHREAD_ONCE_INIT;
+static void gemm_tune_read(void) {
+    char const *value = getenv("UFORM_GPU_GEMM_TUNE");
+    gemm_tune_value = !(value && *value == '0');
 }
 
-static int pick_fastest(vram_exec_t const *e, uform_lt_heuristic_t const *candidates, int count, uform_lt_desc_t desc,
-                        uform_lt_layout_t la, uform_lt_layout_t lb, uform_lt_layout_t lc, void const *alpha,
-                        void const *beta, CUdeviceptr a, CUdeviceptr w, CUdeviceptr c, CUdeviceptr d) {
+/** Times each of `count` candidate algorithms on the product itself (one run to warm up, then three
+ *  between events; running it again is harmless, as D never aliases A, W or C) and returns the index
+ *  of the fastest, 0 when timing is impossible. Candidates that fail are passed over. */
+static int gemm_fastest(vram_exec_t const *e, uform_lt_desc_t desc, uform_lt_layout_t la, uform_lt_layout_t lb,
+                        uform_lt_layout_t lc, CUdeviceptr a, CUdeviceptr w, CUdeviceptr residual, CUdeviceptr d,
+                        uform_lt_heuristic_t const *candidates, int count) {
     uform_cuda_t const *cuda = e->vram->cuda;
     uform_cublaslt_t const *lt = e->vram->lt;
     CUevent start = NULL, stop = NULL;
     int best = 0;
-    float best_ms = 0;
+    float best_ms = 0.f;
     if (cuda->EventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) start = NULL;
     if (start && cuda->EventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) stop = NULL;
+    float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
     for (int i = 0; i < count && start && stop; ++i) {
-        int failed = cuda->EventRecord(start, e->stream) != CUDA_SUCCESS;
-        for (int r = 0; r < 3 && !failed; ++r)
-            failed = lt->Matmul(e->copy->lt, desc, alpha, (void const *)(uintptr_t)w, la, (void const *)(uintptr_t)a, lb,
-                                beta, (void const *)(uintptr_t)c, lc, (void *)(uintptr_t)d, lc, &candidates[i].algo,
-                                (void *)(uintptr_t)e->workspace, e->workspace_bytes, e->stream) != 0;
-        float ms = 0;
-        if (!failed) failed = cuda->EventRecord(stop, e->stream) != CUDA_SUCCESS ||
-                              cuda->EventSynchronize(stop) != CUDA_SUCCESS ||
-                              cuda->EventElapsedTime(&ms, start, stop) != CUDA_SUCCESS;
-        if (!failed && (i == 0 || ms < best_ms)) best = i, best_ms = ms;
+        if (candidates[i].state != 0 || candidates[i].workspace_size > e->workspace_bytes) continue;
+        int failed = 0;
+        for (int run = 0; run < 4 && !failed; ++run) {
+            if (run == 1 && cuda->EventRecord(start, e->stream) != CUDA_SUCCESS) failed = 1;
+            failed = failed || lt->Matmul(e->copy->lt, desc, &alpha, (void const *)(uintptr_t)w, la,
+                                          (void const *)(uintptr_t)a, lb, &beta,
+                                          (void const *)(uintptr_t)(residual ? residual : d), lc, (void *)(uintptr_t)d,
+                                          lc, &candidates[i].algo, (void *)(uintptr_t)e->workspace, e->workspace_bytes,
+                                          e->stream) != 0;
+        }
+        float ms = 0.f;
+        if (failed || cuda->EventRecord(stop, e->stream) != CUDA_SUCCESS || cuda->EventSynchronize(stop) != CUDA_SUCCESS ||
+            cuda->EventElapsedTime(&ms, start, stop) != CUDA_SUCCESS) {
+            if (cuda->StreamSynchronize(e->stream) != CUDA_SUCCESS) break; /* a fault: the caller's run reports it */
+            continue;
+        }
+        if (best_ms == 0.f || ms < best_ms) best = i, best_ms = ms;
     }
-    if (start) cuda->EventDestroy(start);
     if (stop) cuda->EventDestroy(stop);
+    if (start) cuda->EventDestroy(start);
     return best;
+}
+
+/** The candidate to use: timed once per shape and power-of-two bucket of m; later m of the bucket look
+ *  for the winner among their own candidates (so it is valid for them) and else take the first. */
+static int gemm_pick(vram_exec_t const *e, size_t m, size_t n, size_t k, int epilogue, CUdeviceptr residual,
+                     uform_lt_desc_t desc, uform_lt_layout_t la, uform_lt_layout_t lb, uform_lt_layout_t lc,
+                     CUdeviceptr a, CUdeviceptr w, CUdeviceptr d, uform_lt_heuristic_t const *candidates, int returned) {
+    vram_copy_t *copy = e->copy;
+    size_t bucket = 0;
+    while (((size_t)1 << bucket) < m) ++bucket;
+    int known = 0, pick = 0;
+    uform_lt_algo_t winner;
+    pthread_mutex_lock(&copy->lock);
+    for (size_t i = 0; i < VRAM_CACHE; ++i) {
+        vram_algo_t const *entry = &copy->tuned[i];
+        if (entry->valid && entry->m == bucket && entry->n == n && entry->k == k && entry->workspace == e->workspace_bytes &&
+            entry->epilogue == epilogue && entry->residual == (residual != 0))
+            winner = entry->algo, known = 1;
+    }
+    pthread_mutex_unlock(&copy->lock);
+    if (known) {
+        for (int i = 0; i < returned; ++i)
+            if (!memcmp(&candidates[i].algo, &winner, sizeof winner)) return i;
+        return 0;
+    }
+    vram_tuned = 1;
+    pick = gemm_fastest(e, desc, la, lb, lc, a, w, residual, d, candidates, returned);
+    pthread_mutex_lock(&copy->lock);
+    size_t slot = (bucket * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
+    for (size_t i = 0; i < VRAM_CACHE; ++i)
+        if (!copy->tuned[i].valid) {
+            slot = i;
+            break;
+        }
+    copy->tuned[slot] = (vram_algo_t){.m = bucket, .n = n, .k = k, .workspace = e->workspace_bytes, .epilogue = epilogue,
+                                      .residual = residual != 0, .valid = 1, .algo = candidates[pick].algo};
+    pthread_mutex_unlock(&copy->lock);
+    return pick;
 }
 
 /** In cuBLASLt's column-major terms: D^T (n x m) = W (n x k) A^T (k x m). */
@@ -435,7 +496,11 @@ static uform_status_t gemm_run(vram_exec_t const *e, size_t m, size_t n, size_t 
     if (!lt_status && !found) {
         uint64_t workspace = e->workspace_bytes;
         uform_lt_heuristic_t candidates[VRAM_TUNE_CANDIDATES];
-        int returned = 0, tune = autotuning() && !vram_capturing && !vram_profiling();
+        int returned = 0;
+        pthread_once(&gemm_tune_once, gemm_tune_read);
+        /* Large products time cuBLASLt's first candidates and keep the fastest: its first pick can be
+         * far from it (UForm3's QKV product ran at about half the up projection's rate on an H200). */
+        int tune = gemm_tune_value && !vram_capturing && (unsigned long long)m * n * k >= VRAM_TUNE_MACS;
         lt_status = lt->MatmulPreferenceCreate(&preference);
         if (!lt_status)
             lt_status = lt->MatmulPreferenceSetAttribute(preference, uform_lt_pref_max_workspace_k, &workspace, sizeof workspace);
@@ -447,15 +512,18 @@ static uform_status_t gemm_run(vram_exec_t const *e, size_t m, size_t n, size_t 
                                 "%s: cuBLASLt has no algorithm for a %zu x %zu x %zu product on device %d", e->verb, m,
                                 n, k, (int)copy->ordinal);
         } else if (!lt_status) {
-            int chosen = 0;
-            if (tune && returned > 1) {
-                float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
-                chosen = pick_fastest(e, candidates, returned, desc, la, lb, lc, &alpha, &beta, a, w,
-                                      residual ? residual : d, d);
-            }
+            int chosen = tune && returned > 1 ? gemm_pick(e, m, n, k, epilogue, residual, desc, la, lb, lc, a, w, d,
+                                                          candidates, returned)
+                                              : 0;
             algo = candidates[chosen].algo, found = 1;
             pthread_mutex_lock(&copy->lock);
+            /* A free slot first, so the shapes of a pass rarely evict each other; else the hashed one. */
             size_t slot = (m * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
+            for (size_t i = 0; i < VRAM_CACHE; ++i)
+                if (!copy->cache[i].valid) {
+                    slot = i;
+                    break;
+                }
             copy->cache[slot] = (vram_algo_t){.m = m, .n = n, .k = k, .workspace = e->workspace_bytes,
                                               .epilogue = epilogue, .residual = residual != 0, .valid = 1, .algo = algo};
             pthread_mutex_unlock(&copy->lock);
@@ -483,9 +551,10 @@ uform_status_t vram_gemm(vram_exec_t const *e, char const *label, size_t m, size
     if (!vram_profiling()) return gemm_run(e, m, n, k, a, w, bias, residual, d, epilogue);
     e->vram->cuda->StreamSynchronize(e->stream);
     double start = uform_now_seconds();
+    vram_tuned = 0;
     uform_status_t status = gemm_run(e, m, n, k, a, w, bias, residual, d, epilogue);
     e->vram->cuda->StreamSynchronize(e->stream);
-    vram_profile_add(label, uform_now_seconds() - start);
+    if (!vram_tuned) vram_profile_add(label, uform_now_seconds() - start);
     return status;
 }
 

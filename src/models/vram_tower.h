@@ -12,7 +12,7 @@
  *  uploads per device; offset 0 of the image is reserved, so a weight pointer of 0 means absent.
  *  A verb's job splits its items (texts, images) over the executor's devices (`vram_plan_shares`),
  *  and each device's callback runs its share in chunks through `vram_exec_t` (`vram_gemm`,
- *  `vram_launch`, `vram_attention`, `vram_graph`); the last device's callback calls `vram_gather`.
+ *  `vram_launch`, `text_vram_attention`, `vram_graph`); the last device's callback calls `vram_gather`.
  */
 #ifndef UFORM_MODELS_VRAM_TOWER_H
 #define UFORM_MODELS_VRAM_TOWER_H
@@ -73,6 +73,10 @@ typedef struct vram_copy_t {
     CUmodule module;
     /* Text kernels (the image tower uses the shared ones: LayerNorm, GELU, attention, pool, finish). */
     CUfunction embed, layer_norm, gelu, attention_simt, attention_mma, pool, finish;
+    /** `uform_text_attention_flash<32|64|128>_<dtype>`, looked up (under `lock`) on first use by
+     *  `text_vram_attention`; state 0 not yet, 1 found (and its shared-memory limit raised), 2 absent. */
+    CUfunction attention_flash[3];
+    int attention_flash_state[3];
     /* Image kernels (src/kernels/image_gpu.cuh). */
     CUfunction image_patches, image_assemble;
     uform_lt_handle_t lt;
@@ -80,6 +84,9 @@ typedef struct vram_copy_t {
     vram_layer_t *layers;
     pthread_mutex_t lock; /**< Guards `cache` and `graphs` (held across a graph's launch). */
     vram_algo_t cache[VRAM_CACHE];
+    /** Timed winners (`vram_gemm`), one per product shape and power-of-two bucket of m (`m` holds the
+     *  bucket): a new m in a bucket takes the winner from its own candidates without timing again. */
+    vram_algo_t tuned[VRAM_CACHE];
     vram_graph_t graphs[VRAM_GRAPHS];
     uint64_t graph_clock;
 } vram_copy_t;
@@ -173,21 +180,35 @@ typedef struct vram_exec_t {
 
 /** A failed launch or copy on device `ordinal`: DEVICE_FAULT when the context is lost, else INVALID_ARGUMENT. */
 uform_status_t vram_launch_failed(CUresult result, char const *verb, char const *what, int32_t ordinal);
+/** The same for the text verb ("uform_encode_texts: ..."). */
+uform_status_t text_vram_launch_failed(uform_cuda_t const *cuda, CUresult result, char const *what, int32_t ordinal);
 
-/** Launches `function` on the stream (a 1D grid), timed under `name` when profiling. */
+/** Launches `function` on `stream` (device `ordinal`) over a grid_x x grid_y grid of `block`-thread
+ *  blocks, timed under `name` when profiling; failures name `verb`. */
+uform_status_t vram_launch_grid(uform_cuda_t const *cuda, CUstream stream, int32_t ordinal, char const *verb,
+                                CUfunction function, char const *name, unsigned grid_x, unsigned grid_y, unsigned block,
+                                unsigned shared, void **arguments);
+/** `vram_launch_grid` on the exec's stream over a 1D grid. */
 uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const *name, unsigned grid, unsigned block,
                            unsigned shared, void **arguments);
 
 /** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
- *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. */
+ *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. Products of
+ *  at least 2^30 multiply-adds time cuBLASLt's first 8 candidates on first sight (never while a graph
+ *  is captured) and keep the fastest, once per shape and power-of-two bucket of m
+ *  (UFORM_GPU_GEMM_TUNE=0 keeps the heuristic's first pick). */
 uform_status_t vram_gemm(vram_exec_t const *e, char const *label, size_t m, size_t n, size_t k, CUdeviceptr a,
                          CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d, int epilogue);
 
-/** Attention over packed sequences (`offsets`, int32, `sequences + 1`), `qkv` rows [3 heads head],
- *  into `context` rows [heads head], the longest sequence `longest` tokens: the text towers' kernels
- *  (defined in text_vram_launch.c beside their launch geometry). */
-uform_status_t vram_attention(vram_exec_t const *e, CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets,
-                              size_t sequences, size_t longest, int heads, int head, uform_dtype_t dtype);
+/** Attention over packed sequences on `copy`'s device, enqueued on `stream`: `context` [tokens][heads
+ *  head] from `qkv` [tokens][3 heads head] (Q, K, V of a token side by side, as the QKV product writes
+ *  them), `offsets` (int32 on the device, `sequences + 1`) delimiting the sequences, the longest of
+ *  which has `longest` tokens; scale 1 / sqrt(head). `dtype` is the activations'. The text towers'
+ *  kernels and their choice (defined in text_vram_launch.c); image towers call it with one sequence
+ *  per image. UNSUPPORTED (with a message) when no kernel's shared memory fits the device. */
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
+                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
+                                   size_t longest, int heads, int head);
 
 /** Enqueues `compute(context)` as a CUDA graph when a chunk of the same `key` was seen before
  *  (captured on the second sighting, replayed after), else directly. UFORM_GPU_NO_GRAPHS=1 turns

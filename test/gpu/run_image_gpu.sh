@@ -114,20 +114,20 @@ for shape in vit-s16 vit-b16; do
     UFORM_GPU_PROFILE=1 timeout 60 "$BUILD/bench/bench_image_gpu" --shape "$shape" --batch 256 --seconds 0.3 --min-calls 2 2>&1 |
         sed "s/^/  profile $shape: /" | tee -a "$SUMMARY"
 done
-# cuBLASLt's first heuristic against the fastest of its first 8 (UFORM_GPU_AUTOTUNE=1), images and texts.
+# cuBLASLt's first heuristic (UFORM_GPU_GEMM_TUNE=0) against the fastest of its first 8 (the default), images and texts.
 for shape in vit-s16 vit-b16; do
     for batch in 50 256; do
         for tune in 0 1; do
-            UFORM_GPU_AUTOTUNE=$tune timeout 40 "$BUILD/bench/bench_image_gpu" --shape "$shape" --batch "$batch" --seconds 0.5 2>/dev/null |
-                sed "s/^/  autotune=$tune: /" | tee -a "$SUMMARY"
+            UFORM_GPU_GEMM_TUNE=$tune timeout 40 "$BUILD/bench/bench_image_gpu" --shape "$shape" --batch "$batch" --seconds 0.5 2>/dev/null |
+                sed "s/^/  gemm tune=$tune: /" | tee -a "$SUMMARY"
         done
     done
 done
 for case in "uform3 64" "minilm 128"; do
     set -- $case
     for tune in 0 1; do
-        UFORM_GPU_AUTOTUNE=$tune timeout 40 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 --seconds 0.5 2>/dev/null |
-            sed "s/^/  autotune=$tune: /" | tee -a "$SUMMARY"
+        UFORM_GPU_GEMM_TUNE=$tune timeout 40 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 --seconds 0.5 2>/dev/null |
+            sed "s/^/  gemm tune=$tune: /" | tee -a "$SUMMARY"
     done
 done
 time_left 60 && step bench "$LOGS/bench.log" optional timeout $((BUDGET - $(date +%s) + START)) python3 "$ROOT/bench/bench_image_gpu.py" \
