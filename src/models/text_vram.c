@@ -5,7 +5,8 @@
  *
  *  Opening (`uform_text_vram_open`): model.c reads the directory into one host tower exactly as for
  *  RAM models (configuration, safetensors, tokenizer: nothing is read twice or differently); this
- *  file packs it into one host image and uploads it per device into one `cuMemAlloc` block, in the
+ *  file lays it out (`text_layout`) and `vram_tower_open` (vram_tower.c, shared with the image
+ *  towers) packs it into one host image and uploads it per device into one `cuMemAlloc` block, in the
  *  device's primary context (the one VRAM executors use). Matrices keep the tower's dtype (f32, bf16
  *  or f16) and `nn.Linear` layout; Q, K and V are stacked into one [3 hidden][hidden] matrix so one
  *  product makes all three; biases are stored in the activation dtype (cuBLASLt's epilogues read them
