@@ -97,5 +97,6 @@ set(UFORM_CUDA_ONLY_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_queue.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_encode.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/vram_tower.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/vram_tower_exec.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/models/image_vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/image_vram_encode.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/mesh_device.c)
