@@ -5,7 +5,8 @@
  *          it beside PyTorch (f32, bf16) and ONNX Runtime and prints them side by side.
  *
  *      bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--threads N]
- *                        [--dtype f32|bf16] [--seconds S] [--min-calls N] [--images DIR] [--json]
+ *                        [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] [--images DIR]
+ *                        [--json]
  *
  *  Shapes: vit-s16 (384 wide, 6 heads, 12 layers), vit-b16 (768 wide, 12 heads, 12 layers), both
  *  patch 16 at 224 pixels, CLS pooling, a 256-wide projection. Modes: `whole` feeds the JPEG files of
@@ -13,12 +14,19 @@
  *  resize and crop, normalisation and the tower, all on the executor's threads; `model` feeds raw
  *  224 x 224 RGB pixels, so the resize is the identity and what is measured is the tower (plus
  *  normalisation and im2col, well under 1%).
+ *
+ *  `--devices N` (N >= 1) holds the tower on GPUs 0 .. N-1 (VRAM residency) and encodes on a VRAM
+ *  executor over them: decoding on its host threads, the 8-bit crops uploaded, the rest on the
+ *  devices; the line then adds the achieved TFLOP/s (products and attention, 2 FLOPs per
+ *  multiply-add), and UFORM_GPU_PROFILE=1 prints the time per kernel and product. bench_image_gpu.c
+ *  is this program with `--devices 1 --dtype bf16` as defaults (bench_image_gpu.py drives it).
  */
 #define _GNU_SOURCE 1
 #include "../test/encode_images/towers.h"
 #include "../tools/strict_number.h"
 
 #include <uform.h>
+#include "models/text_vram.h" // `uform_text_vram_profile_report`
 
 #include <dirent.h>
 #include <math.h>
@@ -32,6 +40,12 @@
 
 #ifndef UFORM_BENCH_PHOTOS
 #define UFORM_BENCH_PHOTOS "test/image/photos"
+#endif
+
+#ifndef BENCH_NAME
+#define BENCH_NAME "bench_image_model"
+#define BENCH_DEFAULT_DEVICES 0
+#define BENCH_DEFAULT_DTYPE "f32"
 #endif
 
 static tower_spec_t const bench_specs[] = {
@@ -66,24 +80,27 @@ static void remove_tower(char const *directory) {
 }
 
 int main(int argc, char **argv) {
-    char const *shape = "vit-s16", *dtype_name = "f32", *mode = "model", *images_dir = UFORM_BENCH_PHOTOS;
-    size_t batch = 50, threads = 0, min_calls = 3;
+    char const *shape = "vit-s16", *dtype_name = BENCH_DEFAULT_DTYPE, *mode = "model", *images_dir = UFORM_BENCH_PHOTOS;
+    size_t batch = 50, threads = 0, min_calls = 3, devices = BENCH_DEFAULT_DEVICES;
     double seconds = 3.0;
     int json = 0;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
         else if (v && !strcmp(a, "--shape")) shape = v, ++i;
-        else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16"))) dtype_name = v, ++i;
+        else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16")))
+            dtype_name = v, ++i;
         else if (v && !strcmp(a, "--mode")) mode = v, ++i;
         else if (v && !strcmp(a, "--images")) images_dir = v, ++i;
         else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
         else if (v && !strcmp(a, "--threads") && strict_count(v, 0, 4096, false, &threads)) ++i;
         else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, (size_t)1 << 30, false, &min_calls)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
+        else if (v && !strcmp(a, "--devices") && strict_count(v, 0, 8, false, &devices)) ++i;
         else {
-            fprintf(stderr, "usage: bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
-                            "[--threads N] [--dtype f32|bf16] [--seconds S] [--min-calls N] [--images DIR] [--json]\n");
+            fprintf(stderr, "usage: " BENCH_NAME " [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
+                            "[--threads N] [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] "
+                            "[--images DIR] [--json]\n");
             return 2;
         }
     }
@@ -92,23 +109,32 @@ int main(int argc, char **argv) {
         if (!strcmp(shape, bench_specs[i].name)) spec = &bench_specs[i];
     int whole = !strcmp(mode, "whole");
     if (!spec || (!whole && strcmp(mode, "model")) || !batch) {
-        fprintf(stderr, "bench_image_model: unknown shape '%s' or mode '%s', or a zero batch\n", shape, mode);
+        fprintf(stderr, BENCH_NAME ": unknown shape '%s' or mode '%s', or a zero batch\n", shape, mode);
         return 2;
     }
+    if (devices && uform_gpu_status() != uform_status_ok_k) {
+        printf(BENCH_NAME ": skipped: %s\n", uform_error_message());
+        return 0;
+    }
+    int32_t ordinals[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    uform_vram_options_t vram = {.devices = ordinals, .devices_count = devices};
     char directory[256];
     snprintf(directory, sizeof directory, "%s/uform-bench-vit-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(directory) || !tower_write(directory, spec)) {
-        fprintf(stderr, "bench_image_model: cannot write the tower under %s\n", directory);
+        fprintf(stderr, BENCH_NAME ": cannot write the tower under %s\n", directory);
         return 1;
     }
     uform_model_options_t options = {.path = directory, .modality = uform_modality_image_k,
-                                     .residency = uform_residency_ram_k,
-                                     .weights_dtype = !strcmp(dtype_name, "bf16") ? uform_dtype_bf16_k : uform_dtype_f32_k};
+                                     .residency = devices ? uform_residency_vram_k : uform_residency_ram_k,
+                                     .vram = devices ? &vram : NULL,
+                                     .weights_dtype = !strcmp(dtype_name, "bf16")  ? uform_dtype_bf16_k
+                                                      : !strcmp(dtype_name, "f16") ? uform_dtype_f16_k
+                                                                                   : uform_dtype_f32_k};
     uform_model_t model = NULL;
     uform_status_t status = uform_model_open(&options, &model);
     remove_tower(directory);
     if (status != uform_status_ok_k) {
-        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
 
@@ -132,12 +158,12 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "%s/%s", images_dir, names[i]);
             files[i] = slurp(path, &sizes[i]);
             if (!files[i]) {
-                fprintf(stderr, "bench_image_model: cannot read %s\n", path);
+                fprintf(stderr, BENCH_NAME ": cannot read %s\n", path);
                 return 1;
             }
         }
         if (!files_count) {
-            fprintf(stderr, "bench_image_model: no JPEG files in %s\n", images_dir);
+            fprintf(stderr, BENCH_NAME ": no JPEG files in %s\n", images_dir);
             return 1;
         }
         for (size_t i = 0; i < batch; ++i) images[i] = (uform_image_t){.data = files[i % files_count], .size = sizes[i % files_count]};
@@ -153,19 +179,21 @@ int main(int argc, char **argv) {
     uform_status_t *statuses = malloc(batch * sizeof(uform_status_t));
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
     uform_executor_t executor = NULL;
-    if (uform_executor_for_ram(NULL, threads, 0, &executor) != uform_status_ok_k) {
-        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+    status = devices ? uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor)
+                     : uform_executor_for_ram(NULL, threads, 0, &executor);
+    if (status != uform_status_ok_k) {
+        fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
     uform_executor_description_t description;
     if (uform_executor_describe(executor, &description) != uform_status_ok_k ||
         uform_executor_drain(executor, uform_mood_spinning_k) != uform_status_ok_k) {
-        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
     for (int w = 0; w < 1; ++w) /* one warm-up call */
         if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
-            fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+            fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
             return 1;
         }
     size_t calls = 0;
@@ -173,7 +201,7 @@ int main(int argc, char **argv) {
     do {
         double before = now();
         if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
-            fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+            fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
             return 1;
         }
         double took = now() - before;
@@ -182,19 +210,29 @@ int main(int argc, char **argv) {
         elapsed = now() - start;
     } while (elapsed < seconds || calls < min_calls);
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
-        fprintf(stderr, "bench_image_model: %s\n", uform_error_message());
+        fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(calls * batch) / elapsed;
+    /* FLOPs per image: the patch product, per layer the four d x d products, the MLP's two and attention's two. */
+    double d = (double)spec->dim, S = 1.0 + (double)(spec->image_size / spec->patch) * (double)(spec->image_size / spec->patch);
+    double per_image = 2.0 * (S - 1.0) * 3.0 * spec->patch * spec->patch * d +
+                       (double)spec->layers * (2.0 * S * 12.0 * d * d + 4.0 * S * S * d) + 2.0 * d * spec->embedding_dim;
+    double tflops = rate * per_image / 1e12;
     if (json)
-        printf("{\"system\": \"uform\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "
-               "\"threads\": %zu, \"images_per_second\": %.2f, \"best_call_ms\": %.3f, \"peak_rss_mib\": %.1f}\n",
-               shape, mode, dtype_name, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+        printf("{\"system\": \"uform%s\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "
+               "\"threads\": %zu, \"devices\": %zu, \"images_per_second\": %.2f, \"best_call_ms\": %.3f, "
+               "\"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
+               devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices, rate, best * 1e3,
+               tflops, usage.ru_maxrss / 1024.0);
     else
-        printf("uform %s %s %s: batch %zu, %zu threads: %.2f images/s, best call %.3f ms, peak RSS %.1f MiB\n", shape,
-               mode, dtype_name, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+        printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s): %.2f images/s, best call %.3f ms, %.2f TFLOP/s, "
+               "peak RSS %.1f MiB\n",
+               devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices, rate, best * 1e3,
+               tflops, usage.ru_maxrss / 1024.0);
+    if (devices) uform_text_vram_profile_report(stderr);
     uform_executor_free(executor);
     uform_model_free(model);
     for (size_t i = 0; i < files_count; ++i) free(files[i]);

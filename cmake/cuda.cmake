@@ -9,7 +9,7 @@
 # and by binary compatibility sm_86 and sm_89), sm_90 and sm_90a (Hopper), plus PTX for compute_90 that the
 # driver compiles for newer GPUs (Blackwell, Rubin). `src/kernels_fatbin.c` embeds that fatbin with
 # the assembler's `.incbin` (`uform_kernels_fatbin`, 64-byte aligned), which the VRAM executor and the
-# VRAM text towers hand to `cuModuleLoadData`; nothing is generated but the fatbin itself.
+# VRAM text and image towers hand to `cuModuleLoadData`; nothing is generated but the fatbin itself.
 #
 # Sets for the top-level CMakeLists.txt:
 #   UFORM_CUDA_ENABLED      ON or OFF
@@ -74,6 +74,7 @@ if(UFORM_CUDA_ENABLED)
             ${_uform_nvcc_extra}
             -o "${_uform_fatbin}" "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu"
     DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu" "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/text_gpu.cuh"
+            "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/image_gpu.cuh"
     COMMENT "nvcc: compiling the engine's kernels into a fatbin (sm_80, sm_90, sm_90a, compute_90)"
     VERBATIM)
   add_custom_target(uform_kernels DEPENDS "${_uform_fatbin}")
@@ -95,4 +96,7 @@ set(UFORM_CUDA_ONLY_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_create.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/vram_queue.c
   ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_encode.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/mesh_device.c)
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/text_vram_launch.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/vram_tower.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/vram_tower_exec.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/models/image_vram.c ${CMAKE_CURRENT_SOURCE_DIR}/src/models/image_vram_encode.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/mesh_device.c)

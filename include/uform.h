@@ -1070,13 +1070,13 @@ typedef struct uform_model_description_t {
  *  layout, activation, dtype or tokenizer model the engine does not run; SYSTEM_ERROR for a file
  *  that cannot be opened or mapped; OUT_OF_MEMORY.
  *
- *  VRAM residency (text towers only): the tower is read exactly as for RAM, then one copy of the
- *  weights is uploaded to each device `vram` names (NULL or no devices derives one free device, as
- *  for executors) in the device's primary context, with the engine's kernels and a cuBLASLt handle;
- *  one host copy stays for shapes and tokenising. cuBLASLt is loaded at run time
+ *  VRAM residency (text and image towers): the tower is read exactly as for RAM, then one copy of
+ *  the weights is uploaded to each device `vram` names (NULL or no devices derives one free device,
+ *  as for executors) in the device's primary context, with the engine's kernels and a cuBLASLt
+ *  handle; one host copy stays for shapes and tokenising. Image towers fold LayerScale into the
+ *  output and down projections as they upload (`ls * (W x + b)` is `(ls W) x + ls b`). cuBLASLt is loaded at run time
  *  (`$UFORM_CUBLASLT`, `libcublasLt.so.13`, `.12`, then under `$CUDA_HOME/lib64` and
- *  `/usr/local/cuda/lib64`). UNSUPPORTED, with the reason, for a VRAM image tower, in a build without
- *  CUDA, without a driver or device, without cuBLASLt, or for a tower wider than 1024;
+ *  `/usr/local/cuda/lib64`). UNSUPPORTED, with the reason, in a build without CUDA, without a driver or device, without cuBLASLt, or for a tower wider than 1024;
  *  INVALID_ARGUMENT for an ordinal out of range or named twice; OUT_OF_MEMORY when a device cannot
  *  hold the weights. `uform_model_describe` reports one replica per device.
  *
@@ -1194,6 +1194,14 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  Images, embeddings and statuses must stay valid until a deferred call finishes. INVALID_ARGUMENT
  *  for a NULL model, a text model, NULL images, an image whose `data` is NULL, or embeddings that
  *  do not fit the model.
+ *
+ *  VRAM models encode on VRAM executors as `uform_encode_texts` does (the same residency rules,
+ *  device split, scratch chunks and graphs): the executor's host decoder threads decode, resize and
+ *  crop each image exactly as above (one blocking host call), then the 8-bit crops are uploaded
+ *  (bytes, not floats) and the devices normalise them, lay out the patches and run the tower. Under
+ *  a `scratch_limit` the batch is cut into chunks of whole images, and LIMIT_EXCEEDED when even one
+ *  image cannot fit. With or without `statuses`, bad images behave as above; the device call returns
+ *  once every row is written.
  *
  *  @code{.c}
  *  uform_image_t images[2] = {{.data = jpeg, .size = jpeg_size}, {.data = png, .size = png_size}};

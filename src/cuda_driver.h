@@ -100,6 +100,8 @@ uform_gpu_class_t uform_gpu_class_common(uform_gpu_class_t a, uform_gpu_class_t 
     X(EventElapsedTime, 2000, "cuEventElapsedTime")                                                \
     X(MemAlloc, 3020, "cuMemAlloc_v2")                                                             \
     X(MemFree, 3020, "cuMemFree_v2")                                                               \
+    X(MemHostAlloc, 2020, "cuMemHostAlloc")                                                        \
+    X(MemFreeHost, 2000, "cuMemFreeHost")                                                          \
     X(MemGetInfo, 3020, "cuMemGetInfo_v2")                                                         \
     X(MemcpyHtoD, 3020, "cuMemcpyHtoD_v2")                                                         \
     X(MemcpyDtoH, 3020, "cuMemcpyDtoH_v2")                                                         \

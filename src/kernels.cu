@@ -48,3 +48,6 @@ extern "C" __global__ void uform_kernel_trap(void) { asm volatile("trap;"); }
 
 /* The text towers' kernels (VRAM models), in the same fatbin. */
 #include "kernels/text_gpu.cuh"
+
+/* The image towers' own kernels (patches from 8-bit pixels, token assembly); the rest is text_gpu.cuh's. */
+#include "kernels/image_gpu.cuh"

@@ -357,7 +357,8 @@ static void test_verb(void) {
     CHECK_MESSAGE("which holds no replica of the model");
     inner->replica_nodes[0] = saved;
     inner->residency = uform_residency_vram_k;
-    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &out, NULL, NULL), uform_status_unsupported_k);
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &out, NULL, NULL), uform_status_residency_mismatch_k);
+    CHECK_MESSAGE("the model is VRAM-resident and the executor is a RAM executor");
     inner->residency = uform_residency_ram_k;
 
     free(truncated);

@@ -43,8 +43,8 @@ static char const encode_usage[] =
     "  --output FILE   write there instead of standard output\n"
     "  --dtype D       hold and multiply the weights as f32 (default) or bf16\n"
     "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
-    "  --device N      hold the text tower on GPU N (VRAM residency) and encode there; the\n"
-    "                  tokenisers run on host threads beside it (default: encode on the CPU)\n"
+    "  --device N      hold the tower on GPU N (VRAM residency) and encode there; tokenising and\n"
+    "                  image decoding run on host threads beside it (default: encode on the CPU)\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
     "                  files in name order\n";

@@ -107,9 +107,9 @@ def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, ba
     """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`.
     ``path`` is a local model directory (nothing is downloaded; ``token`` is accepted and ignored).
     ``device`` "cpu" runs the encoders on a RAM executor of ``threads`` (0: 7/8 of the cores);
-    "cuda" (one free GPU) or "cuda:N" (GPU N) holds the text tower in that GPU's memory and encodes
-    on a VRAM executor there (tokenising on its host threads); image towers on GPUs are UNSUPPORTED
-    for now, as is "cuda" on a machine without a usable GPU (the message says why)."""
+    "cuda" (one free GPU) or "cuda:N" (GPU N) holds the towers in that GPU's memory and encodes on a
+    VRAM executor there (tokenising and decoding images on its host threads); "cuda" on a machine
+    without a usable GPU is UNSUPPORTED (the message says why)."""
     from . import Error, Executor, Library, Residency, Status, VramOptions
 
     if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or
@@ -120,8 +120,6 @@ def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, ba
     vram = None
     if device != "cpu":
         library.gpu_status()
-        if Modality.IMAGE_ENCODER in wanted:
-            raise Error(Status.UNSUPPORTED, f"device {device!r}: image towers on GPUs are not built yet; use 'cpu'")
         vram = VramOptions.on([int(device[5:])]) if device.startswith("cuda:") else VramOptions()
     processors, models = {}, {}
     for modality in wanted:

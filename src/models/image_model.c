@@ -9,8 +9,10 @@
 #include "models/config.h"
 #include "models/convert.h"
 #include "models/image_tower.h"
+#include "models/image_vram.h"
 #include "models/model.h"
 #include "models/safetensors.h"
+#include "models/text_vram.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -215,7 +217,9 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     do {                                                                                                               \
         if ((status = (expression)) != uform_status_ok_k) goto done;                                                   \
     } while (0)
-    CHECK(uform_placement_resolve(options->ram, &placement));
+    CHECK(uform_placement_resolve(options->residency == uform_residency_vram_k ? NULL : options->ram, &placement));
+    /* VRAM: one host tower (uploaded, then kept for the shapes). */
+    if (options->residency == uform_residency_vram_k && placement.domains_count > 1) placement.domains_count = 1;
     int written = snprintf(path, sizeof(path), "%s/config.json", directory);
     if (written < 0 || (size_t)written >= sizeof(path)) {
         status = uform_fail(uform_status_invalid_argument_k, "model path is too long: %.64s...", directory);
@@ -257,6 +261,10 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     description->layers = config.layers_count;
     description->parameters = parameters;
     description->replicas = model->replicas_count;
+    if (options->residency == uform_residency_vram_k) {
+        CHECK(uform_image_vram_open(model, options->vram));
+        description->replicas = uform_text_vram_copies(model);
+    }
 #undef CHECK
 done:
     free(binder.bindings);

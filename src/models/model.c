@@ -158,9 +158,6 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     if (options->ram && !options->ram->memory_domains && options->ram->memory_domains_count)
         return uform_fail(uform_status_invalid_argument_k, "ram.memory_domains is NULL with a count of %zu",
                           options->ram->memory_domains_count);
-    if (options->residency == uform_residency_vram_k && options->modality == uform_modality_image_k)
-        return uform_fail(uform_status_unsupported_k,
-                          "VRAM image towers are not built yet; open the image tower with RAM residency");
     if (options->vram && !options->vram->devices && options->vram->devices_count)
         return uform_fail(uform_status_invalid_argument_k, "vram.devices is NULL with a count of %zu",
                           options->vram->devices_count);

@@ -34,7 +34,9 @@ static void tokenize_task(void *context, size_t task, size_t thread, size_t doma
 }
 
 /** Bytes of one chunk's buffers for `tokens` tokens (and as many texts at most), activations of `element` bytes. */
-static size_t chunk_bytes(uform_text_tower_t const *tower, size_t tokens, size_t element) {
+static size_t chunk_bytes(void const *context, size_t tokens) {
+    uform_text_tower_t const *tower = (uform_text_tower_t const *)context;
+    size_t element = element_size(tower->weights_dtype);
     size_t hidden = tower->hidden, texts = tokens;
     size_t bytes = 0;
     bytes += align_up(tokens * 4, VRAM_ALIGN) * 2 + align_up((texts + 1) * 4, VRAM_ALIGN); /* ids, positions, offsets */
@@ -68,37 +70,9 @@ static vram_buffers_t buffers_at(vram_job_t const *job, vram_share_t const *shar
     return b;
 }
 
-static size_t share_scratch(vram_job_t const *job, vram_share_t const *share) {
-    return align_up(job->workspace, VRAM_ALIGN) + align_up((share->end - share->first) * job->row_bytes, VRAM_ALIGN) +
-           chunk_bytes(job->tower, share->chunk_tokens, element_size(job->tower->weights_dtype));
-}
-
 static uform_status_t gather(vram_job_t *job) {
-    uform_cuda_t const *cuda = job->vram->cuda;
-    for (size_t d = 0; d < job->shares_count; ++d) {
-        vram_share_t *share = &job->shares[d];
-        if (share->end == share->first) continue;
-        CUcontext previous = NULL;
-        CUresult result = cuda->CtxPushCurrent(share->context);
-        if (result != CUDA_SUCCESS) return text_vram_launch_failed(cuda, result, "cuCtxPushCurrent", share->copy->ordinal);
-        vram_buffers_t b = buffers_at(job, share, share->scratch);
-        result = cuda->MemcpyDtoHAsync(job->host_rows + share->first * job->row_bytes, b.out,
-                                       (share->end - share->first) * job->row_bytes, share->stream);
-        if (result == CUDA_SUCCESS) result = cuda->StreamSynchronize(share->stream);
-        cuda->CtxPopCurrent(&previous);
-        if (result != CUDA_SUCCESS) return text_vram_launch_failed(cuda, result, "copying embeddings back", share->copy->ordinal);
-    }
-    size_t stride = job->out.stride ? job->out.stride : job->row_bytes;
-    unsigned char *rows = (unsigned char *)job->out.data;
-    size_t next = 0;
-    for (size_t i = 0; i < job->count; ++i) {
-        if (next < job->encoded && job->order[next] == i) {
-            memcpy(rows + i * stride, job->host_rows + next * job->row_bytes, job->row_bytes);
-            ++next;
-        } else memset(rows + i * stride, 0, job->row_bytes);
-        if (job->statuses) job->statuses[i] = job->items[i];
-    }
-    return uform_status_ok_k;
+    return vram_gather(job->vram, job->shares, job->shares_count, job->host_rows, job->row_bytes, job->order, job->encoded,
+                       job->count, &job->out, job->items, job->statuses, "uform_encode_texts");
 }
 
 static uform_status_t device_part(void *context, uform_device_slot_t const *slot) {
@@ -107,6 +81,7 @@ static uform_status_t device_part(void *context, uform_device_slot_t const *slot
     share->scratch = (CUdeviceptr)slot->scratch;
     share->stream = (CUstream)slot->stream;
     share->context = (CUcontext)slot->cu_context;
+    share->out = buffers_at(job, share, share->scratch).out;
     if (share->end > share->first) {
         vram_buffers_t b = buffers_at(job, share, share->scratch);
         for (size_t e = share->first; e < share->end;) {
@@ -128,15 +103,9 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
                                 uform_embeddings_t const *embeddings, uform_status_t *statuses,
                                 uform_executor_description_t *description, uform_status_t *status_out) {
     uform_text_vram_t *vram = (uform_text_vram_t *)model->vram;
-    uform_vram_member_t const *members = NULL;
-    size_t members_count = uform_vram_members(executor, &members);
     uform_status_t status = uform_executor_describe(executor, description);
     vram_job_t *job = NULL;
     if (status != uform_status_ok_k) goto failed;
-    if (!vram || !members_count) {
-        status = uform_fail(uform_status_residency_mismatch_k, "uform_encode_texts: the executor drives no GPU");
-        goto failed;
-    }
     job = (vram_job_t *)calloc(1, sizeof *job);
     if (!job) {
         status = uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: out of memory");
@@ -147,23 +116,8 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
     job->out = *embeddings, job->statuses = statuses;
     job->dims = embeddings->dimensions ? embeddings->dimensions : job->tower->embedding_dimensions;
     job->row_bytes = job->dims * element_size(embeddings->dtype);
-    job->shares_count = members_count;
-    job->shares = (vram_share_t *)calloc(members_count, sizeof(vram_share_t));
-    if (!job->shares) {
-        status = uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: out of memory");
-        goto failed;
-    }
-    for (size_t d = 0; d < members_count; ++d) {
-        for (size_t c = 0; c < vram->count; ++c)
-            if (vram->copies[c].ordinal == members[d].ordinal) job->shares[d].copy = &vram->copies[c];
-        if (!job->shares[d].copy) {
-            status = uform_fail(uform_status_residency_mismatch_k,
-                                "uform_encode_texts: the executor's device %d holds no copy of the model; open the model "
-                                "with that device among its vram.devices",
-                                (int)members[d].ordinal);
-            goto failed;
-        }
-    }
+    status = vram_bind_shares(executor, model, &job->shares, &job->shares_count, "uform_encode_texts");
+    if (status != uform_status_ok_k) goto failed;
     *status_out = uform_status_ok_k;
     return job;
 failed:
@@ -273,8 +227,7 @@ refused:
 static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform_executor_description_t const *executor_description,
                                uform_outcome_t *outcome) {
     uform_status_t status = uform_status_ok_k;
-    size_t count = job->count, members_count = job->shares_count, multiprocessors = 0;
-    for (size_t d = 0; d < members_count; ++d) multiprocessors += job->shares[d].copy->multiprocessors;
+    size_t count = job->count, members_count = job->shares_count;
     uform_executor_description_t description = *executor_description;
     /* 2. Pack the encoded texts, check positions. */
     uform_text_tower_t const *tower = job->tower;
@@ -315,38 +268,15 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
 
     /* 3. Shares per device (by SMs), chunks within the scratch each may hold. */
     job->workspace = 32u << 20;
-    size_t limit = description.scratch_limit;
+    size_t limit = description.scratch_limit, scratch = 0;
     if (limit && limit < (256u << 20)) job->workspace = 1u << 20;
-    size_t element = element_size(tower->weights_dtype), taken = 0, scratch = 0;
-    for (size_t d = 0; d < members_count; ++d) {
-        vram_share_t *share = &job->shares[d];
-        size_t quota = d + 1 == members_count
-                           ? job->encoded - taken
-                           : (size_t)((double)job->encoded * share->copy->multiprocessors / (double)multiprocessors + 0.5);
-        if (quota > job->encoded - taken) quota = job->encoded - taken;
-        share->first = taken, share->end = taken + quota, taken += quota;
-        share->tokens = job->offsets[share->end] - job->offsets[share->first];
-        size_t fixed = align_up(job->workspace, VRAM_ALIGN) + align_up(quota * job->row_bytes, VRAM_ALIGN);
-        size_t budget = limit ? limit : (size_t)4 << 30;
-        size_t capacity = share->tokens;
-        if (fixed + chunk_bytes(tower, capacity, element) > budget) {
-            /* Largest chunk that fits: per-token bytes are near-linear; step down from the estimate. */
-            size_t per_token = chunk_bytes(tower, 1024, element) / 1024 + 1;
-            capacity = budget > fixed ? (budget - fixed) / per_token : 0;
-            while (capacity && fixed + chunk_bytes(tower, capacity, element) > budget) --capacity;
-        }
-        if (quota && capacity < job->longest) {
-            size_t needed = fixed + chunk_bytes(tower, job->longest, element), longest = job->longest;
-            job_free(job);
-            status = uform_fail(uform_status_limit_exceeded_k,
-                                "uform_encode_texts: a text of %zu tokens needs %zu bytes of device scratch; the "
-                                "executor's scratch_limit is %zu",
-                                longest, needed, limit);
-            goto refused;
-        }
-        share->chunk_tokens = quota ? capacity : 0;
-        size_t bytes = share_scratch(job, share);
-        if (bytes > scratch) scratch = bytes;
+    char what[64];
+    snprintf(what, sizeof what, "a text of %zu tokens", job->longest);
+    status = vram_plan_shares(job->shares, members_count, job->encoded, job->offsets, job->longest, job->workspace,
+                              job->row_bytes, limit, chunk_bytes, tower, "uform_encode_texts", what, &scratch);
+    if (status != uform_status_ok_k) {
+        job_free(job);
+        goto refused;
     }
 
     /* 4. The device call; when it returns, the work ran (or failed) and the job is ours again. */

@@ -1,10 +1,12 @@
 /**
  *  @file   encode_images.c
  *  @brief  `uform_encode_images`: arguments and residency checked on the submitting thread, then one
- *          call on the executor that decodes, preprocesses and encodes (src/models/image_forward.c).
+ *          call on the executor that decodes, preprocesses and encodes (src/models/image_forward.c), or
+ *          for VRAM models the decoding and device calls of src/models/image_vram_encode.c.
  */
 #include "internal.h"
 #include "models/image_forward.h"
+#include "models/image_vram.h"
 #include "models/model.h"
 
 UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model, uform_image_t const *images,
@@ -24,10 +26,18 @@ UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_mo
     uform_executor_description_t description;
     uform_status_t status = uform_executor_describe(executor, &description);
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
-    if (model->residency == uform_residency_vram_k)
-        return uform_outcome_refuse(outcome, uform_fail(uform_status_unsupported_k,
-                                                        "uform_encode_images: encoding with VRAM-resident image models is not "
-                                                        "implemented yet; open the model with uform_residency_ram_k"));
+    if (model->residency == uform_residency_vram_k) {
+        if (description.kind == uform_executor_kind_ram_k || description.kind == uform_executor_kind_pool_k)
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
+                                                            "uform_encode_images: the model is VRAM-resident and the executor "
+                                                            "is a %s executor; use a VRAM executor on the model's devices",
+                                                            description.kind == uform_executor_kind_ram_k ? "RAM" : "pool"));
+        if (description.kind != uform_executor_kind_vram_k)
+            return uform_outcome_refuse(outcome, uform_fail(uform_status_unsupported_k,
+                                                            "uform_encode_images: the model is VRAM-resident and the NULL "
+                                                            "executor has no stream; use a VRAM executor on the model's devices"));
+        return uform_image_vram_encode(executor, model, images, count, embeddings, statuses, outcome);
+    }
     if (description.kind == uform_executor_kind_vram_k)
         return uform_outcome_refuse(outcome, uform_fail(uform_status_residency_mismatch_k,
                                                         "uform_encode_images: the model is RAM-resident and the executor is a VRAM "

@@ -538,6 +538,21 @@ static CUresult fake_mem_free(CUdeviceptr pointer) {
 }
 static CUresult cu_mem_free(CUdeviceptr pointer) { FAKE_LOCKED(fake_mem_free(pointer)); }
 
+/** Pinned host memory: plain host memory here (a context must be current, as the driver wants). */
+static CUresult cu_mem_host_alloc(void **pointer, size_t bytes, unsigned int flags) {
+    (void)flags;
+    struct CUctx_st *context;
+    CUresult result = fake_current_context(&context);
+    if (result != CUDA_SUCCESS) return result;
+    *pointer = malloc(bytes ? bytes : 1);
+    return *pointer ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult cu_mem_free_host(void *pointer) {
+    free(pointer);
+    return CUDA_SUCCESS;
+}
+
 static CUresult cu_mem_get_info(size_t *free_bytes, size_t *total) {
     *free_bytes = (size_t)64 << 30;
     *total = (size_t)80 << 30;
@@ -776,6 +791,8 @@ static struct {
     {"cuEventElapsedTime", (void *)cu_event_elapsed_time},
     {"cuMemAlloc", (void *)cu_mem_alloc},
     {"cuMemFree", (void *)cu_mem_free},
+    {"cuMemHostAlloc", (void *)cu_mem_host_alloc},
+    {"cuMemFreeHost", (void *)cu_mem_free_host},
     {"cuMemGetInfo", (void *)cu_mem_get_info},
     {"cuMemcpyHtoD", (void *)cu_memcpy_htod},
     {"cuMemcpyDtoH", (void *)cu_memcpy_dtoh},
@@ -853,6 +870,8 @@ static void fake_check_signatures(void) {
     PFN_cuEventElapsedTime_v2000 elapsed = cu_event_elapsed_time;
     PFN_cuMemAlloc_v3020 alloc = cu_mem_alloc;
     PFN_cuMemFree_v3020 mem_free = cu_mem_free;
+    PFN_cuMemHostAlloc_v2020 host_alloc = cu_mem_host_alloc;
+    PFN_cuMemFreeHost_v2000 free_host = cu_mem_free_host;
     PFN_cuMemGetInfo_v3020 info = cu_mem_get_info;
     PFN_cuMemcpyHtoD_v3020 htod = cu_memcpy_htod;
     PFN_cuMemcpyDtoH_v3020 dtoh = cu_memcpy_dtoh;
@@ -873,7 +892,7 @@ static void fake_check_signatures(void) {
     PFN_cuGraphExecDestroy_v10000 exec_destroy = cu_graph_exec_destroy;
     PFN_cuGraphDestroy_v10000 graph_destroy = cu_graph_destroy;
     (void)set_attribute, (void)begin_capture, (void)end_capture, (void)instantiate, (void)graph_launch;
-    (void)exec_destroy, (void)graph_destroy;
+    (void)exec_destroy, (void)graph_destroy, (void)host_alloc, (void)free_host;
     PFN_cuGetProcAddress_v12000 get_proc_address = cuGetProcAddress_v2;
     (void)init, (void)driver_version, (void)error_name, (void)error_string, (void)device_get, (void)device_count;
     (void)device_name, (void)total_mem, (void)attribute, (void)bus_id, (void)uuid, (void)can_access, (void)retain;

@@ -1,0 +1,354 @@
+/**
+ *  @file   image_vram_encode.c
+ *  @brief  `uform_encode_images` on VRAM executors (image_vram.h): the job, the device callback and
+ *          one chunk's pass, on the machinery the text towers share (vram_tower.h).
+ *
+ *  As two calls on the executor, like the text towers:
+ *  1. a host call (DYNAMIC, one task per image) decodes, resizes and centre-crops each image on the
+ *     executor's decoder threads (each thread its own scratch) exactly as the CPU path does
+ *     (src/image/), into `side * side * 3` bytes of 8-bit RGB per image, recording its status. With
+ *     `statuses`, a bad image gets its status and a zero row; without, the first bad image fails the
+ *     call, naming its index.
+ *  2. the device call: the decoded images packed (failed ones left out), split over the executor's
+ *     devices in proportion to their SMs, each share cut into chunks of whole images within the
+ *     scratch the call may hold (`scratch_limit`; LIMIT_EXCEEDED when one image cannot fit). Per
+ *     chunk of n images (S = 1 + registers + P tokens each, T = n S) the callback uploads the 8-bit
+ *     crops and the sequences' offsets, then enqueues (as a CUDA graph from a shape's second
+ *     sighting on):
+ *       patches = normalise(pixels)             (image_gpu.cuh: [n P][depth], (v / 255 - mean) / std)
+ *       tmp = patches Wp^T + bp                 (cuBLASLt, BIAS epilogue)
+ *       x = [CLS, registers, tmp + pos]         (image_gpu.cuh)
+ *       per layer:
+ *         h = LayerNorm1(x); qkv = h Wqkv^T + b (BIAS)
+ *         h = attention(qkv)                    (the text towers' kernel, one sequence per image)
+ *         tmp = h (ls1 Wo)^T + ls1 bo + x       (BIAS, beta = 1 on x: LayerScale folded at upload)
+ *         h = LayerNorm2(tmp); ffn = GELU(h W1^T + b1)
+ *         x = ffn (ls2 W2)^T + ls2 b2 + tmp
+ *       final LayerNorm with pooling (the [CLS] row, or the mean of all S rows after the norm, as
+ *       image_forward.c), the projection, and the text towers' `finish` (truncation, the caller's
+ *       normalisation, the output dtype) into the share's output rows.
+ *     The last device's callback gathers every device's rows in input order (`vram_gather`).
+ */
+#define _GNU_SOURCE
+#include "models/image_vram.h"
+
+#include "image/image.h"
+#include "models/vram_tower.h"
+
+#include <stdio.h>   // `snprintf`
+#include <stdlib.h>  // `calloc`
+#include <string.h>  // `memmove`
+
+#define VERB "uform_encode_images"
+
+typedef struct image_job_t {
+    struct uform_model_s const *model;
+    vram_tower_t *vram;
+    uform_image_tower_t const *tower;
+    uform_image_t const *images;
+    size_t count, side, per_image, sequence, depth;
+    uform_image_preprocess_options_t preprocess;
+    uform_image_scratch_t *scratches; /**< [threads] */
+    size_t threads;
+    uint8_t *rgb;                 /**< [count][per_image]; the encoded ones packed to the front after decoding. */
+    int rgb_pinned;               /**< `rgb` is the tower's pinned staging buffer (else malloc'd). */
+    uform_status_t *items;        /**< [count] decoding statuses. */
+    size_t encoded;
+    size_t *order;                /**< [encoded] original indices. */
+    size_t *offsets;              /**< [encoded + 1]: e S. */
+    int32_t *chunk_offsets;       /**< [encoded + 1]: e S, uploaded per chunk. */
+    uform_embeddings_t out;
+    size_t dims, row_bytes;
+    unsigned char *host_rows;     /**< [encoded][row_bytes] */
+    uform_status_t *statuses;
+    vram_share_t *shares;
+    size_t shares_count, workspace;
+} image_job_t;
+
+/** Pointers into one device's scratch: [workspace][output rows][a chunk's buffers]. */
+typedef struct image_buffers_t {
+    CUdeviceptr workspace, out, pixels, offsets, x, tmp, h, qkv, ffn, pooled, projected;
+} image_buffers_t;
+
+static void job_free(image_job_t *job) {
+    if (!job) return;
+    if (job->scratches)
+        for (size_t t = 0; t < job->threads; ++t) uform_image_scratch_free(&job->scratches[t]);
+    if (job->rgb_pinned) vram_staging_give(job->vram, job->rgb);
+    else free(job->rgb);
+    free(job->scratches), free(job->items), free(job->order), free(job->offsets);
+    free(job->chunk_offsets), free(job->host_rows), free(job->shares);
+    free(job);
+}
+
+static void decode_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)domain;
+    image_job_t *job = (image_job_t *)context;
+    job->items[task] = uform_image_preprocess(&job->images[task], &job->preprocess, &job->scratches[thread], NULL,
+                                              job->rgb + task * job->per_image);
+}
+
+/** The layout of a chunk of `tokens / S` images (whole images only). */
+static image_buffers_t chunk_layout(image_job_t const *job, size_t tokens, CUdeviceptr at) {
+    uform_image_config_t const *c = &job->tower->config;
+    size_t n = tokens / job->sequence, t = n * job->sequence, e = element_size(job->tower->weights_dtype);
+    size_t ffn = t * c->intermediate > n * c->patches * job->depth ? t * c->intermediate : n * c->patches * job->depth;
+    image_buffers_t b = {0};
+#define TAKE(field, bytes) (b.field = at, at += align_up((bytes), VRAM_ALIGN))
+    TAKE(pixels, n * job->per_image);
+    TAKE(offsets, (n + 1) * 4);
+    TAKE(x, t * c->dim * e);
+    TAKE(tmp, t * c->dim * e);
+    TAKE(h, t * c->dim * e);
+    TAKE(qkv, t * 3 * c->dim * e);
+    TAKE(ffn, ffn * e);
+    TAKE(pooled, n * c->dim * e);
+    TAKE(projected, n * c->embedding_dimensions * e);
+#undef TAKE
+    b.workspace = at; /* the end: the chunk's size from 0 */
+    return b;
+}
+
+static size_t chunk_bytes(void const *context, size_t tokens) {
+    return (size_t)chunk_layout((image_job_t const *)context, tokens, 0).workspace;
+}
+
+static image_buffers_t buffers_at(image_job_t const *job, vram_share_t const *share, CUdeviceptr base) {
+    CUdeviceptr out = base + align_up(job->workspace, VRAM_ALIGN);
+    CUdeviceptr chunk = out + align_up((share->end - share->first) * job->row_bytes, VRAM_ALIGN);
+    image_buffers_t b = chunk_layout(job, share->chunk_tokens, chunk);
+    b.workspace = base, b.out = out;
+    return b;
+}
+
+/* ---- One chunk ---- */
+
+typedef struct image_chunk_t {
+    image_job_t *job;
+    vram_share_t *share;
+    image_buffers_t const *b;
+    vram_exec_t const *e;
+    size_t first, n;
+} image_chunk_t;
+
+static uform_status_t ln(vram_exec_t const *e, CUdeviceptr out, CUdeviceptr in, CUdeviceptr gamma, CUdeviceptr beta,
+                         size_t rows, int dim, float epsilon) {
+    int rows_i = (int)rows;
+    void *arguments[] = {&out, &in, &gamma, &beta, &rows_i, &dim, &epsilon};
+    return vram_launch(e, e->copy->layer_norm, "layer_norm", (unsigned)((rows + 3) / 4), 128, 0, arguments);
+}
+
+static unsigned elementwise_grid(unsigned long long elements) {
+    unsigned long long blocks = (elements + 255) / 256;
+    return (unsigned)(blocks > 65535 ? 65535 : blocks ? blocks : 1);
+}
+
+static uform_status_t chunk_compute(void *context) {
+    image_chunk_t const *chunk = (image_chunk_t const *)context;
+    image_job_t *job = chunk->job;
+    image_buffers_t const *b = chunk->b;
+    vram_exec_t const *e = chunk->e;
+    vram_copy_t *copy = e->copy;
+    uform_image_config_t const *c = &job->tower->config;
+    size_t n = chunk->n, S = job->sequence, T = n * S, P = c->patches, d = c->dim, f = c->intermediate;
+    int dim = (int)d, heads = (int)c->heads, head = dim / heads;
+    float epsilon = (float)c->layer_norm_epsilon;
+    {
+        int side = (int)c->image_size, patch = (int)c->patch_size, grid = (int)c->grid, depth = (int)job->depth;
+        float m0 = c->mean[0], m1 = c->mean[1], m2 = c->mean[2], s0 = c->std[0], s1 = c->std[1], s2 = c->std[2];
+        void *arguments[] = {(void *)&b->ffn, (void *)&b->pixels, &side, &patch, &grid, &depth,
+                             &m0, &m1, &m2, &s0, &s1, &s2};
+        CHECK_STEP(vram_launch(e, copy->image_patches, "image_patches", (unsigned)(n * P), 256, 0, arguments));
+    }
+    CHECK_STEP(vram_gemm(e, "gemm patches", n * P, d, job->depth, b->ffn, copy->w.patch_weight, copy->w.patch_bias, 0,
+                         b->tmp, uform_lt_epilogue_bias_k));
+    {
+        int sequence = (int)S, prefix_rows = (int)(1 + c->reg_tokens);
+        void *arguments[] = {(void *)&b->x, (void *)&b->tmp, &copy->w.patch_position, &copy->w.prefix, &sequence,
+                             &prefix_rows, &dim};
+        CHECK_STEP(vram_launch(e, copy->image_assemble, "image_assemble", (unsigned)T, 128, 0, arguments));
+    }
+    int exact = job->tower->weights_dtype == uform_dtype_f32_k;
+    for (size_t l = 0; l < c->layers_count; ++l) {
+        vram_layer_t const *layer = &copy->layers[l];
+        CHECK_STEP(ln(e, b->h, b->x, layer->norm1_gamma, layer->norm1_beta, T, dim, epsilon));
+        CHECK_STEP(vram_gemm(e, "gemm qkv", T, 3 * d, d, b->h, layer->qkv_weight, layer->qkv_bias, 0, b->qkv,
+                             uform_lt_epilogue_bias_k));
+        CHECK_STEP(text_vram_attention(job->vram->cuda, copy, e->stream, job->tower->weights_dtype, b->h, b->qkv, b->offsets,
+                                       n, S, heads, head));
+        CHECK_STEP(vram_gemm(e, "gemm out", T, d, d, b->h, layer->output_weight, layer->output_bias, b->x, b->tmp,
+                             uform_lt_epilogue_bias_k));
+        CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, T, dim, epsilon));
+        CHECK_STEP(vram_gemm(e, "gemm up", T, f, d, b->h, layer->up_weight, layer->up_bias, 0, b->ffn,
+                             exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
+        if (exact) {
+            unsigned long long elements = (unsigned long long)T * (unsigned long long)f;
+            void *arguments[] = {(void *)&b->ffn, &elements};
+            CHECK_STEP(vram_launch(e, copy->gelu, "gelu", elementwise_grid(elements), 256, 0, arguments));
+        }
+        CHECK_STEP(vram_gemm(e, "gemm down", T, d, f, b->ffn, layer->down_weight, layer->down_bias, b->tmp, b->x,
+                             uform_lt_epilogue_bias_k));
+    }
+    int mean = c->pooling == uform_pooling_mean_k;
+    if (mean) {
+        CHECK_STEP(ln(e, b->h, b->x, copy->w.norm_gamma, copy->w.norm_beta, T, dim, epsilon));
+        void *arguments[] = {(void *)&b->pooled, (void *)&b->h, (void *)&b->offsets, &dim, &mean};
+        CHECK_STEP(vram_launch(e, copy->pool, "pool", (unsigned)n, 128, 0, arguments));
+    } else {
+        void *arguments[] = {(void *)&b->pooled, (void *)&b->x, (void *)&b->offsets, &dim, &mean};
+        CHECK_STEP(vram_launch(e, copy->pool, "pool", (unsigned)n, 128, 0, arguments));
+        CHECK_STEP(ln(e, b->pooled, b->pooled, copy->w.norm_gamma, copy->w.norm_beta, n, dim, epsilon));
+    }
+    CHECK_STEP(vram_gemm(e, "gemm projection", n, c->embedding_dimensions, d, b->pooled, copy->w.projection, 0, 0,
+                         b->projected, uform_lt_epilogue_default_k));
+    {
+        CUdeviceptr out = b->out + (chunk->first - chunk->share->first) * job->row_bytes;
+        int images = (int)n, width = (int)c->embedding_dimensions, dims = (int)job->dims, layout = 0;
+        int user = job->out.normalize != 0;
+        int out_dtype = job->out.dtype == uform_dtype_f32_k ? 0 : job->out.dtype == uform_dtype_bf16_k ? 1 : 2;
+        void *arguments[] = {&out, (void *)&b->projected, &images, &width, &dims, &layout, &user, &out_dtype};
+        CHECK_STEP(vram_launch(e, copy->finish, "finish", (unsigned)((n + 3) / 4), 128, 0, arguments));
+    }
+    return uform_status_ok_k;
+}
+
+/** Uploads a chunk's pixels and offsets, then enqueues its pass (through `vram_graph`). */
+static uform_status_t enqueue_chunk(image_job_t *job, vram_share_t *share, image_buffers_t const *b, size_t first,
+                                    size_t end) {
+    uform_cuda_t const *cuda = job->vram->cuda;
+    size_t n = end - first;
+    double start = vram_profiling() ? (cuda->StreamSynchronize(share->stream), uform_now_seconds()) : 0;
+    CUresult result = cuda->MemcpyHtoDAsync(b->pixels, job->rgb + first * job->per_image, n * job->per_image, share->stream);
+    if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->offsets, job->chunk_offsets, (n + 1) * 4, share->stream);
+    if (vram_profiling()) cuda->StreamSynchronize(share->stream), vram_profile_add("upload pixels", uform_now_seconds() - start);
+    if (result != CUDA_SUCCESS) return vram_launch_failed(result, VERB, "cuMemcpyHtoDAsync", share->copy->ordinal);
+    vram_exec_t e = {.vram = job->vram, .copy = share->copy, .stream = share->stream, .workspace = b->workspace,
+                     .workspace_bytes = job->workspace, .verb = VERB};
+    image_chunk_t chunk = {job, share, b, &e, first, n};
+    uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
+                              (share->end - share->first) * job->row_bytes, share->chunk_tokens, n,
+                              (first - share->first) * job->row_bytes, job->dims, (uint64_t)job->out.dtype,
+                              (uint64_t)(job->out.normalize != 0), 0x1a6e, 0};
+    return vram_graph(&e, key, chunk_compute, &chunk);
+}
+
+static uform_status_t device_part(void *context, uform_device_slot_t const *slot) {
+    image_job_t *job = (image_job_t *)context;
+    vram_share_t *share = &job->shares[slot->device_index];
+    share->scratch = (CUdeviceptr)slot->scratch;
+    share->stream = (CUstream)slot->stream;
+    share->context = (CUcontext)slot->cu_context;
+    image_buffers_t b = buffers_at(job, share, share->scratch);
+    share->out = b.out;
+    size_t per_chunk = share->chunk_tokens / job->sequence;
+    for (size_t e = share->first; e < share->end && per_chunk;) {
+        size_t end = share->end - e < per_chunk ? share->end : e + per_chunk;
+        CHECK_STEP(enqueue_chunk(job, share, &b, e, end));
+        e = end;
+    }
+    if (slot->device_index + 1 < job->shares_count) return uform_status_ok_k;
+    return vram_gather(job->vram, job->shares, job->shares_count, job->host_rows, job->row_bytes, job->order, job->encoded,
+                       job->count, &job->out, job->items, job->statuses, VERB);
+}
+
+/* ---- The verb ---- */
+
+uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_model_s const *model,
+                                       uform_image_t const *images, size_t count, uform_embeddings_t const *embeddings,
+                                       uform_status_t *statuses, uform_outcome_t *outcome) {
+    uform_image_tower_t const *tower = &model->image_replicas[0];
+    uform_image_config_t const *c = &tower->config;
+    uform_status_t status = uform_embeddings_check(VERB ": ", "images", c->embedding_dimensions, embeddings, count);
+    uform_executor_description_t description;
+    if (status == uform_status_ok_k) status = uform_executor_describe(executor, &description);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
+    image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
+    if (!job) return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, VERB ": out of memory"));
+    job->model = model, job->vram = (vram_tower_t *)model->vram, job->tower = tower;
+    job->images = images, job->count = count;
+    job->side = c->image_size, job->per_image = c->image_size * c->image_size * 3, job->sequence = c->sequence;
+    job->depth = uform_image_vram_depth(c);
+    job->preprocess.side = c->image_size;
+    memcpy(job->preprocess.mean, c->mean, sizeof c->mean);
+    memcpy(job->preprocess.std, c->std, sizeof c->std);
+    job->out = *embeddings, job->statuses = statuses;
+    job->dims = embeddings->dimensions ? embeddings->dimensions : c->embedding_dimensions;
+    job->row_bytes = job->dims * element_size(embeddings->dtype);
+    status = vram_bind_shares(executor, model, &job->shares, &job->shares_count, VERB);
+    if (status != uform_status_ok_k) goto refused;
+    if (!count) {
+        job_free(job);
+        return uform_outcome_refuse(outcome, uform_status_ok_k);
+    }
+
+    /* 1. Decode on the decoder threads. */
+    job->threads = description.threads_count ? description.threads_count : 1;
+    job->scratches = (uform_image_scratch_t *)calloc(job->threads, sizeof(uform_image_scratch_t));
+    job->rgb = (uint8_t *)vram_staging_take(job->vram, count * job->per_image);
+    job->rgb_pinned = job->rgb != NULL;
+    if (!job->rgb) job->rgb = (uint8_t *)malloc(count * job->per_image);
+    job->items = (uform_status_t *)calloc(count, sizeof(uform_status_t));
+    if (!job->scratches || !job->rgb || !job->items) {
+        status = uform_fail(uform_status_out_of_memory_k, VERB ": no memory for the pixels of %zu images", count);
+        goto refused;
+    }
+    uform_call_t decode = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k, .tasks = count,
+                           .task = decode_task, .context = job};
+    double decode_start = uform_now_seconds();
+    status = uform_executor_call(executor, &decode, NULL);
+    if (status != uform_status_ok_k) goto refused;
+    if (vram_profiling()) vram_profile_add("decode (host)", uform_now_seconds() - decode_start);
+    for (size_t i = 0; i < count; ++i)
+        if (job->items[i] != uform_status_ok_k && !statuses) {
+            /* Decode it again here for the message. */
+            uform_status_t again = uform_image_preprocess(&images[i], &job->preprocess, &job->scratches[0], NULL, job->rgb);
+            char message[512];
+            snprintf(message, sizeof message, "%s", again != uform_status_ok_k ? uform_error_message() : "decoding failed");
+            status = uform_fail(job->items[i], VERB ": image %zu: %s", i, message);
+            goto refused;
+        }
+
+    /* 2. Pack the decoded images to the front, in order. */
+    job->order = (size_t *)malloc(count * sizeof(size_t));
+    job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
+    job->chunk_offsets = (int32_t *)malloc((count + 1) * sizeof(int32_t));
+    job->host_rows = (unsigned char *)malloc(count * job->row_bytes + 1);
+    if (!job->order || !job->offsets || !job->chunk_offsets || !job->host_rows) {
+        status = uform_fail(uform_status_out_of_memory_k, VERB ": out of memory for %zu images", count);
+        goto refused;
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (job->items[i] != uform_status_ok_k) continue;
+        if (i != job->encoded)
+            memmove(job->rgb + job->encoded * job->per_image, job->rgb + i * job->per_image, job->per_image);
+        job->order[job->encoded++] = i;
+    }
+    for (size_t e = 0; e <= job->encoded; ++e) job->offsets[e] = e * job->sequence, job->chunk_offsets[e] = (int32_t)(e * job->sequence);
+
+    /* 3. Shares per device (by SMs), chunks of whole images within the scratch each may hold. */
+    job->workspace = 32u << 20;
+    size_t limit = description.scratch_limit, scratch = 0;
+    if (limit && limit < (256u << 20)) job->workspace = 1u << 20;
+    char what[64];
+    snprintf(what, sizeof what, "an image of %zu tokens", job->sequence);
+    status = vram_plan_shares(job->shares, job->shares_count, job->encoded, job->offsets, job->sequence, job->workspace,
+                              job->row_bytes, limit, chunk_bytes, job, VERB, what, &scratch);
+    if (status != uform_status_ok_k) goto refused;
+    if (!job->encoded) {
+        job->shares_count = 0;
+        vram_gather(job->vram, job->shares, 0, job->host_rows, job->row_bytes, job->order, 0, count, &job->out, job->items,
+                    statuses, VERB);
+        job_free(job);
+        return uform_outcome_refuse(outcome, uform_status_ok_k);
+    }
+
+    /* 4. The device call; when it returns, the work ran (or failed) and the job is ours again. */
+    uform_call_t call = {.residency = uform_residency_vram_k, .device = device_part, .scratch_bytes = scratch, .context = job};
+    status = uform_executor_call(executor, &call, outcome);
+    job_free(job);
+    return status;
+
+refused:
+    job_free(job);
+    return uform_outcome_refuse(outcome, status);
+}

@@ -1,0 +1,401 @@
+/**
+ *  @file   vram_tower.c
+ *  @brief  The machinery the VRAM text and image towers share (vram_tower.h describes it): opening
+ *          and freeing the per-device copies, the pinned staging buffer, the split of a batch over
+ *          devices and gathering the rows. Launches, products, graphs and profiling are in
+ *          vram_tower_exec.c.
+ *
+ *  Opening: model.c (texts) or image_model.c (images) reads the directory into one host tower
+ *  exactly as for RAM models (nothing is read twice or differently); the tower's layout function
+ *  packs it into one host image, uploaded per device into one `cuMemAlloc` block in the device's
+ *  primary context (the one VRAM executors use). Each copy also holds the engine's module (the
+ *  same fatbin as vram.c's, text and image kernels together) and a cuBLASLt handle.
+ */
+#define _GNU_SOURCE
+#include "models/vram_tower.h"
+
+#include <stdio.h>   // `snprintf`
+#include <stdlib.h>  // `calloc`, `getenv`
+#include <string.h>  // `memcpy`
+
+/* ---- The host image ---- */
+
+size_t vram_image_take(vram_image_t *image, size_t bytes) {
+    size_t offset = align_up(image->used, VRAM_ALIGN);
+    image->used = offset + bytes;
+    return offset;
+}
+
+size_t vram_image_matrix(vram_image_t *image, uform_tensor_t const *tensor, size_t rows, size_t cols, uform_dtype_t dtype) {
+    size_t bytes = rows * cols * element_size(dtype);
+    size_t offset = vram_image_take(image, bytes);
+    if (image->bytes && tensor && tensor->data) memcpy(image->bytes + offset, tensor->data, bytes);
+    return offset;
+}
+
+void vram_image_vector_at(vram_image_t *image, size_t offset, uform_tensor_t const *tensor, size_t count, uform_dtype_t dtype) {
+    if (!image->bytes || !tensor || !tensor->data) return;
+    uform_kernels_t const *kernels = uform_kernels_for(uform_cpu_class_serial_k);
+    float const *values = (float const *)tensor->data;
+    if (dtype == uform_dtype_f32_k) memcpy(image->bytes + offset, values, count * sizeof(float));
+    else if (dtype == uform_dtype_bf16_k) kernels->f32_to_bf16(values, (uint16_t *)(image->bytes + offset), count);
+    else kernels->f32_to_f16(values, (uint16_t *)(image->bytes + offset), count);
+}
+
+size_t vram_image_vector(vram_image_t *image, uform_tensor_t const *tensor, size_t count, uform_dtype_t dtype) {
+    size_t offset = vram_image_take(image, count * element_size(dtype));
+    vram_image_vector_at(image, offset, tensor, count, dtype);
+    return offset;
+}
+
+void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3], uform_tensor_t const *const biases[3],
+                    size_t width, uform_dtype_t dtype, CUdeviceptr *weight_at, CUdeviceptr *bias_at) {
+    size_t matrix = width * width * element_size(dtype), vector = width * element_size(dtype);
+    *weight_at = vram_image_take(image, 3 * matrix);
+    *bias_at = vram_image_take(image, 3 * vector);
+    for (size_t i = 0; i < 3; ++i) {
+        if (image->bytes) memcpy(image->bytes + *weight_at + i * matrix, weights[i]->data, matrix);
+        vram_image_vector_at(image, *bias_at + i * vector, biases[i], width, dtype);
+    }
+}
+
+/* ---- Copies ---- */
+
+static void copy_release(vram_tower_t *vram, vram_copy_t *copy) {
+    uform_cuda_t const *cuda = vram->cuda;
+    if (copy->context) {
+        CUcontext previous = NULL;
+        if (cuda->CtxPushCurrent(copy->context) == CUDA_SUCCESS) {
+            for (size_t g = 0; g < VRAM_GRAPHS; ++g)
+                if (copy->graphs[g].exec) cuda->GraphExecDestroy(copy->graphs[g].exec);
+            if (copy->lt) vram->lt->Destroy(copy->lt);
+            if (copy->module) cuda->ModuleUnload(copy->module);
+            if (copy->block) cuda->MemFree(copy->block);
+            cuda->CtxPopCurrent(&previous);
+        }
+        cuda->DevicePrimaryCtxRelease(copy->device);
+    }
+    free(copy->layers);
+    pthread_mutex_destroy(&copy->lock);
+}
+
+size_t uform_text_vram_copies(struct uform_model_s const *model) {
+    return model && model->vram ? ((vram_tower_t const *)model->vram)->count : 0;
+}
+
+/** Frees the staging buffer in the first copy's context (pinned memory belongs to a context). */
+static void staging_release(vram_tower_t *vram) {
+    if (!vram->staging) return;
+    CUcontext previous = NULL;
+    if (vram->count && vram->copies[0].context && vram->cuda->CtxPushCurrent(vram->copies[0].context) == CUDA_SUCCESS) {
+        vram->cuda->MemFreeHost(vram->staging);
+        vram->cuda->CtxPopCurrent(&previous);
+    }
+    vram->staging = NULL, vram->staging_bytes = 0;
+}
+
+void *vram_staging_take(vram_tower_t *vram, size_t bytes) {
+    void *buffer = NULL;
+    pthread_mutex_lock(&vram->staging_lock);
+    if (!vram->staging_lent && vram->count && vram->copies[0].context) {
+        if (vram->staging_bytes < bytes) {
+            staging_release(vram);
+            CUcontext previous = NULL;
+            if (vram->cuda->CtxPushCurrent(vram->copies[0].context) == CUDA_SUCCESS) {
+                size_t grown = bytes + bytes / 4; /* room for a somewhat larger batch next time */
+                if (vram->cuda->MemHostAlloc(&vram->staging, grown, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS)
+                    vram->staging_bytes = grown;
+                else vram->staging = NULL;
+                vram->cuda->CtxPopCurrent(&previous);
+            }
+        }
+        if (vram->staging) buffer = vram->staging, vram->staging_lent = 1;
+    }
+    pthread_mutex_unlock(&vram->staging_lock);
+    return buffer;
+}
+
+void vram_staging_give(vram_tower_t *vram, void *buffer) {
+    pthread_mutex_lock(&vram->staging_lock);
+    if (buffer && buffer == vram->staging) vram->staging_lent = 0;
+    pthread_mutex_unlock(&vram->staging_lock);
+}
+
+void uform_text_vram_free(struct uform_model_s *model) {
+    vram_tower_t *vram = model ? (vram_tower_t *)model->vram : NULL;
+    if (!vram) return;
+    staging_release(vram);
+    pthread_mutex_destroy(&vram->staging_lock);
+    for (size_t i = 0; i < vram->count; ++i) copy_release(vram, &vram->copies[i]);
+    free(vram->copies);
+    free(vram);
+    model->vram = NULL;
+}
+
+static char const *const suffixes[3] = {"f32", "bf16", "f16"};
+
+/** Adds the block's base to every present offset (0 is absent: the image's first bytes are reserved). */
+static void rebase(CUdeviceptr *pointers, CUdeviceptr const *offsets, size_t count, CUdeviceptr base) {
+    for (size_t i = 0; i < count; ++i) pointers[i] = offsets[i] ? base + offsets[i] : 0;
+}
+
+/** Uploads the image to one device and loads its module (every tower's kernels) and cuBLASLt handle. */
+static uform_status_t copy_open(vram_tower_t *vram, vram_copy_t *copy, vram_image_t const *image,
+                                vram_weights_t const *weights, vram_layer_t const *layers, size_t layers_count) {
+    uform_cuda_t const *cuda = vram->cuda;
+    CUresult result = cuda->DevicePrimaryCtxRetain(&copy->context, copy->device);
+    if (result != CUDA_SUCCESS) {
+        copy->context = NULL;
+        return uform_cuda_fail(uform_status_unsupported_k, result, "uform_model_open: retaining device %d's context",
+                               (int)copy->ordinal);
+    }
+    result = cuda->CtxPushCurrent(copy->context);
+    if (result != CUDA_SUCCESS)
+        return uform_cuda_fail(uform_status_unsupported_k, result, "uform_model_open: entering device %d's context",
+                               (int)copy->ordinal);
+    uform_status_t status = uform_status_ok_k;
+    char what[128] = "cuMemAlloc";
+    result = cuda->MemAlloc(&copy->block, image->used);
+    if (result != CUDA_SUCCESS) {
+        copy->block = 0;
+        status = uform_cuda_fail(uform_status_out_of_memory_k, result,
+                                 "uform_model_open: %zu bytes of weights on device %d", image->used, (int)copy->ordinal);
+        goto done;
+    }
+    snprintf(what, sizeof what, "cuMemcpyHtoD");
+    result = cuda->MemcpyHtoD(copy->block, image->bytes, image->used);
+    if (result == CUDA_SUCCESS) snprintf(what, sizeof what, "cuModuleLoadData"),
+                                result = cuda->ModuleLoadData(&copy->module, uform_kernels_fatbin);
+    if (result != CUDA_SUCCESS) copy->module = NULL;
+    struct {
+        CUfunction *function;
+        char const *tower, *name;
+    } const functions[] = {{&copy->embed, "text", "embed"},
+                           {&copy->layer_norm, "text", "layer_norm"},
+                           {&copy->gelu, "text", "gelu"},
+                           {&copy->attention_simt, "text", "attention_simt"},
+                           {&copy->pool, "text", "pool"},
+                           {&copy->finish, "text", "finish"},
+                           {&copy->attention_mma, "text", "attention_mma"},
+                           {&copy->image_patches, "image", "patches"},
+                           {&copy->image_assemble, "image", "assemble"}};
+    for (size_t f = 0; f < sizeof functions / sizeof *functions && result == CUDA_SUCCESS; ++f) {
+        if (vram->suffix == 0 && !strcmp(functions[f].name, "attention_mma")) continue; /* no f32 tensor-core path */
+        snprintf(what, sizeof what, "uform_%s_%s_%s", functions[f].tower, functions[f].name, suffixes[vram->suffix]);
+        result = cuda->ModuleGetFunction(functions[f].function, copy->module, what);
+    }
+    int optin = 0;
+    if (result == CUDA_SUCCESS)
+        snprintf(what, sizeof what, "cuDeviceGetAttribute"),
+            result = cuda->DeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, copy->device);
+    copy->shared_optin = optin > 48 * 1024 ? optin : 48 * 1024;
+    if (result == CUDA_SUCCESS)
+        snprintf(what, sizeof what, "cuFuncSetAttribute"),
+            result = cuda->FuncSetAttribute(copy->attention_simt, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            copy->shared_optin);
+    if (result == CUDA_SUCCESS && copy->attention_mma)
+        result = cuda->FuncSetAttribute(copy->attention_mma, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        copy->shared_optin);
+    if (result != CUDA_SUCCESS) {
+        status = uform_cuda_fail(result == CUDA_ERROR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
+                                                                     : uform_status_unsupported_k,
+                                 result, "uform_model_open: %s on device %d", what, (int)copy->ordinal);
+        goto done;
+    }
+    uform_lt_status_t lt_status = vram->lt->Create(&copy->lt);
+    if (lt_status != 0) {
+        copy->lt = NULL;
+        status = uform_fail(uform_status_unsupported_k, "uform_model_open: cublasLtCreate on device %d returned %d (%s)",
+                            (int)copy->ordinal, lt_status, vram->lt->path);
+        goto done;
+    }
+    rebase((CUdeviceptr *)&copy->w, (CUdeviceptr const *)weights, sizeof(vram_weights_t) / sizeof(CUdeviceptr), copy->block);
+    rebase((CUdeviceptr *)copy->layers, (CUdeviceptr const *)layers,
+           layers_count * (sizeof(vram_layer_t) / sizeof(CUdeviceptr)), copy->block);
+done:;
+    CUcontext previous = NULL;
+    cuda->CtxPopCurrent(&previous);
+    return status;
+}
+
+uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t const *options, void const *tower,
+                               size_t layers_count, uform_dtype_t dtype, vram_layout_t layout) {
+    uform_cuda_t const *cuda = NULL;
+    uform_cuda_device_t const *devices = NULL;
+    size_t devices_count = 0;
+    if (options && !options->devices && options->devices_count)
+        return uform_fail(uform_status_invalid_argument_k, "uform_model_open: vram.devices is NULL with a count of %zu",
+                          options->devices_count);
+    uform_status_t status = uform_cuda(&cuda);
+    if (status == uform_status_ok_k) status = uform_cuda_devices(&devices, &devices_count);
+    if (status != uform_status_ok_k)
+        return uform_fail(uform_status_unsupported_k, "uform_model_open: VRAM residency needs a GPU: %s",
+                          uform_error_message());
+    uform_cublaslt_t const *lt = NULL;
+    if (uform_cublaslt(&lt) != uform_status_ok_k)
+        return uform_fail(uform_status_unsupported_k, "uform_model_open: %s", uform_error_message());
+
+    int32_t derived = 0;
+    int32_t const *ordinals = &derived;
+    size_t count = 1;
+    if (options && options->devices_count) ordinals = options->devices, count = options->devices_count;
+    else derived = (int32_t)uform_cuda_pick_free_device(NULL);
+    for (size_t i = 0; i < count; ++i) {
+        if (ordinals[i] < 0 || (size_t)ordinals[i] >= devices_count)
+            return uform_fail(uform_status_invalid_argument_k,
+                              "uform_model_open: vram.devices[%zu] is %d; this machine has %zu GPUs", i,
+                              (int)ordinals[i], devices_count);
+        for (size_t j = 0; j < i; ++j)
+            if (ordinals[j] == ordinals[i])
+                return uform_fail(uform_status_invalid_argument_k, "uform_model_open: device %d is named twice",
+                                  (int)ordinals[i]);
+    }
+
+    vram_tower_t *vram = (vram_tower_t *)calloc(1, sizeof *vram);
+    vram_image_t image = {0};
+    vram_weights_t weights = {0};
+    vram_layer_t *layers = (vram_layer_t *)calloc(layers_count ? layers_count : 1, sizeof(vram_layer_t));
+    if (vram) vram->copies = (vram_copy_t *)calloc(count, sizeof(vram_copy_t));
+    if (!vram || !layers || !vram->copies) {
+        free(layers);
+        if (vram) free(vram->copies);
+        free(vram);
+        return uform_fail(uform_status_out_of_memory_k, "uform_model_open: out of memory");
+    }
+    vram->cuda = cuda, vram->lt = lt;
+    pthread_mutex_init(&vram->staging_lock, NULL);
+    vram->suffix = dtype == uform_dtype_f32_k ? 0 : dtype == uform_dtype_bf16_k ? 1 : 2;
+    vram->lt_type = vram->suffix == 0 ? uform_lt_r_32f_k : vram->suffix == 1 ? uform_lt_r_16bf_k : uform_lt_r_16f_k;
+    model->vram = vram;
+    /* Counted once, then written; the first VRAM_ALIGN bytes stay reserved so that 0 means absent. */
+    image.used = VRAM_ALIGN;
+    layout(&image, tower, &weights, layers);
+    image.size = image.used;
+    image.bytes = (unsigned char *)calloc(1, image.size);
+    if (!image.bytes) {
+        free(layers);
+        uform_text_vram_free(model);
+        return uform_fail(uform_status_out_of_memory_k, "uform_model_open: no memory for a %zu-byte weights image",
+                          image.size);
+    }
+    image.used = VRAM_ALIGN;
+    layout(&image, tower, &weights, layers);
+    for (size_t i = 0; i < count && status == uform_status_ok_k; ++i) {
+        vram_copy_t *copy = &vram->copies[i];
+        pthread_mutex_init(&copy->lock, NULL);
+        ++vram->count; /* counted first, so a failure releases what was made */
+        copy->ordinal = ordinals[i];
+        copy->device = devices[ordinals[i]].device;
+        copy->multiprocessors = devices[ordinals[i]].multiprocessors ? devices[ordinals[i]].multiprocessors : 1;
+        copy->layers = (vram_layer_t *)calloc(layers_count ? layers_count : 1, sizeof(vram_layer_t));
+        if (!copy->layers) status = uform_fail(uform_status_out_of_memory_k, "uform_model_open: out of memory");
+        else status = copy_open(vram, copy, &image, &weights, layers, layers_count);
+    }
+    free(image.bytes);
+    free(layers);
+    if (status != uform_status_ok_k) {
+        char message[1024];
+        snprintf(message, sizeof message, "%s", uform_error_message());
+        uform_text_vram_free(model);
+        return uform_fail(status, "%s", message);
+    }
+    return uform_status_ok_k;
+}
+
+/* ---- Jobs: devices, shares, rows ---- */
+
+uform_status_t vram_bind_shares(uform_executor_t executor, struct uform_model_s const *model, vram_share_t **shares_out,
+                                size_t *count, char const *verb) {
+    vram_tower_t *vram = (vram_tower_t *)model->vram;
+    uform_vram_member_t const *members = NULL;
+    size_t members_count = uform_vram_members(executor, &members);
+    *shares_out = NULL, *count = 0;
+    if (!vram || !members_count) return uform_fail(uform_status_residency_mismatch_k, "%s: the executor drives no GPU", verb);
+    vram_share_t *shares = (vram_share_t *)calloc(members_count, sizeof(vram_share_t));
+    if (!shares) return uform_fail(uform_status_out_of_memory_k, "%s: out of memory", verb);
+    for (size_t d = 0; d < members_count; ++d) {
+        for (size_t c = 0; c < vram->count; ++c)
+            if (vram->copies[c].ordinal == members[d].ordinal) shares[d].copy = &vram->copies[c];
+        if (!shares[d].copy) {
+            free(shares);
+            return uform_fail(uform_status_residency_mismatch_k,
+                              "%s: the executor's device %d holds no copy of the model; open the model with that device "
+                              "among its vram.devices",
+                              verb, (int)members[d].ordinal);
+        }
+    }
+    *shares_out = shares, *count = members_count;
+    return uform_status_ok_k;
+}
+
+size_t vram_share_bytes(vram_share_t const *share, size_t workspace, size_t row_bytes, vram_chunk_bytes_t chunk_bytes,
+                        void const *context) {
+    return align_up(workspace, VRAM_ALIGN) + align_up((share->end - share->first) * row_bytes, VRAM_ALIGN) +
+           chunk_bytes(context, share->chunk_tokens);
+}
+
+uform_status_t vram_plan_shares(vram_share_t *shares, size_t count, size_t encoded, size_t const *offsets,
+                                size_t longest, size_t workspace, size_t row_bytes, size_t limit,
+                                vram_chunk_bytes_t chunk_bytes, void const *context, char const *verb,
+                                char const *what, size_t *scratch) {
+    size_t multiprocessors = 0, taken = 0;
+    *scratch = 0;
+    for (size_t d = 0; d < count; ++d) multiprocessors += shares[d].copy->multiprocessors;
+    for (size_t d = 0; d < count; ++d) {
+        vram_share_t *share = &shares[d];
+        size_t quota = d + 1 == count ? encoded - taken
+                                      : (size_t)((double)encoded * share->copy->multiprocessors / (double)multiprocessors + 0.5);
+        if (quota > encoded - taken) quota = encoded - taken;
+        share->first = taken, share->end = taken + quota, taken += quota;
+        share->tokens = offsets[share->end] - offsets[share->first];
+        size_t fixed = align_up(workspace, VRAM_ALIGN) + align_up(quota * row_bytes, VRAM_ALIGN);
+        size_t budget = limit ? limit : (size_t)4 << 30;
+        size_t capacity = share->tokens;
+        if (fixed + chunk_bytes(context, capacity) > budget) {
+            /* Largest chunk that fits: per-token bytes are near-linear; step down from the estimate. */
+            size_t per_token = chunk_bytes(context, 1024) / 1024 + 1;
+            capacity = budget > fixed ? (budget - fixed) / per_token : 0;
+            while (capacity && fixed + chunk_bytes(context, capacity) > budget) --capacity;
+        }
+        if (quota && capacity < longest) {
+            size_t needed = fixed + chunk_bytes(context, longest);
+            return uform_fail(uform_status_limit_exceeded_k,
+                              "%s: %s needs %zu bytes of device scratch; the executor's scratch_limit is %zu", verb, what,
+                              needed, limit);
+        }
+        share->chunk_tokens = quota ? capacity : 0;
+        size_t bytes = vram_share_bytes(share, workspace, row_bytes, chunk_bytes, context);
+        if (bytes > *scratch) *scratch = bytes;
+    }
+    return uform_status_ok_k;
+}
+
+uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
+                           unsigned char *host_rows, size_t row_bytes, size_t const *order, size_t encoded,
+                           size_t count, uform_embeddings_t const *out, uform_status_t const *items,
+                           uform_status_t *statuses, char const *verb) {
+    uform_cuda_t const *cuda = vram->cuda;
+    for (size_t d = 0; d < shares_count; ++d) {
+        vram_share_t const *share = &shares[d];
+        if (share->end == share->first) continue;
+        CUcontext previous = NULL;
+        CUresult result = cuda->CtxPushCurrent(share->context);
+        if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "cuCtxPushCurrent", share->copy->ordinal);
+        result = cuda->MemcpyDtoHAsync(host_rows + share->first * row_bytes, share->out, (share->end - share->first) * row_bytes,
+                                       share->stream);
+        if (result == CUDA_SUCCESS) result = cuda->StreamSynchronize(share->stream);
+        cuda->CtxPopCurrent(&previous);
+        if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying embeddings back", share->copy->ordinal);
+    }
+    size_t stride = out->stride ? out->stride : row_bytes;
+    unsigned char *rows = (unsigned char *)out->data;
+    size_t next = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (next < encoded && order[next] == i) {
+            memcpy(rows + i * stride, host_rows + next * row_bytes, row_bytes);
+            ++next;
+        } else memset(rows + i * stride, 0, row_bytes);
+        if (statuses) statuses[i] = items[i];
+    }
+    return uform_status_ok_k;
+}

@@ -1,0 +1,261 @@
+/**
+ *  @file   vram_tower.h
+ *  @brief  What the VRAM text towers (text_vram*.c) and the VRAM image towers (image_vram*.c) share,
+ *          in vram_tower.c: the per-device weights copies (one `cuMemAlloc` block, the engine's
+ *          module, a cuBLASLt handle, an algorithm cache and captured graphs per copy), opening and
+ *          freeing them, the cuBLASLt product with its fused epilogues, kernel launches, graph
+ *          capture and replay, profiling, the split of a batch over devices in proportion to their
+ *          SMs with a chunk capacity under the scratch limit, and gathering the output rows in input
+ *          order. Internal only; builds without CUDA compile the `*_stub.c` files instead.
+ *
+ *  A tower lays its tensors out in one host image (`vram_layout_t`), which `vram_tower_open`
+ *  uploads per device; offset 0 of the image is reserved, so a weight pointer of 0 means absent.
+ *  A verb's job splits its items (texts, images) over the executor's devices (`vram_plan_shares`),
+ *  and each device's callback runs its share in chunks through `vram_exec_t` (`vram_gemm`,
+ *  `vram_launch`, `text_vram_attention`, `vram_graph`); the last device's callback calls `vram_gather`.
+ */
+#ifndef UFORM_MODELS_VRAM_TOWER_H
+#define UFORM_MODELS_VRAM_TOWER_H
+
+#include "models/model.h"
+
+#include "cublaslt.h"
+#include "cuda_driver.h"
+#include "internal.h"
+#include "kernels/kernels.h"
+
+#include <pthread.h> // `pthread_mutex_t`
+#include <stdio.h>   // `FILE`
+
+#define VRAM_ALIGN 256u
+#define VRAM_CACHE 48u
+#define VRAM_GRAPHS 16u
+
+/** One layer's matrices and vectors on a device (text: post-norm BERT; image: pre-norm ViT, whose
+ *  LayerScale is folded into `output_*` and `down_*`). */
+typedef struct vram_layer_t {
+    CUdeviceptr qkv_weight, qkv_bias, output_weight, output_bias, norm1_gamma, norm1_beta;
+    CUdeviceptr up_weight, up_bias, down_weight, down_bias, norm2_gamma, norm2_beta;
+} vram_layer_t;
+
+typedef struct vram_algo_t {
+    size_t m, n, k, workspace;
+    int epilogue, residual, valid;
+    uform_lt_algo_t algo;
+} vram_algo_t;
+
+/** A captured chunk: the key names everything its launches depend on (see `vram_graph`). */
+typedef struct vram_graph_t {
+    uint64_t key[12];
+    int state;      /**< 0 empty, 1 seen once (captured on the next sighting), 2 captured, 3 not capturable. */
+    CUgraphExec exec;
+    uint64_t used;  /**< LRU clock. */
+} vram_graph_t;
+
+/** Tower-level weights of a copy (0 when the tower has none). */
+typedef struct vram_weights_t {
+    /* Text towers. */
+    CUdeviceptr word, position, type0, embed_gamma, embed_beta;
+    /* Image towers: patch matrix [dim][depth padded to 8], bias, position embeddings (f32 [patches][dim]),
+     * CLS and register tokens (f32 [1 + registers][dim]), the final LayerNorm (f32). */
+    CUdeviceptr patch_weight, patch_bias, patch_position, prefix, norm_gamma, norm_beta;
+    /* Both: the projection [embedding_dimensions][width] (no bias). */
+    CUdeviceptr projection;
+} vram_weights_t;
+
+typedef struct vram_copy_t {
+    int32_t ordinal;
+    CUdevice device;
+    CUcontext context; /**< Retained primary context, or NULL before. */
+    uint32_t multiprocessors;
+    int shared_optin;  /**< Dynamic shared memory a block may opt into. */
+    CUdeviceptr block;
+    CUmodule module;
+    /* Text kernels (the image tower uses the shared ones: LayerNorm, GELU, attention, pool, finish). */
+    CUfunction embed, layer_norm, gelu, attention_simt, attention_mma, pool, finish;
+    /** `uform_text_attention_flash<32|64|128>_<dtype>`, looked up (under `lock`) on first use by
+     *  `text_vram_attention`; state 0 not yet, 1 found (and its shared-memory limit raised), 2 absent. */
+    CUfunction attention_flash[3];
+    int attention_flash_state[3];
+    /* Image kernels (src/kernels/image_gpu.cuh). */
+    CUfunction image_patches, image_assemble;
+    uform_lt_handle_t lt;
+    vram_weights_t w;
+    vram_layer_t *layers;
+    pthread_mutex_t lock; /**< Guards `cache` and `graphs` (held across a graph's launch). */
+    vram_algo_t cache[VRAM_CACHE];
+    /** Timed winners (`vram_gemm`), one per product shape and power-of-two bucket of m (`m` holds the
+     *  bucket): a new m in a bucket takes the winner from its own candidates without timing again. */
+    vram_algo_t tuned[VRAM_CACHE];
+    vram_graph_t graphs[VRAM_GRAPHS];
+    uint64_t graph_clock;
+} vram_copy_t;
+
+/** `model->vram` of a VRAM model, text or image. */
+typedef struct vram_tower_t {
+    uform_cuda_t const *cuda;
+    uform_cublaslt_t const *lt;
+    size_t count;
+    vram_copy_t *copies;
+    int lt_type; /**< CUDA_R_* of the activations and weights. */
+    int suffix;  /**< 0 f32, 1 bf16, 2 f16. */
+    /* A pinned host buffer for uploads (image towers' 8-bit crops), lent to one job at a time. */
+    pthread_mutex_t staging_lock;
+    void *staging;
+    size_t staging_bytes;
+    int staging_lent;
+} vram_tower_t;
+
+#define CHECK_STEP(expression)                                                                                         \
+    do {                                                                                                               \
+        uform_status_t step_ = (expression);                                                                           \
+        if (step_ != uform_status_ok_k) return step_;                                                                  \
+    } while (0)
+
+static inline size_t align_up(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+static inline size_t element_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
+
+/* ---- Opening ---- */
+
+/** The host image of one tower: every tensor at a 256-aligned offset of one block. */
+typedef struct vram_image_t {
+    unsigned char *bytes; /**< NULL while only counting. */
+    size_t size, used;
+} vram_image_t;
+
+/** Reserves `bytes` (256-aligned) in the image; returns the offset. With `image->bytes` NULL only counts. */
+size_t vram_image_take(vram_image_t *image, size_t bytes);
+/** Copies `rows * cols` values already in `dtype` (zeros when `tensor` is absent); returns the offset. */
+size_t vram_image_matrix(vram_image_t *image, uform_tensor_t const *tensor, size_t rows, size_t cols, uform_dtype_t dtype);
+/** Writes an f32 vector converted to `dtype` at `offset` (nothing when absent or only counting). */
+void vram_image_vector_at(vram_image_t *image, size_t offset, uform_tensor_t const *tensor, size_t count, uform_dtype_t dtype);
+/** Reserves and writes an f32 vector converted to `dtype`; returns the offset. */
+size_t vram_image_vector(vram_image_t *image, uform_tensor_t const *tensor, size_t count, uform_dtype_t dtype);
+
+/** Q, K and V stacked: one [3 width][width] matrix and one [3 width] bias (in `dtype`), so one product makes all three. */
+void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3], uform_tensor_t const *const biases[3],
+                    size_t width, uform_dtype_t dtype, CUdeviceptr *weight_at, CUdeviceptr *bias_at);
+
+/** Lays a tower out into `image` (from `image->used` 0; copying when `image->bytes` is set): offsets
+ *  into `weights` and `layers` (`layers_count` of them). */
+typedef void (*vram_layout_t)(vram_image_t *image, void const *tower, vram_weights_t *weights, vram_layer_t *layers);
+
+/** @brief Uploads a host tower to every device `options` names (NULL derives one free device) into
+ *  `model->vram`: `layout` places `tower`'s tensors, whose matrices have `dtype`. UNSUPPORTED without
+ *  a driver, device or cuBLASLt; INVALID_ARGUMENT for bad ordinals; OUT_OF_MEMORY. On failure
+ *  nothing stays allocated. */
+uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t const *options, void const *tower,
+                               size_t layers_count, uform_dtype_t dtype, vram_layout_t layout);
+
+/** @brief The tower's pinned host buffer, grown to at least `bytes` (kept until the model is freed),
+ *  for one job at a time: uploads from it run at the bus's speed, not through the driver's staging.
+ *  NULL when another job holds it or the driver cannot pin that much: the caller then uses malloc. */
+void *vram_staging_take(vram_tower_t *vram, size_t bytes);
+/** @brief Returns the buffer `vram_staging_take` lent. */
+void vram_staging_give(vram_tower_t *vram, void *buffer);
+
+/* ---- One device's work ---- */
+
+/** One device's share of a job: items [first, end) in the job's packed order, the chunk capacity. */
+typedef struct vram_share_t {
+    vram_copy_t *copy;
+    size_t first, end;         /**< Encoded items. */
+    size_t tokens;             /**< Their tokens. */
+    size_t chunk_tokens;       /**< Tokens per chunk at most (a chunk's items are at most as many). */
+    CUdeviceptr scratch;       /**< The slot's scratch, once its callback ran. */
+    CUdeviceptr out;           /**< Its output rows in the scratch (after the workspace). */
+    CUstream stream;
+    CUcontext context;
+} vram_share_t;
+
+/** What a product or launch runs on: a copy, a stream and a cuBLASLt workspace. `verb` starts messages. */
+typedef struct vram_exec_t {
+    vram_tower_t const *vram;
+    vram_copy_t *copy;
+    CUstream stream;
+    CUdeviceptr workspace;
+    size_t workspace_bytes;
+    char const *verb;
+} vram_exec_t;
+
+/** A failed launch or copy on device `ordinal`: DEVICE_FAULT when the context is lost, else INVALID_ARGUMENT. */
+uform_status_t vram_launch_failed(CUresult result, char const *verb, char const *what, int32_t ordinal);
+/** The same for the text verb ("uform_encode_texts: ..."). */
+uform_status_t text_vram_launch_failed(uform_cuda_t const *cuda, CUresult result, char const *what, int32_t ordinal);
+
+/** Launches `function` on `stream` (device `ordinal`) over a grid_x x grid_y grid of `block`-thread
+ *  blocks, timed under `name` when profiling; failures name `verb`. */
+uform_status_t vram_launch_grid(uform_cuda_t const *cuda, CUstream stream, int32_t ordinal, char const *verb,
+                                CUfunction function, char const *name, unsigned grid_x, unsigned grid_y, unsigned block,
+                                unsigned shared, void **arguments);
+/** `vram_launch_grid` on the exec's stream over a 1D grid. */
+uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const *name, unsigned grid, unsigned block,
+                           unsigned shared, void **arguments);
+
+/** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
+ *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. Products of
+ *  at least 2^30 multiply-adds time cuBLASLt's first 8 candidates on first sight (never while a graph
+ *  is captured) and keep the fastest, once per shape and power-of-two bucket of m
+ *  (UFORM_GPU_GEMM_TUNE=0 keeps the heuristic's first pick). */
+uform_status_t vram_gemm(vram_exec_t const *e, char const *label, size_t m, size_t n, size_t k, CUdeviceptr a,
+                         CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d, int epilogue);
+
+/** Attention over packed sequences on `copy`'s device, enqueued on `stream`: `context` [tokens][heads
+ *  head] from `qkv` [tokens][3 heads head] (Q, K, V of a token side by side, as the QKV product writes
+ *  them), `offsets` (int32 on the device, `sequences + 1`) delimiting the sequences, the longest of
+ *  which has `longest` tokens; scale 1 / sqrt(head). `dtype` is the activations'. The text towers'
+ *  kernels and their choice (defined in text_vram_launch.c); image towers call it with one sequence
+ *  per image. UNSUPPORTED (with a message) when no kernel's shared memory fits the device. */
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
+                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
+                                   size_t longest, int heads, int head);
+
+/** Enqueues `compute(context)` as a CUDA graph when a chunk of the same `key` was seen before
+ *  (captured on the second sighting, replayed after), else directly. UFORM_GPU_NO_GRAPHS=1 turns
+ *  graphs off; a capture that fails marks the key as not capturable. The key must name everything
+ *  the launches depend on (stream, scratch, shapes, output options). */
+uform_status_t vram_graph(vram_exec_t const *e, uint64_t const key[12], uform_status_t (*compute)(void *context),
+                          void *context);
+
+/** Whether UFORM_GPU_PROFILE=1 is set: each step runs synchronised and timed (graphs off). */
+int vram_profiling(void);
+
+/** Adds `seconds` to the profile's step `name` (a string that outlives the process's report). */
+void vram_profile_add(char const *name, double seconds);
+
+/* ---- Jobs ---- */
+
+/** Bytes of one chunk's buffers for `tokens` tokens, for `vram_plan_shares`. */
+typedef size_t (*vram_chunk_bytes_t)(void const *context, size_t tokens);
+
+/**
+ *  @brief Splits `encoded` items over `count` shares in proportion to their copies' SMs (contiguous
+ *  ranges, so rows come back in input order) and gives each a chunk capacity in tokens: all its
+ *  tokens when they fit `limit` (0: 4 GiB) beside the workspace and its `row_bytes` output rows, else
+ *  the most that do. `offsets[e]` is item e's first token (`encoded + 1` entries). LIMIT_EXCEEDED
+ *  (naming `what`, an item of `longest` tokens) when one item cannot fit. Returns the most scratch
+ *  any share needs in `*scratch`.
+ */
+uform_status_t vram_plan_shares(vram_share_t *shares, size_t count, size_t encoded, size_t const *offsets,
+                                size_t longest, size_t workspace, size_t row_bytes, size_t limit,
+                                vram_chunk_bytes_t chunk_bytes, void const *context, char const *verb,
+                                char const *what, size_t *scratch);
+
+/** Bytes of a share's scratch: [workspace][output rows][a chunk's buffers]. */
+size_t vram_share_bytes(vram_share_t const *share, size_t workspace, size_t row_bytes, vram_chunk_bytes_t chunk_bytes,
+                        void const *context);
+
+/** @brief Copies every share's output rows back (waiting on each stream in turn) into `host_rows`,
+ *  then writes `count` rows in input order with the caller's stride: encoded item e is input
+ *  `order[e]`, every other input a zero row; `statuses` (when set) get `items`. */
+uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
+                           unsigned char *host_rows, size_t row_bytes, size_t const *order, size_t encoded,
+                           size_t count, uform_embeddings_t const *out, uform_status_t const *items,
+                           uform_status_t *statuses, char const *verb);
+
+/** @brief Finds each executor device's copy of `model` into `shares` (zeroed, `members_count` of
+ *  them): RESIDENCY_MISMATCH when the executor drives no GPU or a device holds no copy. */
+uform_status_t vram_bind_shares(uform_executor_t executor, struct uform_model_s const *model, vram_share_t **shares,
+                                size_t *count, char const *verb);
+
+#endif // UFORM_MODELS_VRAM_TOWER_H

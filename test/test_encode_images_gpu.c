@@ -1,0 +1,368 @@
+/**
+ *  @file   test_encode_images_gpu.c
+ *  @brief  `uform_encode_images` with VRAM-resident image towers, against this engine's CPU path on the
+ *          same model files: the random ViTs of test/encode_images/towers.h (ViT-S/16-shaped with CLS
+ *          pooling, ViT-B/16-shaped with mean pooling, patch 14 with 4 register tokens and a
+ *          remainder) and the photos of test/image/photos, decoded from their bytes.
+ *
+ *  Checks: cosine >= 0.99999 per row in f32 and >= 0.999 in bf16 and f16 against the CPU path in f32;
+ *  output options (truncation, normalisation, bf16 rows, a stride); a bad image's status and zero
+ *  row; a bad image failing the call without statuses, naming its index; RESIDENCY_MISMATCH (RAM
+ *  executor, RAM model on a VRAM executor, a device without a copy), UNSUPPORTED on the NULL
+ *  executor; LIMIT_EXCEEDED when one image cannot fit `scratch_limit`; a batch split into chunks to
+ *  fit a small limit; graphs (three calls of one shape give identical rows); deferred calls; two
+ *  devices when there are two. Without a GPU (here and in CI) it checks the refusals and exits 77
+ *  (skipped) naming the reason.
+ *
+ *      test_encode_images_gpu [--dump DIRECTORY]   keeps the towers, the photo list and the GPU
+ *                                                  embeddings there for
+ *                                                  test/encode_images/gpu_torch_check.py.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "encode_images/towers.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifndef UFORM_TEST_SOURCE_DIR
+#error "UFORM_TEST_SOURCE_DIR must name test/"
+#endif
+
+static char const *dump_directory = NULL;
+static char root[512];
+static uform_executor_t ram_executor = NULL;
+
+static char const *const photo_names[] = {"astronaut.png", "camera.png", "chelsea.png", "coffee.png", "franz-kafka.jpg",
+                                          "grace_hopper.jpg", "horse.png", "logo.png", "rocket.jpg"};
+#define PHOTOS (sizeof photo_names / sizeof *photo_names)
+#define BATCH 24
+static uform_image_t batch[BATCH];
+static char *photo_bytes[PHOTOS];
+
+static char *read_file(char const *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long length = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)length + 1);
+    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
+    fclose(f);
+    if (data) *size = (size_t)length;
+    return data;
+}
+
+static double cosine(float const *a, float const *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+static uform_model_t open_model(char const *path, uform_residency_t residency, uform_dtype_t dtype,
+                                uform_vram_options_t const *vram) {
+    uform_model_options_t options = {.path = path, .modality = uform_modality_image_k, .residency = residency,
+                                     .vram = vram, .weights_dtype = dtype};
+    uform_model_t model = NULL;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+    return model;
+}
+
+static size_t width_of(uform_model_t model) {
+    uform_model_description_t description;
+    CHECK_FATAL(uform_model_describe(model, &description) == uform_status_ok_k);
+    return description.dimensions;
+}
+
+/** CPU reference rows (f32 weights) for the batch. */
+static float *cpu_rows(char const *path, size_t *dims) {
+    uform_model_t model = open_model(path, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+    CHECK_FATAL(model != NULL);
+    *dims = width_of(model);
+    float *rows = (float *)calloc(BATCH * *dims, sizeof(float));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_images(ram_executor, model, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
+    uform_model_free(model);
+    return rows;
+}
+
+static void dump(char const *name, float const *rows, size_t count, size_t dims) {
+    if (!dump_directory) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.f32", dump_directory, name);
+    FILE *file = fopen(path, "wb");
+    CHECK_FATAL(file != NULL);
+    fwrite(rows, sizeof(float), count * dims, file);
+    fclose(file);
+}
+
+/** Encodes the batch on `executor` with `dtype` weights and checks every row's cosine to the CPU's. */
+static void check_tower(char const *label, char const *path, uform_executor_t executor, uform_vram_options_t const *vram,
+                        uform_dtype_t dtype, double threshold) {
+    size_t dims = 0;
+    float *expected = cpu_rows(path, &dims);
+    uform_model_t model = open_model(path, uform_residency_vram_k, dtype, vram);
+    if (!model) {
+        free(expected);
+        return;
+    }
+    float *rows = (float *)calloc(BATCH * dims, sizeof(float));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    uform_status_t statuses[BATCH];
+    CHECK_STATUS(uform_encode_images(executor, model, batch, BATCH, &out, statuses, NULL), uform_status_ok_k);
+    double worst = 1.0;
+    size_t worst_row = 0;
+    for (size_t i = 0; i < BATCH; ++i) {
+        CHECK(statuses[i] == uform_status_ok_k);
+        double c = cosine(rows + i * dims, expected + i * dims, dims);
+        if (c < worst) worst = c, worst_row = i;
+    }
+    printf("%-40s %d images, worst cosine %.7f (row %zu), threshold %g\n", label, BATCH, worst, worst_row, threshold);
+    CHECK(worst >= threshold);
+    char name[256];
+    snprintf(name, sizeof name, "%s", label);
+    for (char *c = name; *c; ++c)
+        if (*c == ' ' || *c == '/') *c = '_';
+    dump(name, rows, PHOTOS, dims);
+    free(rows), free(expected);
+    uform_model_free(model);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i)
+        if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_directory = argv[++i];
+    snprintf(root, sizeof root, "%s", dump_directory ? dump_directory : "/tmp/uform-test-images-gpu-XXXXXX");
+    if (dump_directory) mkdir(root, 0755);
+    else CHECK_FATAL(mkdtemp(root) != NULL);
+    char towers[3][600];
+    for (size_t t = 0; t < 3; ++t) {
+        snprintf(towers[t], sizeof towers[t], "%s/%s", root, tower_specs[t].name);
+        CHECK_FATAL(tower_write(towers[t], &tower_specs[t]) != 0);
+    }
+
+    /* Refusals that hold on every machine. */
+    if (uform_gpu_status() != uform_status_ok_k) {
+        uform_model_options_t options = {.path = towers[0], .modality = uform_modality_image_k,
+                                         .residency = uform_residency_vram_k, .weights_dtype = uform_dtype_bf16_k};
+        uform_model_t model = NULL;
+        CHECK_STATUS(uform_model_open(&options, &model), uform_status_unsupported_k);
+        CHECK_MESSAGE("uform_model_open: VRAM residency needs a GPU");
+        printf("without a GPU: %s\n", uform_error_message());
+        CHECK(model == NULL);
+        uform_vram_options_t vram = {.devices = NULL, .devices_count = 1};
+        options.vram = &vram;
+        CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("vram.devices is NULL");
+        char command[700];
+        snprintf(command, sizeof command, "rm -rf '%s'", root);
+        if (!dump_directory && system(command) != 0) fprintf(stderr, "could not remove %s\n", root);
+        if (check_failures) return 1;
+        CHECK(uform_gpu_status() != uform_status_ok_k); // sets the message the skip quotes
+        SKIP("no GPU to run VRAM image towers on (%s); the refusals without one passed", uform_error_message());
+    }
+    setenv("UFORM_NO_CUBLASLT", "1", 1);
+    {
+        uform_model_options_t options = {.path = towers[0], .modality = uform_modality_image_k,
+                                         .residency = uform_residency_vram_k, .weights_dtype = uform_dtype_bf16_k};
+        uform_model_t model = NULL;
+        CHECK_STATUS(uform_model_open(&options, &model), uform_status_unsupported_k);
+        CHECK_MESSAGE("cuBLASLt");
+        CHECK(model == NULL);
+        printf("without cuBLASLt: %s\n", uform_error_message());
+    }
+    unsetenv("UFORM_NO_CUBLASLT");
+    {
+        uform_model_options_t options = {.path = towers[0], .modality = uform_modality_image_k,
+                                         .residency = uform_residency_vram_k, .weights_dtype = uform_dtype_bf16_k};
+        uform_model_t model = NULL;
+        uform_status_t status = uform_model_open(&options, &model);
+        if (status == uform_status_unsupported_k && strstr(uform_error_message(), "cuBLASLt")) {
+            printf("SKIPPED: %s\n", uform_error_message());
+            return 77;
+        }
+        CHECK_STATUS(status, uform_status_ok_k);
+        uform_model_free(model);
+    }
+
+    for (size_t i = 0; i < PHOTOS; ++i) {
+        char path[1024];
+        size_t size = 0;
+        snprintf(path, sizeof path, "%s/image/photos/%s", UFORM_TEST_SOURCE_DIR, photo_names[i]);
+        photo_bytes[i] = read_file(path, &size);
+        CHECK_FATAL(photo_bytes[i] != NULL);
+        for (size_t j = i; j < BATCH; j += PHOTOS) batch[j] = (uform_image_t){.data = photo_bytes[i], .size = size};
+    }
+    if (dump_directory) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/photos.txt", dump_directory);
+        FILE *file = fopen(path, "w");
+        CHECK_FATAL(file != NULL);
+        for (size_t i = 0; i < PHOTOS; ++i) fprintf(file, "%s/image/photos/%s\n", UFORM_TEST_SOURCE_DIR, photo_names[i]);
+        fclose(file);
+    }
+
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &ram_executor), uform_status_ok_k);
+    size_t gpus = 0;
+    uform_gpu_device_t listed[16];
+    CHECK_FATAL(uform_gpu_devices(listed, 16, &gpus) == uform_status_ok_k);
+    int32_t const first[] = {0};
+    uform_vram_options_t one = {.devices = first, .devices_count = 1};
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    CHECK_FATAL(executor != NULL);
+
+    uform_dtype_t const dtypes[] = {uform_dtype_f32_k, uform_dtype_bf16_k, uform_dtype_f16_k};
+    char const *names[] = {"f32", "bf16", "f16"};
+    double const thresholds[] = {0.99999, 0.999, 0.999};
+    for (int d = 0; d < 3; ++d)
+        for (size_t t = 0; t < 3; ++t) {
+            char label[128];
+            snprintf(label, sizeof label, "%s %s", tower_specs[t].name, names[d]);
+            check_tower(label, towers[t], executor, &one, dtypes[d], thresholds[d]);
+        }
+
+    /* Output options: truncation, normalisation, bf16 rows with a stride; against the CPU with the same. */
+    uform_model_t gpu = open_model(towers[2], uform_residency_vram_k, uform_dtype_f32_k, &one);
+    CHECK_FATAL(gpu != NULL);
+    {
+        uform_model_t cpu = open_model(towers[2], uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        size_t stride = 160;
+        unsigned char *a = (unsigned char *)calloc(BATCH, stride), *b = (unsigned char *)calloc(BATCH, stride);
+        uform_embeddings_t out = {.data = a, .stride = stride, .dimensions = 64, .dtype = uform_dtype_bf16_k, .normalize = 1};
+        CHECK_STATUS(uform_encode_images(ram_executor, cpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
+        out.data = b;
+        CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
+        double worst = 1;
+        int untouched = 1;
+        for (size_t i = 0; i < BATCH; ++i) {
+            float x[64], y[64];
+            double norm = 0;
+            for (size_t j = 0; j < 64; ++j) {
+                uint16_t p, q;
+                memcpy(&p, a + i * stride + 2 * j, 2), memcpy(&q, b + i * stride + 2 * j, 2);
+                uint32_t pb = (uint32_t)p << 16, qb = (uint32_t)q << 16;
+                memcpy(&x[j], &pb, 4), memcpy(&y[j], &qb, 4);
+                norm += (double)y[j] * y[j];
+            }
+            double c = cosine(x, y, 64);
+            worst = c < worst ? c : worst;
+            CHECK(fabs(norm - 1.0) < 0.01);
+            for (size_t j = 128; j < stride; ++j) untouched &= b[i * stride + j] == 0;
+        }
+        printf("%-40s worst cosine %.7f, rows normalised, padding untouched: %d\n", "vit-p14-reg4 64 dims bf16 rows", worst,
+               untouched);
+        CHECK(worst >= 0.9999);
+        CHECK(untouched);
+        free(a), free(b);
+        uform_model_free(cpu);
+    }
+
+    /* A bad image: its own status and a zero row with statuses; the call's failure without. */
+    {
+        uform_image_t images[4] = {batch[0], batch[1], {.data = "not an image", .size = 12}, batch[3]};
+        size_t dims = width_of(gpu);
+        float *rows = (float *)malloc(4 * dims * sizeof(float));
+        memset(rows, 0x7f, 4 * dims * sizeof(float));
+        uform_status_t statuses[4];
+        uform_embeddings_t plain = {.data = rows, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(executor, gpu, images, 4, &plain, statuses, NULL), uform_status_ok_k);
+        CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_ok_k && statuses[3] == uform_status_ok_k);
+        CHECK(statuses[2] == uform_status_corrupt_file_k);
+        int zero = 1, nonzero = 0;
+        for (size_t j = 0; j < dims; ++j) zero &= rows[2 * dims + j] == 0.0f, nonzero |= rows[3 * dims + j] != 0.0f;
+        CHECK(zero && nonzero);
+        CHECK_STATUS(uform_encode_images(executor, gpu, images, 4, &plain, NULL, NULL), uform_status_corrupt_file_k);
+        CHECK_MESSAGE("image 2");
+        printf("bad image: %s\n", uform_error_message());
+
+        /* Residency. */
+        CHECK_STATUS(uform_encode_images(ram_executor, gpu, images, 2, &plain, NULL, NULL), uform_status_residency_mismatch_k);
+        CHECK_MESSAGE("VRAM-resident");
+        CHECK_STATUS(uform_encode_images(NULL, gpu, images, 2, &plain, NULL, NULL), uform_status_unsupported_k);
+        CHECK_MESSAGE("NULL executor has no stream");
+        uform_model_t ram = open_model(towers[2], uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        CHECK_STATUS(uform_encode_images(executor, ram, images, 2, &plain, NULL, NULL), uform_status_residency_mismatch_k);
+        uform_model_free(ram);
+
+        /* Zero images; a deferred call. */
+        CHECK_STATUS(uform_encode_images(executor, gpu, images, 0, &plain, NULL, NULL), uform_status_ok_k);
+        uform_outcome_t outcome;
+        memset(rows, 0, 4 * dims * sizeof(float));
+        CHECK_STATUS(uform_encode_images(executor, gpu, images, 2, &plain, NULL, &outcome), uform_status_ok_k);
+        CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+        CHECK(rows[dims] != 0.0f);
+        free(rows);
+    }
+
+    /* The same batch three times: the second call captures a graph, the third replays it; the rows
+     * are bit for bit the first's. */
+    {
+        size_t dims = width_of(gpu);
+        float *runs[3];
+        for (int r = 0; r < 3; ++r) {
+            runs[r] = (float *)calloc(BATCH * dims, sizeof(float));
+            uform_embeddings_t again = {.data = runs[r], .dtype = uform_dtype_f32_k};
+            CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &again, NULL, NULL), uform_status_ok_k);
+        }
+        int same = !memcmp(runs[0], runs[1], BATCH * dims * sizeof(float)) &&
+                   !memcmp(runs[0], runs[2], BATCH * dims * sizeof(float));
+        printf("three calls of one shape (eager, captured, replayed): rows identical: %d\n", same);
+        CHECK(same);
+        for (int r = 0; r < 3; ++r) free(runs[r]);
+    }
+
+    /* LIMIT_EXCEEDED: one image cannot fit 4 MiB of scratch; a batch split into chunks to fit 24 MiB. */
+    {
+        uform_executor_t small = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 4u << 20, 0, &small), uform_status_ok_k);
+        float row[256];
+        uform_embeddings_t out = {.data = row, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(small, gpu, batch, 1, &out, NULL, NULL), uform_status_limit_exceeded_k);
+        CHECK_MESSAGE("scratch_limit");
+        printf("limit: %s\n", uform_error_message());
+        uform_executor_free(small);
+        uform_executor_t limited = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 24u << 20, 0, &limited), uform_status_ok_k);
+        check_tower("vit-p14-reg4 f32 in 24 MiB of scratch", towers[2], limited, &one, uform_dtype_f32_k, 0.99999);
+        check_tower("vit-b16 bf16 in 24 MiB of scratch", towers[1], limited, &one, uform_dtype_bf16_k, 0.999);
+        size_t bytes = 0;
+        CHECK_STATUS(uform_executor_scratch_bytes(limited, 0, &bytes), uform_status_ok_k);
+        printf("scratch held under a 24 MiB limit: %zu bytes\n", bytes);
+        CHECK(bytes > 0 && bytes <= (24u << 20));
+        uform_executor_free(limited);
+    }
+    uform_model_free(gpu);
+
+    /* Two devices: the batch split in proportion, rows in input order. */
+    if (gpus >= 2) {
+        int32_t const both[] = {0, 1}, second[] = {1};
+        uform_vram_options_t two = {.devices = both, .devices_count = 2}, other = {.devices = second, .devices_count = 1};
+        uform_executor_t pair = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&two, NULL, NULL, 0, 0, &pair), uform_status_ok_k);
+        check_tower("vit-s16 f32 on two devices", towers[0], pair, &two, uform_dtype_f32_k, 0.99999);
+        check_tower("vit-p14-reg4 bf16 on two devices", towers[2], pair, &two, uform_dtype_bf16_k, 0.999);
+        uform_model_t on_first = open_model(towers[0], uform_residency_vram_k, uform_dtype_bf16_k, &one);
+        uform_executor_t on_second = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&other, NULL, NULL, 0, 0, &on_second), uform_status_ok_k);
+        float row[256];
+        uform_embeddings_t out = {.data = row, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(on_second, on_first, batch, 1, &out, NULL, NULL), uform_status_residency_mismatch_k);
+        CHECK_MESSAGE("holds no copy");
+        uform_model_free(on_first);
+        uform_executor_free(on_second);
+        uform_executor_free(pair);
+    } else printf("one GPU: the two-device checks need two\n");
+
+    for (size_t i = 0; i < PHOTOS; ++i) free(photo_bytes[i]);
+    uform_executor_free(executor);
+    uform_executor_free(ram_executor);
+    if (!dump_directory) {
+        char command[700];
+        snprintf(command, sizeof command, "rm -rf '%s'", root);
+        if (system(command) != 0) fprintf(stderr, "could not remove %s\n", root);
+    }
+    printf("%s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
+}
