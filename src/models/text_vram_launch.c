@@ -7,9 +7,9 @@
 #include "models/text_vram_private.h"
 
 #include <math.h>    // `sqrt`
-#include <stdio.h>   // `fprintf`
+#include <stdio.h>   // `fprintf`, `snprintf`
 #include <stdlib.h>  // `getenv`
-#include <string.h>  // `memcmp`
+#include <string.h>  // `memcmp`, `strcmp`
 
 /* ---- Profiling (UFORM_GPU_PROFILE=1): every step synchronised and timed, graphs off; for bench_text_gpu ---- */
 
@@ -52,13 +52,107 @@ uform_status_t text_vram_launch_failed(uform_cuda_t const *cuda, CUresult result
                            result, "uform_encode_texts: %s on device %d", what, (int)ordinal);
 }
 
+/** Launches `function` on `stream` over a grid_x x grid_y grid of `block`-thread blocks; timed under
+ *  `name` when profiling. */
+static uform_status_t launch_grid(uform_cuda_t const *cuda, CUstream stream, int32_t ordinal, CUfunction function,
+                                  char const *name, unsigned grid_x, unsigned grid_y, unsigned block, unsigned shared,
+                                  void **arguments) {
+    double start = 0;
+    if (profiling()) cuda->StreamSynchronize(stream), start = uform_now_seconds();
+    CUresult result = cuda->LaunchKernel(function, grid_x, grid_y, 1, block, 1, 1, shared, stream, arguments, NULL);
+    if (profiling()) cuda->StreamSynchronize(stream), profile_add(name, uform_now_seconds() - start);
+    return result == CUDA_SUCCESS ? uform_status_ok_k : text_vram_launch_failed(cuda, result, name, ordinal);
+}
+
 static uform_status_t launch(vram_job_t *job, vram_share_t *share, CUfunction function, char const *name, unsigned grid,
                              unsigned block, unsigned shared, void **arguments) {
-    double start = 0;
-    if (profiling()) job->vram->cuda->StreamSynchronize(share->stream), start = uform_now_seconds();
-    CUresult result = job->vram->cuda->LaunchKernel(function, grid, 1, 1, block, 1, 1, shared, share->stream, arguments, NULL);
-    if (profiling()) job->vram->cuda->StreamSynchronize(share->stream), profile_add(name, uform_now_seconds() - start);
-    return result == CUDA_SUCCESS ? uform_status_ok_k : text_vram_launch_failed(job->vram->cuda, result, name, share->copy->ordinal);
+    return launch_grid(job->vram->cuda, share->stream, share->copy->ordinal, function, name, grid, 1, block, shared,
+                       arguments);
+}
+
+/* ---- Attention: the kernel choice and geometry (text_vram_private.h describes `text_vram_attention`) ---- */
+
+enum { attention_flash_k = 0, attention_wmma_k = 1, attention_simt_k = 2 };
+static int attention_ceiling_value = attention_flash_k;
+static pthread_once_t attention_ceiling_once = PTHREAD_ONCE_INIT;
+
+static void attention_ceiling_read(void) {
+    char const *value = getenv("UFORM_GPU_ATTENTION"), *simt = getenv("UFORM_GPU_ATTENTION_SIMT");
+    if (value && !strcmp(value, "wmma")) attention_ceiling_value = attention_wmma_k;
+    else if (value && !strcmp(value, "simt")) attention_ceiling_value = attention_simt_k;
+    if (simt && *simt && *simt != '0') attention_ceiling_value = attention_simt_k;
+}
+
+/** The most capable attention kernel the environment allows (UFORM_GPU_ATTENTION, read once). */
+static int attention_ceiling(void) {
+    pthread_once(&attention_ceiling_once, attention_ceiling_read);
+    return attention_ceiling_value;
+}
+
+/** `uform_text_attention_flash<head>_<dtype>` of `copy`'s module, looked up once; NULL where there is
+ *  none (f32, other head widths, a fatbin without it). */
+static CUfunction attention_flash_function(uform_cuda_t const *cuda, vram_copy_t *copy, uform_dtype_t dtype, int head) {
+    int const slot = head == 32 ? 0 : head == 64 ? 1 : head == 128 ? 2 : -1;
+    if (slot < 0 || dtype == uform_dtype_f32_k || !copy->module) return NULL;
+    pthread_mutex_lock(&copy->lock);
+    if (!copy->attention_flash_state[slot]) {
+        char name[64];
+        snprintf(name, sizeof name, "uform_text_attention_flash%d_%s", head, dtype == uform_dtype_bf16_k ? "bf16" : "f16");
+        CUfunction function = NULL;
+        int found = cuda->ModuleGetFunction(&function, copy->module, name) == CUDA_SUCCESS &&
+                    cuda->FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           copy->shared_optin) == CUDA_SUCCESS;
+        copy->attention_flash[slot] = found ? function : NULL;
+        copy->attention_flash_state[slot] = found ? 1 : 2;
+    }
+    CUfunction function = copy->attention_flash[slot];
+    pthread_mutex_unlock(&copy->lock);
+    return function;
+}
+
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
+                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
+                                   size_t longest, int heads, int head) {
+    float scale = (float)(1.0 / sqrt((double)head));
+    size_t const element = element_size(dtype), optin = (size_t)copy->shared_optin;
+    int const ceiling = attention_ceiling();
+    if (!sequences || !longest) return uform_status_ok_k;
+    /* FlashAttention-2 style on mma.sync: warps of 16 query rows, up to 8 per head and block
+     * (`chunk`), and for short sequences up to 4 heads per block (`group`) so blocks keep 4+ warps. */
+    CUfunction flash = ceiling <= attention_flash_k ? attention_flash_function(cuda, copy, dtype, head) : NULL;
+    if (flash) {
+        size_t const strips = (longest + 15) / 16, chunks = (strips + 7) / 8, chunk = (strips + chunks - 1) / chunks;
+        int group = 1;
+        while (chunk * (size_t)group * 2 <= 4 && heads % (group * 2) == 0) group *= 2;
+        size_t const buffers = longest > 64 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */
+        size_t const shared = buffers * (size_t)group * 2 * 64 * ((size_t)head + 8) * element;
+        if (shared <= optin) {
+            void *arguments[] = {&context, &qkv, &offsets, &heads, &scale, &group};
+            return launch_grid(cuda, stream, copy->ordinal, flash, "attention_flash",
+                               (unsigned)(sequences * (size_t)(heads / group)), (unsigned)chunks,
+                               (unsigned)(chunk * (size_t)group * 32), (unsigned)shared, arguments);
+        }
+    }
+    /* WMMA 16x16x16 through shared memory: one block of 4 warps per (sequence, head). */
+    int padded = (int)align_up(longest, 16);
+    size_t const ldh = (size_t)head + 8, lds = (size_t)(padded > head ? padded : head) + 4, ldp = (size_t)padded + 8;
+    size_t const mma_shared = 2 * (size_t)padded * ldh * element +
+                              4 * (16 * lds * 4 + 16 * ldp * element + 16 * 4 + 16 * ldh * element);
+    unsigned const blocks = (unsigned)(sequences * (size_t)heads);
+    if (ceiling <= attention_wmma_k && copy->attention_mma && head % 16 == 0 && mma_shared <= optin) {
+        void *arguments[] = {&context, &qkv, &offsets, &heads, &head, &scale, &padded};
+        return launch_grid(cuda, stream, copy->ordinal, copy->attention_mma, "attention_mma", blocks, 1, 128,
+                           (unsigned)mma_shared, arguments);
+    }
+    size_t const simt_shared = (longest * (size_t)(head + 1) + longest * (size_t)head + 4 * ((size_t)head + longest)) * 4;
+    if (simt_shared > optin)
+        return uform_fail(uform_status_unsupported_k,
+                          "uform_encode_texts: attention over %zu tokens with %d-wide heads needs %zu bytes of shared "
+                          "memory; device %d allows %zu",
+                          longest, head, simt_shared, (int)copy->ordinal, optin);
+    void *arguments[] = {&context, &qkv, &offsets, &heads, &head, &scale};
+    return launch_grid(cuda, stream, copy->ordinal, copy->attention_simt, "attention_simt", blocks, 1, 128,
+                       (unsigned)simt_shared, arguments);
 }
 
 /** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
@@ -182,40 +276,20 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
 
     int hidden = (int)tower->hidden, heads = (int)tower->heads, head = hidden / heads, inter = (int)tower->intermediate;
     int tokens_i = (int)tokens, texts_i = (int)texts;
-    float epsilon = (float)tower->layer_norm_epsilon, scale = (float)(1.0 / sqrt((double)head));
+    float epsilon = (float)tower->layer_norm_epsilon;
     CUdeviceptr type0 = copy->type0;
     {
         void *arguments[] = {(void *)&b->x, (void *)&b->ids, (void *)&b->positions, &copy->word, &copy->position, &type0,
                              &copy->embed_gamma, &copy->embed_beta, &tokens_i, &hidden, &epsilon};
         CHECK_STEP(launch(job, share, copy->embed, "embed", (unsigned)((tokens + 3) / 4), 128, 0, arguments));
     }
-    /* Attention geometry for this chunk's longest text. */
-    int padded = (int)align_up(longest, 16);
-    size_t element = element_size(tower->weights_dtype);
-    size_t ldh = (size_t)head + 8, lds = (size_t)(padded > head ? padded : head) + 4, ldp = (size_t)padded + 8;
-    size_t mma_shared = 2 * (size_t)padded * ldh * element +
-                        4 * (16 * lds * 4 + 16 * ldp * element + 16 * 4 + 16 * ldh * element);
-    size_t simt_shared = (longest * (size_t)(head + 1) + longest * (size_t)head + 4 * ((size_t)head + longest)) * 4;
-    int use_mma = copy->attention_mma && head % 16 == 0 && mma_shared <= (size_t)copy->shared_optin &&
-                  !getenv("UFORM_GPU_ATTENTION_SIMT");
-    if (!use_mma && simt_shared > (size_t)copy->shared_optin)
-        return uform_fail(uform_status_unsupported_k,
-                          "uform_encode_texts: attention over %zu tokens with %d-wide heads needs %zu bytes of shared "
-                          "memory; device %d allows %d",
-                          longest, head, simt_shared, (int)copy->ordinal, copy->shared_optin);
-    unsigned blocks = (unsigned)(texts * (size_t)heads);
     unsigned row_blocks = (unsigned)((tokens + 3) / 4);
     for (size_t l = 0; l < tower->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(gemm(job, share, b, "gemm qkv", tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
                         0, b->qkv, uform_lt_epilogue_bias_k));
-        if (use_mma) {
-            void *arguments[] = {(void *)&b->ctx, (void *)&b->qkv, (void *)&b->offsets, &heads, &head, &scale, &padded};
-            CHECK_STEP(launch(job, share, copy->attention_mma, "attention_mma", blocks, 128, (unsigned)mma_shared, arguments));
-        } else {
-            void *arguments[] = {(void *)&b->ctx, (void *)&b->qkv, (void *)&b->offsets, &heads, &head, &scale};
-            CHECK_STEP(launch(job, share, copy->attention_simt, "attention_simt", blocks, 128, (unsigned)simt_shared, arguments));
-        }
+        CHECK_STEP(text_vram_attention(job->vram->cuda, copy, share->stream, tower->weights_dtype, b->ctx, b->qkv, b->offsets,
+                                       texts, longest, heads, head));
         CHECK_STEP(gemm(job, share, b, "gemm out", tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
                         layer->output_bias, b->x, b->tmp, uform_lt_epilogue_bias_k));
         {

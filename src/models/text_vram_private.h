@@ -50,6 +50,10 @@ typedef struct vram_copy_t {
     CUdeviceptr block;
     CUmodule module;
     CUfunction embed, layer_norm, gelu, attention_simt, attention_mma, pool, finish;
+    /** `uform_text_attention_flash<32|64|128>_<dtype>`, looked up (under `lock`) on first use by
+     *  `text_vram_attention`; state 0 not yet, 1 found (and its shared-memory limit raised), 2 absent. */
+    CUfunction attention_flash[3];
+    int attention_flash_state[3];
     uform_lt_handle_t lt;
     CUdeviceptr word, position, type0, embed_gamma, embed_beta, projection;
     vram_layer_t *layers;
@@ -127,5 +131,18 @@ uform_status_t text_vram_launch_failed(uform_cuda_t const *cuda, CUresult result
 /** Enqueues one chunk: encoded texts [first, end) of the job, written at output row `first - share->first`. */
 uform_status_t text_vram_enqueue_chunk(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t first,
                                        size_t end, int32_t *offsets);
+
+/** Attention over packed sequences on `copy`'s device, enqueued on `stream`: `context` [tokens][heads
+ *  head] from `qkv` [tokens][3 heads head] (Q, K, V of a token side by side, as the QKV product writes
+ *  them), `offsets` (int32 on the device, `sequences + 1`) delimiting the sequences, the longest of
+ *  which has `longest` tokens; scale 1 / sqrt(head). `dtype` is the activations' (f32, bf16, f16).
+ *  Picks the kernel: `attention_flash` (bf16/f16, heads of 32, 64 or 128), else `attention_mma`
+ *  (WMMA, heads a multiple of 16), else `attention_simt` (any dtype, the f32 path); the environment
+ *  variable UFORM_GPU_ATTENTION=flash|wmma|simt (read once) forces a lower one for comparisons. Text
+ *  towers call it once per layer; image towers may too (one sequence per image, no padding).
+ *  UNSUPPORTED (with a message) when no kernel's shared memory fits the device. */
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
+                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
+                                   size_t longest, int heads, int head);
 
 #endif // UFORM_MODELS_TEXT_VRAM_PRIVATE_H
