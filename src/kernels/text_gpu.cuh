@@ -63,7 +63,65 @@ __device__ __forceinline__ void warp_layer_norm(float (&v)[row_slots], int cols,
     }
 }
 
-/** x[t] = LayerNorm(word[ids[t]] + position[positions[t]] (+ type0)): one warp per token. */
+/** Rows whose width is a multiple of `width` move as 16-byte vectors: lane + 32 i holds the vector of
+ *  columns (lane + 32 i) width .. + width - 1 in v[i width ..]; `count` vectors per lane at most. */
+template <typename T> struct row_vectors {
+    static constexpr int width = 16 / (int)sizeof(T), count = row_slots / width;
+    static __device__ __forceinline__ void unpack(uint4 raw, float *out) {
+        T const *e = (T const *)&raw;
+#pragma unroll
+        for (int j = 0; j < width; ++j) out[j] = load(e[j]);
+    }
+    static __device__ __forceinline__ uint4 pack(float const *in) {
+        uint4 raw;
+        T *e = (T *)&raw;
+#pragma unroll
+        for (int j = 0; j < width; ++j) e[j] = store<T>(in[j]);
+        return raw;
+    }
+};
+
+/** `warp_layer_norm` of a row held as vectors (`row_vectors`), written with 16-byte stores. */
+template <typename T>
+__device__ __forceinline__ void warp_layer_norm_vectors(float (&v)[row_slots], int cols, float const *gamma,
+                                                        float const *beta, float epsilon, T *out) {
+    using rv = row_vectors<T>;
+    int const lane = threadIdx.x & 31, vectors = cols / rv::width;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < rv::count; ++i)
+        if (lane + 32 * i < vectors)
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j) sum += v[i * rv::width + j];
+    float const mean = warp_sum(sum) / (float)cols;
+    float squares = 0.f;
+#pragma unroll
+    for (int i = 0; i < rv::count; ++i)
+        if (lane + 32 * i < vectors)
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j) squares += (v[i * rv::width + j] - mean) * (v[i * rv::width + j] - mean);
+    float const inverse = rsqrtf(warp_sum(squares) / (float)cols + epsilon);
+#pragma unroll
+    for (int i = 0; i < rv::count; ++i) {
+        int const vector = lane + 32 * i;
+        if (vector >= vectors) continue;
+        float4 const *g = (float4 const *)(gamma + vector * rv::width), *b = (float4 const *)(beta + vector * rv::width);
+        float o[rv::width];
+#pragma unroll
+        for (int q = 0; q < rv::width / 4; ++q) {
+            float4 const gq = g[q], bq = b[q];
+            float const *x = v + i * rv::width + 4 * q;
+            o[4 * q + 0] = (x[0] - mean) * inverse * gq.x + bq.x;
+            o[4 * q + 1] = (x[1] - mean) * inverse * gq.y + bq.y;
+            o[4 * q + 2] = (x[2] - mean) * inverse * gq.z + bq.z;
+            o[4 * q + 3] = (x[3] - mean) * inverse * gq.w + bq.w;
+        }
+        *(uint4 *)(out + vector * rv::width) = rv::pack(o);
+    }
+}
+
+/** x[t] = LayerNorm(word[ids[t]] + position[positions[t]] (+ type0)): one warp per token, 16-byte
+ *  vectors when the width allows. */
 template <typename T>
 __device__ void embed(T *x, int const *ids, int const *positions, T const *word, T const *position, T const *type0,
                       float const *gamma, float const *beta, int tokens, int cols, float epsilon) {
@@ -71,6 +129,25 @@ __device__ void embed(T *x, int const *ids, int const *positions, T const *word,
     if (token >= tokens) return;
     T const *w = word + (size_t)ids[token] * cols, *p = position + (size_t)positions[token] * cols;
     float v[row_slots];
+    using rv = row_vectors<T>;
+    if (cols % rv::width == 0) {
+        int const vectors = cols / rv::width;
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i) {
+            int const vector = lane + 32 * i;
+            float a[rv::width], b[rv::width], c[rv::width];
+            if (vector < vectors) {
+                rv::unpack(*(uint4 const *)(w + vector * rv::width), a);
+                rv::unpack(*(uint4 const *)(p + vector * rv::width), b);
+                if (type0) rv::unpack(*(uint4 const *)(type0 + vector * rv::width), c);
+            }
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j)
+                v[i * rv::width + j] = vector < vectors ? a[j] + b[j] + (type0 ? c[j] : 0.f) : 0.f;
+        }
+        warp_layer_norm_vectors(v, cols, gamma, beta, epsilon, x + (size_t)token * cols);
+        return;
+    }
 #pragma unroll
     for (int k = 0; k < row_slots; ++k) {
         int const c = lane + 32 * k;
@@ -79,7 +156,8 @@ __device__ void embed(T *x, int const *ids, int const *positions, T const *word,
     warp_layer_norm(v, cols, gamma, beta, epsilon, x + (size_t)token * cols);
 }
 
-/** out = LayerNorm(in), row by row, one warp per row; `out` may be `in`. */
+/** out = LayerNorm(in), row by row, one warp per row (16-byte vectors when the width allows); `out`
+ *  may be `in`. */
 template <typename T>
 __device__ void layer_norm(T *out, T const *in, float const *gamma, float const *beta, int rows, int cols,
                            float epsilon) {
@@ -87,6 +165,20 @@ __device__ void layer_norm(T *out, T const *in, float const *gamma, float const 
     if (row >= rows) return;
     T const *r = in + (size_t)row * cols;
     float v[row_slots];
+    using rv = row_vectors<T>;
+    if (cols % rv::width == 0) {
+        int const vectors = cols / rv::width;
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i) {
+            int const vector = lane + 32 * i;
+            if (vector < vectors) rv::unpack(*(uint4 const *)(r + vector * rv::width), v + i * rv::width);
+            else
+#pragma unroll
+                for (int j = 0; j < rv::width; ++j) v[i * rv::width + j] = 0.f;
+        }
+        warp_layer_norm_vectors(v, cols, gamma, beta, epsilon, out + (size_t)row * cols);
+        return;
+    }
 #pragma unroll
     for (int k = 0; k < row_slots; ++k) {
         int const c = lane + 32 * k;
