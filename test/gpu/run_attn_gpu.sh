@@ -66,6 +66,14 @@ for kernel in flash wmma; do
             --tokens "$2" --batch 1024 --seconds 0.5 2>&1 | sed "s/^/  profile $kernel $1: /" | tee -a "$SUMMARY"
     done
 done
+# cuBLASLt's first algorithm against the fastest of its first 8 (timed on first sight), flash attention.
+for case in "uform3 64" "minilm 128"; do
+    set -- $case
+    for tune in 0 1; do
+        UFORM_GPU_GEMM_TUNE=$tune timeout 60 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 \
+            --seconds 1 2>&1 | sed "s/^/  gemm tune $tune: /" | tee -a "$SUMMARY"
+    done
+done
 # Longer sequences (ViT-like 197 and 261 tokens of 64-wide heads live in the image towers; here the
 # text towers at 256 and 512 tokens), flash against WMMA (WMMA has no kernel for 512 tokens).
 for case in "uform3 256 256" "minilm 512 128"; do
