@@ -284,10 +284,44 @@ static uform_status_t gemm_run(vram_job_t *job, vram_share_t *share, vram_buffer
                                 "uform_encode_texts: cuBLASLt has no algorithm for a %zu x %zu x %zu product on device %d",
                                 m, n, k, (int)copy->ordinal);
         } else if (!lt_status) {
-            vram_tuned = tune && returned > 1;
-            int pick = tune && returned > 1 ? gemm_fastest(job, share, b, desc, la, lb, lc, a, w, residual, d, heuristics,
-                                                           returned > VRAM_TUNE_CANDIDATES ? VRAM_TUNE_CANDIDATES : returned)
-                                            : 0;
+            int pick = 0;
+            if (tune && returned > 1) {
+                /* Timed once per shape and power-of-two bucket of m; later m of the bucket look for the
+                 * winner among their own candidates (so it is valid for them) and else take the first. */
+                size_t bucket = 0;
+                while (((size_t)1 << bucket) < m) ++bucket;
+                int known = 0;
+                uform_lt_algo_t winner;
+                pthread_mutex_lock(&copy->lock);
+                for (size_t i = 0; i < VRAM_CACHE; ++i) {
+                    vram_algo_t const *entry = &copy->tuned[i];
+                    if (entry->valid && entry->m == bucket && entry->n == n && entry->k == k &&
+                        entry->workspace == job->workspace && entry->epilogue == epilogue && entry->residual == (residual != 0))
+                        winner = entry->algo, known = 1;
+                }
+                pthread_mutex_unlock(&copy->lock);
+                if (known) {
+                    for (int i = 0; i < returned; ++i)
+                        if (!memcmp(&heuristics[i].algo, &winner, sizeof winner)) {
+                            pick = i;
+                            break;
+                        }
+                } else {
+                    vram_tuned = 1;
+                    pick = gemm_fastest(job, share, b, desc, la, lb, lc, a, w, residual, d, heuristics, returned);
+                    pthread_mutex_lock(&copy->lock);
+                    size_t slot = (bucket * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
+                    for (size_t i = 0; i < VRAM_CACHE; ++i)
+                        if (!copy->tuned[i].valid) {
+                            slot = i;
+                            break;
+                        }
+                    copy->tuned[slot] = (vram_algo_t){.m = bucket, .n = n, .k = k, .workspace = job->workspace,
+                                                      .epilogue = epilogue, .residual = residual != 0, .valid = 1,
+                                                      .algo = heuristics[pick].algo};
+                    pthread_mutex_unlock(&copy->lock);
+                }
+            }
             algo = heuristics[pick].algo, found = 1;
             pthread_mutex_lock(&copy->lock);
             /* A free slot first, so the shapes of a pass rarely evict each other; else the hashed one. */
