@@ -8,10 +8,13 @@
  *  (int32, texts + 1, relative to the chunk) delimit them; rows are row-major `[tokens][width]`.
  *  Every reduction (LayerNorm, softmax, pooling, norms) runs in f32 whatever the storage type.
  *
- *  Attention is one block per (text, head) with the text's keys and values in shared memory, so no
- *  score matrix ever reaches global memory: `attention_simt` (any dtype, scores per warp in shared
- *  memory; the f32 checking path) and `attention_mma` (bf16 and f16: Q K^T and P V on tensor cores
- *  through WMMA 16x16x16 fragments, the text padded to a multiple of 16 inside shared memory only).
+ *  Attention never writes a score matrix to global memory. Three kernels, picked by
+ *  `text_vram_attention` (src/models/text_vram_launch.c): `attention_flash` (attention_flash.cuh:
+ *  bf16 and f16, heads of 32, 64 or 128, any length: FlashAttention-2 style on mma.sync with Q and
+ *  the scores in registers, keys and values streamed through shared memory 64 rows at a time), else
+ *  `attention_mma` (bf16 and f16, heads a multiple of 16: one block per (text, head), the text's keys
+ *  and values in shared memory, Q K^T and P V through WMMA 16x16x16 fragments staged in shared
+ *  memory), else `attention_simt` (any dtype, the f32 checking path; scores per warp in shared memory).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
