@@ -110,9 +110,9 @@ static CUfunction attention_flash_function(uform_cuda_t const *cuda, vram_copy_t
     return function;
 }
 
-uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
-                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
-                                   size_t longest, int heads, int head) {
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, CUdeviceptr context,
+                                   CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences, size_t longest, int heads,
+                                   int head, uform_dtype_t dtype) {
     float scale = (float)(1.0 / sqrt((double)head));
     size_t const element = element_size(dtype), optin = (size_t)copy->shared_optin;
     int const ceiling = attention_ceiling();
@@ -394,8 +394,8 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(gemm(job, share, b, "gemm qkv", tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
                         0, b->qkv, uform_lt_epilogue_bias_k));
-        CHECK_STEP(text_vram_attention(job->vram->cuda, copy, share->stream, tower->weights_dtype, b->ctx, b->qkv, b->offsets,
-                                       texts, longest, heads, head));
+        CHECK_STEP(text_vram_attention(job->vram->cuda, copy, share->stream, b->ctx, b->qkv, b->offsets, texts, longest,
+                                       heads, head, tower->weights_dtype));
         CHECK_STEP(gemm(job, share, b, "gemm out", tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
                         layer->output_bias, b->x, b->tmp, uform_lt_epilogue_bias_k));
         {

@@ -144,8 +144,8 @@ uform_status_t text_vram_enqueue_chunk(vram_job_t *job, vram_share_t *share, vra
  *  variable UFORM_GPU_ATTENTION=flash|wmma|simt (read once) forces a lower one for comparisons. Text
  *  towers call it once per layer; image towers may too (one sequence per image, no padding).
  *  UNSUPPORTED (with a message) when no kernel's shared memory fits the device. */
-uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
-                                   CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
-                                   size_t longest, int heads, int head);
+uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, CUdeviceptr context,
+                                   CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences, size_t longest, int heads,
+                                   int head, uform_dtype_t dtype);
 
 #endif // UFORM_MODELS_TEXT_VRAM_PRIVATE_H
