@@ -265,6 +265,7 @@ int main(int argc, char **argv) {
             CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
             if (check_failures) return 1;
             CHECK(uform_gpu_status() != uform_status_ok_k); // sets the message the skip quotes
+            if (!dump_directory) rmdir(root);
             SKIP("no GPU to run VRAM text towers on (%s); the refusals without one passed", uform_error_message());
         }
         uform_model_free(model);
@@ -289,6 +290,7 @@ int main(int argc, char **argv) {
         if (status == uform_status_unsupported_k && strstr(uform_error_message(), "cuBLASLt")) {
             printf("SKIPPED: %s\n", uform_error_message());
             uform_executor_free(ram_executor);
+            if (!dump_directory) rmdir(root);
             return 77;
         }
         CHECK_STATUS(status, uform_status_ok_k);
