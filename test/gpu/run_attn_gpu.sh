@@ -5,7 +5,10 @@
 # 1,024 with each. Logs into $OUT (or BUILD/logs): summary.txt, build.log, tests.log, bench.log.
 # Under 5 minutes on one H200 (torch.compile only at batch 1,024, and skipped once 200 s have gone).
 #
-#   bash test/gpu/run_attn_gpu.sh [--no-compile] [--batches 1,50,1024] [--seconds 1]
+#   bash test/gpu/run_attn_gpu.sh [--no-compile] [--compile-only] [--batches 1,50,1024] [--seconds 1]
+#
+# --compile-only: the build, then only the benchmark beside torch.compile (and eager) at batches 50
+# and 1,024 for both shapes (each compile time-boxed to 120 s).
 #
 # Needs the carried Debian packages (build-gpu/device-deps, see run_device.sh) and, for the `uform`
 # package's TextEncoder, a wheel at .dev-wheels/uform-*.whl (installed --no-deps into the build tree).
@@ -20,10 +23,11 @@ SUMMARY=$LOGS/summary.txt
 FAILED=0
 START=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-COMPILE=1 BATCHES=1,50,1024 SECONDS_PER=1
+COMPILE=1 COMPILE_ONLY=0 BATCHES=1,50,1024 SECONDS_PER=1
 while [[ $# -gt 0 ]]; do
     case $1 in
     --no-compile) COMPILE=0 ;;
+    --compile-only) COMPILE_ONLY=1 ;;
     --batches) BATCHES=$2; shift ;;
     --seconds) SECONDS_PER=$2; shift ;;
     esac
@@ -48,6 +52,14 @@ if ! step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${C
     tail -40 "$LOGS/build.log"; cat "$SUMMARY"; exit 1
 fi
 grep -E 'ptxas|warning' "$LOGS/build.log" | head -5 | sed 's/^/  /' | tee -a "$SUMMARY"
+if [[ $COMPILE_ONLY == 1 ]]; then
+    step bench_compile "$LOGS/bench.log" optional timeout $((290 - ($(date +%s) - START))) python3 \
+        "$ROOT/bench/bench_text_gpu.py" --binary "$BUILD/bench/bench_text_gpu" --seconds "$SECONDS_PER" --devices 1 \
+        --batches 50,1024 --attention flash --compile --compile-timeout 120
+    grep -vE '^====' "$LOGS/bench.log" | sed 's/^/  compile: /' | tee -a "$SUMMARY"
+    note "total: $(($(date +%s) - START)) s"
+    exit $FAILED
+fi
 
 # Correctness: every tower against the CPU path, then PyTorch on CUDA, with the flash kernel (the
 # default; the WMMA kernel's figures are in bench/RESULTS.md's issue 14 section).
