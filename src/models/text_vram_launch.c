@@ -74,13 +74,17 @@ static uform_status_t launch(vram_job_t *job, vram_share_t *share, CUfunction fu
 
 enum { attention_flash_k = 0, attention_wmma_k = 1, attention_simt_k = 2 };
 static int attention_ceiling_value = attention_flash_k;
+/** Warps per head and block of the flash kernel at most: 8, or UFORM_GPU_FLASH_WARPS (1 to 8). */
+static size_t attention_flash_warps = 8;
 static pthread_once_t attention_ceiling_once = PTHREAD_ONCE_INIT;
 
 static void attention_ceiling_read(void) {
     char const *value = getenv("UFORM_GPU_ATTENTION"), *simt = getenv("UFORM_GPU_ATTENTION_SIMT");
+    char const *warps = getenv("UFORM_GPU_FLASH_WARPS");
     if (value && !strcmp(value, "wmma")) attention_ceiling_value = attention_wmma_k;
     else if (value && !strcmp(value, "simt")) attention_ceiling_value = attention_simt_k;
     if (simt && *simt && *simt != '0') attention_ceiling_value = attention_simt_k;
+    if (warps && *warps >= '1' && *warps <= '8' && !warps[1]) attention_flash_warps = (size_t)(*warps - '0');
 }
 
 /** The most capable attention kernel the environment allows (UFORM_GPU_ATTENTION, read once). */
@@ -118,10 +122,13 @@ uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, 
     int const ceiling = attention_ceiling();
     if (!sequences || !longest) return uform_status_ok_k;
     /* FlashAttention-2 style on mma.sync: warps of 16 query rows, up to 8 per head and block
-     * (`chunk`), and for short sequences up to 4 heads per block (`group`) so blocks keep 4+ warps. */
+     * (`chunk`; UFORM_GPU_FLASH_WARPS lowers it), and for short sequences up to 4 heads per block
+     * (`group`) so blocks keep 4 or more warps. */
     CUfunction flash = ceiling <= attention_flash_k ? attention_flash_function(cuda, copy, dtype, head) : NULL;
     if (flash) {
-        size_t const strips = (longest + 15) / 16, chunks = (strips + 7) / 8, chunk = (strips + chunks - 1) / chunks;
+        size_t const most = attention_flash_warps;
+        size_t const strips = (longest + 15) / 16, chunks = (strips + most - 1) / most;
+        size_t const chunk = (strips + chunks - 1) / chunks;
         int group = 1;
         while (chunk * (size_t)group * 2 <= 4 && heads % (group * 2) == 0) group *= 2;
         size_t const buffers = longest > 64 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */

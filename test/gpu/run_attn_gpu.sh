@@ -78,6 +78,12 @@ for kernel in flash wmma; do
             --tokens "$2" --batch 1024 --seconds 0.5 2>&1 | sed "s/^/  profile $kernel $1: /" | tee -a "$SUMMARY"
     done
 done
+# The flash kernel with at most 4 warps per head and block (2 blocks per head of a 128-token text).
+UFORM_GPU_FLASH_WARPS=4 timeout 60 "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 128 --batch 1024 --seconds 1 2>&1 |
+    sed "s/^/  flash warps 4: /" | tee -a "$SUMMARY"
+UFORM_GPU_FLASH_WARPS=4 UFORM_GPU_PROFILE=1 timeout 60 "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 128 \
+    --batch 1024 --seconds 0.5 2>&1 | grep -E 'attention|uform-gpu' | sed "s/^/  profile flash warps 4 minilm: /" |
+    tee -a "$SUMMARY"
 # cuBLASLt's first algorithm against the fastest of its first 8 (timed on first sight), flash attention.
 for case in "uform3 64" "minilm 128"; do
     set -- $case
