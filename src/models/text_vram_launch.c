@@ -162,12 +162,6 @@ uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, 
                        (unsigned)simt_shared, arguments);
 }
 
-/** Set on the thread while it captures a graph: products then take cuBLASLt's first algorithm
- *  instead of timing candidates (no synchronisation is allowed during a capture). */
-static __thread int vram_capturing;
-/** Set by `gemm_run` when it timed candidates, so the profile leaves that product out. */
-static __thread int vram_tuned;
-
 /** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
  *  in cuBLASLt's column-major terms: D^T (n x m) = W (n x k) A^T (k x m). */
 static uform_status_t gemm_run(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t m, size_t n, size_t k,
@@ -181,61 +175,10 @@ static uform_status_t gemm(vram_job_t *job, vram_share_t *share, vram_buffers_t 
     if (!profiling()) return gemm_run(job, share, b, m, n, k, a, w, bias, residual, d, epilogue);
     job->vram->cuda->StreamSynchronize(share->stream);
     double start = uform_now_seconds();
-    vram_tuned = 0;
     uform_status_t status = gemm_run(job, share, b, m, n, k, a, w, bias, residual, d, epilogue);
     job->vram->cuda->StreamSynchronize(share->stream);
-    if (!vram_tuned) profile_add(label, uform_now_seconds() - start);
+    profile_add(label, uform_now_seconds() - start);
     return status;
-}
-
-/** Products of at least this many multiply-adds time cuBLASLt's candidates on first sight. */
-#define VRAM_TUNE_MACS (1ull << 30)
-#define VRAM_TUNE_CANDIDATES 8
-
-/** Whether to time candidate algorithms (UFORM_GPU_GEMM_TUNE=0 turns it off; read once). */
-static int gemm_tune_value = 1;
-static pthread_once_t gemm_tune_once = PTHREAD_ONCE_INIT;
-static void gemm_tune_read(void) {
-    char const *value = getenv("UFORM_GPU_GEMM_TUNE");
-    gemm_tune_value = !(value && *value == '0');
-}
-
-/** Times each of `count` candidate algorithms on the product itself (one run to warm up, then three
- *  between events; running it again is harmless, as D never aliases A, W or C) and returns the index
- *  of the fastest, 0 when timing is impossible. Candidates that fail are passed over. */
-static int gemm_fastest(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, uform_lt_desc_t desc,
-                        uform_lt_layout_t la, uform_lt_layout_t lb, uform_lt_layout_t lc, CUdeviceptr a, CUdeviceptr w,
-                        CUdeviceptr residual, CUdeviceptr d, uform_lt_heuristic_t const *candidates, int count) {
-    uform_cuda_t const *cuda = job->vram->cuda;
-    uform_cublaslt_t const *lt = job->vram->lt;
-    CUevent start = NULL, stop = NULL;
-    int best = 0;
-    float best_ms = 0.f;
-    if (cuda->EventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) start = NULL;
-    if (start && cuda->EventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) stop = NULL;
-    float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
-    for (int i = 0; i < count && start && stop; ++i) {
-        if (candidates[i].state != 0 || candidates[i].workspace_size > job->workspace) continue;
-        int failed = 0;
-        for (int run = 0; run < 4 && !failed; ++run) {
-            if (run == 1 && cuda->EventRecord(start, share->stream) != CUDA_SUCCESS) failed = 1;
-            failed = failed || lt->Matmul(share->copy->lt, desc, &alpha, (void const *)(uintptr_t)w, la,
-                                          (void const *)(uintptr_t)a, lb, &beta,
-                                          (void const *)(uintptr_t)(residual ? residual : d), lc, (void *)(uintptr_t)d,
-                                          lc, &candidates[i].algo, (void *)(uintptr_t)b->workspace, job->workspace,
-                                          share->stream) != 0;
-        }
-        float ms = 0.f;
-        if (failed || cuda->EventRecord(stop, share->stream) != CUDA_SUCCESS ||
-            cuda->EventSynchronize(stop) != CUDA_SUCCESS || cuda->EventElapsedTime(&ms, start, stop) != CUDA_SUCCESS) {
-            if (cuda->StreamSynchronize(share->stream) != CUDA_SUCCESS) break; /* a fault: the caller's run reports it */
-            continue;
-        }
-        if (best_ms == 0.f || ms < best_ms) best = i, best_ms = ms;
-    }
-    if (stop) cuda->EventDestroy(stop);
-    if (start) cuda->EventDestroy(start);
-    return best;
 }
 
 static uform_status_t gemm_run(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t m, size_t n, size_t k,
@@ -274,70 +217,21 @@ static uform_status_t gemm_run(vram_job_t *job, vram_share_t *share, vram_buffer
     }
     if (!lt_status && !found) {
         uint64_t workspace = job->workspace;
-        uform_lt_heuristic_t heuristics[VRAM_TUNE_CANDIDATES];
+        uform_lt_heuristic_t heuristic;
         int returned = 0;
-        pthread_once(&gemm_tune_once, gemm_tune_read);
-        /* Large products time cuBLASLt's first candidates and keep the fastest: its first pick can be
-         * far from it (UForm3's QKV product ran at about half the up projection's rate on an H200). */
-        int tune = gemm_tune_value && !vram_capturing && (unsigned long long)m * n * k >= VRAM_TUNE_MACS;
         lt_status = lt->MatmulPreferenceCreate(&preference);
         if (!lt_status)
             lt_status = lt->MatmulPreferenceSetAttribute(preference, uform_lt_pref_max_workspace_k, &workspace, sizeof workspace);
         if (!lt_status)
-            lt_status = lt->MatmulAlgoGetHeuristic(copy->lt, desc, la, lb, lc, lc, preference,
-                                                   tune ? VRAM_TUNE_CANDIDATES : 1, heuristics, &returned);
+            lt_status = lt->MatmulAlgoGetHeuristic(copy->lt, desc, la, lb, lc, lc, preference, 1, &heuristic, &returned);
         if (!lt_status && returned < 1) {
             status = uform_fail(uform_status_unsupported_k,
                                 "uform_encode_texts: cuBLASLt has no algorithm for a %zu x %zu x %zu product on device %d",
                                 m, n, k, (int)copy->ordinal);
         } else if (!lt_status) {
-            int pick = 0;
-            if (tune && returned > 1) {
-                /* Timed once per shape and power-of-two bucket of m; later m of the bucket look for the
-                 * winner among their own candidates (so it is valid for them) and else take the first. */
-                size_t bucket = 0;
-                while (((size_t)1 << bucket) < m) ++bucket;
-                int known = 0;
-                uform_lt_algo_t winner;
-                pthread_mutex_lock(&copy->lock);
-                for (size_t i = 0; i < VRAM_CACHE; ++i) {
-                    vram_algo_t const *entry = &copy->tuned[i];
-                    if (entry->valid && entry->m == bucket && entry->n == n && entry->k == k &&
-                        entry->workspace == job->workspace && entry->epilogue == epilogue && entry->residual == (residual != 0))
-                        winner = entry->algo, known = 1;
-                }
-                pthread_mutex_unlock(&copy->lock);
-                if (known) {
-                    for (int i = 0; i < returned; ++i)
-                        if (!memcmp(&heuristics[i].algo, &winner, sizeof winner)) {
-                            pick = i;
-                            break;
-                        }
-                } else {
-                    vram_tuned = 1;
-                    pick = gemm_fastest(job, share, b, desc, la, lb, lc, a, w, residual, d, heuristics, returned);
-                    pthread_mutex_lock(&copy->lock);
-                    size_t slot = (bucket * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
-                    for (size_t i = 0; i < VRAM_CACHE; ++i)
-                        if (!copy->tuned[i].valid) {
-                            slot = i;
-                            break;
-                        }
-                    copy->tuned[slot] = (vram_algo_t){.m = bucket, .n = n, .k = k, .workspace = job->workspace,
-                                                      .epilogue = epilogue, .residual = residual != 0, .valid = 1,
-                                                      .algo = heuristics[pick].algo};
-                    pthread_mutex_unlock(&copy->lock);
-                }
-            }
-            algo = heuristics[pick].algo, found = 1;
+            algo = heuristic.algo, found = 1;
             pthread_mutex_lock(&copy->lock);
-            /* A free slot first, so the shapes of a pass rarely evict each other; else the hashed one. */
             size_t slot = (m * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
-            for (size_t i = 0; i < VRAM_CACHE; ++i)
-                if (!copy->cache[i].valid) {
-                    slot = i;
-                    break;
-                }
             copy->cache[slot] = (vram_algo_t){.m = m, .n = n, .k = k, .workspace = job->workspace, .epilogue = epilogue,
                                               .residual = residual != 0, .valid = 1, .algo = algo};
             pthread_mutex_unlock(&copy->lock);
@@ -494,9 +388,7 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
     CUgraphExec exec = NULL;
     int captured = 0;
     if (cuda->StreamBeginCapture(share->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
-        vram_capturing = 1;
         uform_status_t status = enqueue_compute(job, share, b, first, texts, tokens, longest);
-        vram_capturing = 0;
         CUresult ended = cuda->StreamEndCapture(share->stream, &graph);
         captured = status == uform_status_ok_k && ended == CUDA_SUCCESS && graph &&
                    cuda->GraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS;

@@ -59,9 +59,6 @@ typedef struct vram_copy_t {
     vram_layer_t *layers;
     pthread_mutex_t lock; /**< Guards `cache` and `graphs` (held across a graph's launch). */
     vram_algo_t cache[VRAM_CACHE];
-    /** Timed winners (`gemm_run`), one per product shape and power-of-two bucket of m (`m` holds the
-     *  bucket): a new m in a bucket takes the winner from its own candidates without timing again. */
-    vram_algo_t tuned[VRAM_CACHE];
     vram_graph_t graphs[VRAM_GRAPHS];
     uint64_t graph_clock;
 } vram_copy_t;

@@ -84,14 +84,6 @@ UFORM_GPU_FLASH_WARPS=4 timeout 60 "$BUILD/bench/bench_text_gpu" --shape minilm 
 UFORM_GPU_FLASH_WARPS=4 UFORM_GPU_PROFILE=1 timeout 60 "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 128 \
     --batch 1024 --seconds 0.5 2>&1 | grep -E 'attention|uform-gpu' | sed "s/^/  profile flash warps 4 minilm: /" |
     tee -a "$SUMMARY"
-# cuBLASLt's first algorithm against the fastest of its first 8 (timed on first sight), flash attention.
-for case in "uform3 64" "minilm 128"; do
-    set -- $case
-    for tune in 0 1; do
-        UFORM_GPU_GEMM_TUNE=$tune timeout 60 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 \
-            --seconds 1 2>&1 | sed "s/^/  gemm tune $tune: /" | tee -a "$SUMMARY"
-    done
-done
 # Longer sequences (ViT-like 197 and 261 tokens of 64-wide heads live in the image towers; here the
 # text towers at 256 and 510 tokens), flash against the older choice (at 510 tokens WMMA does not fit
 # shared memory and the SIMT kernel runs).
