@@ -79,16 +79,18 @@ template <int pending> __device__ __forceinline__ void copy_wait() {
  *  stored; a block whose first row is past the text's end returns at once). Q stays in registers as
  *  mma A fragments for the whole pass. The block stages keys and values of its heads in shared memory
  *  `flash_keys` rows at a time (cp.async, two buffers: the next tile loads while this one computes;
- *  rows past the text are zeros), each warp computes S = Q K^T for the tile (16 x 64 in f32
- *  registers), masks keys past the text, keeps the running row maximum and sum (online softmax,
+ *  rows past the text are zeros), each warp computes S = Q K^T for `STEP` keys of the tile at a
+ *  time (16 x STEP in f32 registers; 32 keeps a third fewer registers live than 64 for 32-wide
+ *  heads, so more blocks fit an SM), masks keys past the text, keeps the running row maximum and sum (online softmax,
  *  base 2 with `scale log2 e` folded in), rescales its O accumulator and adds P V with P taken from
  *  the S registers as the A operand (no trip through shared memory). O / sum goes out as T.
  *  Padding never changes a text's result: every text reads only its own rows.
  *  Shared bytes: buffers (1, or 2 when the chunk's longest text spans more than one tile) x group x
  *  2 (K, V) x flash_keys x (HEAD + 8) x sizeof(T). */
-template <typename T, int HEAD>
+template <typename T, int HEAD, int STEP = flash_keys>
 __device__ void attention_flash(T *context, T const *qkv, int const *offsets, int heads, float scale, int group) {
     static_assert(HEAD % 16 == 0 && HEAD <= 128, "heads of 16 .. 128 in steps of 16");
+    static_assert(STEP % 16 == 0 && flash_keys % STEP == 0, "softmax steps of 16-key multiples dividing a tile");
     constexpr int ld = HEAD + 8;              // shared row pitch: 8 rows of an ldmatrix hit distinct banks
     constexpr int vectors = HEAD / 8;         // 16-byte pieces per row
     constexpr int tile_elements = flash_keys * ld;
@@ -150,69 +152,76 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
         if (busy) {
             T const *k = shared + ((size_t)((tile & 1) * group + h_local) * 2) * tile_elements;
             T const *v = k + tile_elements;
-            /* S = Q K^T: 8 column blocks of 8 keys; ldmatrix.x4 gives two blocks' B fragments per 16 dims. */
-            float s[flash_keys / 8][4];
-#pragma unroll
-            for (int j = 0; j < flash_keys / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
             int const valid = length - tile * flash_keys; // >= 1
-            int const key_steps = (valid + 15) / 16;      // 16-key steps with at least one key inside
+            /* STEP keys at a time (fewer live registers with 32: more blocks fit an SM). */
+#pragma unroll 1
+            for (int base = 0; base < flash_keys && base < valid; base += STEP) {
+                int const here = valid - base;           // keys inside from `base`, >= 1
+                int const key_steps = (here + 15) / 16;  // 16-key steps with at least one key inside
+                /* S = Q K^T: STEP / 8 column blocks of 8 keys; ldmatrix.x4 gives two blocks' B fragments
+                 * per 16 dims. */
+                float s[STEP / 8][4];
 #pragma unroll
-            for (int p = 0; p < flash_keys / 16; ++p) {
-                if (p >= key_steps) break;
+                for (int j = 0; j < STEP / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
-                for (int c = 0; c < HEAD / 16; ++c) {
-                    unsigned b[4];
-                    int const m = lane >> 3;
-                    ldmatrix_x4(b, k + (16 * p + (m >> 1) * 8 + (lane & 7)) * ld + 16 * c + (m & 1) * 8);
-                    flash_pair<T>::mma(s[2 * p], q[c], b[0], b[1]);
-                    flash_pair<T>::mma(s[2 * p + 1], q[c], b[2], b[3]);
+                for (int p = 0; p < STEP / 16; ++p) {
+                    if (p >= key_steps) break;
+#pragma unroll
+                    for (int c = 0; c < HEAD / 16; ++c) {
+                        unsigned b[4];
+                        int const m = lane >> 3;
+                        ldmatrix_x4(b, k + (base + 16 * p + (m >> 1) * 8 + (lane & 7)) * ld + 16 * c + (m & 1) * 8);
+                        flash_pair<T>::mma(s[2 * p], q[c], b[0], b[1]);
+                        flash_pair<T>::mma(s[2 * p + 1], q[c], b[2], b[3]);
+                    }
                 }
-            }
-            /* Online softmax over this tile: lanes 4g .. 4g + 3 share rows g and g + 8. */
-            float tile_low = -INFINITY, tile_high = -INFINITY;
+                /* Online softmax over these keys: lanes 4g .. 4g + 3 share rows g and g + 8. */
+                float tile_low = -INFINITY, tile_high = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < flash_keys / 8; ++j) {
-                int const key = 8 * j + 2 * t;
+                for (int j = 0; j < STEP / 8; ++j) {
+                    int const key = 8 * j + 2 * t;
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    bool const inside = key + (e & 1) < valid;
-                    s[j][e] = inside ? s[j][e] * scale2 : -INFINITY;
+                    for (int e = 0; e < 4; ++e) {
+                        bool const inside = key + (e & 1) < here;
+                        s[j][e] = inside ? s[j][e] * scale2 : -INFINITY;
+                    }
+                    tile_low = fmaxf(tile_low, fmaxf(s[j][0], s[j][1]));
+                    tile_high = fmaxf(tile_high, fmaxf(s[j][2], s[j][3]));
                 }
-                tile_low = fmaxf(tile_low, fmaxf(s[j][0], s[j][1]));
-                tile_high = fmaxf(tile_high, fmaxf(s[j][2], s[j][3]));
-            }
 #pragma unroll
-            for (int offset = 1; offset < 4; offset <<= 1) {
-                tile_low = fmaxf(tile_low, __shfl_xor_sync(0xffffffffu, tile_low, offset));
-                tile_high = fmaxf(tile_high, __shfl_xor_sync(0xffffffffu, tile_high, offset));
-            }
-            float const next_low = fmaxf(best_low, tile_low), next_high = fmaxf(best_high, tile_high);
-            float const keep_low = exp2f(best_low - next_low), keep_high = exp2f(best_high - next_high);
-            best_low = next_low, best_high = next_high;
-            sum_low *= keep_low, sum_high *= keep_high;
+                for (int offset = 1; offset < 4; offset <<= 1) {
+                    tile_low = fmaxf(tile_low, __shfl_xor_sync(0xffffffffu, tile_low, offset));
+                    tile_high = fmaxf(tile_high, __shfl_xor_sync(0xffffffffu, tile_high, offset));
+                }
+                float const next_low = fmaxf(best_low, tile_low), next_high = fmaxf(best_high, tile_high);
+                float const keep_low = exp2f(best_low - next_low), keep_high = exp2f(best_high - next_high);
+                best_low = next_low, best_high = next_high;
+                sum_low *= keep_low, sum_high *= keep_high;
 #pragma unroll
-            for (int j = 0; j < HEAD / 8; ++j) o[j][0] *= keep_low, o[j][1] *= keep_low, o[j][2] *= keep_high, o[j][3] *= keep_high;
-            /* P = exp2(S - max) packed straight into A fragments: 16 keys per k step. */
-            unsigned pa[flash_keys / 16][4];
+                for (int j = 0; j < HEAD / 8; ++j)
+                    o[j][0] *= keep_low, o[j][1] *= keep_low, o[j][2] *= keep_high, o[j][3] *= keep_high;
+                /* P = exp2(S - max) packed straight into A fragments: 16 keys per k step. */
+                unsigned pa[STEP / 16][4];
 #pragma unroll
-            for (int j = 0; j < flash_keys / 8; ++j) {
-                float const p0 = exp2f(s[j][0] - best_low), p1 = exp2f(s[j][1] - best_low);
-                float const p2 = exp2f(s[j][2] - best_high), p3 = exp2f(s[j][3] - best_high);
-                sum_low += p0 + p1, sum_high += p2 + p3;
-                pa[j / 2][(j & 1) * 2] = flash_pair<T>::pack(p0, p1);
-                pa[j / 2][(j & 1) * 2 + 1] = flash_pair<T>::pack(p2, p3);
-            }
-            /* O += P V: V's B fragments through ldmatrix.trans, two 8-wide column blocks per load. */
+                for (int j = 0; j < STEP / 8; ++j) {
+                    float const p0 = exp2f(s[j][0] - best_low), p1 = exp2f(s[j][1] - best_low);
+                    float const p2 = exp2f(s[j][2] - best_high), p3 = exp2f(s[j][3] - best_high);
+                    sum_low += p0 + p1, sum_high += p2 + p3;
+                    pa[j / 2][(j & 1) * 2] = flash_pair<T>::pack(p0, p1);
+                    pa[j / 2][(j & 1) * 2 + 1] = flash_pair<T>::pack(p2, p3);
+                }
+                /* O += P V: V's B fragments through ldmatrix.trans, two 8-wide column blocks per load. */
 #pragma unroll
-            for (int kk = 0; kk < flash_keys / 16; ++kk) {
-                if (kk >= key_steps) break;
+                for (int kk = 0; kk < STEP / 16; ++kk) {
+                    if (kk >= key_steps) break;
 #pragma unroll
-                for (int d = 0; d < HEAD / 16; ++d) {
-                    unsigned b[4];
-                    int const m = lane >> 3;
-                    ldmatrix_x4_trans(b, v + (16 * kk + (m & 1) * 8 + (lane & 7)) * ld + 16 * d + (m >> 1) * 8);
-                    flash_pair<T>::mma(o[2 * d], pa[kk], b[0], b[1]);
-                    flash_pair<T>::mma(o[2 * d + 1], pa[kk], b[2], b[3]);
+                    for (int d = 0; d < HEAD / 16; ++d) {
+                        unsigned b[4];
+                        int const m = lane >> 3;
+                        ldmatrix_x4_trans(b, v + (base + 16 * kk + (m & 1) * 8 + (lane & 7)) * ld + 16 * d + (m >> 1) * 8);
+                        flash_pair<T>::mma(o[2 * d], pa[kk], b[0], b[1]);
+                        flash_pair<T>::mma(o[2 * d + 1], pa[kk], b[2], b[3]);
+                    }
                 }
             }
         }

@@ -431,17 +431,21 @@ extern "C" __global__ void uform_text_attention_mma_bf16(__nv_bfloat16 *context,
                                                          int padded) {
     uform_text::attention_mma<__nv_bfloat16>(context, qkv, offsets, heads, head, scale, padded);
 }
-#define UFORM_TEXT_FLASH(T, suffix, head)                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) uform_text_attention_flash##head##_##suffix(                     \
+/* The flash kernel per head width and softmax step (keys per step: 32 keeps fewer registers live). */
+#define UFORM_TEXT_FLASH(T, suffix, head, step)                                                                        \
+    extern "C" __global__ void __launch_bounds__(256) uform_text_attention_flash##head##x##step##_##suffix(             \
         T *context, T const *qkv, int const *offsets, int heads, float scale, int group) {                            \
-        uform_text::attention_flash<T, head>(context, qkv, offsets, heads, scale, group);                             \
+        uform_text::attention_flash<T, head, step>(context, qkv, offsets, heads, scale, group);                       \
     }
-UFORM_TEXT_FLASH(__nv_bfloat16, bf16, 32)
-UFORM_TEXT_FLASH(__nv_bfloat16, bf16, 64)
-UFORM_TEXT_FLASH(__nv_bfloat16, bf16, 128)
-UFORM_TEXT_FLASH(__half, f16, 32)
-UFORM_TEXT_FLASH(__half, f16, 64)
-UFORM_TEXT_FLASH(__half, f16, 128)
+#define UFORM_TEXT_FLASH_STEPS(T, suffix, head)                                                                        \
+    UFORM_TEXT_FLASH(T, suffix, head, 32)                                                                              \
+    UFORM_TEXT_FLASH(T, suffix, head, 64)
+UFORM_TEXT_FLASH_STEPS(__nv_bfloat16, bf16, 32)
+UFORM_TEXT_FLASH_STEPS(__nv_bfloat16, bf16, 64)
+UFORM_TEXT_FLASH_STEPS(__nv_bfloat16, bf16, 128)
+UFORM_TEXT_FLASH_STEPS(__half, f16, 32)
+UFORM_TEXT_FLASH_STEPS(__half, f16, 64)
+UFORM_TEXT_FLASH_STEPS(__half, f16, 128)
 extern "C" __global__ void uform_text_attention_mma_f16(__half *context, __half const *qkv, int const *offsets,
                                                         int heads, int head, float scale, int padded) {
     uform_text::attention_mma<__half>(context, qkv, offsets, heads, head, scale, padded);

@@ -76,6 +76,9 @@ enum { attention_flash_k = 0, attention_wmma_k = 1, attention_simt_k = 2 };
 static int attention_ceiling_value = attention_flash_k;
 /** Warps per head and block of the flash kernel at most: 8, or UFORM_GPU_FLASH_WARPS (1 to 8). */
 static size_t attention_flash_warps = 8;
+/** Keys per softmax step of the flash kernel: 0 (by head width: 32 for 32-wide heads, where it
+ *  saves a third of the registers, else 64), or UFORM_GPU_FLASH_STEP (32 or 64). */
+static int attention_flash_step = 0;
 static pthread_once_t attention_ceiling_once = PTHREAD_ONCE_INIT;
 
 static void attention_ceiling_read(void) {
@@ -85,6 +88,8 @@ static void attention_ceiling_read(void) {
     else if (value && !strcmp(value, "simt")) attention_ceiling_value = attention_simt_k;
     if (simt && *simt && *simt != '0') attention_ceiling_value = attention_simt_k;
     if (warps && *warps >= '1' && *warps <= '8' && !warps[1]) attention_flash_warps = (size_t)(*warps - '0');
+    char const *step = getenv("UFORM_GPU_FLASH_STEP");
+    if (step && (!strcmp(step, "32") || !strcmp(step, "64"))) attention_flash_step = atoi(step);
 }
 
 /** The most capable attention kernel the environment allows (UFORM_GPU_ATTENTION, read once). */
@@ -93,23 +98,25 @@ static int attention_ceiling(void) {
     return attention_ceiling_value;
 }
 
-/** `uform_text_attention_flash<head>_<dtype>` of `copy`'s module, looked up once; NULL where there is
- *  none (f32, other head widths, a fatbin without it). */
+/** `uform_text_attention_flash<head>x<step>_<dtype>` of `copy`'s module, looked up once; NULL where
+ *  there is none (f32, other head widths, a fatbin without it). */
 static CUfunction attention_flash_function(uform_cuda_t const *cuda, vram_copy_t *copy, uform_dtype_t dtype, int head) {
     int const slot = head == 32 ? 0 : head == 64 ? 1 : head == 128 ? 2 : -1;
     if (slot < 0 || dtype == uform_dtype_f32_k || !copy->module) return NULL;
+    int const step = attention_flash_step ? attention_flash_step : head == 32 ? 32 : 64, which = step == 32 ? 0 : 1;
     pthread_mutex_lock(&copy->lock);
-    if (!copy->attention_flash_state[slot]) {
+    if (!copy->attention_flash_state[slot][which]) {
         char name[64];
-        snprintf(name, sizeof name, "uform_text_attention_flash%d_%s", head, dtype == uform_dtype_bf16_k ? "bf16" : "f16");
+        snprintf(name, sizeof name, "uform_text_attention_flash%dx%d_%s", head, step,
+                 dtype == uform_dtype_bf16_k ? "bf16" : "f16");
         CUfunction function = NULL;
         int found = cuda->ModuleGetFunction(&function, copy->module, name) == CUDA_SUCCESS &&
                     cuda->FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            copy->shared_optin) == CUDA_SUCCESS;
-        copy->attention_flash[slot] = found ? function : NULL;
-        copy->attention_flash_state[slot] = found ? 1 : 2;
+        copy->attention_flash[slot][which] = found ? function : NULL;
+        copy->attention_flash_state[slot][which] = found ? 1 : 2;
     }
-    CUfunction function = copy->attention_flash[slot];
+    CUfunction function = copy->attention_flash[slot][which];
     pthread_mutex_unlock(&copy->lock);
     return function;
 }

@@ -50,10 +50,11 @@ typedef struct vram_copy_t {
     CUdeviceptr block;
     CUmodule module;
     CUfunction embed, layer_norm, gelu, attention_simt, attention_mma, pool, finish;
-    /** `uform_text_attention_flash<32|64|128>_<dtype>`, looked up (under `lock`) on first use by
-     *  `text_vram_attention`; state 0 not yet, 1 found (and its shared-memory limit raised), 2 absent. */
-    CUfunction attention_flash[3];
-    int attention_flash_state[3];
+    /** `uform_text_attention_flash<32|64|128>x<32|64>_<dtype>` (head width x keys per softmax step),
+     *  looked up (under `lock`) on first use by `text_vram_attention`; state 0 not yet, 1 found (and
+     *  its shared-memory limit raised), 2 absent. */
+    CUfunction attention_flash[3][2];
+    int attention_flash_state[3][2];
     uform_lt_handle_t lt;
     CUdeviceptr word, position, type0, embed_gamma, embed_beta, projection;
     vram_layer_t *layers;

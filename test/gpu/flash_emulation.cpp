@@ -203,7 +203,7 @@ template <int pending> static void copy_wait() {
 
 /* ---- The launch, as text_vram_attention makes it ---- */
 
-template <typename T, int HEAD>
+template <typename T, int HEAD, int STEP>
 static void launch(T *context, T const *qkv, int const *offsets, int texts, int heads, int longest) {
     int const strips = (longest + 15) / 16, chunks = (strips + 7) / 8, chunk = (strips + chunks - 1) / chunks;
     int group = 1;
@@ -225,14 +225,14 @@ static void launch(T *context, T const *qkv, int const *offsets, int texts, int 
                     threadIdx.x = (unsigned)x, blockIdx.x = bx, blockIdx.y = by;
                     this_warp = &warps[(size_t)x / 32], this_lane = x & 31, this_block = &block;
                     block_shared = memory.data();
-                    uform_text::attention_flash<T, HEAD>(context, qkv, offsets, heads, scale, group);
+                    uform_text::attention_flash<T, HEAD, STEP>(context, qkv, offsets, heads, scale, group);
                     uform_text::committed.clear(), uform_text::open_group.clear();
                 });
             for (std::thread &lane : lanes) lane.join();
         }
 }
 
-template <typename T, int HEAD>
+template <typename T, int HEAD, int STEP>
 static int check(char const *name, float (*widen)(uint16_t), uint16_t (*narrow)(float), std::vector<int> const &lengths,
                  int heads, double tolerance, uint64_t seed) {
     int const texts = (int)lengths.size(), hidden = heads * HEAD;
@@ -247,7 +247,7 @@ static int check(char const *name, float (*widen)(uint16_t), uint16_t (*narrow)(
     for (T &x : qkv) x.bits = narrow(uniform(random));
     uint16_t const sentinel = 0x7bcd;
     for (T &x : context) x.bits = sentinel;
-    launch<T, HEAD>(context.data(), qkv.data(), offsets.data(), texts, heads, longest);
+    launch<T, HEAD, STEP>(context.data(), qkv.data(), offsets.data(), texts, heads, longest);
 
     double worst = 0;
     int failures = 0;
@@ -293,12 +293,16 @@ static int check(char const *name, float (*widen)(uint16_t), uint16_t (*narrow)(
 
 int main() {
     int failed = 0;
-    failed += check<bf16_t, 64>("bf16, 64-wide heads, one tile", bf16_float, float_bf16, {64, 1, 7, 16, 33}, 2, 0.015, 1);
-    failed += check<bf16_t, 32>("bf16, 32-wide heads, 4 heads per block", bf16_float, float_bf16, {3, 12, 16}, 4, 0.015, 2);
-    failed += check<bf16_t, 32>("bf16, 32-wide heads, two tiles", bf16_float, float_bf16, {128, 100, 65}, 2, 0.015, 3);
-    failed += check<f16_t, 128>("f16, 128-wide heads, 4 tiles, 7 warps", f16_float, float_f16, {200, 130, 64, 1}, 1, 0.002, 4);
-    failed += check<bf16_t, 64>("bf16, 64-wide heads, 197 tokens (ViT-B/16)", bf16_float, float_bf16, {197}, 1, 0.015, 5);
-    failed += check<f16_t, 64>("f16, 64-wide heads, 512 tokens, 8 tiles", f16_float, float_f16, {512}, 1, 0.002, 6);
+    failed += check<bf16_t, 64, 64>("bf16, 64-wide heads, one tile", bf16_float, float_bf16, {64, 1, 7, 16, 33}, 2, 0.015, 1);
+    failed += check<bf16_t, 64, 32>("bf16, 64-wide heads, one tile, 32-key steps", bf16_float, float_bf16, {64, 1, 7, 16, 33},
+                                    2, 0.015, 1);
+    failed += check<bf16_t, 32, 32>("bf16, 32-wide heads, 4 heads per block", bf16_float, float_bf16, {3, 12, 16}, 4, 0.015, 2);
+    failed += check<bf16_t, 32, 32>("bf16, 32-wide heads, two tiles", bf16_float, float_bf16, {128, 100, 65, 40}, 2, 0.015, 3);
+    failed += check<bf16_t, 32, 64>("bf16, 32-wide heads, two tiles, 64-key steps", bf16_float, float_bf16, {128, 100, 65}, 2,
+                                    0.015, 3);
+    failed += check<f16_t, 128, 64>("f16, 128-wide heads, 4 tiles, 7 warps", f16_float, float_f16, {200, 130, 64, 1}, 1, 0.002, 4);
+    failed += check<bf16_t, 64, 64>("bf16, 64-wide heads, 197 tokens (ViT-B/16)", bf16_float, float_bf16, {197}, 1, 0.015, 5);
+    failed += check<f16_t, 64, 32>("f16, 64-wide heads, 512 tokens, 32-key steps", f16_float, float_f16, {512}, 1, 0.002, 6);
     std::printf("%s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
 }

@@ -78,12 +78,15 @@ for kernel in flash wmma; do
             --tokens "$2" --batch 1024 --seconds 0.5 2>&1 | sed "s/^/  profile $kernel $1: /" | tee -a "$SUMMARY"
     done
 done
-# The flash kernel with at most 4 warps per head and block (2 blocks per head of a 128-token text).
-UFORM_GPU_FLASH_WARPS=4 timeout 60 "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 128 --batch 1024 --seconds 1 2>&1 |
-    sed "s/^/  flash warps 4: /" | tee -a "$SUMMARY"
-UFORM_GPU_FLASH_WARPS=4 UFORM_GPU_PROFILE=1 timeout 60 "$BUILD/bench/bench_text_gpu" --shape minilm --tokens 128 \
-    --batch 1024 --seconds 0.5 2>&1 | grep -E 'attention|uform-gpu' | sed "s/^/  profile flash warps 4 minilm: /" |
-    tee -a "$SUMMARY"
+# Flash kernel variants at batch 1,024: keys per softmax step (32 or 64; the default is 32 for 32-wide
+# heads, 64 otherwise) and at most 4 warps per head and block (2 blocks per head of a 128-token text).
+for variant in "UFORM_GPU_FLASH_STEP=32" "UFORM_GPU_FLASH_STEP=64" "UFORM_GPU_FLASH_WARPS=4"; do
+    for case in "uform3 64" "minilm 128"; do
+        set -- $case
+        env "$variant" timeout 60 "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 --seconds 1 2>&1 |
+            sed "s/^/  $variant: /" | tee -a "$SUMMARY"
+    done
+done
 # Longer sequences (ViT-like 197 and 261 tokens of 64-wide heads live in the image towers; here the
 # text towers at 256 and 510 tokens), flash against the older choice (at 510 tokens WMMA does not fit
 # shared memory and the SIMT kernel runs).
