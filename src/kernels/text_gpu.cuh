@@ -159,35 +159,62 @@ __device__ void embed(T *x, int const *ids, int const *positions, T const *word,
     warp_layer_norm(v, cols, gamma, beta, epsilon, x + (size_t)token * cols);
 }
 
-/** out = LayerNorm(in), row by row, one warp per row (16-byte vectors when the width allows); `out`
- *  may be `in`. */
+/** out = LayerNorm(in), row by row, one warp per row; `out` may be `in`. A row whose width allows
+ *  moves as 16-byte vectors, held packed (bf16/f16: 16 registers for 1,024 columns) and widened in
+ *  each pass, so more warps fit an SM; other widths read their row from memory in each pass. */
 template <typename T>
 __device__ void layer_norm(T *out, T const *in, float const *gamma, float const *beta, int rows, int cols,
                            float epsilon) {
     int const row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (row >= rows) return;
     T const *r = in + (size_t)row * cols;
-    float v[row_slots];
+    T *o = out + (size_t)row * cols;
     using rv = row_vectors<T>;
+    float sum = 0.f, squares = 0.f;
     if (cols % rv::width == 0) {
         int const vectors = cols / rv::width;
+        uint4 raw[rv::count];
+        float x[rv::width];
 #pragma unroll
         for (int i = 0; i < rv::count; ++i) {
             int const vector = lane + 32 * i;
-            if (vector < vectors) rv::unpack(*(uint4 const *)(r + vector * rv::width), v + i * rv::width);
-            else
+            raw[i] = vector < vectors ? *(uint4 const *)(r + vector * rv::width) : make_uint4(0, 0, 0, 0);
+            rv::unpack(raw[i], x); /* zeros past the row add nothing */
 #pragma unroll
-                for (int j = 0; j < rv::width; ++j) v[i * rv::width + j] = 0.f;
+            for (int j = 0; j < rv::width; ++j) sum += x[j];
         }
-        warp_layer_norm_vectors(v, cols, gamma, beta, epsilon, out + (size_t)row * cols);
+        float const mean = warp_sum(sum) / (float)cols;
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i)
+            if (lane + 32 * i < vectors) {
+                rv::unpack(raw[i], x);
+#pragma unroll
+                for (int j = 0; j < rv::width; ++j) squares += (x[j] - mean) * (x[j] - mean);
+            }
+        float const inverse = rsqrtf(warp_sum(squares) / (float)cols + epsilon);
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i) {
+            int const vector = lane + 32 * i;
+            if (vector >= vectors) continue;
+            rv::unpack(raw[i], x);
+            float4 const *g = (float4 const *)(gamma + vector * rv::width), *b = (float4 const *)(beta + vector * rv::width);
+#pragma unroll
+            for (int q = 0; q < rv::width / 4; ++q) {
+                float4 const gq = g[q], bq = b[q];
+                x[4 * q + 0] = (x[4 * q + 0] - mean) * inverse * gq.x + bq.x;
+                x[4 * q + 1] = (x[4 * q + 1] - mean) * inverse * gq.y + bq.y;
+                x[4 * q + 2] = (x[4 * q + 2] - mean) * inverse * gq.z + bq.z;
+                x[4 * q + 3] = (x[4 * q + 3] - mean) * inverse * gq.w + bq.w;
+            }
+            *(uint4 *)(o + vector * rv::width) = rv::pack(x);
+        }
         return;
     }
-#pragma unroll
-    for (int k = 0; k < row_slots; ++k) {
-        int const c = lane + 32 * k;
-        v[k] = c < cols ? load(r[c]) : 0.f;
-    }
-    warp_layer_norm(v, cols, gamma, beta, epsilon, out + (size_t)row * cols);
+    for (int c = lane; c < cols; c += 32) sum += load(r[c]);
+    float const mean = warp_sum(sum) / (float)cols;
+    for (int c = lane; c < cols; c += 32) squares += (load(r[c]) - mean) * (load(r[c]) - mean);
+    float const inverse = rsqrtf(warp_sum(squares) / (float)cols + epsilon);
+    for (int c = lane; c < cols; c += 32) o[c] = store<T>((load(r[c]) - mean) * inverse * gamma[c] + beta[c]);
 }
 
 /** The exact GELU, in place, after a product whose epilogue added the bias (the f32 path). */
