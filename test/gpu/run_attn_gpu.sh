@@ -36,7 +36,11 @@ done
 # shellcheck source=test/gpu/steps.sh
 source "$ROOT/test/gpu/steps.sh"
 note "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | xargs), $(nproc) cores, $(nvcc --version | tail -1)"
-note "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ -e $ROOT/.git ]]; then
+    note "commit: $(git -C "$ROOT" rev-parse --short HEAD)"
+else # a copy of a worktree (no .git of its own): name the sources by content
+    note "sources: $(cat "$ROOT"/src/kernels/*.cuh "$ROOT"/src/models/text_vram_launch.c | sha256sum | cut -c1-12) (sha256 of src/kernels/*.cuh + text_vram_launch.c)"
+fi
 if ! ls /usr/local/cuda/lib64/libcublasLt.so.1[23] >/dev/null 2>&1 && ! ldconfig -p | grep -q libcublasLt.so.1; then
     LT=$(python3 -c 'import glob, os, nvidia; print(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "cu*/lib/libcublasLt.so.1*")) + glob.glob(os.path.join(list(nvidia.__path__)[0], "cublas/lib/libcublasLt.so.1*")))[-1])' 2>/dev/null)
     [[ -n $LT ]] && export UFORM_CUBLASLT=$LT
