@@ -4,7 +4,15 @@ towers (bench_text_gpu, C) against PyTorch eager bf16 on CUDA (and torch.compile
 towers of the same shapes with random weights, token ids given (tokenising excluded for all).
 
     python3 bench/bench_text_gpu.py --binary build/bench/bench_text_gpu [--seconds 2]
-        [--cases uform3:64,minilm:128] [--batches 1,50,1024] [--compile] [--devices 1]
+        [--cases uform3:64,minilm:128] [--batches 1,50,1024] [--devices 1]
+        [--attention flash,wmma] [--compile] [--compile-batches 1024] [--compile-mode default]
+        [--compile-timeout 240]
+
+--attention runs the engine once per attention kernel (UFORM_GPU_ATTENTION=flash|wmma|simt in its
+environment), one column each, ratios against the first. --compile adds a torch.compile column (of
+the same PyTorch model; mode "default" or e.g. "max-autotune-no-cudagraphs") at --compile-batches
+only: the compiling warm-up call is excluded from the rate and reported as "compile s"; a peer that
+takes longer than --compile-timeout seconds in all is reported as a timeout.
 
 Shapes as bench/bench_text.py's (whose build_torch builds the PyTorch models): minilm is transformers'
 BertModel + mean pooling + L2 norm; uform3 is the `uform` package's TextEncoder. Each system runs in a
@@ -20,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_peer(system, shape, tokens, batch, seconds):
+def run_peer(system, shape, tokens, batch, seconds, compile_mode="default"):
     import torch
     from bench_text import build_torch
     model = build_torch(shape, "bf16").cuda().eval()
@@ -28,12 +36,17 @@ def run_peer(system, shape, tokens, batch, seconds):
     ids = torch.randint(1000, 30000, (batch, tokens), generator=g).cuda()
     mask = torch.ones((batch, tokens), dtype=torch.long).cuda()
     if system == "torch-compile":
-        model = torch.compile(model)
+        model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode, dynamic=False)
+    compile_seconds = None
     with torch.inference_mode():
         def run():
             model(ids, mask)
             torch.cuda.synchronize()
-        for _ in range(3):
+        before = time.perf_counter()
+        run()  # compiles, for torch-compile
+        if system == "torch-compile":
+            compile_seconds = time.perf_counter() - before
+        for _ in range(2):
             run()
         calls, best, start = 0, float("inf"), time.perf_counter()
         while True:
@@ -44,12 +57,16 @@ def run_peer(system, shape, tokens, batch, seconds):
             elapsed = time.perf_counter() - start
             if elapsed >= seconds and calls >= 3:
                 break
-    return {"system": system, "texts_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
+    result = {"system": system, "texts_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
+    if compile_seconds is not None:
+        result["compile_seconds"] = compile_seconds
+    return result
 
 
-def measure(command, timeout):
+def measure(command, timeout, environment=None):
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, **(environment or {})))
     except subprocess.TimeoutExpired:
         return {"error": "timeout"}
     if done.returncode != 0:
@@ -64,33 +81,65 @@ def main():
     parser.add_argument("--cases", default="uform3:64,minilm:128")
     parser.add_argument("--batches", default="1,50,1024")
     parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--attention", default="", help="engine columns per kernel, e.g. flash,wmma")
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile-batches", default="", help="batches with a torch.compile column (default: all)")
+    parser.add_argument("--compile-mode", default="default")
+    parser.add_argument("--compile-timeout", type=float, default=240.0)
     parser.add_argument("--peer", nargs=4, metavar=("SYSTEM", "SHAPE", "TOKENS", "BATCH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
         system, shape, tokens, batch = args.peer
-        print(json.dumps(run_peer(system, shape, int(tokens), int(batch), args.seconds)))
+        print(json.dumps(run_peer(system, shape, int(tokens), int(batch), args.seconds, args.compile_mode)))
         return
+    kernels = [k for k in args.attention.split(",") if k]
+    engines = [f"uform-{k}" for k in kernels] or ["uform-bf16"]
     peers = ["torch-bf16"] + (["torch-compile"] if args.compile else [])
-    print(f"# {args.seconds} s per measurement, random weights, ids given, engine on {args.devices} device(s)", flush=True)
-    print(f"{'case':<11} {'batch':>5} {'uform-bf16':>11} " + " ".join(f"{p:>13}" for p in peers) +
-          " " + " ".join(f"{'x ' + p:>16}" for p in peers) + f" {'TFLOP/s':>8} {'best ms':>8}", flush=True)
+    compile_batches = {int(b) for b in args.compile_batches.split(",") if b}
+    print(f"# {args.seconds} s per measurement, random weights, ids given, engine on {args.devices} device(s)"
+          + (f", torch.compile mode {args.compile_mode} (compile time excluded)" if args.compile else ""), flush=True)
+    header = (f"{'case':<11} {'batch':>5} " + " ".join(f"{e:>11}" for e in engines) + " " +
+              " ".join(f"{p:>13}" for p in peers) + " " + " ".join(f"{'x ' + p:>16}" for p in peers) +
+              "".join(f" {'x ' + e:>13}" for e in engines[1:]) + f" {'TFLOP/s':>8} {'best ms':>8}" +
+              (f" {'compile s':>9}" if args.compile else ""))
+    print(header, flush=True)
     for case in args.cases.split(","):
         shape, tokens = case.split(":")
         for batch in [int(b) for b in args.batches.split(",")]:
-            ours = measure([args.binary, "--json", "--shape", shape, "--tokens", tokens, "--batch", str(batch),
-                            "--dtype", "bf16", "--devices", str(args.devices), "--seconds", str(args.seconds)], 300)
-            theirs = {p: measure([sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds), "--peer", p,
-                                  shape, tokens, str(batch)], 600) for p in peers}
-            rate = ours.get("texts_per_second", 0.0)
-            cells = [f"{theirs[p].get('texts_per_second', 0.0):>13.1f}" if "error" not in theirs[p] else f"{'error':>13}"
-                     for p in peers]
+            ours = {}
+            for engine, kernel in zip(engines, kernels or [None]):
+                ours[engine] = measure([args.binary, "--json", "--shape", shape, "--tokens", tokens, "--batch", str(batch),
+                                        "--dtype", "bf16", "--devices", str(args.devices), "--seconds", str(args.seconds)],
+                                       300, {"UFORM_GPU_ATTENTION": kernel} if kernel else None)
+            theirs = {}
+            for p in peers:
+                if p == "torch-compile" and compile_batches and batch not in compile_batches:
+                    theirs[p] = {"skipped": True}
+                    continue
+                timeout = args.compile_timeout if p == "torch-compile" else 600
+                theirs[p] = measure([sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds),
+                                     "--compile-mode", args.compile_mode, "--peer", p, shape, tokens, str(batch)], timeout)
+            first = ours[engines[0]]
+            rate = first.get("texts_per_second", 0.0)
+
+            def cell(result, width):
+                if "error" in result:
+                    return f"{'error':>{width}}"
+                if "skipped" in result:
+                    return f"{'-':>{width}}"
+                return f"{result.get('texts_per_second', 0.0):>{width}.1f}"
             ratios = [f"{rate / theirs[p]['texts_per_second']:>15.2f}x" if theirs[p].get("texts_per_second") else f"{'-':>16}"
                       for p in peers]
-            ours_cell = f"{rate:>11.1f}" if "error" not in ours else f"{'error':>11}"
-            print(f"{case:<11} {batch:>5} {ours_cell} " + " ".join(cells) + " " + " ".join(ratios) +
-                  f" {ours.get('tflops', 0.0):>8.1f} {ours.get('best_call_ms', 0.0):>8.3f}", flush=True)
-            for name, result in [("uform", ours)] + list(theirs.items()):
+            kernel_ratios = [f" {rate / ours[e]['texts_per_second']:>12.2f}x" if ours[e].get("texts_per_second")
+                             else f" {'-':>13}" for e in engines[1:]]
+            compile_cell = ""
+            if args.compile:
+                seconds = theirs["torch-compile"].get("compile_seconds")
+                compile_cell = f" {seconds:>9.1f}" if seconds is not None else f" {'-':>9}"
+            print(f"{case:<11} {batch:>5} " + " ".join(cell(ours[e], 11) for e in engines) + " " +
+                  " ".join(cell(theirs[p], 13) for p in peers) + " " + " ".join(ratios) + "".join(kernel_ratios) +
+                  f" {first.get('tflops', 0.0):>8.1f} {first.get('best_call_ms', 0.0):>8.3f}" + compile_cell, flush=True)
+            for name, result in list(ours.items()) + list(theirs.items()):
                 if "error" in result:
                     print(f"#   {name} {case} {batch}: {result['error']}", flush=True)
 

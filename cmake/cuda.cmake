@@ -64,6 +64,8 @@ if(UFORM_CUDA_ENABLED)
   set(UFORM_NVCC_FLAGS "" CACHE STRING "Extra flags for nvcc when compiling src/kernels.cu")
   set(_uform_fatbin "${CMAKE_CURRENT_BINARY_DIR}/uform_kernels.fatbin")
   separate_arguments(_uform_nvcc_extra UNIX_COMMAND "${UFORM_NVCC_FLAGS}")
+  # Every header kernels.cu includes (src/kernels/*.cuh): a change to any rebuilds the fatbin.
+  file(GLOB _uform_kernel_headers CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/*.cuh")
   add_custom_command(
     OUTPUT "${_uform_fatbin}"
     COMMAND "${UFORM_NVCC}" -fatbin -O3 -std=c++17 -lineinfo
@@ -73,8 +75,7 @@ if(UFORM_CUDA_ENABLED)
             -gencode=arch=compute_90,code=compute_90
             ${_uform_nvcc_extra}
             -o "${_uform_fatbin}" "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu"
-    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu" "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/text_gpu.cuh"
-            "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/image_gpu.cuh"
+    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/kernels.cu" ${_uform_kernel_headers}
     COMMENT "nvcc: compiling the engine's kernels into a fatbin (sm_80, sm_90, sm_90a, compute_90)"
     VERBATIM)
   add_custom_target(uform_kernels DEPENDS "${_uform_fatbin}")

@@ -262,6 +262,7 @@ int main(int argc, char **argv) {
             CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
             if (check_failures) return 1;
             CHECK(uform_gpu_status() != uform_status_ok_k); // sets the message the skip quotes
+            if (!dump_directory) rmdir(root);
             SKIP("no GPU to run VRAM text towers on (%s); the refusals without one passed", uform_error_message());
         }
         uform_model_free(model);
@@ -286,6 +287,7 @@ int main(int argc, char **argv) {
         if (status == uform_status_unsupported_k && strstr(uform_error_message(), "cuBLASLt")) {
             printf("SKIPPED: %s\n", uform_error_message());
             uform_executor_free(ram_executor);
+            if (!dump_directory) rmdir(root);
             return 77;
         }
         CHECK_STATUS(status, uform_status_ok_k);
@@ -312,9 +314,27 @@ int main(int argc, char **argv) {
                           .max_positions = 512, .sequence = 128, .seed = 0x6b0e0002u};
     write_bert(minilm_dir, &minilm);
 
+    /* Attention's other shapes: 128-wide heads over up to 320 tokens (five 64-key tiles, so the
+     * staging buffers are reused), 64-wide heads over up to 512. The flash kernel (bf16/f16) takes
+     * both; the f32 kernel keeps a whole text in shared memory, so f32 runs 128-wide heads over the
+     * 128-token texts and not the 512-token ones. */
+    char wide_dir[600], long_dir[600];
+    snprintf(wide_dir, sizeof wide_dir, "%s/wide-heads", root);
+    snprintf(long_dir, sizeof long_dir, "%s/long-texts", root);
+    bert_spec_t wide = {.hidden = 256, .heads = 2, .layers = 2, .intermediate = 512, .vocab = 1000,
+                        .max_positions = 512, .sequence = 320, .seed = 0x6b0e0003u};
+    bert_spec_t long_spec = {.hidden = 256, .heads = 4, .layers = 2, .intermediate = 512, .vocab = 1000,
+                             .max_positions = 512, .sequence = 512, .seed = 0x6b0e0004u};
+    write_bert(wide_dir, &wide);
+    write_bert(long_dir, &long_spec);
+
     texts_t short_texts = make_texts(96, 62, 1000, 11);   /* up to 64 tokens with the specials */
     texts_t long_texts = make_texts(64, 140, 1000, 12);   /* truncated at 128 */
     texts_t tiny_texts = make_texts(24, 12, 40, 13);
+    texts_t wide_texts = make_texts(20, 330, 1000, 14);   /* truncated at 320 */
+    texts_t long_texts_512 = make_texts(12, 520, 1000, 15); /* truncated at 512 */
+    char const *forced = getenv("UFORM_GPU_ATTENTION");
+    int flash_allowed = !forced || !strcmp(forced, "flash");
     uform_dtype_t const dtypes[] = {uform_dtype_f32_k, uform_dtype_bf16_k, uform_dtype_f16_k};
     char const *names[] = {"f32", "bf16", "f16"};
     double const thresholds[] = {0.99999, 0.999, 0.999};
@@ -326,6 +346,13 @@ int main(int argc, char **argv) {
         check_tower(label, minilm_dir, &long_texts, executor, &one, dtypes[d], thresholds[d]);
         snprintf(label, sizeof label, "tiny-bert %s", names[d]);
         check_tower(label, UFORM_TEST_MODELS_DIR "/tiny-bert", &tiny_texts, executor, &one, dtypes[d], thresholds[d]);
+        snprintf(label, sizeof label, "wide-heads %s", names[d]);
+        if (d == 0) check_tower(label, wide_dir, &long_texts, executor, &one, dtypes[d], thresholds[d]); /* <= 128 tokens */
+        else if (flash_allowed) check_tower(label, wide_dir, &wide_texts, executor, &one, dtypes[d], thresholds[d]);
+        else printf("%-34s not run: UFORM_GPU_ATTENTION=%s has no kernel for 320 tokens of 128-wide heads\n", label, forced);
+        snprintf(label, sizeof label, "long-texts %s", names[d]);
+        if (d > 0 && flash_allowed) check_tower(label, long_dir, &long_texts_512, executor, &one, dtypes[d], thresholds[d]);
+        else if (d > 0) printf("%-34s not run: UFORM_GPU_ATTENTION=%s has no kernel for 512 tokens\n", label, forced);
     }
 
     /* Output options: truncation, normalisation, bf16 rows with a stride; against the CPU with the same. */
@@ -459,6 +486,7 @@ int main(int argc, char **argv) {
     } else printf("one GPU: the two-device checks need two\n");
 
     free_texts(&short_texts), free_texts(&long_texts), free_texts(&tiny_texts);
+    free_texts(&wide_texts), free_texts(&long_texts_512);
     uform_executor_free(executor);
     uform_executor_free(ram_executor);
     if (!dump_directory) {

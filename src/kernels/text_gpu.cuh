@@ -8,14 +8,19 @@
  *  (int32, texts + 1, relative to the chunk) delimit them; rows are row-major `[tokens][width]`.
  *  Every reduction (LayerNorm, softmax, pooling, norms) runs in f32 whatever the storage type.
  *
- *  Attention is one block per (text, head) with the text's keys and values in shared memory, so no
- *  score matrix ever reaches global memory: `attention_simt` (any dtype, scores per warp in shared
- *  memory; the f32 checking path) and `attention_mma` (bf16 and f16: Q K^T and P V on tensor cores
- *  through WMMA 16x16x16 fragments, the text padded to a multiple of 16 inside shared memory only).
+ *  Attention never writes a score matrix to global memory. Three kernels, picked by
+ *  `text_vram_attention` (src/models/text_vram_launch.c): `attention_flash` (attention_flash.cuh:
+ *  bf16 and f16, heads of 32, 64 or 128, any length: FlashAttention-2 style on mma.sync with Q and
+ *  the scores in registers, keys and values streamed through shared memory 64 rows at a time), else
+ *  `attention_mma` (bf16 and f16, heads a multiple of 16: one block per (text, head), the text's keys
+ *  and values in shared memory, Q K^T and P V through WMMA 16x16x16 fragments staged in shared
+ *  memory), else `attention_simt` (any dtype, the f32 checking path; scores per warp in shared memory).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
+
+#include "attention_flash.cuh"
 
 namespace uform_text {
 
@@ -61,7 +66,65 @@ __device__ __forceinline__ void warp_layer_norm(float (&v)[row_slots], int cols,
     }
 }
 
-/** x[t] = LayerNorm(word[ids[t]] + position[positions[t]] (+ type0)): one warp per token. */
+/** Rows whose width is a multiple of `width` move as 16-byte vectors: lane + 32 i holds the vector of
+ *  columns (lane + 32 i) width .. + width - 1 in v[i width ..]; `count` vectors per lane at most. */
+template <typename T> struct row_vectors {
+    static constexpr int width = 16 / (int)sizeof(T), count = row_slots / width;
+    static __device__ __forceinline__ void unpack(uint4 raw, float *out) {
+        T const *e = (T const *)&raw;
+#pragma unroll
+        for (int j = 0; j < width; ++j) out[j] = load(e[j]);
+    }
+    static __device__ __forceinline__ uint4 pack(float const *in) {
+        uint4 raw;
+        T *e = (T *)&raw;
+#pragma unroll
+        for (int j = 0; j < width; ++j) e[j] = store<T>(in[j]);
+        return raw;
+    }
+};
+
+/** `warp_layer_norm` of a row held as vectors (`row_vectors`), written with 16-byte stores. */
+template <typename T>
+__device__ __forceinline__ void warp_layer_norm_vectors(float (&v)[row_slots], int cols, float const *gamma,
+                                                        float const *beta, float epsilon, T *out) {
+    using rv = row_vectors<T>;
+    int const lane = threadIdx.x & 31, vectors = cols / rv::width;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < rv::count; ++i)
+        if (lane + 32 * i < vectors)
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j) sum += v[i * rv::width + j];
+    float const mean = warp_sum(sum) / (float)cols;
+    float squares = 0.f;
+#pragma unroll
+    for (int i = 0; i < rv::count; ++i)
+        if (lane + 32 * i < vectors)
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j) squares += (v[i * rv::width + j] - mean) * (v[i * rv::width + j] - mean);
+    float const inverse = rsqrtf(warp_sum(squares) / (float)cols + epsilon);
+#pragma unroll
+    for (int i = 0; i < rv::count; ++i) {
+        int const vector = lane + 32 * i;
+        if (vector >= vectors) continue;
+        float4 const *g = (float4 const *)(gamma + vector * rv::width), *b = (float4 const *)(beta + vector * rv::width);
+        float o[rv::width];
+#pragma unroll
+        for (int q = 0; q < rv::width / 4; ++q) {
+            float4 const gq = g[q], bq = b[q];
+            float const *x = v + i * rv::width + 4 * q;
+            o[4 * q + 0] = (x[0] - mean) * inverse * gq.x + bq.x;
+            o[4 * q + 1] = (x[1] - mean) * inverse * gq.y + bq.y;
+            o[4 * q + 2] = (x[2] - mean) * inverse * gq.z + bq.z;
+            o[4 * q + 3] = (x[3] - mean) * inverse * gq.w + bq.w;
+        }
+        *(uint4 *)(out + vector * rv::width) = rv::pack(o);
+    }
+}
+
+/** x[t] = LayerNorm(word[ids[t]] + position[positions[t]] (+ type0)): one warp per token, 16-byte
+ *  vectors when the width allows. */
 template <typename T>
 __device__ void embed(T *x, int const *ids, int const *positions, T const *word, T const *position, T const *type0,
                       float const *gamma, float const *beta, int tokens, int cols, float epsilon) {
@@ -69,6 +132,25 @@ __device__ void embed(T *x, int const *ids, int const *positions, T const *word,
     if (token >= tokens) return;
     T const *w = word + (size_t)ids[token] * cols, *p = position + (size_t)positions[token] * cols;
     float v[row_slots];
+    using rv = row_vectors<T>;
+    if (cols % rv::width == 0) {
+        int const vectors = cols / rv::width;
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i) {
+            int const vector = lane + 32 * i;
+            float a[rv::width], b[rv::width], c[rv::width];
+            if (vector < vectors) {
+                rv::unpack(*(uint4 const *)(w + vector * rv::width), a);
+                rv::unpack(*(uint4 const *)(p + vector * rv::width), b);
+                if (type0) rv::unpack(*(uint4 const *)(type0 + vector * rv::width), c);
+            }
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j)
+                v[i * rv::width + j] = vector < vectors ? a[j] + b[j] + (type0 ? c[j] : 0.f) : 0.f;
+        }
+        warp_layer_norm_vectors(v, cols, gamma, beta, epsilon, x + (size_t)token * cols);
+        return;
+    }
 #pragma unroll
     for (int k = 0; k < row_slots; ++k) {
         int const c = lane + 32 * k;
@@ -77,20 +159,62 @@ __device__ void embed(T *x, int const *ids, int const *positions, T const *word,
     warp_layer_norm(v, cols, gamma, beta, epsilon, x + (size_t)token * cols);
 }
 
-/** out = LayerNorm(in), row by row, one warp per row; `out` may be `in`. */
+/** out = LayerNorm(in), row by row, one warp per row; `out` may be `in`. A row whose width allows
+ *  moves as 16-byte vectors, held packed (bf16/f16: 16 registers for 1,024 columns) and widened in
+ *  each pass, so more warps fit an SM; other widths read their row from memory in each pass. */
 template <typename T>
 __device__ void layer_norm(T *out, T const *in, float const *gamma, float const *beta, int rows, int cols,
                            float epsilon) {
     int const row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (row >= rows) return;
     T const *r = in + (size_t)row * cols;
-    float v[row_slots];
+    T *o = out + (size_t)row * cols;
+    using rv = row_vectors<T>;
+    float sum = 0.f, squares = 0.f;
+    if (cols % rv::width == 0) {
+        int const vectors = cols / rv::width;
+        uint4 raw[rv::count];
+        float x[rv::width];
 #pragma unroll
-    for (int k = 0; k < row_slots; ++k) {
-        int const c = lane + 32 * k;
-        v[k] = c < cols ? load(r[c]) : 0.f;
+        for (int i = 0; i < rv::count; ++i) {
+            int const vector = lane + 32 * i;
+            raw[i] = vector < vectors ? *(uint4 const *)(r + vector * rv::width) : make_uint4(0, 0, 0, 0);
+            rv::unpack(raw[i], x); /* zeros past the row add nothing */
+#pragma unroll
+            for (int j = 0; j < rv::width; ++j) sum += x[j];
+        }
+        float const mean = warp_sum(sum) / (float)cols;
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i)
+            if (lane + 32 * i < vectors) {
+                rv::unpack(raw[i], x);
+#pragma unroll
+                for (int j = 0; j < rv::width; ++j) squares += (x[j] - mean) * (x[j] - mean);
+            }
+        float const inverse = rsqrtf(warp_sum(squares) / (float)cols + epsilon);
+#pragma unroll
+        for (int i = 0; i < rv::count; ++i) {
+            int const vector = lane + 32 * i;
+            if (vector >= vectors) continue;
+            rv::unpack(raw[i], x);
+            float4 const *g = (float4 const *)(gamma + vector * rv::width), *b = (float4 const *)(beta + vector * rv::width);
+#pragma unroll
+            for (int q = 0; q < rv::width / 4; ++q) {
+                float4 const gq = g[q], bq = b[q];
+                x[4 * q + 0] = (x[4 * q + 0] - mean) * inverse * gq.x + bq.x;
+                x[4 * q + 1] = (x[4 * q + 1] - mean) * inverse * gq.y + bq.y;
+                x[4 * q + 2] = (x[4 * q + 2] - mean) * inverse * gq.z + bq.z;
+                x[4 * q + 3] = (x[4 * q + 3] - mean) * inverse * gq.w + bq.w;
+            }
+            *(uint4 *)(o + vector * rv::width) = rv::pack(x);
+        }
+        return;
     }
-    warp_layer_norm(v, cols, gamma, beta, epsilon, out + (size_t)row * cols);
+    for (int c = lane; c < cols; c += 32) sum += load(r[c]);
+    float const mean = warp_sum(sum) / (float)cols;
+    for (int c = lane; c < cols; c += 32) squares += (load(r[c]) - mean) * (load(r[c]) - mean);
+    float const inverse = rsqrtf(warp_sum(squares) / (float)cols + epsilon);
+    for (int c = lane; c < cols; c += 32) o[c] = store<T>((load(r[c]) - mean) * inverse * gamma[c] + beta[c]);
 }
 
 /** The exact GELU, in place, after a product whose epilogue added the bias (the f32 path). */
@@ -334,6 +458,21 @@ extern "C" __global__ void uform_text_attention_mma_bf16(__nv_bfloat16 *context,
                                                          int padded) {
     uform_text::attention_mma<__nv_bfloat16>(context, qkv, offsets, heads, head, scale, padded);
 }
+/* The flash kernel per head width and softmax step (keys per step: 32 keeps fewer registers live). */
+#define UFORM_TEXT_FLASH(T, suffix, head, step)                                                                        \
+    extern "C" __global__ void __launch_bounds__(256) uform_text_attention_flash##head##x##step##_##suffix(             \
+        T *context, T const *qkv, int const *offsets, int heads, float scale, int group) {                            \
+        uform_text::attention_flash<T, head, step>(context, qkv, offsets, heads, scale, group);                       \
+    }
+#define UFORM_TEXT_FLASH_STEPS(T, suffix, head)                                                                        \
+    UFORM_TEXT_FLASH(T, suffix, head, 32)                                                                              \
+    UFORM_TEXT_FLASH(T, suffix, head, 64)
+UFORM_TEXT_FLASH_STEPS(__nv_bfloat16, bf16, 32)
+UFORM_TEXT_FLASH_STEPS(__nv_bfloat16, bf16, 64)
+UFORM_TEXT_FLASH_STEPS(__nv_bfloat16, bf16, 128)
+UFORM_TEXT_FLASH_STEPS(__half, f16, 32)
+UFORM_TEXT_FLASH_STEPS(__half, f16, 64)
+UFORM_TEXT_FLASH_STEPS(__half, f16, 128)
 extern "C" __global__ void uform_text_attention_mma_f16(__half *context, __half const *qkv, int const *offsets,
                                                         int heads, int head, float scale, int padded) {
     uform_text::attention_mma<__half>(context, qkv, offsets, heads, head, scale, padded);

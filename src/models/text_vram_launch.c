@@ -8,9 +8,10 @@
 #include "models/text_vram_private.h"
 
 #include <math.h>    // `sqrt`
-#include <stdio.h>   // `fprintf`
-#include <stdlib.h>  // `getenv`
-#include <string.h>  // `memcmp`
+#include <pthread.h> // `pthread_once`
+#include <stdio.h>   // `snprintf`
+#include <stdlib.h>  // `getenv`, `atoi`
+#include <string.h>  // `memcmp`, `strcmp`
 
 /** What the chunk's products and launches run on. */
 static vram_exec_t exec_of(vram_job_t const *job, vram_share_t const *share, CUdeviceptr workspace) {
@@ -145,30 +146,99 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
 
 /* ---- Attention: the kernel choice and geometry (vram_tower.h describes `text_vram_attention`) ---- */
 
+enum { attention_flash_k = 0, attention_wmma_k = 1, attention_simt_k = 2 };
+static int attention_ceiling_value = attention_flash_k;
+/** Warps per head and block of the flash kernel at most: 8, or UFORM_GPU_FLASH_WARPS (1 to 8). */
+static size_t attention_flash_warps = 8;
+/** Keys per softmax step of the flash kernel: 0 (by head width: 32 for 32-wide heads, where it
+ *  saves a third of the registers, else 64), or UFORM_GPU_FLASH_STEP (32 or 64). */
+static int attention_flash_step = 0;
+static pthread_once_t attention_ceiling_once = PTHREAD_ONCE_INIT;
+
+static void attention_ceiling_read(void) {
+    char const *value = getenv("UFORM_GPU_ATTENTION"), *simt = getenv("UFORM_GPU_ATTENTION_SIMT");
+    char const *warps = getenv("UFORM_GPU_FLASH_WARPS");
+    if (value && !strcmp(value, "wmma")) attention_ceiling_value = attention_wmma_k;
+    else if (value && !strcmp(value, "simt")) attention_ceiling_value = attention_simt_k;
+    if (simt && *simt && *simt != '0') attention_ceiling_value = attention_simt_k;
+    if (warps && *warps >= '1' && *warps <= '8' && !warps[1]) attention_flash_warps = (size_t)(*warps - '0');
+    char const *step = getenv("UFORM_GPU_FLASH_STEP");
+    if (step && (!strcmp(step, "32") || !strcmp(step, "64"))) attention_flash_step = atoi(step);
+}
+
+/** The most capable attention kernel the environment allows (UFORM_GPU_ATTENTION, read once). */
+static int attention_ceiling(void) {
+    pthread_once(&attention_ceiling_once, attention_ceiling_read);
+    return attention_ceiling_value;
+}
+
+/** `uform_text_attention_flash<head>x<step>_<dtype>` of `copy`'s module, looked up once; NULL where
+ *  there is none (f32, other head widths, a fatbin without it). */
+static CUfunction attention_flash_function(uform_cuda_t const *cuda, vram_copy_t *copy, uform_dtype_t dtype, int head) {
+    int const slot = head == 32 ? 0 : head == 64 ? 1 : head == 128 ? 2 : -1;
+    if (slot < 0 || dtype == uform_dtype_f32_k || !copy->module) return NULL;
+    int const step = attention_flash_step ? attention_flash_step : head == 32 ? 32 : 64, which = step == 32 ? 0 : 1;
+    pthread_mutex_lock(&copy->lock);
+    if (!copy->attention_flash_state[slot][which]) {
+        char name[64];
+        snprintf(name, sizeof name, "uform_text_attention_flash%dx%d_%s", head, step,
+                 dtype == uform_dtype_bf16_k ? "bf16" : "f16");
+        CUfunction function = NULL;
+        int found = cuda->ModuleGetFunction(&function, copy->module, name) == CUDA_SUCCESS &&
+                    cuda->FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           copy->shared_optin) == CUDA_SUCCESS;
+        copy->attention_flash[slot][which] = found ? function : NULL;
+        copy->attention_flash_state[slot][which] = found ? 1 : 2;
+    }
+    CUfunction function = copy->attention_flash[slot][which];
+    pthread_mutex_unlock(&copy->lock);
+    return function;
+}
+
 uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, CUstream stream, uform_dtype_t dtype,
                                    CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
                                    size_t longest, int heads, int head) {
     float scale = (float)(1.0 / sqrt((double)head));
     size_t const element = element_size(dtype), optin = (size_t)copy->shared_optin;
+    int const ceiling = attention_ceiling();
     if (!sequences || !longest) return uform_status_ok_k;
+    /* FlashAttention-2 style on mma.sync: warps of 16 query rows, up to 8 per head and block
+     * (`chunk`; UFORM_GPU_FLASH_WARPS lowers it), and for short sequences up to 4 heads per block
+     * (`group`) so blocks keep 4 or more warps. */
+    CUfunction flash = ceiling <= attention_flash_k ? attention_flash_function(cuda, copy, dtype, head) : NULL;
+    if (flash) {
+        size_t const most = attention_flash_warps;
+        size_t const strips = (longest + 15) / 16, chunks = (strips + most - 1) / most;
+        size_t const chunk = (strips + chunks - 1) / chunks;
+        int group = 1;
+        while (chunk * (size_t)group * 2 <= 4 && heads % (group * 2) == 0) group *= 2;
+        size_t const buffers = longest > 64 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */
+        size_t const shared = buffers * (size_t)group * 2 * 64 * ((size_t)head + 8) * element;
+        if (shared <= optin) {
+            void *arguments[] = {&context, &qkv, &offsets, &heads, &scale, &group};
+            return vram_launch_grid(cuda, stream, copy->ordinal, "attention", flash, "attention_flash",
+                               (unsigned)(sequences * (size_t)(heads / group)), (unsigned)chunks,
+                               (unsigned)(chunk * (size_t)group * 32), (unsigned)shared, arguments);
+        }
+    }
     /* WMMA 16x16x16 through shared memory: one block of 4 warps per (sequence, head). */
     int padded = (int)align_up(longest, 16);
     size_t const ldh = (size_t)head + 8, lds = (size_t)(padded > head ? padded : head) + 4, ldp = (size_t)padded + 8;
     size_t const mma_shared = 2 * (size_t)padded * ldh * element +
                               4 * (16 * lds * 4 + 16 * ldp * element + 16 * 4 + 16 * ldh * element);
     unsigned const blocks = (unsigned)(sequences * (size_t)heads);
-    if (copy->attention_mma && head % 16 == 0 && mma_shared <= optin && !getenv("UFORM_GPU_ATTENTION_SIMT")) {
+    if (ceiling <= attention_wmma_k && copy->attention_mma && head % 16 == 0 && mma_shared <= optin) {
         void *arguments[] = {&context, &qkv, &offsets, &heads, &head, &scale, &padded};
-        return vram_launch_grid(cuda, stream, copy->ordinal, "attention", copy->attention_mma, "attention_mma", blocks, 1,
-                                128, (unsigned)mma_shared, arguments);
+        return vram_launch_grid(cuda, stream, copy->ordinal, "attention", copy->attention_mma, "attention_mma", blocks, 1, 128,
+                           (unsigned)mma_shared, arguments);
     }
     size_t const simt_shared = (longest * (size_t)(head + 1) + longest * (size_t)head + 4 * ((size_t)head + longest)) * 4;
     if (simt_shared > optin)
         return uform_fail(uform_status_unsupported_k,
-                          "attention over %zu tokens with %d-wide heads needs %zu bytes of shared memory; device %d "
-                          "allows %zu",
+                          "attention over %zu tokens with %d-wide heads needs %zu bytes of shared "
+                          "memory; device %d allows %zu",
                           longest, head, simt_shared, (int)copy->ordinal, optin);
     void *arguments[] = {&context, &qkv, &offsets, &heads, &head, &scale};
     return vram_launch_grid(cuda, stream, copy->ordinal, "attention", copy->attention_simt, "attention_simt", blocks, 1, 128,
-                            (unsigned)simt_shared, arguments);
+                       (unsigned)simt_shared, arguments);
 }

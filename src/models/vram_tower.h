@@ -73,10 +73,11 @@ typedef struct vram_copy_t {
     CUmodule module;
     /* Text kernels (the image tower uses the shared ones: LayerNorm, GELU, attention, pool, finish). */
     CUfunction embed, layer_norm, gelu, attention_simt, attention_mma, pool, finish;
-    /** `uform_text_attention_flash<32|64|128>_<dtype>`, looked up (under `lock`) on first use by
-     *  `text_vram_attention`; state 0 not yet, 1 found (and its shared-memory limit raised), 2 absent. */
-    CUfunction attention_flash[3];
-    int attention_flash_state[3];
+    /** `uform_text_attention_flash<32|64|128>x<32|64>_<dtype>` (head width x keys per softmax step),
+     *  looked up (under `lock`) on first use by `text_vram_attention`; state 0 not yet, 1 found (and
+     *  its shared-memory limit raised), 2 absent. */
+    CUfunction attention_flash[3][2];
+    int attention_flash_state[3][2];
     /* Image kernels (src/kernels/image_gpu.cuh). */
     CUfunction image_patches, image_assemble;
     uform_lt_handle_t lt;
@@ -193,10 +194,10 @@ uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const
                            unsigned shared, void **arguments);
 
 /** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
- *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. Products of
- *  at least 2^30 multiply-adds time cuBLASLt's first 8 candidates on first sight (never while a graph
- *  is captured) and keep the fastest, once per shape and power-of-two bucket of m
- *  (UFORM_GPU_GEMM_TUNE=0 keeps the heuristic's first pick). */
+ *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. With
+ *  UFORM_GPU_GEMM_TUNE=1, products of at least 2^30 multiply-adds time cuBLASLt's first 8 candidates
+ *  on first sight (never while a graph is captured) and keep the fastest, once per shape and
+ *  power-of-two bucket of m; by default the heuristic's first pick serves (timing measured no gain). */
 uform_status_t vram_gemm(vram_exec_t const *e, char const *label, size_t m, size_t n, size_t k, CUdeviceptr a,
                          CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d, int epilogue);
 

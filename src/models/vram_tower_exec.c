@@ -85,12 +85,14 @@ static _Thread_local int vram_tuned;
 #define VRAM_TUNE_MACS (1ull << 30)
 #define VRAM_TUNE_CANDIDATES 8
 
-/** Whether to time candidate algorithms (UFORM_GPU_GEMM_TUNE=0 turns it off; read once). */
-static int gemm_tune_value = 1;
+/** Whether to time candidate algorithms: off unless UFORM_GPU_GEMM_TUNE=1 (read once). On the H200
+ *  it gained nothing for the text towers at batch 1,024 and lost 23% for ViT-B/16 at batch 50
+ *  (bench/logs/h200-attn-gpu-run1.txt, h200-image-gpu-run1.txt), so the heuristic's pick serves. */
+static int gemm_tune_value = 0;
 static pthread_once_t gemm_tune_once = PTHREAD_ONCE_INIT;
 static void gemm_tune_read(void) {
     char const *value = getenv("UFORM_GPU_GEMM_TUNE");
-    gemm_tune_value = !(value && *value == '0');
+    gemm_tune_value = value && *value == '1';
 }
 
 /** Times each of `count` candidate algorithms on the product itself (one run to warm up, then three

@@ -65,7 +65,9 @@ def main():
         if not name.endswith(".ids"):
             continue
         case = name[:-4]
-        tower = "uform3-small" if case.startswith("uform3-small") else "minilm" if case.startswith("minilm") else None
+        # The tower is the dumped directory whose name begins the case's (the longest such).
+        towers = [d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "config.json"))]
+        tower = max((d for d in towers if case.startswith(d + "_")), key=len, default=None)
         # f32 and bf16 cases (f16 has no PyTorch peer here; the scratch-limited run repeats minilm_f32).
         dtype = "bf16" if "bf16" in case else "f32" if "f32" in case and "f32_in" not in case else None
         if tower is None or dtype is None:
