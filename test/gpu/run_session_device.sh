@@ -7,6 +7,10 @@
 #                                             suite (test_mesh on both GPUs, test_encode_gpu), then
 #                                             compute-sanitizer memcheck (leaks) and racecheck on the
 #                                             VRAM text towers (bench_text_gpu); about 6 minutes.
+#   bash test/gpu/run_session_device.sh encoders  after `gpu`: the VRAM text and image towers against the
+#                                             CPU path and PyTorch on CUDA, compute-sanitizer on them,
+#                                             then images/s and texts/s beside PyTorch eager and
+#                                             torch.compile; about 5 minutes.
 #   bash test/gpu/run_session_device.sh host   the CPU benchmarks on the host (28 threads): fork-join
 #                                             against OpenMP at the counts the goal missed, texts/s and
 #                                             images/s against PyTorch and ONNX Runtime; rebuilds
@@ -18,7 +22,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export UFORM_DEVICE_BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
 BUILD=$UFORM_DEVICE_BUILD
-PHASE=${1:?usage: run_session_device.sh gpu|host|rest}
+PHASE=${1:?usage: run_session_device.sh gpu|host|encoders|rest}
 LOGS=${LOGS:-$BUILD/session-logs}/$PHASE
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
@@ -114,6 +118,31 @@ host)
     cat "$SUMMARY"
     exit $FAILED
     ;;
+encoders)
+    # After `gpu` (build-device/ built): the VRAM towers against PyTorch on CUDA, racecheck and memcheck
+    # of the image path and the flash attention, then speed beside PyTorch eager and torch.compile.
+    begin_host_phase
+    DUMP=$BUILD/encoders-dump
+    step images_gpu "$LOGS/tests.log" required timeout 120 "$BUILD/test/test_encode_images_gpu" --dump "$DUMP/images"
+    step images_torch "$LOGS/tests.log" required timeout 120 python3 "$ROOT/test/encode_images/gpu_torch_check.py" "$DUMP/images"
+    step texts_gpu "$LOGS/tests.log" required timeout 120 "$BUILD/test/test_encode_gpu" --dump "$DUMP/texts"
+    step texts_torch "$LOGS/tests.log" required timeout 120 python3 "$ROOT/test/encode/gpu_torch_check.py" "$DUMP/texts"
+    grep -E 'cosine|passed|FAIL' "$LOGS/tests.log" | sed 's/^/  /' >>"$SUMMARY"
+    racecheck_own_kernels "$LOGS/sanitizer.log"
+    step memcheck_images "$LOGS/sanitizer.log" required timeout 80 compute-sanitizer --error-exitcode 99 --leak-check full \
+        "$BUILD/bench/bench_image_gpu" --shape vit-s16 --mode whole --batch 2 --seconds 0 --min-calls 1
+    grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer.log" | sed 's/^/  /' >>"$SUMMARY"
+    step bench_images "$LOGS/bench.log" optional timeout 120 python3 "$ROOT/bench/bench_image_gpu.py" \
+        --binary "$BUILD/bench/bench_image_gpu" --seconds 0.7 --batches 1,50,256 --modes model
+    step bench_texts "$LOGS/bench.log" optional timeout 100 python3 "$ROOT/bench/bench_text_gpu.py" \
+        --binary "$BUILD/bench/bench_text_gpu" --seconds 0.7 --batches 1,50,1024
+    step compile_images "$LOGS/bench.log" optional timeout 110 python3 "$ROOT/bench/bench_image_gpu.py" \
+        --binary "$BUILD/bench/bench_image_gpu" --seconds 0.7 --batches 256 --modes model \
+        --compile-batches 256 --compile-timeout 90
+    grep -vE '^====' "$LOGS/bench.log" | sed 's/^/  /' >>"$SUMMARY"
+    cat "$SUMMARY"
+    exit $FAILED
+    ;;
 rest)
     # The cases the host phase's time boxes cut (after `gpu` or `host` left build-device/ there), and the
     # racecheck of the VRAM text towers' own kernels.
@@ -131,7 +160,7 @@ rest)
     exit $FAILED
     ;;
 *)
-    echo "usage: run_session_device.sh gpu|host|rest" >&2
+    echo "usage: run_session_device.sh gpu|host|encoders|rest" >&2
     exit 2
     ;;
 esac
