@@ -123,6 +123,7 @@ encoders)
     # of the image path and the flash attention, then speed beside PyTorch eager and torch.compile.
     begin_host_phase
     DUMP=$BUILD/encoders-dump
+    mkdir -p "$DUMP"
     step images_gpu "$LOGS/tests.log" required timeout 120 "$BUILD/test/test_encode_images_gpu" --dump "$DUMP/images"
     step images_torch "$LOGS/tests.log" required timeout 120 python3 "$ROOT/test/encode_images/gpu_torch_check.py" "$DUMP/images"
     step texts_gpu "$LOGS/tests.log" required timeout 120 "$BUILD/test/test_encode_gpu" --dump "$DUMP/texts"
