@@ -540,19 +540,8 @@ void uform_gemm_tile(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, flo
     }
     uint16_t *narrow = (uint16_t *)scratch;
     for (size_t i = 0; i < m; ++i) gemm->kernels->f32_to_bf16(a + i * lda, narrow + i * k, k);
-    if (bf16_library(gemm, m, n, k, narrow, k, w16, ldw, c, ldc)) return;
-    /* oneDNN refused (it should not): multiply exactly, one weight row at a time. */
-    float row[256];
-    for (size_t j = 0; j < n; ++j)
-        for (size_t i = 0; i < m; ++i) {
-            float sum = 0.0f;
-            for (size_t p0 = 0; p0 < k; p0 += 256) {
-                size_t len = k - p0 < 256 ? k - p0 : 256;
-                gemm->kernels->bf16_to_f32(w16 + j * ldw + p0, row, len);
-                for (size_t p = 0; p < len; ++p) sum += a[i * lda + p0 + p] * row[p];
-            }
-            c[i * ldc + j] = sum;
-        }
+    /* The A already in bf16 entry point: oneDNN, or (where it refused) the exact loop over the same bf16 A. */
+    uform_gemm_tile_bf16(gemm, m, n, k, narrow, k, w16, ldw, c, ldc);
 }
 
 int uform_gemm_takes_bf16(uform_gemm_t const *gemm, uform_dtype_t dtype) {
