@@ -133,6 +133,35 @@ static int gemm_fastest(vram_exec_t const *e, uform_lt_desc_t desc, uform_lt_lay
     return best;
 }
 
+/** Looks `key` (all but its `algo`) up in `table` (one of `copy`'s algorithm caches) under its lock. */
+static int algo_find(vram_copy_t *copy, vram_algo_t const *table, vram_algo_t const *key, uform_lt_algo_t *algo) {
+    int found = 0;
+    pthread_mutex_lock(&copy->lock);
+    for (size_t i = 0; i < VRAM_CACHE; ++i) {
+        vram_algo_t const *entry = &table[i];
+        if (entry->valid && entry->m == key->m && entry->n == key->n && entry->k == key->k &&
+            entry->workspace == key->workspace && entry->epilogue == key->epilogue && entry->residual == key->residual)
+            *algo = entry->algo, found = 1;
+    }
+    pthread_mutex_unlock(&copy->lock);
+    return found;
+}
+
+/** Keeps `entry` in `table` under `copy`'s lock: a free slot first, so the shapes of a pass rarely
+ *  evict each other; else the hashed one. */
+static void algo_store(vram_copy_t *copy, vram_algo_t *table, vram_algo_t entry) {
+    entry.valid = 1;
+    pthread_mutex_lock(&copy->lock);
+    size_t slot = (entry.m * 31 + entry.n * 7 + entry.k + (size_t)entry.epilogue * 3 + (size_t)entry.residual) % VRAM_CACHE;
+    for (size_t i = 0; i < VRAM_CACHE; ++i)
+        if (!table[i].valid) {
+            slot = i;
+            break;
+        }
+    table[slot] = entry;
+    pthread_mutex_unlock(&copy->lock);
+}
+
 /** The candidate to use: timed once per shape and power-of-two bucket of m; later m of the bucket look
  *  for the winner among their own candidates (so it is valid for them) and else take the first. */
 static int gemm_pick(vram_exec_t const *e, size_t m, size_t n, size_t k, int epilogue, CUdeviceptr residual,
@@ -141,33 +170,18 @@ static int gemm_pick(vram_exec_t const *e, size_t m, size_t n, size_t k, int epi
     vram_copy_t *copy = e->copy;
     size_t bucket = 0;
     while (((size_t)1 << bucket) < m) ++bucket;
-    int known = 0, pick = 0;
+    vram_algo_t key = {.m = bucket, .n = n, .k = k, .workspace = e->workspace_bytes, .epilogue = epilogue,
+                       .residual = residual != 0};
     uform_lt_algo_t winner;
-    pthread_mutex_lock(&copy->lock);
-    for (size_t i = 0; i < VRAM_CACHE; ++i) {
-        vram_algo_t const *entry = &copy->tuned[i];
-        if (entry->valid && entry->m == bucket && entry->n == n && entry->k == k && entry->workspace == e->workspace_bytes &&
-            entry->epilogue == epilogue && entry->residual == (residual != 0))
-            winner = entry->algo, known = 1;
-    }
-    pthread_mutex_unlock(&copy->lock);
-    if (known) {
+    if (algo_find(copy, copy->tuned, &key, &winner)) {
         for (int i = 0; i < returned; ++i)
             if (!memcmp(&candidates[i].algo, &winner, sizeof winner)) return i;
         return 0;
     }
     vram_tuned = 1;
-    pick = gemm_fastest(e, desc, la, lb, lc, a, w, residual, d, candidates, returned);
-    pthread_mutex_lock(&copy->lock);
-    size_t slot = (bucket * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
-    for (size_t i = 0; i < VRAM_CACHE; ++i)
-        if (!copy->tuned[i].valid) {
-            slot = i;
-            break;
-        }
-    copy->tuned[slot] = (vram_algo_t){.m = bucket, .n = n, .k = k, .workspace = e->workspace_bytes, .epilogue = epilogue,
-                                      .residual = residual != 0, .valid = 1, .algo = candidates[pick].algo};
-    pthread_mutex_unlock(&copy->lock);
+    int const pick = gemm_fastest(e, desc, la, lb, lc, a, w, residual, d, candidates, returned);
+    key.algo = candidates[pick].algo;
+    algo_store(copy, copy->tuned, key);
     return pick;
 }
 
@@ -194,17 +208,9 @@ static uform_status_t gemm_run(vram_exec_t const *e, size_t m, size_t n, size_t 
     if (!lt_status) lt_status = lt->MatrixLayoutCreate(&lb, type, k, m, (int64_t)k);
     if (!lt_status) lt_status = lt->MatrixLayoutCreate(&lc, type, n, m, (int64_t)n);
     uform_lt_algo_t algo;
-    int found = 0;
-    if (!lt_status) {
-        pthread_mutex_lock(&copy->lock);
-        for (size_t i = 0; i < VRAM_CACHE; ++i) {
-            vram_algo_t const *entry = &copy->cache[i];
-            if (entry->valid && entry->m == m && entry->n == n && entry->k == k && entry->workspace == e->workspace_bytes &&
-                entry->epilogue == epilogue && entry->residual == (residual != 0))
-                algo = entry->algo, found = 1;
-        }
-        pthread_mutex_unlock(&copy->lock);
-    }
+    vram_algo_t key = {.m = m, .n = n, .k = k, .workspace = e->workspace_bytes, .epilogue = epilogue,
+                       .residual = residual != 0};
+    int found = !lt_status && algo_find(copy, copy->cache, &key, &algo);
     if (!lt_status && !found) {
         uint64_t workspace = e->workspace_bytes;
         uform_lt_heuristic_t candidates[VRAM_TUNE_CANDIDATES];
@@ -228,17 +234,8 @@ static uform_status_t gemm_run(vram_exec_t const *e, size_t m, size_t n, size_t 
                                                           candidates, returned)
                                               : 0;
             algo = candidates[chosen].algo, found = 1;
-            pthread_mutex_lock(&copy->lock);
-            /* A free slot first, so the shapes of a pass rarely evict each other; else the hashed one. */
-            size_t slot = (m * 31 + n * 7 + k + (size_t)epilogue * 3 + (residual != 0)) % VRAM_CACHE;
-            for (size_t i = 0; i < VRAM_CACHE; ++i)
-                if (!copy->cache[i].valid) {
-                    slot = i;
-                    break;
-                }
-            copy->cache[slot] = (vram_algo_t){.m = m, .n = n, .k = k, .workspace = e->workspace_bytes,
-                                              .epilogue = epilogue, .residual = residual != 0, .valid = 1, .algo = algo};
-            pthread_mutex_unlock(&copy->lock);
+            key.algo = algo;
+            algo_store(copy, copy->cache, key);
         }
     }
     if (!lt_status && found) {
