@@ -26,86 +26,24 @@
  *  - `fake_cuda_hold(stream, release)` (exported for the fake NCCL) enqueues work that never finishes
  *    until `*release` turns non-zero, as an NCCL kernel spins on a dead peer until its abort flag
  *    is set: the stream, and every event recorded behind it, stay NOT_READY until then.
+ *
+ *  This file holds the shared state, the virtual clock, devices, contexts and the lookup table;
+ *  fake_cuda_memory.c the memory and copies; fake_cuda_streams.c streams, events, modules,
+ *  launches and graphs; fake_cuda_private.h what they share (all hidden).
  */
-#define _GNU_SOURCE
-#include <cuda.h>
-#include <cudaTypedefs.h>
+#include "fake_cuda_private.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <math.h>
-#include <time.h>
-
-#define FAKE_API __attribute__((visibility("default")))
-#define FAKE_MAX_DEVICES 8
-
-typedef enum fake_kernel_t { fake_empty_k, fake_fill_k, fake_sleep_k, fake_trap_k, fake_add_k, fake_kernels_k } fake_kernel_t;
-static char const *const fake_kernel_names[fake_kernels_k] = {"uform_kernel_empty", "uform_kernel_fill_f32",
-                                                             "uform_kernel_sleep", "uform_kernel_trap",
-                                                             "uform_kernel_add_f32"};
-
-typedef struct fake_op_t {
-    fake_kernel_t kernel;
-    double finish; /**< INFINITY behind a hold not yet released. */
-    uint64_t buffer, count;
-    float value;
-    int const *release; /**< A hold (fake_cuda_hold): finishes once this turns non-zero. */
-} fake_op_t;
-
-struct CUctx_st {
-    int device;
-    int references;
-    CUresult error;
-    int allocations, streams, events, modules;
-};
-
-struct CUstream_st {
-    struct CUctx_st *context;
-    fake_op_t *ops;
-    size_t head, count, capacity;
-    double last_finish;
-    uint64_t enqueued, retired; /**< Operations ever queued and ever finished (or dropped). */
-    struct CUstream_st *next; /**< In the global list of live streams. */
-};
-
-struct CUevent_st {
-    struct CUctx_st *context;
-    double finish;              /**< INFINITY when recorded behind a hold: then `ticket` decides. */
-    struct CUstream_st *stream; /**< Behind a hold: complete once `stream` retired `ticket` operations. */
-    uint64_t ticket;
-};
-
-struct CUmod_st {
-    struct CUctx_st *context;
-    struct CUfunc_st *functions[fake_kernels_k];
-};
-
-struct CUfunc_st {
-    struct CUmod_st *module;
-    fake_kernel_t kernel;
-};
-
-typedef struct fake_allocation_t {
-    uint64_t base, bytes;
-    struct CUctx_st *context;
-} fake_allocation_t;
-
-static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fake_devices = -1;
 static bool fake_initialised = false;
 static struct CUctx_st fake_contexts[FAKE_MAX_DEVICES];
-static struct CUstream_st *fake_streams = NULL;
-static fake_allocation_t *fake_allocations = NULL;
-static size_t fake_allocations_count = 0, fake_allocations_capacity = 0;
+struct CUstream_st *fake_streams = NULL;
+fake_allocation_t *fake_allocations = NULL;
+size_t fake_allocations_count = 0, fake_allocations_capacity = 0;
 static atomic_int fake_leaks = 0;
 static _Thread_local struct CUctx_st *fake_current = NULL;
 
-static double fake_now(void) {
+double fake_now(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
@@ -115,8 +53,7 @@ static bool fake_valid_context(struct CUctx_st *context) {
     return context >= fake_contexts && context < fake_contexts + FAKE_MAX_DEVICES && context->references > 0;
 }
 
-/** Whether [buffer, buffer + bytes) lies inside one live allocation of `context`. */
-static bool fake_inside(struct CUctx_st *context, uint64_t buffer, uint64_t bytes) {
+bool fake_inside(struct CUctx_st *context, uint64_t buffer, uint64_t bytes) {
     for (size_t index = 0; index < fake_allocations_count; ++index) {
         fake_allocation_t const *allocation = &fake_allocations[index];
         if (allocation->context == context && buffer >= allocation->base &&
@@ -166,26 +103,16 @@ static void fake_advance(struct CUctx_st *context) {
     }
 }
 
-/** Brings `context` up to date and returns its sticky error, or success. Lock held. */
-static CUresult fake_touch(struct CUctx_st *context) {
+CUresult fake_touch(struct CUctx_st *context) {
     fake_advance(context);
     return context->error;
 }
 
-/** The current context, up to date; its error, or INVALID_CONTEXT without one. Lock held. */
-static CUresult fake_current_context(struct CUctx_st **context) {
+CUresult fake_current_context(struct CUctx_st **context) {
     if (!fake_current || !fake_valid_context(fake_current)) return CUDA_ERROR_INVALID_CONTEXT;
     *context = fake_current;
     return fake_touch(fake_current);
 }
-
-#define FAKE_LOCKED(expression)                                                                    \
-    do {                                                                                           \
-        pthread_mutex_lock(&fake_lock);                                                            \
-        CUresult fake_result_ = (expression);                                                      \
-        pthread_mutex_unlock(&fake_lock);                                                          \
-        return fake_result_;                                                                       \
-    } while (0)
 
 /* ---- Initialisation, devices, errors ---- */
 
@@ -373,385 +300,6 @@ static CUresult cu_ctx_enable_peer_access(CUcontext peer, unsigned flags) {
     return CUDA_SUCCESS;
 }
 
-/* ---- Streams and events ---- */
-
-static CUresult fake_stream_create(CUstream *out, unsigned flags) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    if (flags != CU_STREAM_NON_BLOCKING && flags != CU_STREAM_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
-    struct CUstream_st *stream = calloc(1, sizeof(*stream));
-    if (!stream) return CUDA_ERROR_OUT_OF_MEMORY;
-    stream->context = context;
-    stream->next = fake_streams;
-    fake_streams = stream;
-    context->streams++;
-    *out = stream;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_stream_create(CUstream *stream, unsigned flags) { FAKE_LOCKED(fake_stream_create(stream, flags)); }
-
-static bool fake_live_stream(struct CUstream_st *stream) {
-    for (struct CUstream_st *cursor = fake_streams; cursor; cursor = cursor->next)
-        if (cursor == stream) return true;
-    return false;
-}
-
-static CUresult fake_stream_destroy(CUstream stream) {
-    if (!fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-    for (struct CUstream_st **link = &fake_streams; *link; link = &(*link)->next)
-        if (*link == stream) {
-            *link = stream->next;
-            break;
-        }
-    stream->context->streams--;
-    free(stream->ops);
-    free(stream);
-    return CUDA_SUCCESS;
-}
-static CUresult cu_stream_destroy(CUstream stream) { FAKE_LOCKED(fake_stream_destroy(stream)); }
-
-static CUresult fake_stream_query(CUstream stream) {
-    if (!fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-    CUresult result = fake_touch(stream->context);
-    if (result != CUDA_SUCCESS) return result;
-    return stream->count ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
-}
-static CUresult cu_stream_query(CUstream stream) { FAKE_LOCKED(fake_stream_query(stream)); }
-
-static CUresult cu_stream_synchronize(CUstream stream) {
-    for (;;) {
-        CUresult result;
-        pthread_mutex_lock(&fake_lock);
-        result = fake_stream_query(stream);
-        pthread_mutex_unlock(&fake_lock);
-        if (result != CUDA_ERROR_NOT_READY) return result;
-        struct timespec pause = {.tv_nsec = 2000};
-        nanosleep(&pause, NULL);
-    }
-}
-
-static CUresult cu_stream_wait_event(CUstream stream, CUevent event, unsigned flags) {
-    (void)stream, (void)event, (void)flags;
-    return CUDA_SUCCESS;
-}
-
-static CUresult fake_event_create(CUevent *out, unsigned flags) {
-    (void)flags;
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    struct CUevent_st *event = calloc(1, sizeof(*event));
-    if (!event) return CUDA_ERROR_OUT_OF_MEMORY;
-    event->context = context;
-    context->events++;
-    *out = event;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_event_create(CUevent *event, unsigned flags) { FAKE_LOCKED(fake_event_create(event, flags)); }
-
-static CUresult fake_event_destroy(CUevent event) {
-    if (!event) return CUDA_ERROR_INVALID_HANDLE;
-    event->context->events--;
-    free(event);
-    return CUDA_SUCCESS;
-}
-static CUresult cu_event_destroy(CUevent event) { FAKE_LOCKED(fake_event_destroy(event)); }
-
-static CUresult fake_event_record(CUevent event, CUstream stream) {
-    if (!event || !fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-    if (event->context != stream->context) return CUDA_ERROR_INVALID_HANDLE;
-    CUresult result = fake_touch(stream->context);
-    if (result != CUDA_SUCCESS) return result;
-    event->finish = stream->count ? stream->last_finish : 0;
-    event->stream = stream, event->ticket = stream->enqueued;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_event_record(CUevent event, CUstream stream) { FAKE_LOCKED(fake_event_record(event, stream)); }
-
-static CUresult fake_event_query(CUevent event) {
-    if (!event) return CUDA_ERROR_INVALID_HANDLE;
-    CUresult result = fake_touch(event->context);
-    if (result != CUDA_SUCCESS) return result;
-    if (isinf(event->finish)) // recorded behind a hold: done once the stream got past it
-        return !fake_live_stream(event->stream) || event->stream->retired >= event->ticket ? CUDA_SUCCESS
-                                                                                          : CUDA_ERROR_NOT_READY;
-    return fake_now() >= event->finish ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-static CUresult cu_event_query(CUevent event) { FAKE_LOCKED(fake_event_query(event)); }
-
-static CUresult cu_event_synchronize(CUevent event) {
-    for (;;) {
-        CUresult result;
-        pthread_mutex_lock(&fake_lock);
-        result = fake_event_query(event);
-        pthread_mutex_unlock(&fake_lock);
-        if (result != CUDA_ERROR_NOT_READY) return result;
-        struct timespec pause = {.tv_nsec = 2000};
-        nanosleep(&pause, NULL);
-    }
-}
-
-static CUresult cu_event_elapsed_time(float *milliseconds, CUevent start, CUevent end) {
-    *milliseconds = (float)((end->finish - start->finish) * 1e3);
-    return CUDA_SUCCESS;
-}
-
-/* ---- Memory ---- */
-
-static CUresult fake_mem_alloc(CUdeviceptr *pointer, size_t bytes) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
-    if (bytes > ((size_t)64 << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (fake_allocations_count == fake_allocations_capacity) {
-        size_t capacity = fake_allocations_capacity ? fake_allocations_capacity * 2 : 64;
-        fake_allocation_t *grown = realloc(fake_allocations, capacity * sizeof(fake_allocation_t));
-        if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
-        fake_allocations = grown, fake_allocations_capacity = capacity;
-    }
-    void *memory = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!memory) return CUDA_ERROR_OUT_OF_MEMORY;
-    memset(memory, 0x7F, bytes); // poison: unwritten floats read as a huge value
-    fake_allocations[fake_allocations_count++] =
-        (fake_allocation_t) {.base = (uint64_t)(uintptr_t)memory, .bytes = bytes, .context = context};
-    context->allocations++;
-    *pointer = (CUdeviceptr)(uintptr_t)memory;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_mem_alloc(CUdeviceptr *pointer, size_t bytes) { FAKE_LOCKED(fake_mem_alloc(pointer, bytes)); }
-
-static CUresult fake_mem_free(CUdeviceptr pointer) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result == CUDA_ERROR_INVALID_CONTEXT) return result;
-    for (size_t index = 0; index < fake_allocations_count; ++index)
-        if (fake_allocations[index].base == pointer) {
-            if (fake_allocations[index].context != context) return CUDA_ERROR_INVALID_VALUE;
-            free((void *)(uintptr_t)pointer);
-            fake_allocations[index] = fake_allocations[--fake_allocations_count];
-            context->allocations--;
-            return result; // freed even on a broken context, which reports its error
-        }
-    return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult cu_mem_free(CUdeviceptr pointer) { FAKE_LOCKED(fake_mem_free(pointer)); }
-
-/** Pinned host memory: plain host memory here (a context must be current, as the driver wants). */
-static CUresult cu_mem_host_alloc(void **pointer, size_t bytes, unsigned int flags) {
-    (void)flags;
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    *pointer = malloc(bytes ? bytes : 1);
-    return *pointer ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-static CUresult cu_mem_free_host(void *pointer) {
-    free(pointer);
-    return CUDA_SUCCESS;
-}
-
-static CUresult cu_mem_get_info(size_t *free_bytes, size_t *total) {
-    *free_bytes = (size_t)64 << 30;
-    *total = (size_t)80 << 30;
-    return CUDA_SUCCESS;
-}
-
-static CUresult fake_copy(void *to, void const *from, uint64_t device, size_t bytes) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    // A synchronous copy waits for work already due; the tests copy after their calls finished.
-    if (!fake_inside(context, device, bytes)) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(to, from, bytes);
-    return CUDA_SUCCESS;
-}
-static CUresult cu_memcpy_dtoh(void *host, CUdeviceptr device, size_t bytes) {
-    FAKE_LOCKED(fake_copy(host, (void const *)(uintptr_t)device, device, bytes));
-}
-static CUresult cu_memcpy_htod(CUdeviceptr device, void const *host, size_t bytes) {
-    FAKE_LOCKED(fake_copy((void *)(uintptr_t)device, host, device, bytes));
-}
-static CUresult cu_memcpy_dtoh_async(void *host, CUdeviceptr device, size_t bytes, CUstream stream) {
-    (void)stream;
-    return cu_memcpy_dtoh(host, device, bytes);
-}
-static CUresult cu_memcpy_htod_async(CUdeviceptr device, void const *host, size_t bytes, CUstream stream) {
-    (void)stream;
-    return cu_memcpy_htod(device, host, bytes);
-}
-static CUresult cu_memcpy_peer_async(CUdeviceptr to, CUcontext to_context, CUdeviceptr from, CUcontext from_context,
-                                     size_t bytes, CUstream stream) {
-    (void)to, (void)to_context, (void)from, (void)from_context, (void)bytes, (void)stream;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-/** Memsets run at once, like this fake's copies (the stream's earlier work is not waited for). */
-static CUresult fake_memset(CUdeviceptr device, unsigned value, size_t count, size_t width) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    if (!fake_inside(context, device, count * width)) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t index = 0; index < count; ++index)
-        if (width == 1) ((unsigned char *)(uintptr_t)device)[index] = (unsigned char)value;
-        else ((uint32_t *)(uintptr_t)device)[index] = value;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_memset_d8_async(CUdeviceptr device, unsigned char value, size_t count, CUstream stream) {
-    (void)stream;
-    FAKE_LOCKED(fake_memset(device, value, count, 1));
-}
-static CUresult cu_memset_d32_async(CUdeviceptr device, unsigned value, size_t count, CUstream stream) {
-    (void)stream;
-    FAKE_LOCKED(fake_memset(device, value, count, 4));
-}
-
-/* ---- Modules and launches ---- */
-
-static CUresult fake_module_load(CUmodule *out, void const *image) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    uint32_t magic = 0;
-    if (image) memcpy(&magic, image, sizeof(magic));
-    if (magic != 0xBA55ED50u) return CUDA_ERROR_INVALID_IMAGE; // a fatbin's magic
-    struct CUmod_st *module = calloc(1, sizeof(*module));
-    if (!module) return CUDA_ERROR_OUT_OF_MEMORY;
-    module->context = context;
-    for (int kernel = 0; kernel < fake_kernels_k; ++kernel) {
-        module->functions[kernel] = calloc(1, sizeof(struct CUfunc_st));
-        if (module->functions[kernel])
-            *module->functions[kernel] = (struct CUfunc_st) {.module = module, .kernel = (fake_kernel_t)kernel};
-    }
-    context->modules++;
-    *out = module;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_module_load_data(CUmodule *module, void const *image) { FAKE_LOCKED(fake_module_load(module, image)); }
-
-static CUresult fake_module_unload(CUmodule module) {
-    if (!module) return CUDA_ERROR_INVALID_HANDLE;
-    module->context->modules--;
-    for (int kernel = 0; kernel < fake_kernels_k; ++kernel) free(module->functions[kernel]);
-    free(module);
-    return CUDA_SUCCESS;
-}
-static CUresult cu_module_unload(CUmodule module) { FAKE_LOCKED(fake_module_unload(module)); }
-
-/** Accepted and ignored: the fake runs no kernels (VRAM text models raise their attention kernels'
- *  shared-memory ceiling with it). */
-static CUresult cu_func_set_attribute(CUfunction function, CUfunction_attribute attribute, int value) {
-    (void)function, (void)attribute, (void)value;
-    return CUDA_SUCCESS;
-}
-
-/** Graphs are not faked: capture is refused, so callers fall back to launching directly. */
-static CUresult cu_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
-    (void)stream, (void)mode;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-static CUresult cu_stream_end_capture(CUstream stream, CUgraph *graph) {
-    (void)stream;
-    if (graph) *graph = NULL;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-static CUresult cu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
-    (void)graph, (void)flags;
-    if (exec) *exec = NULL;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-static CUresult cu_graph_launch(CUgraphExec exec, CUstream stream) {
-    (void)exec, (void)stream;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-static CUresult cu_graph_exec_destroy(CUgraphExec exec) {
-    (void)exec;
-    return CUDA_SUCCESS;
-}
-static CUresult cu_graph_destroy(CUgraph graph) {
-    (void)graph;
-    return CUDA_SUCCESS;
-}
-
-static CUresult cu_module_get_function(CUfunction *function, CUmodule module, char const *name) {
-    for (int kernel = 0; kernel < fake_kernels_k; ++kernel)
-        if (!strcmp(name, fake_kernel_names[kernel])) {
-            *function = module->functions[kernel];
-            return CUDA_SUCCESS;
-        }
-    return CUDA_ERROR_NOT_FOUND;
-}
-
-/** Queues `op` on `stream`, finishing `duration` after the stream's last work (never behind a hold). */
-static CUresult fake_push(struct CUstream_st *stream, fake_op_t op, double duration) {
-    if (stream->count == stream->capacity) {
-        size_t capacity = stream->capacity ? stream->capacity * 2 : 64;
-        fake_op_t *grown = malloc(capacity * sizeof(fake_op_t));
-        if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
-        for (size_t index = 0; index < stream->count; ++index)
-            grown[index] = stream->ops[(stream->head + index) % stream->capacity];
-        free(stream->ops);
-        stream->ops = grown, stream->capacity = capacity, stream->head = 0;
-    }
-    double const now = fake_now();
-    double const start = stream->count && stream->last_finish > now ? stream->last_finish : now;
-    op.finish = op.release ? INFINITY : start + duration;
-    stream->last_finish = op.finish;
-    stream->ops[(stream->head + stream->count++) % stream->capacity] = op;
-    ++stream->enqueued;
-    return CUDA_SUCCESS;
-}
-
-/* Seam for the fake NCCL: work on `stream` that finishes only once `*release` is non-zero. */
-FAKE_API CUresult fake_cuda_hold(CUstream stream, int const *release) {
-    pthread_mutex_lock(&fake_lock);
-    CUresult result = !release || !fake_live_stream(stream) ? CUDA_ERROR_INVALID_HANDLE
-                                                            : fake_push(stream, (fake_op_t) {.release = release}, 0);
-    pthread_mutex_unlock(&fake_lock);
-    return result;
-}
-
-static CUresult fake_launch(CUfunction function, unsigned grid, unsigned block, unsigned shared, CUstream stream,
-                            void **parameters, void **extra) {
-    struct CUctx_st *context;
-    CUresult result = fake_current_context(&context);
-    if (result != CUDA_SUCCESS) return result;
-    if (!function || !fake_live_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-    if (function->module->context != context || stream->context != context) return CUDA_ERROR_INVALID_HANDLE;
-    if (!grid || !block || block > 1024 || shared || extra) return CUDA_ERROR_INVALID_VALUE;
-    fake_op_t op = {.kernel = function->kernel};
-    static double empty_duration = -1; // FAKE_CUDA_EMPTY_NS: the empty kernel's duration, to time host overheads
-    if (empty_duration < 0) empty_duration = getenv("FAKE_CUDA_EMPTY_NS") ? atof(getenv("FAKE_CUDA_EMPTY_NS")) * 1e-9 : 2e-6;
-    double duration = empty_duration;
-    switch (function->kernel) {
-    case fake_fill_k:
-    case fake_add_k:
-        if (!parameters) return CUDA_ERROR_INVALID_VALUE;
-        memcpy(&op.buffer, parameters[0], sizeof(uint64_t));
-        memcpy(&op.count, parameters[1], sizeof(uint64_t));
-        memcpy(&op.value, parameters[2], sizeof(float));
-        duration = 5e-6;
-        break;
-    case fake_sleep_k: {
-        if (!parameters) return CUDA_ERROR_INVALID_VALUE;
-        uint64_t nanoseconds;
-        memcpy(&nanoseconds, parameters[0], sizeof(uint64_t));
-        duration = (double)nanoseconds * 1e-9;
-        break;
-    }
-    case fake_trap_k: duration = 1e-6; break;
-    default: break;
-    }
-    return fake_push(stream, op, duration);
-}
-static CUresult cu_launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                                 unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared, CUstream stream,
-                                 void **parameters, void **extra) {
-    if (grid_y != 1 || grid_z != 1 || block_y != 1 || block_z != 1) return CUDA_ERROR_INVALID_VALUE;
-    FAKE_LOCKED(fake_launch(function, grid_x, block_x, shared, stream, parameters, extra));
-}
-
 /* ---- Lookup ---- */
 
 static struct {
@@ -778,40 +326,40 @@ static struct {
     {"cuCtxPushCurrent", (void *)cu_ctx_push_current},
     {"cuCtxPopCurrent", (void *)cu_ctx_pop_current},
     {"cuCtxEnablePeerAccess", (void *)cu_ctx_enable_peer_access},
-    {"cuStreamCreate", (void *)cu_stream_create},
-    {"cuStreamDestroy", (void *)cu_stream_destroy},
-    {"cuStreamQuery", (void *)cu_stream_query},
-    {"cuStreamSynchronize", (void *)cu_stream_synchronize},
-    {"cuStreamWaitEvent", (void *)cu_stream_wait_event},
-    {"cuEventCreate", (void *)cu_event_create},
-    {"cuEventDestroy", (void *)cu_event_destroy},
-    {"cuEventRecord", (void *)cu_event_record},
-    {"cuEventQuery", (void *)cu_event_query},
-    {"cuEventSynchronize", (void *)cu_event_synchronize},
-    {"cuEventElapsedTime", (void *)cu_event_elapsed_time},
-    {"cuMemAlloc", (void *)cu_mem_alloc},
-    {"cuMemFree", (void *)cu_mem_free},
-    {"cuMemHostAlloc", (void *)cu_mem_host_alloc},
-    {"cuMemFreeHost", (void *)cu_mem_free_host},
-    {"cuMemGetInfo", (void *)cu_mem_get_info},
-    {"cuMemcpyHtoD", (void *)cu_memcpy_htod},
-    {"cuMemcpyDtoH", (void *)cu_memcpy_dtoh},
-    {"cuMemcpyHtoDAsync", (void *)cu_memcpy_htod_async},
-    {"cuMemcpyDtoHAsync", (void *)cu_memcpy_dtoh_async},
-    {"cuMemcpyPeerAsync", (void *)cu_memcpy_peer_async},
-    {"cuMemsetD8Async", (void *)cu_memset_d8_async},
-    {"cuMemsetD32Async", (void *)cu_memset_d32_async},
-    {"cuModuleLoadData", (void *)cu_module_load_data},
-    {"cuModuleUnload", (void *)cu_module_unload},
-    {"cuModuleGetFunction", (void *)cu_module_get_function},
-    {"cuLaunchKernel", (void *)cu_launch_kernel},
-    {"cuFuncSetAttribute", (void *)cu_func_set_attribute},
-    {"cuStreamBeginCapture", (void *)cu_stream_begin_capture},
-    {"cuStreamEndCapture", (void *)cu_stream_end_capture},
-    {"cuGraphInstantiateWithFlags", (void *)cu_graph_instantiate},
-    {"cuGraphLaunch", (void *)cu_graph_launch},
-    {"cuGraphExecDestroy", (void *)cu_graph_exec_destroy},
-    {"cuGraphDestroy", (void *)cu_graph_destroy},
+    {"cuStreamCreate", (void *)fake_cu_stream_create},
+    {"cuStreamDestroy", (void *)fake_cu_stream_destroy},
+    {"cuStreamQuery", (void *)fake_cu_stream_query},
+    {"cuStreamSynchronize", (void *)fake_cu_stream_synchronize},
+    {"cuStreamWaitEvent", (void *)fake_cu_stream_wait_event},
+    {"cuEventCreate", (void *)fake_cu_event_create},
+    {"cuEventDestroy", (void *)fake_cu_event_destroy},
+    {"cuEventRecord", (void *)fake_cu_event_record},
+    {"cuEventQuery", (void *)fake_cu_event_query},
+    {"cuEventSynchronize", (void *)fake_cu_event_synchronize},
+    {"cuEventElapsedTime", (void *)fake_cu_event_elapsed_time},
+    {"cuMemAlloc", (void *)fake_cu_mem_alloc},
+    {"cuMemFree", (void *)fake_cu_mem_free},
+    {"cuMemHostAlloc", (void *)fake_cu_mem_host_alloc},
+    {"cuMemFreeHost", (void *)fake_cu_mem_free_host},
+    {"cuMemGetInfo", (void *)fake_cu_mem_get_info},
+    {"cuMemcpyHtoD", (void *)fake_cu_memcpy_htod},
+    {"cuMemcpyDtoH", (void *)fake_cu_memcpy_dtoh},
+    {"cuMemcpyHtoDAsync", (void *)fake_cu_memcpy_htod_async},
+    {"cuMemcpyDtoHAsync", (void *)fake_cu_memcpy_dtoh_async},
+    {"cuMemcpyPeerAsync", (void *)fake_cu_memcpy_peer_async},
+    {"cuMemsetD8Async", (void *)fake_cu_memset_d8_async},
+    {"cuMemsetD32Async", (void *)fake_cu_memset_d32_async},
+    {"cuModuleLoadData", (void *)fake_cu_module_load_data},
+    {"cuModuleUnload", (void *)fake_cu_module_unload},
+    {"cuModuleGetFunction", (void *)fake_cu_module_get_function},
+    {"cuLaunchKernel", (void *)fake_cu_launch_kernel},
+    {"cuFuncSetAttribute", (void *)fake_cu_func_set_attribute},
+    {"cuStreamBeginCapture", (void *)fake_cu_stream_begin_capture},
+    {"cuStreamEndCapture", (void *)fake_cu_stream_end_capture},
+    {"cuGraphInstantiateWithFlags", (void *)fake_cu_graph_instantiate},
+    {"cuGraphLaunch", (void *)fake_cu_graph_launch},
+    {"cuGraphExecDestroy", (void *)fake_cu_graph_exec_destroy},
+    {"cuGraphDestroy", (void *)fake_cu_graph_destroy},
 };
 
 FAKE_API CUresult cuGetProcAddress_v2(char const *symbol, void **function, int version, cuuint64_t flags,
@@ -857,40 +405,40 @@ static void fake_check_signatures(void) {
     PFN_cuCtxPushCurrent_v4000 push = cu_ctx_push_current;
     PFN_cuCtxPopCurrent_v4000 pop = cu_ctx_pop_current;
     PFN_cuCtxEnablePeerAccess_v4000 enable_peer = cu_ctx_enable_peer_access;
-    PFN_cuStreamCreate_v2000 stream_create = cu_stream_create;
-    PFN_cuStreamDestroy_v4000 stream_destroy = cu_stream_destroy;
-    PFN_cuStreamQuery_v2000 stream_query = cu_stream_query;
-    PFN_cuStreamSynchronize_v2000 stream_sync = cu_stream_synchronize;
-    PFN_cuStreamWaitEvent_v3020 stream_wait = cu_stream_wait_event;
-    PFN_cuEventCreate_v2000 event_create = cu_event_create;
-    PFN_cuEventDestroy_v4000 event_destroy = cu_event_destroy;
-    PFN_cuEventRecord_v2000 event_record = cu_event_record;
-    PFN_cuEventQuery_v2000 event_query = cu_event_query;
-    PFN_cuEventSynchronize_v2000 event_sync = cu_event_synchronize;
-    PFN_cuEventElapsedTime_v2000 elapsed = cu_event_elapsed_time;
-    PFN_cuMemAlloc_v3020 alloc = cu_mem_alloc;
-    PFN_cuMemFree_v3020 mem_free = cu_mem_free;
-    PFN_cuMemHostAlloc_v2020 host_alloc = cu_mem_host_alloc;
-    PFN_cuMemFreeHost_v2000 free_host = cu_mem_free_host;
-    PFN_cuMemGetInfo_v3020 info = cu_mem_get_info;
-    PFN_cuMemcpyHtoD_v3020 htod = cu_memcpy_htod;
-    PFN_cuMemcpyDtoH_v3020 dtoh = cu_memcpy_dtoh;
-    PFN_cuMemcpyHtoDAsync_v3020 htod_async = cu_memcpy_htod_async;
-    PFN_cuMemcpyDtoHAsync_v3020 dtoh_async = cu_memcpy_dtoh_async;
-    PFN_cuMemcpyPeerAsync_v4000 peer_async = cu_memcpy_peer_async;
-    PFN_cuMemsetD8Async_v3020 memset8 = cu_memset_d8_async;
-    PFN_cuMemsetD32Async_v3020 memset32 = cu_memset_d32_async;
-    PFN_cuModuleLoadData_v2000 load = cu_module_load_data;
-    PFN_cuModuleUnload_v2000 unload = cu_module_unload;
-    PFN_cuModuleGetFunction_v2000 get_function = cu_module_get_function;
-    PFN_cuLaunchKernel_v4000 launch = cu_launch_kernel;
-    PFN_cuFuncSetAttribute_v9000 set_attribute = cu_func_set_attribute;
-    PFN_cuStreamBeginCapture_v10010 begin_capture = cu_stream_begin_capture;
-    PFN_cuStreamEndCapture_v10000 end_capture = cu_stream_end_capture;
-    PFN_cuGraphInstantiateWithFlags_v11040 instantiate = cu_graph_instantiate;
-    PFN_cuGraphLaunch_v10000 graph_launch = cu_graph_launch;
-    PFN_cuGraphExecDestroy_v10000 exec_destroy = cu_graph_exec_destroy;
-    PFN_cuGraphDestroy_v10000 graph_destroy = cu_graph_destroy;
+    PFN_cuStreamCreate_v2000 stream_create = fake_cu_stream_create;
+    PFN_cuStreamDestroy_v4000 stream_destroy = fake_cu_stream_destroy;
+    PFN_cuStreamQuery_v2000 stream_query = fake_cu_stream_query;
+    PFN_cuStreamSynchronize_v2000 stream_sync = fake_cu_stream_synchronize;
+    PFN_cuStreamWaitEvent_v3020 stream_wait = fake_cu_stream_wait_event;
+    PFN_cuEventCreate_v2000 event_create = fake_cu_event_create;
+    PFN_cuEventDestroy_v4000 event_destroy = fake_cu_event_destroy;
+    PFN_cuEventRecord_v2000 event_record = fake_cu_event_record;
+    PFN_cuEventQuery_v2000 event_query = fake_cu_event_query;
+    PFN_cuEventSynchronize_v2000 event_sync = fake_cu_event_synchronize;
+    PFN_cuEventElapsedTime_v2000 elapsed = fake_cu_event_elapsed_time;
+    PFN_cuMemAlloc_v3020 alloc = fake_cu_mem_alloc;
+    PFN_cuMemFree_v3020 mem_free = fake_cu_mem_free;
+    PFN_cuMemHostAlloc_v2020 host_alloc = fake_cu_mem_host_alloc;
+    PFN_cuMemFreeHost_v2000 free_host = fake_cu_mem_free_host;
+    PFN_cuMemGetInfo_v3020 info = fake_cu_mem_get_info;
+    PFN_cuMemcpyHtoD_v3020 htod = fake_cu_memcpy_htod;
+    PFN_cuMemcpyDtoH_v3020 dtoh = fake_cu_memcpy_dtoh;
+    PFN_cuMemcpyHtoDAsync_v3020 htod_async = fake_cu_memcpy_htod_async;
+    PFN_cuMemcpyDtoHAsync_v3020 dtoh_async = fake_cu_memcpy_dtoh_async;
+    PFN_cuMemcpyPeerAsync_v4000 peer_async = fake_cu_memcpy_peer_async;
+    PFN_cuMemsetD8Async_v3020 memset8 = fake_cu_memset_d8_async;
+    PFN_cuMemsetD32Async_v3020 memset32 = fake_cu_memset_d32_async;
+    PFN_cuModuleLoadData_v2000 load = fake_cu_module_load_data;
+    PFN_cuModuleUnload_v2000 unload = fake_cu_module_unload;
+    PFN_cuModuleGetFunction_v2000 get_function = fake_cu_module_get_function;
+    PFN_cuLaunchKernel_v4000 launch = fake_cu_launch_kernel;
+    PFN_cuFuncSetAttribute_v9000 set_attribute = fake_cu_func_set_attribute;
+    PFN_cuStreamBeginCapture_v10010 begin_capture = fake_cu_stream_begin_capture;
+    PFN_cuStreamEndCapture_v10000 end_capture = fake_cu_stream_end_capture;
+    PFN_cuGraphInstantiateWithFlags_v11040 instantiate = fake_cu_graph_instantiate;
+    PFN_cuGraphLaunch_v10000 graph_launch = fake_cu_graph_launch;
+    PFN_cuGraphExecDestroy_v10000 exec_destroy = fake_cu_graph_exec_destroy;
+    PFN_cuGraphDestroy_v10000 graph_destroy = fake_cu_graph_destroy;
     (void)set_attribute, (void)begin_capture, (void)end_capture, (void)instantiate, (void)graph_launch;
     (void)exec_destroy, (void)graph_destroy, (void)host_alloc, (void)free_host;
     PFN_cuGetProcAddress_v12000 get_proc_address = cuGetProcAddress_v2;
@@ -903,4 +451,3 @@ static void fake_check_signatures(void) {
     (void)peer_async, (void)memset8, (void)memset32, (void)load, (void)unload, (void)get_function, (void)launch;
     (void)get_proc_address;
 }
-
