@@ -23,7 +23,7 @@
  *     uploads ids, positions and offsets and enqueues the pass on the slot's stream:
  *       embed (gather + LayerNorm), then per layer:
  *         qkv = x Wqkv^T + b                     (cuBLASLt, BIAS epilogue)
- *         ctx = attention(qkv)                   (one block per (text, head), no score matrix in memory)
+ *         ctx = attention(qkv)                   (text_vram_attention: flash, else WMMA, else SIMT; no score matrix in memory)
  *         tmp = ctx Wo^T + b + x                 (cuBLASLt, BIAS epilogue, beta = 1 on x)
  *         x = LayerNorm(tmp)
  *         ffn = GELU(x W1^T + b1)                (GELU_BIAS epilogue for bf16/f16; BIAS + exact erf GELU for f32)
