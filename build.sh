@@ -15,6 +15,7 @@
 #   UFORM_SANITIZE      address (AddressSanitizer + UBSan) or thread (ThreadSanitizer); passed to CMake
 #   UFORM_JOBS          parallel compile jobs (default: the number of cores)
 #   UFORM_CMAKE_ARGS    extra CMake arguments, split on spaces (e.g. -DUFORM_WITH_CUDA=OFF)
+#   UFORM_CTEST_ARGS    extra ctest arguments for `test`, split on spaces (e.g. --repeat until-fail:10)
 #
 # CMakePresets.json states the same four variants .ci/run builds (default, asan, tsan, nocuda: the
 # directories and cache variables this script gives them), for IDEs and `cmake --preset asan`.
@@ -186,4 +187,6 @@ install_mojo() {
 }
 install_mojo
 # ---- end of the Mojo toolchain ----
-"${run[@]}" ctest --test-dir "$build_dir" --output-on-failure
+ctest_extra=()
+if [[ -n ${UFORM_CTEST_ARGS:-} ]]; then read -r -a ctest_extra <<<"$UFORM_CTEST_ARGS"; fi
+"${run[@]}" ctest --test-dir "$build_dir" --output-on-failure "${ctest_extra[@]}"
