@@ -611,8 +611,9 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_pool_unlock(void *fu_pool);
  *
  *  Contexts are the devices' primary contexts, retained only on the devices named (no context is
  *  created on any other device), with one non-blocking stream each. Host decoder threads form a RAM
- *  executor of min(4 per device, 7/8 of the cores) threads, at least one, on the NUMA nodes nearest
- *  the devices (every allowed node when unknown), or on `ram`'s nodes when given.
+ *  executor of 7/8 of those nodes' cores (`uform_default_threads`), on the NUMA nodes nearest the
+ *  devices (every allowed node when unknown), or on `ram`'s nodes when given. They tokenise texts,
+ *  and decode images in waves while the devices run the wave before; idle, they park.
  *
  *  Arguments are checked before the driver is looked at, so messages are the same with and without
  *  GPUs: INVALID_ARGUMENT for a negative, out-of-range or repeated ordinal, a class out of range,

@@ -76,8 +76,6 @@ static uform_status_t vram_spawn_decoders(vram_executor_t *self, uform_ram_optio
     }
     if (status == uform_status_ok_k) {
         size_t threads = uform_default_threads(placement.cores_count);
-        if (threads > 4 * self->devices_count) threads = 4 * self->devices_count;
-        if (threads == 0) threads = 1;
         uform_placement_free(&placement);
         status = uform_executor_for_ram(&options, threads, 1, &self->decoders);
     }

@@ -10,7 +10,9 @@
  *  row; a bad image failing the call without statuses, naming its index; RESIDENCY_MISMATCH (RAM
  *  executor, RAM model on a VRAM executor, a device without a copy), UNSUPPORTED on the NULL
  *  executor; LIMIT_EXCEEDED when one image cannot fit `scratch_limit`; a batch split into chunks to
- *  fit a small limit; graphs (three calls of one shape give identical rows); deferred calls; two
+ *  fit a small limit; graphs (three calls of one shape give identical rows); deferred calls; waves
+ *  (a batch decoded in parts while the device runs the part before: bad items, forced wave sizes, a
+ *  one-entry ring, a deferred call, all against the CPU path); two
  *  devices when there are two. Without a GPU (here and in CI) it checks the refusals and exits 77
  *  (skipped) naming the reason.
  *
@@ -311,6 +313,75 @@ int main(int argc, char **argv) {
         printf("three calls of one shape (eager, captured, replayed): rows identical: %d\n", same);
         CHECK(same);
         for (int r = 0; r < 3; ++r) free(runs[r]);
+    }
+
+    /* Waves: 70 encoded images decode in two waves of 35, the second decoding while the device runs the
+     * first. A bad image in the second wave gets its status and a zero row (or, without statuses,
+     * fails the call naming it, writing nothing); forced small waves, a one-entry ring (each wave
+     * waits for the one before) and a deferred call give the CPU path's rows too. */
+    {
+        enum { WAVED = 70, BAD = 45 };
+        size_t dims = width_of(gpu);
+        uform_image_t *many = (uform_image_t *)calloc(WAVED, sizeof(uform_image_t));
+        for (size_t i = 0; i < WAVED; ++i) many[i] = batch[i % BATCH];
+        many[BAD] = (uform_image_t){.data = "\xff\xd8\xff truncated", .size = 16};
+        uform_model_t cpu = open_model(towers[2], uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        float *expected = (float *)calloc(WAVED * dims, sizeof(float)), *rows = (float *)calloc(WAVED * dims, sizeof(float));
+        uform_status_t cpu_statuses[WAVED], statuses[WAVED];
+        uform_embeddings_t out = {.data = expected, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(ram_executor, cpu, many, WAVED, &out, cpu_statuses, NULL), uform_status_ok_k);
+        CHECK(cpu_statuses[BAD] == uform_status_corrupt_file_k);
+        uform_executor_t one_slot = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 1, &one_slot), uform_status_ok_k);
+        char const *const waves[] = {"", "8", "0"};
+        for (int variant = 0; variant < 5; ++variant) {
+            char const *wave = waves[variant < 3 ? variant : 0];
+            if (*wave) setenv("UFORM_GPU_IMAGE_WAVE", wave, 1);
+            else unsetenv("UFORM_GPU_IMAGE_WAVE");
+            memset(rows, 0x7f, WAVED * dims * sizeof(float));
+            memset(statuses, 0, sizeof statuses);
+            out.data = rows;
+            uform_executor_t on = variant == 3 ? one_slot : executor;
+            if (variant == 4) {
+                uform_outcome_t outcome;
+                CHECK_STATUS(uform_encode_images(on, gpu, many, WAVED, &out, statuses, &outcome), uform_status_ok_k);
+                CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+            } else CHECK_STATUS(uform_encode_images(on, gpu, many, WAVED, &out, statuses, NULL), uform_status_ok_k);
+            double worst = 1;
+            int zero = 1, same_statuses = 1;
+            for (size_t i = 0; i < WAVED; ++i) {
+                same_statuses &= statuses[i] == cpu_statuses[i];
+                if (i == BAD) {
+                    for (size_t j = 0; j < dims; ++j) zero &= rows[i * dims + j] == 0.0f;
+                    continue;
+                }
+                double c = cosine(expected + i * dims, rows + i * dims, dims);
+                worst = c < worst ? c : worst;
+            }
+            static char const *const labels[] = {"waves of 35", "waves of 8", "one wave", "waves, deferred_limit 1",
+                                                 "waves, a deferred call"};
+            printf("%-40s worst cosine %.7f, bad image's row zero: %d\n", labels[variant], worst, zero);
+            CHECK(worst >= 0.99999);
+            CHECK(zero && same_statuses);
+        }
+        unsetenv("UFORM_GPU_IMAGE_WAVE");
+        memset(rows, 0x7f, WAVED * dims * sizeof(float));
+        CHECK_STATUS(uform_encode_images(executor, gpu, many, WAVED, &out, NULL, NULL), uform_status_corrupt_file_k);
+        CHECK_MESSAGE("image 45");
+        int untouched = 1;
+        for (size_t i = 0; i < WAVED * dims; ++i) {
+            uint32_t bits;
+            memcpy(&bits, &rows[i], 4);
+            untouched &= bits == 0x7f7f7f7fu;
+        }
+        printf("a bad image in the second wave without statuses: %s; rows untouched: %d\n", uform_error_message(), untouched);
+        CHECK(untouched);
+        /* The executor stays usable after the failed call. */
+        CHECK_STATUS(uform_encode_images(executor, gpu, many, 2, &out, NULL, NULL), uform_status_ok_k);
+        CHECK(cosine(expected, rows, dims) >= 0.99999);
+        uform_executor_free(one_slot);
+        uform_model_free(cpu);
+        free(expected), free(rows), free(many);
     }
 
     /* LIMIT_EXCEEDED: one image cannot fit 4 MiB of scratch; a batch split into chunks to fit 24 MiB. */

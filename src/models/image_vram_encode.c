@@ -3,18 +3,21 @@
  *  @brief  `uform_encode_images` on VRAM executors (image_vram.h): the job, the device callback and
  *          one chunk's pass, on the machinery the text towers share (vram_tower.h).
  *
- *  As two calls on the executor, like the text towers:
- *  1. a host call (DYNAMIC, one task per image) decodes, resizes and centre-crops each image on the
+ *  In waves of images (`wave_size`: up to 128, at least two from 32 images on, one for ready crops),
+ *  each one deferred call on the executor whose host part decodes the wave while the devices still
+ *  run the wave before (vram.c runs a call's host part before its device part, and a deferred call
+ *  returns once its device part is enqueued), then waits for every wave:
+ *  1. the host part (DYNAMIC, one task per image) decodes, resizes and centre-crops each image on the
  *     executor's decoder threads (each thread its own scratch) exactly as the CPU path does
- *     (src/image/), into `side * side * 3` bytes of 8-bit RGB per image, recording its status. With
- *     `statuses`, a bad image gets its status and a zero row; without, the first bad image fails the
- *     call, naming its index.
- *  2. the device call: the decoded images packed (failed ones left out), split over the executor's
- *     devices in proportion to their SMs, each share cut into chunks of whole images within the
- *     scratch the call may hold (`scratch_limit`; LIMIT_EXCEEDED when one image cannot fit). Per
- *     chunk of n images (S = 1 + registers + P tokens each, T = n S) the callback uploads the 8-bit
- *     crops and the sequences' offsets, then enqueues (as a CUDA graph from a shape's second
- *     sighting on):
+ *     (src/image/), into `side * side * 3` bytes of 8-bit RGB per image in the tower's pinned staging
+ *     buffer, recording its status. With `statuses`, a bad image gets its status and a zero row;
+ *     without, the first bad image fails the call, naming its index, and nothing is written.
+ *  2. the device part packs the wave's decoded images after the earlier waves' (failed ones left
+ *     out), splits them over the executor's devices in proportion to their SMs, each share cut into
+ *     chunks of whole images within the scratch the call holds (planned for the largest wave before
+ *     anything is decoded: LIMIT_EXCEEDED when one image cannot fit `scratch_limit`). Per chunk of n
+ *     images (S = 1 + registers + P tokens each, T = n S) the callback uploads the 8-bit crops and
+ *     the sequences' offsets, then enqueues (as a CUDA graph from a shape's second sighting on):
  *       patches = normalise(pixels)             (image_gpu.cuh: [n P][depth], (v / 255 - mean) / std)
  *       tmp = patches Wp^T + bp                 (cuBLASLt, BIAS epilogue)
  *       x = [CLS, registers, tmp + pos]         (image_gpu.cuh)
@@ -27,7 +30,10 @@
  *       final LayerNorm with pooling (the [CLS] row, or the mean of all S rows after the norm, as
  *       image_forward.c), the projection, and the text towers' `finish` (truncation, the caller's
  *       normalisation, the output dtype) into the share's output rows.
- *     The last device's callback gathers every device's rows in input order (`vram_gather`).
+ *     The last device's callback enqueues the copies of every device's rows into pinned host rows.
+ *  When every wave finished, the rows are written in input order (`vram_write_rows`). Without the
+ *  pinned buffer (another call of the same model holds it) there is one wave, copied back
+ *  synchronously.
  */
 #define _GNU_SOURCE
 #include "models/image_vram.h"
@@ -50,8 +56,8 @@ typedef struct image_job_t {
     uform_image_preprocess_options_t preprocess;
     uform_image_scratch_t *scratches; /**< [threads] */
     size_t threads;
-    uint8_t *rgb;                 /**< [count][per_image]; the encoded ones packed to the front after decoding. */
-    int rgb_pinned;               /**< `rgb` is the tower's pinned staging buffer (else malloc'd). */
+    uint8_t *rgb;                 /**< [count][per_image]; each wave's encoded ones packed after the previous waves'. */
+    int pinned;                   /**< `rgb` and `host_rows` are in the tower's pinned staging buffer (else malloc'd). */
     uform_status_t *items;        /**< [count] decoding statuses. */
     size_t encoded;
     size_t *order;                /**< [encoded] original indices. */
@@ -63,6 +69,9 @@ typedef struct image_job_t {
     uform_status_t *statuses;
     vram_share_t *shares;
     size_t shares_count, workspace;
+    /* The wave being submitted: inputs [wave_first, wave_end), packed from `wave_base` on. */
+    size_t wave_first, wave_end, wave_base;
+    size_t scratch; /**< Scratch each wave's call holds: planned for the largest wave. */
 } image_job_t;
 
 /** Pointers into one device's scratch: [workspace][output rows][a chunk's buffers]. */
@@ -74,18 +83,19 @@ static void job_free(image_job_t *job) {
     if (!job) return;
     if (job->scratches)
         for (size_t t = 0; t < job->threads; ++t) uform_image_scratch_free(&job->scratches[t]);
-    if (job->rgb_pinned) vram_staging_give(job->vram, job->rgb);
-    else free(job->rgb);
+    if (job->pinned) vram_staging_give(job->vram, job->rgb);
+    else free(job->rgb), free(job->host_rows);
     free(job->scratches), free(job->items), free(job->order), free(job->offsets);
-    free(job->chunk_offsets), free(job->host_rows), free(job->shares);
+    free(job->chunk_offsets), free(job->shares);
     free(job);
 }
 
 static void decode_task(void *context, size_t task, size_t thread, size_t domain) {
     (void)domain;
     image_job_t *job = (image_job_t *)context;
-    job->items[task] = uform_image_preprocess(&job->images[task], &job->preprocess, &job->scratches[thread], NULL,
-                                              job->rgb + task * job->per_image);
+    size_t item = job->wave_first + task;
+    job->items[item] = uform_image_preprocess(&job->images[item], &job->preprocess, &job->scratches[thread], NULL,
+                                              job->rgb + item * job->per_image);
 }
 
 /** The layout of a chunk of `tokens / S` images (whole images only). */
@@ -218,7 +228,8 @@ static uform_status_t enqueue_chunk(image_job_t *job, vram_share_t *share, image
     uform_cuda_t const *cuda = job->vram->cuda;
     size_t n = end - first;
     double start = vram_profiling() ? (cuda->StreamSynchronize(share->stream), uform_now_seconds()) : 0;
-    CUresult result = cuda->MemcpyHtoDAsync(b->pixels, job->rgb + first * job->per_image, n * job->per_image, share->stream);
+    CUresult result = cuda->MemcpyHtoDAsync(b->pixels, job->rgb + (job->wave_base + first) * job->per_image,
+                                            n * job->per_image, share->stream);
     if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->offsets, job->chunk_offsets, (n + 1) * 4, share->stream);
     if (vram_profiling()) cuda->StreamSynchronize(share->stream), vram_profile_add("upload pixels", uform_now_seconds() - start);
     if (result != CUDA_SUCCESS) return vram_launch_failed(result, VERB, "cuMemcpyHtoDAsync", share->copy->ordinal);
@@ -232,8 +243,36 @@ static uform_status_t enqueue_chunk(image_job_t *job, vram_share_t *share, image
     return vram_graph(&e, key, chunk_compute, &chunk);
 }
 
-static uform_status_t device_part(void *context, uform_device_slot_t const *slot) {
+/** Packs the wave's decoded images after the earlier waves' (in input order) and splits them over
+ *  the devices within the scratch the call holds. Without `statuses`, a bad image fails the call. */
+static uform_status_t wave_pack(image_job_t *job) {
+    job->wave_base = job->encoded;
+    for (size_t i = job->wave_first; i < job->wave_end; ++i) {
+        if (job->items[i] != uform_status_ok_k) {
+            if (job->statuses) continue;
+            /* Decode it again, into its own unused slot, for the message. */
+            uform_status_t again = uform_image_preprocess(&job->images[i], &job->preprocess, &job->scratches[0], NULL,
+                                                          job->rgb + i * job->per_image);
+            char message[512];
+            snprintf(message, sizeof message, "%s", again != uform_status_ok_k ? uform_error_message() : "decoding failed");
+            return uform_fail(job->items[i], VERB ": image %zu: %s", i, message);
+        }
+        /* Earlier waves' uploads read only [0, wave_base): moving rows within [wave_base, i] is safe. */
+        if (i != job->encoded) memmove(job->rgb + job->encoded * job->per_image, job->rgb + i * job->per_image, job->per_image);
+        job->order[job->encoded++] = i;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "an image of %zu tokens", job->sequence);
+    size_t scratch = 0;
+    return vram_plan_shares(job->shares, job->shares_count, job->encoded - job->wave_base, job->offsets, job->sequence,
+                            job->workspace, job->row_bytes, job->scratch, chunk_bytes, job, VERB, what, &scratch);
+}
+
+/** One wave's device part: packing (before the first device), its chunks on each device, and (after
+ *  the last device) the copies of its rows back, asynchronous when the rows are pinned. */
+static uform_status_t wave_device(void *context, uform_device_slot_t const *slot) {
     image_job_t *job = (image_job_t *)context;
+    if (slot->device_index == 0) CHECK_STEP(wave_pack(job));
     vram_share_t *share = &job->shares[slot->device_index];
     share->scratch = (CUdeviceptr)slot->scratch;
     share->stream = (CUstream)slot->stream;
@@ -247,8 +286,26 @@ static uform_status_t device_part(void *context, uform_device_slot_t const *slot
         e = end;
     }
     if (slot->device_index + 1 < job->shares_count) return uform_status_ok_k;
-    return vram_gather(job->vram, job->shares, job->shares_count, job->host_rows, job->row_bytes, job->order, job->encoded,
-                       job->count, &job->out, job->items, job->statuses, VERB);
+    return vram_copy_rows(job->vram, job->shares, job->shares_count, job->host_rows + job->wave_base * job->row_bytes,
+                          job->row_bytes, !job->pinned, VERB);
+}
+
+/** Images per wave: decoding a wave on the host threads overlaps the devices' work on the wave
+ *  before. Inputs that need decoding or resizing go in waves of up to 128 (at least two waves from
+ *  32 images on); ready crops (raw pixels of the model's side) in one. UFORM_GPU_IMAGE_WAVE=N
+ *  sets N images per wave (0: one wave). */
+static size_t wave_size(uform_image_t const *images, size_t count, size_t side) {
+    char const *forced = getenv("UFORM_GPU_IMAGE_WAVE");
+    if (forced && *forced) {
+        char *end = NULL;
+        unsigned long long value = strtoull(forced, &end, 10);
+        if (end && !*end && forced[0] != '-') return value && value < count ? (size_t)value : count;
+    }
+    int cheap = 1;
+    for (size_t i = 0; i < count && cheap; ++i) cheap = images[i].width == side && images[i].height == side;
+    if (cheap || count < 32) return count;
+    size_t half = (count + 1) / 2;
+    return half < 128 ? half : 128;
 }
 
 /* ---- The verb ---- */
@@ -281,72 +338,92 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
         return uform_outcome_refuse(outcome, uform_status_ok_k);
     }
 
-    /* 1. Decode on the decoder threads. */
+    /* 1. Buffers: the decoded crops and the output rows, pinned when the tower's staging buffer is free
+     *    (then waves overlap; else one wave, with the rows copied back synchronously). */
     job->threads = description.threads_count ? description.threads_count : 1;
     job->scratches = (uform_image_scratch_t *)calloc(job->threads, sizeof(uform_image_scratch_t));
-    job->rgb = (uint8_t *)vram_staging_take(job->vram, count * job->per_image);
-    job->rgb_pinned = job->rgb != NULL;
-    if (!job->rgb) job->rgb = (uint8_t *)malloc(count * job->per_image);
-    job->items = (uform_status_t *)calloc(count, sizeof(uform_status_t));
-    if (!job->scratches || !job->rgb || !job->items) {
-        status = uform_fail(uform_status_out_of_memory_k, VERB ": no memory for the pixels of %zu images", count);
-        goto refused;
+    size_t wave = wave_size(images, count, c->image_size);
+    size_t rgb_bytes = align_up(count * job->per_image, 64), rows_bytes = count * job->row_bytes + 1;
+    unsigned char *staging = (unsigned char *)vram_staging_take(job->vram, rgb_bytes + rows_bytes);
+    if (staging) {
+        job->pinned = 1, job->rgb = staging, job->host_rows = staging + rgb_bytes;
+    } else {
+        wave = count;
+        job->rgb = (uint8_t *)malloc(count * job->per_image);
+        job->host_rows = (unsigned char *)malloc(rows_bytes);
     }
-    uform_call_t decode = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k, .tasks = count,
-                           .task = decode_task, .context = job};
-    double decode_start = uform_now_seconds();
-    status = uform_executor_call(executor, &decode, NULL);
-    if (status != uform_status_ok_k) goto refused;
-    if (vram_profiling()) vram_profile_add("decode (host)", uform_now_seconds() - decode_start);
-    for (size_t i = 0; i < count; ++i)
-        if (job->items[i] != uform_status_ok_k && !statuses) {
-            /* Decode it again here for the message. */
-            uform_status_t again = uform_image_preprocess(&images[i], &job->preprocess, &job->scratches[0], NULL, job->rgb);
-            char message[512];
-            snprintf(message, sizeof message, "%s", again != uform_status_ok_k ? uform_error_message() : "decoding failed");
-            status = uform_fail(job->items[i], VERB ": image %zu: %s", i, message);
-            goto refused;
-        }
-
-    /* 2. Pack the decoded images to the front, in order. */
+    job->items = (uform_status_t *)calloc(count, sizeof(uform_status_t));
     job->order = (size_t *)malloc(count * sizeof(size_t));
     job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
     job->chunk_offsets = (int32_t *)malloc((count + 1) * sizeof(int32_t));
-    job->host_rows = (unsigned char *)malloc(count * job->row_bytes + 1);
-    if (!job->order || !job->offsets || !job->chunk_offsets || !job->host_rows) {
-        status = uform_fail(uform_status_out_of_memory_k, VERB ": out of memory for %zu images", count);
+    size_t waves = (count + wave - 1) / wave;
+    uform_outcome_t *outcomes = (uform_outcome_t *)calloc(waves, sizeof(uform_outcome_t));
+    if (!job->scratches || !job->rgb || !job->host_rows || !job->items || !job->order || !job->offsets ||
+        !job->chunk_offsets || !outcomes) {
+        free(outcomes);
+        status = uform_fail(uform_status_out_of_memory_k, VERB ": no memory for the pixels of %zu images", count);
         goto refused;
     }
-    for (size_t i = 0; i < count; ++i) {
-        if (job->items[i] != uform_status_ok_k) continue;
-        if (i != job->encoded)
-            memmove(job->rgb + job->encoded * job->per_image, job->rgb + i * job->per_image, job->per_image);
-        job->order[job->encoded++] = i;
-    }
-    for (size_t e = 0; e <= job->encoded; ++e) job->offsets[e] = e * job->sequence, job->chunk_offsets[e] = (int32_t)(e * job->sequence);
+    for (size_t e = 0; e <= count; ++e) job->offsets[e] = e * job->sequence, job->chunk_offsets[e] = (int32_t)(e * job->sequence);
 
-    /* 3. Shares per device (by SMs), chunks of whole images within the scratch each may hold. */
+    /* 2. The scratch a wave's call holds: its images over the devices (by SMs), in chunks of whole
+     *    images within `scratch_limit` (LIMIT_EXCEEDED, before decoding anything, when one cannot fit). */
     job->workspace = 32u << 20;
-    size_t limit = description.scratch_limit, scratch = 0;
+    size_t limit = description.scratch_limit;
     if (limit && limit < (256u << 20)) job->workspace = 1u << 20;
     char what[64];
     snprintf(what, sizeof what, "an image of %zu tokens", job->sequence);
-    status = vram_plan_shares(job->shares, job->shares_count, job->encoded, job->offsets, job->sequence, job->workspace,
-                              job->row_bytes, limit, chunk_bytes, job, VERB, what, &scratch);
-    if (status != uform_status_ok_k) goto refused;
-    if (!job->encoded) {
-        job->shares_count = 0;
-        vram_gather(job->vram, job->shares, 0, job->host_rows, job->row_bytes, job->order, 0, count, &job->out, job->items,
-                    statuses, VERB);
-        job_free(job);
-        return uform_outcome_refuse(outcome, uform_status_ok_k);
+    status = vram_plan_shares(job->shares, job->shares_count, wave, job->offsets, job->sequence, job->workspace,
+                              job->row_bytes, limit, chunk_bytes, job, VERB, what, &job->scratch);
+    if (status != uform_status_ok_k) {
+        free(outcomes);
+        goto refused;
     }
 
-    /* 4. The device call; when it returns, the work ran (or failed) and the job is ours again. */
-    uform_call_t call = {.residency = uform_residency_vram_k, .device = device_part, .scratch_bytes = scratch, .context = job};
-    status = uform_executor_call(executor, &call, outcome);
+    /* 3. One call per wave: its host part decodes the wave on the decoder threads (while the devices
+     *    still run the wave before: calls are deferred), its device part packs and enqueues it. Our
+     *    own outcomes track the waves; a full ring waits for our oldest, or runs the wave blocking. */
+    uform_failure_t failure = {.status = uform_status_ok_k};
+    size_t waited = 0; /* waves [waited, submitted) are deferred and not yet waited for */
+    size_t submitted = 0;
+    for (size_t w = 0; w < waves && failure.status == uform_status_ok_k; ++w) {
+        job->wave_first = w * wave;
+        job->wave_end = job->wave_first + wave < count ? job->wave_first + wave : count;
+        uform_call_t call = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k,
+                             .tasks = job->wave_end - job->wave_first, .task = decode_task, .device = wave_device,
+                             .scratch_bytes = job->scratch, .context = job};
+        for (;;) {
+            status = uform_executor_call(executor, &call, &outcomes[w]);
+            if (status == uform_status_ok_k) {
+                submitted = w + 1;
+                break;
+            }
+            if (status != uform_status_deferred_full_k) break;
+            if (waited < submitted) { /* our oldest wave frees a slot */
+                status = uform_outcome_wait(&outcomes[waited++], -1);
+                if (status != uform_status_ok_k) break;
+                continue;
+            }
+            if (outcome) break; /* a deferred call meeting a full ring: DEFERRED_FULL, as any call */
+            status = uform_executor_call(executor, &call, NULL);
+            if (status == uform_status_ok_k) waited = submitted = w + 1;
+            break;
+        }
+        if (status != uform_status_ok_k) uform_failure_save(&failure, status);
+    }
+    /* Every submitted wave finishes before the job is freed, failed or not. */
+    for (; waited < submitted; ++waited) {
+        uform_status_t done = uform_outcome_wait(&outcomes[waited], -1);
+        if (done != uform_status_ok_k && failure.status == uform_status_ok_k) uform_failure_save(&failure, done);
+    }
+    free(outcomes);
+    if (failure.status != uform_status_ok_k) {
+        job_free(job);
+        return uform_outcome_refuse(outcome, uform_failure_raise(&failure));
+    }
+    vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items, statuses);
     job_free(job);
-    return status;
+    return uform_outcome_refuse(outcome, uform_status_ok_k);
 
 refused:
     job_free(job);

@@ -370,10 +370,8 @@ uform_status_t vram_plan_shares(vram_share_t *shares, size_t count, size_t encod
     return uform_status_ok_k;
 }
 
-uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
-                           unsigned char *host_rows, size_t row_bytes, size_t const *order, size_t encoded,
-                           size_t count, uform_embeddings_t const *out, uform_status_t const *items,
-                           uform_status_t *statuses, char const *verb) {
+uform_status_t vram_copy_rows(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
+                             unsigned char *host_rows, size_t row_bytes, int wait, char const *verb) {
     uform_cuda_t const *cuda = vram->cuda;
     for (size_t d = 0; d < shares_count; ++d) {
         vram_share_t const *share = &shares[d];
@@ -383,10 +381,15 @@ uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares,
         if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "cuCtxPushCurrent", share->copy->ordinal);
         result = cuda->MemcpyDtoHAsync(host_rows + share->first * row_bytes, share->out, (share->end - share->first) * row_bytes,
                                        share->stream);
-        if (result == CUDA_SUCCESS) result = cuda->StreamSynchronize(share->stream);
+        if (result == CUDA_SUCCESS && wait) result = cuda->StreamSynchronize(share->stream);
         cuda->CtxPopCurrent(&previous);
         if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying embeddings back", share->copy->ordinal);
     }
+    return uform_status_ok_k;
+}
+
+void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t const *order, size_t encoded, size_t count,
+                     uform_embeddings_t const *out, uform_status_t const *items, uform_status_t *statuses) {
     size_t stride = out->stride ? out->stride : row_bytes;
     unsigned char *rows = (unsigned char *)out->data;
     size_t next = 0;
@@ -397,5 +400,13 @@ uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares,
         } else memset(rows + i * stride, 0, row_bytes);
         if (statuses) statuses[i] = items[i];
     }
+}
+
+uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
+                           unsigned char *host_rows, size_t row_bytes, size_t const *order, size_t encoded,
+                           size_t count, uform_embeddings_t const *out, uform_status_t const *items,
+                           uform_status_t *statuses, char const *verb) {
+    CHECK_STEP(vram_copy_rows(vram, shares, shares_count, host_rows, row_bytes, 1, verb));
+    vram_write_rows(host_rows, row_bytes, order, encoded, count, out, items, statuses);
     return uform_status_ok_k;
 }

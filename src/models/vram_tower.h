@@ -246,6 +246,17 @@ uform_status_t vram_plan_shares(vram_share_t *shares, size_t count, size_t encod
 size_t vram_share_bytes(vram_share_t const *share, size_t workspace, size_t row_bytes, vram_chunk_bytes_t chunk_bytes,
                         void const *context);
 
+/** @brief Enqueues the copy of every share's output rows into `host_rows` (share rows at
+ *  `share->first`), on each share's stream; with `wait`, waits for each stream in turn (needed
+ *  unless `host_rows` is pinned and the caller waits for the streams some other way). */
+uform_status_t vram_copy_rows(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
+                             unsigned char *host_rows, size_t row_bytes, int wait, char const *verb);
+
+/** @brief Writes `count` rows in input order with the caller's stride from `host_rows`: encoded item
+ *  e is input `order[e]`, every other input a zero row; `statuses` (when set) get `items`. */
+void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t const *order, size_t encoded, size_t count,
+                     uform_embeddings_t const *out, uform_status_t const *items, uform_status_t *statuses);
+
 /** @brief Copies every share's output rows back (waiting on each stream in turn) into `host_rows`,
  *  then writes `count` rows in input order with the caller's stride: encoded item e is input
  *  `order[e]`, every other input a zero row; `statuses` (when set) get `items`. */
