@@ -10,7 +10,9 @@
 #   bash test/gpu/run_session_device.sh encoders  after `gpu`: the VRAM text and image towers against the
 #                                             CPU path and PyTorch on CUDA, compute-sanitizer on them,
 #                                             then images/s and texts/s beside PyTorch eager and
-#                                             torch.compile; about 5 minutes.
+#                                             torch.compile, and images/s from JPEG bytes (decoding
+#                                             waves against one wave, and beside PyTorch with PIL);
+#                                             about 9 minutes.
 #   bash test/gpu/run_session_device.sh host   the CPU benchmarks on the host (28 threads): fork-join
 #                                             against OpenMP at the counts the goal missed, texts/s and
 #                                             images/s against PyTorch and ONNX Runtime; rebuilds
@@ -122,6 +124,8 @@ encoders)
     # After `gpu` (build-device/ built): the VRAM towers against PyTorch on CUDA, racecheck and memcheck
     # of the image path and the flash attention, then speed beside PyTorch eager and torch.compile.
     begin_host_phase
+    PHASE_START=$(date +%s)
+    within() { (($(date +%s) - PHASE_START + $1 <= ${ENCODERS_BUDGET:-560})) || { note "skipped: no time left for a step of $1 s"; false; }; }
     DUMP=$BUILD/encoders-dump
     mkdir -p "$DUMP"
     step images_gpu "$LOGS/tests.log" required timeout 120 "$BUILD/test/test_encode_images_gpu" --dump "$DUMP/images"
@@ -130,14 +134,30 @@ encoders)
     step texts_torch "$LOGS/tests.log" required timeout 120 python3 "$ROOT/test/encode/gpu_torch_check.py" "$DUMP/texts"
     grep -E 'cosine|passed|FAIL' "$LOGS/tests.log" | sed 's/^/  /' >>"$SUMMARY"
     racecheck_own_kernels "$LOGS/sanitizer.log"
-    step memcheck_images "$LOGS/sanitizer.log" required timeout 80 compute-sanitizer --error-exitcode 99 --leak-check full \
-        "$BUILD/bench/bench_image_gpu" --shape vit-s16 --mode whole --batch 2 --seconds 0 --min-calls 1
+    # 34 photos: two waves of 17, so the waves' overlapped decoding and asynchronous copies are checked.
+    step memcheck_images "$LOGS/sanitizer.log" required timeout 100 compute-sanitizer --error-exitcode 99 --leak-check full \
+        "$BUILD/bench/bench_image_gpu" --shape vit-s16 --mode whole --batch 34 --seconds 0 --min-calls 1
     grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer.log" | sed 's/^/  /' >>"$SUMMARY"
-    step bench_images "$LOGS/bench.log" optional timeout 120 python3 "$ROOT/bench/bench_image_gpu.py" \
+    # The whole path from JPEG bytes: decoding waves overlapped with the device (default) against one
+    # wave (UFORM_GPU_IMAGE_WAVE=0), alternating, the engine alone; then beside PyTorch with PIL.
+    for round in 1 2; do
+        for shape in vit-s16 vit-b16; do
+            for batch in 256 1024; do
+                for wave in "" 0; do
+                    echo "  waves round $round wave=${wave:-default}: $(UFORM_GPU_IMAGE_WAVE=$wave timeout 40 \
+                        "$BUILD/bench/bench_image_gpu" --shape $shape --mode whole --batch $batch --seconds 1 2>&1 | tail -1)" >>"$SUMMARY"
+                done
+            done
+        done
+    done
+    within 170 && step bench_whole "$LOGS/bench.log" optional timeout 170 python3 "$ROOT/bench/bench_image_gpu.py" \
+        --binary "$BUILD/bench/bench_image_gpu" --seconds 1 --batches 50,256 --modes whole
+    # What the time box leaves (ENCODERS_BUDGET seconds from the phase's start, 560 by default).
+    within 120 && step bench_images "$LOGS/bench.log" optional timeout 120 python3 "$ROOT/bench/bench_image_gpu.py" \
         --binary "$BUILD/bench/bench_image_gpu" --seconds 0.7 --batches 1,50,256 --modes model
-    step bench_texts "$LOGS/bench.log" optional timeout 100 python3 "$ROOT/bench/bench_text_gpu.py" \
+    within 100 && step bench_texts "$LOGS/bench.log" optional timeout 100 python3 "$ROOT/bench/bench_text_gpu.py" \
         --binary "$BUILD/bench/bench_text_gpu" --seconds 0.7 --batches 1,50,1024
-    step compile_images "$LOGS/bench.log" optional timeout 110 python3 "$ROOT/bench/bench_image_gpu.py" \
+    within 110 && step compile_images "$LOGS/bench.log" optional timeout 110 python3 "$ROOT/bench/bench_image_gpu.py" \
         --binary "$BUILD/bench/bench_image_gpu" --seconds 0.7 --batches 256 --modes model \
         --compile-batches 256 --compile-timeout 90
     grep -vE '^====' "$LOGS/bench.log" | sed 's/^/  /' >>"$SUMMARY"
