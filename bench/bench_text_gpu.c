@@ -2,10 +2,13 @@
  *  @file   bench_text_gpu.c
  *  @brief  Texts per second of VRAM text towers (src/models/text_vram.c) on towers of real shapes with
  *          random weights, token ids given (tokenising excluded, as for the PyTorch peers that
- *          bench/bench_text_gpu.py runs beside it).
+ *          bench/bench_text_gpu.py runs beside it), or with `--texts` from strings: all-MiniLM-L6-v2's
+ *          real tokenizer (test/tokenizer/minilm) on the executor's decoder threads, in waves
+ *          overlapped with the device (UFORM_GPU_TEXT_WAVE=0: one wave, for comparison). Each text is
+ *          random lowercase words, as many as make at most `--tokens` ids with [CLS] and [SEP].
  *
  *      bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32]
- *                     [--devices N] [--seconds S] [--json]
+ *                     [--devices N] [--seconds S] [--texts] [--json]
  *
  *  Shapes as bench_text.c's: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers,
  *  mean pooling, normalised); uform3 = UForm3-small's text tower (768 wide, 12 heads, 3072 inner, 2
@@ -22,15 +25,70 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+
+#ifndef UFORM_TOKENIZER_FIXTURES
+#define UFORM_TOKENIZER_FIXTURES "test/tokenizer"
+#endif
+
+/** The whole of a gzip file, NUL-terminated, or NULL. */
+static char *read_gz(char const *path, size_t *size) {
+    gzFile file = gzopen(path, "rb");
+    if (!file) return NULL;
+    size_t capacity = 1 << 20, used = 0;
+    char *data = malloc(capacity + 1);
+    for (int got; data && (got = gzread(file, data + used, (unsigned)(capacity - used))) > 0;) {
+        used += (size_t)got;
+        if (used == capacity) {
+            char *grown = realloc(data, (capacity *= 2) + 1);
+            if (!grown) free(data);
+            data = grown;
+        }
+    }
+    gzclose(file);
+    if (data) data[used] = 0;
+    *size = used;
+    return data;
+}
+
+/** `count` texts of random lowercase words, each as long as fits `tokens` ids of `tokenizer`. */
+static char **make_texts(uform_tokenizer_t const *tokenizer, size_t count, size_t tokens) {
+    char **texts = calloc(count, sizeof(char *));
+    int32_t *ids = malloc((tokens + 64) * sizeof(int32_t));
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; texts && ids && i < count; ++i) {
+        size_t capacity = tokens * 12 + 16, used = 0;
+        char *text = calloc(capacity, 1);
+        texts[i] = text;
+        while (text && used + 10 < capacity) {
+            size_t before = used;
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            size_t letters = 2 + (size_t)(state >> 61);
+            if (used) text[used++] = ' ';
+            for (size_t l = 0; l < letters; ++l, state = state * 6364136223846793005ull + 1442695040888963407ull)
+                text[used++] = (char)('a' + (state >> 59) % 26);
+            text[used] = 0;
+            size_t produced = 0;
+            if (uform_tokenizer_encode(tokenizer, text, used, tokens + 32, ids, tokens + 32, &produced) != uform_status_ok_k ||
+                produced > tokens) {
+                used = before, text[used] = 0;
+                break;
+            }
+        }
+    }
+    free(ids);
+    return texts;
+}
 
 int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "bf16";
     size_t tokens = 128, batch = 50, devices = 1;
     double seconds = 3.0;
-    int json = 0;
+    int json = 0, from_texts = 0;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--texts")) from_texts = 1;
         else if (v && !strcmp(a, "--shape") && (!strcmp(v, "minilm") || !strcmp(v, "uform3"))) shape = v, ++i;
         else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16"))) dtype_name = v, ++i;
         else if (v && !strcmp(a, "--tokens") && strict_count(v, 1, 510, false, &tokens)) ++i;
@@ -39,7 +97,7 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else {
             fprintf(stderr, "usage: bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32] "
-                            "[--devices N] [--seconds S] [--json]\n");
+                            "[--devices N] [--seconds S] [--texts] [--json]\n");
             return 2;
         }
     }
@@ -79,8 +137,24 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < batch * tokens; ++i) ids[i] = 1000 + (int32_t)((random_uniform() + 1.0f) * 0.5f * 29000.0f);
     float *rows = malloc(batch * t.embedding_dimensions * sizeof(float));
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    char **texts = NULL;
+    if (from_texts) {
+        size_t size = 0;
+        char *json_text = read_gz(UFORM_TOKENIZER_FIXTURES "/minilm/tokenizer.json.gz", &size);
+        if (!json_text || uform_tokenizer_open_json(json_text, size, "minilm", &model.tokenizer) != uform_status_ok_k) {
+            fprintf(stderr, "bench_text_gpu: cannot read %s: %s\n", UFORM_TOKENIZER_FIXTURES "/minilm/tokenizer.json.gz",
+                    json_text ? uform_error_message() : "missing");
+            return 1;
+        }
+        free(json_text);
+        texts = make_texts(model.tokenizer, batch, tokens);
+        if (!texts) return 1;
+    }
+#define ENCODE()                                                                                                       \
+    (texts ? uform_text_vram_encode(executor, &model, (char const *const *)texts, NULL, batch, &out, NULL, NULL)        \
+           : uform_text_vram_encode_ids(executor, &model, ids, offsets, batch, &out, NULL))
     for (int w = 0; w < 3; ++w)
-        if (uform_text_vram_encode_ids(executor, &model, ids, offsets, batch, &out, NULL) != uform_status_ok_k) {
+        if (ENCODE() != uform_status_ok_k) {
             fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
             return 1;
         }
@@ -88,7 +162,7 @@ int main(int argc, char **argv) {
     double start = uform_now_seconds(), elapsed, best = 1e30;
     do {
         double before = uform_now_seconds();
-        uform_text_vram_encode_ids(executor, &model, ids, offsets, batch, &out, NULL);
+        (void)ENCODE();
         double took = uform_now_seconds() - before;
         if (took < best) best = took;
         ++calls;
@@ -101,17 +175,20 @@ int main(int argc, char **argv) {
     double tflops = rate * per_text / 1e12;
     if (json)
         printf("{\"system\": \"uform-gpu\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
-               "\"devices\": %zu, \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, \"tflops\": %.1f}\n",
-               shape, dtype_name, tokens, batch, devices, rate, best * 1e3, tflops);
+               "\"devices\": %zu, \"from\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, \"tflops\": %.1f}\n",
+               shape, dtype_name, tokens, batch, devices, texts ? "texts" : "ids", rate, best * 1e3, tflops);
     else
-        printf("uform-gpu %s %s: %zu tokens, batch %zu, %zu device(s): %.1f texts/s, best call %.3f ms, %.1f TFLOP/s\n",
-               shape, dtype_name, tokens, batch, devices, rate, best * 1e3, tflops);
+        printf("uform-gpu %s %s from %s: %zu tokens (at most), batch %zu, %zu device(s): %.1f texts/s, best call %.3f ms, "
+               "%.1f TFLOP/s\n",
+               shape, dtype_name, texts ? "texts" : "ids", tokens, batch, devices, rate, best * 1e3, tflops);
     uform_text_vram_profile_report(stderr);
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k)
         fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
     uform_executor_free(executor);
     uform_text_vram_free(&model);
     random_text_tower_free(&t);
-    free(ids), free(offsets), free(rows);
+    if (model.tokenizer) uform_tokenizer_free(model.tokenizer);
+    for (size_t i = 0; texts && i < batch; ++i) free(texts[i]);
+    free(texts), free(ids), free(offsets), free(rows);
     return 0;
 }

@@ -9,7 +9,9 @@
  *  output options (truncation, normalisation, bf16 rows, a stride); a bad text's status and zero row;
  *  a bad text failing the call without statuses; RESIDENCY_MISMATCH (RAM executor, RAM model on a
  *  VRAM executor, an executor on a device without a copy), UNSUPPORTED on the NULL executor; LIMIT_EXCEEDED when one
- *  text cannot fit `scratch_limit`; a batch split to fit a smaller limit; deferred calls; UNSUPPORTED
+ *  text cannot fit `scratch_limit`; a batch split to fit a smaller limit; deferred calls; waves (texts
+ *  tokenised in parts while the device runs the part before: a bad text, forced wave sizes, a one-entry
+ *  ring, a deferred call, a scratch limit, all against the CPU path); UNSUPPORTED
  *  without cuBLASLt; two devices when there are two. Without a GPU (here and in CI) it checks the
  *  refusals and exits 77 (skipped) naming the reason.
  *
@@ -451,6 +453,78 @@ int main(int argc, char **argv) {
         printf("limit: %s\n", uform_error_message());
         uform_executor_free(small);
         uform_model_free(gpu);
+    }
+
+    /* Waves: 600 texts tokenise in waves of 256, each while the device runs the wave before. Invalid
+     * UTF-8 in the last wave gets its status and a zero row (or, without statuses, fails the call naming
+     * it, writing nothing); forced wave sizes, a one-entry ring, a deferred call and 8 MiB of scratch
+     * (chunks within waves) give the CPU path's rows too. */
+    {
+        enum { WAVED = 600, BAD = 530 };
+        texts_t many = make_texts(WAVED, 40, 1000, 0x6b0e0009u);
+        free(many.texts[BAD]);
+        many.texts[BAD] = strdup("w7 w8 \xc3\x28 w9");
+        uform_model_t cpu = open_model(minilm_dir, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        uform_model_t gpu = open_model(minilm_dir, uform_residency_vram_k, uform_dtype_f32_k, &one);
+        CHECK_FATAL(cpu != NULL && gpu != NULL);
+        size_t dims = 384;
+        float *expected = (float *)calloc(WAVED * dims, sizeof(float)), *rows = (float *)calloc(WAVED * dims, sizeof(float));
+        uform_status_t cpu_statuses[WAVED], statuses[WAVED];
+        uform_embeddings_t out = {.data = expected, .dtype = uform_dtype_f32_k};
+        char const *const *texts = (char const *const *)many.texts;
+        CHECK_STATUS(uform_encode_texts(ram_executor, cpu, texts, NULL, WAVED, &out, cpu_statuses, NULL), uform_status_ok_k);
+        CHECK(cpu_statuses[BAD] == uform_status_invalid_argument_k);
+        uform_executor_t one_slot = NULL, limited = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 1, &one_slot), uform_status_ok_k);
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 8u << 20, 0, &limited), uform_status_ok_k);
+        static char const *const waves[] = {"", "7", "0", "", "", ""};
+        static char const *const labels[] = {"waves of 256", "waves of 7", "one wave", "waves, deferred_limit 1",
+                                             "waves, a deferred call", "waves in 8 MiB of scratch"};
+        for (int variant = 0; variant < 6; ++variant) {
+            if (*waves[variant]) setenv("UFORM_GPU_TEXT_WAVE", waves[variant], 1);
+            else unsetenv("UFORM_GPU_TEXT_WAVE");
+            memset(rows, 0x7f, WAVED * dims * sizeof(float));
+            memset(statuses, 0, sizeof statuses);
+            out.data = rows;
+            uform_executor_t on = variant == 3 ? one_slot : variant == 5 ? limited : executor;
+            if (variant == 4) {
+                uform_outcome_t outcome;
+                CHECK_STATUS(uform_encode_texts(on, gpu, texts, NULL, WAVED, &out, statuses, &outcome), uform_status_ok_k);
+                CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+            } else CHECK_STATUS(uform_encode_texts(on, gpu, texts, NULL, WAVED, &out, statuses, NULL), uform_status_ok_k);
+            double worst = 1;
+            int zero = 1, same_statuses = 1;
+            for (size_t i = 0; i < WAVED; ++i) {
+                same_statuses &= statuses[i] == cpu_statuses[i];
+                if (i == BAD) {
+                    for (size_t j = 0; j < dims; ++j) zero &= rows[i * dims + j] == 0.0f;
+                    continue;
+                }
+                double c = cosine(expected + i * dims, rows + i * dims, dims);
+                worst = c < worst ? c : worst;
+            }
+            printf("%-34s worst cosine %.7f, bad text's row zero: %d\n", labels[variant], worst, zero);
+            CHECK(worst >= 0.99999);
+            CHECK(zero && same_statuses);
+        }
+        unsetenv("UFORM_GPU_TEXT_WAVE");
+        memset(rows, 0x7f, WAVED * dims * sizeof(float));
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, WAVED, &out, NULL, NULL), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("text 530");
+        int untouched = 1;
+        for (size_t i = 0; i < WAVED * dims; ++i) {
+            uint32_t bits;
+            memcpy(&bits, &rows[i], 4);
+            untouched &= bits == 0x7f7f7f7fu;
+        }
+        printf("bad text in the last wave without statuses: %s; rows untouched: %d\n", uform_error_message(), untouched);
+        CHECK(untouched);
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, 2, &out, NULL, NULL), uform_status_ok_k);
+        CHECK(cosine(expected, rows, dims) >= 0.99999);
+        uform_executor_free(one_slot), uform_executor_free(limited);
+        uform_model_free(cpu), uform_model_free(gpu);
+        free(expected), free(rows);
+        free_texts(&many);
     }
 
     /* A batch split to fit 8 MiB of scratch gives the same rows. */

@@ -84,9 +84,8 @@ static void job_free(image_job_t *job) {
     if (job->scratches)
         for (size_t t = 0; t < job->threads; ++t) uform_image_scratch_free(&job->scratches[t]);
     if (job->pinned) vram_staging_give(job->vram, job->rgb);
-    else free(job->rgb), free(job->host_rows);
-    free(job->scratches), free(job->items), free(job->order), free(job->offsets);
-    free(job->chunk_offsets), free(job->shares);
+    else free(job->rgb), free(job->host_rows), free(job->chunk_offsets);
+    free(job->scratches), free(job->items), free(job->order), free(job->offsets), free(job->shares);
     free(job);
 }
 
@@ -343,19 +342,22 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     job->threads = description.threads_count ? description.threads_count : 1;
     job->scratches = (uform_image_scratch_t *)calloc(job->threads, sizeof(uform_image_scratch_t));
     size_t wave = wave_size(images, count, c->image_size);
-    size_t rgb_bytes = align_up(count * job->per_image, 64), rows_bytes = count * job->row_bytes + 1;
-    unsigned char *staging = (unsigned char *)vram_staging_take(job->vram, rgb_bytes + rows_bytes);
+    /* Pinned: [crops][rows][chunk offsets], so no upload or copy back waits for the stream. */
+    size_t rgb_bytes = align_up(count * job->per_image, 64), rows_bytes = align_up(count * job->row_bytes + 1, 64);
+    size_t offsets_bytes = (count + 1) * sizeof(int32_t);
+    unsigned char *staging = (unsigned char *)vram_staging_take(job->vram, rgb_bytes + rows_bytes + offsets_bytes);
     if (staging) {
         job->pinned = 1, job->rgb = staging, job->host_rows = staging + rgb_bytes;
+        job->chunk_offsets = (int32_t *)(staging + rgb_bytes + rows_bytes);
     } else {
         wave = count;
         job->rgb = (uint8_t *)malloc(count * job->per_image);
         job->host_rows = (unsigned char *)malloc(rows_bytes);
+        job->chunk_offsets = (int32_t *)malloc(offsets_bytes);
     }
     job->items = (uform_status_t *)calloc(count, sizeof(uform_status_t));
     job->order = (size_t *)malloc(count * sizeof(size_t));
     job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
-    job->chunk_offsets = (int32_t *)malloc((count + 1) * sizeof(int32_t));
     size_t waves = (count + wave - 1) / wave;
     uform_outcome_t *outcomes = (uform_outcome_t *)calloc(waves, sizeof(uform_outcome_t));
     if (!job->scratches || !job->rgb || !job->host_rows || !job->items || !job->order || !job->offsets ||
@@ -381,49 +383,22 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     }
 
     /* 3. One call per wave: its host part decodes the wave on the decoder threads (while the devices
-     *    still run the wave before: calls are deferred), its device part packs and enqueues it. Our
-     *    own outcomes track the waves; a full ring waits for our oldest, or runs the wave blocking. */
-    uform_failure_t failure = {.status = uform_status_ok_k};
-    size_t waited = 0; /* waves [waited, submitted) are deferred and not yet waited for */
-    size_t submitted = 0;
-    for (size_t w = 0; w < waves && failure.status == uform_status_ok_k; ++w) {
+     *    still run the wave before: calls are deferred), its device part packs and enqueues it. */
+    vram_waves_t run = {.outcomes = outcomes, .failure = {.status = uform_status_ok_k}};
+    for (size_t w = 0; w < waves && run.failure.status == uform_status_ok_k; ++w) {
         job->wave_first = w * wave;
         job->wave_end = job->wave_first + wave < count ? job->wave_first + wave : count;
         uform_call_t call = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k,
                              .tasks = job->wave_end - job->wave_first, .task = decode_task, .device = wave_device,
                              .scratch_bytes = job->scratch, .context = job};
-        for (;;) {
-            status = uform_executor_call(executor, &call, &outcomes[w]);
-            if (status == uform_status_ok_k) {
-                submitted = w + 1;
-                break;
-            }
-            if (status != uform_status_deferred_full_k) break;
-            if (waited < submitted) { /* our oldest wave frees a slot */
-                status = uform_outcome_wait(&outcomes[waited++], -1);
-                if (status != uform_status_ok_k) break;
-                continue;
-            }
-            if (outcome) break; /* a deferred call meeting a full ring: DEFERRED_FULL, as any call */
-            status = uform_executor_call(executor, &call, NULL);
-            if (status == uform_status_ok_k) waited = submitted = w + 1;
-            break;
-        }
-        if (status != uform_status_ok_k) uform_failure_save(&failure, status);
+        (void)vram_waves_submit(&run, executor, &call, outcome != NULL);
     }
-    /* Every submitted wave finishes before the job is freed, failed or not. */
-    for (; waited < submitted; ++waited) {
-        uform_status_t done = uform_outcome_wait(&outcomes[waited], -1);
-        if (done != uform_status_ok_k && failure.status == uform_status_ok_k) uform_failure_save(&failure, done);
-    }
+    status = vram_waves_finish(&run); /* every submitted wave finishes before the job is freed */
     free(outcomes);
-    if (failure.status != uform_status_ok_k) {
-        job_free(job);
-        return uform_outcome_refuse(outcome, uform_failure_raise(&failure));
-    }
-    vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items, statuses);
+    if (status == uform_status_ok_k)
+        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items, statuses);
     job_free(job);
-    return uform_outcome_refuse(outcome, uform_status_ok_k);
+    return uform_outcome_refuse(outcome, status);
 
 refused:
     job_free(job);

@@ -1,8 +1,17 @@
 /**
  *  @file   text_vram_encode.c
- *  @brief  `uform_encode_texts` on VRAM executors (text_vram.c describes it): the job (tokenising on the
- *          executor's threads, packing, sharing the texts over the devices by their SMs, the scratch plan),
- *          the device callback that enqueues each share's chunks, and gathering the rows in input order.
+ *  @brief  `uform_encode_texts` on VRAM executors (text_vram.c describes the pass): the job, tokenising
+ *          on the executor's decoder threads in waves overlapped with the devices, packing, sharing each
+ *          wave over the devices by their SMs, the scratch plan, and the rows in input order.
+ *
+ *  Waves (`wave_size`: one below 512 texts, else 4 of at least 256): call w is deferred; its host
+ *  part tokenises wave w on the decoder threads while the devices still run wave w - 2 and w - 1,
+ *  and its device part enqueues wave w - 1, tokenised by the call before, so every call's scratch is
+ *  planned from lengths already known. Between calls the verb packs the wave just tokenised (ids and
+ *  positions after the earlier waves', in the tower's pinned staging buffer, so uploads never wait for
+ *  the stream), checks it (without `statuses` the first bad text fails the call, naming its index,
+ *  and nothing is written) and plans it. The last device of each wave enqueues the copy of the
+ *  wave's rows into pinned host rows; when every wave finished, the rows are written in input order.
  */
 #define _GNU_SOURCE
 #include "models/text_vram_private.h"
@@ -15,14 +24,16 @@
 
 static void job_free(vram_job_t *job) {
     if (!job) return;
-    free(job->slots), free(job->produced), free(job->items), free(job->order), free(job->ids), free(job->positions);
-    free(job->offsets), free(job->chunk_offsets), free(job->host_rows), free(job->shares);
+    if (job->pinned) vram_staging_give(job->vram, job->ids);
+    else free(job->ids), free(job->positions), free(job->chunk_offsets), free(job->host_rows);
+    free(job->slots), free(job->produced), free(job->items), free(job->order), free(job->offsets), free(job->shares);
     free(job);
 }
 
 static void tokenize_task(void *context, size_t task, size_t thread, size_t domain) {
     (void)thread, (void)domain;
     vram_job_t *job = (vram_job_t *)context;
+    task += job->wave_first;
     char const *text = job->texts[task] ? job->texts[task] : "";
     size_t length = job->lengths ? job->lengths[task] : strlen(text), produced = 0;
     uform_status_t status = uform_tokenizer_encode(job->model->tokenizer, text, length, job->context,
@@ -70,11 +81,8 @@ static vram_buffers_t buffers_at(vram_job_t const *job, vram_share_t const *shar
     return b;
 }
 
-static uform_status_t gather(vram_job_t *job) {
-    return vram_gather(job->vram, job->shares, job->shares_count, job->host_rows, job->row_bytes, job->order, job->encoded,
-                       job->count, &job->out, job->items, job->statuses, "uform_encode_texts");
-}
-
+/** One wave's device part: its share's chunks, then (after the last device) the copies of the wave's
+ *  rows back, asynchronous when the rows are pinned. Shares hold encoded indices of the whole job. */
 static uform_status_t device_part(void *context, uform_device_slot_t const *slot) {
     vram_job_t *job = (vram_job_t *)context;
     vram_share_t *share = &job->shares[slot->device_index];
@@ -92,11 +100,12 @@ static uform_status_t device_part(void *context, uform_device_slot_t const *slot
         }
     }
     if (slot->device_index + 1 < job->shares_count) return uform_status_ok_k;
-    return gather(job);
+    return vram_copy_rows(job->vram, job->shares, job->shares_count, job->host_rows, job->row_bytes, !job->pinned,
+                          "uform_encode_texts");
 }
 
 static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor,
-                               uform_executor_description_t const *executor_description, uform_outcome_t *outcome);
+                               uform_executor_description_t const *description, int tokenise, uform_outcome_t *outcome);
 
 /** A job for `count` items on the executor's devices, or NULL with the status in `*status_out`. */
 static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s const *model, size_t count,
@@ -165,10 +174,8 @@ uform_status_t uform_text_vram_encode_ids(uform_executor_t executor, struct ufor
         job->produced[i] = length;
         job->items[i] = length ? uform_status_ok_k : uform_status_invalid_argument_k;
     }
-    return vram_run(job, executor, &description, outcome);
+    return vram_run(job, executor, &description, 0, outcome);
 }
-
-
 
 uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_model_s const *model,
                                       char const *const *texts, size_t const *lengths, size_t count,
@@ -177,9 +184,8 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
     uform_executor_description_t description;
     uform_status_t status;
     vram_job_t *job = vram_job_new(executor, model, count, embeddings, statuses, &description, &status);
-    if (!job) goto refused;
+    if (!job) return uform_outcome_refuse(outcome, status);
     job->texts = texts, job->lengths = lengths;
-    /* 1. Tokenise on the decoder threads. */
     size_t slots = count * job->context;
     job->slots = (int32_t *)malloc((slots ? slots : 1) * sizeof(int32_t));
     job->produced = (size_t *)calloc(count ? count : 1, sizeof(size_t));
@@ -187,111 +193,136 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
     if (!job->slots || !job->produced || !job->items) {
         job_free(job);
         status = uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: no memory for the tokens of %zu texts", count);
-        goto refused;
+        return uform_outcome_refuse(outcome, status);
     }
-    if (count) {
-        uform_call_t tokenise = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k,
-                                 .tasks = count, .task = tokenize_task, .context = job};
-        status = uform_executor_call(executor, &tokenise, NULL);
-        if (status != uform_status_ok_k) {
-            job_free(job);
-            goto refused;
-        }
+    return vram_run(job, executor, &description, 1, outcome);
+}
+
+/** Texts per wave: one wave below 512 texts (or with UFORM_GPU_TEXT_WAVE=0), else four of at least
+ *  256; UFORM_GPU_TEXT_WAVE=N sets N. */
+static size_t wave_size(size_t count) {
+    char const *forced = getenv("UFORM_GPU_TEXT_WAVE");
+    if (forced && *forced && forced[0] != '-') {
+        char *end = NULL;
+        unsigned long long value = strtoull(forced, &end, 10);
+        if (end && !*end) return value && value < count ? (size_t)value : count;
     }
-    for (size_t i = 0; i < count; ++i) {
-        if (job->items[i] == uform_status_ok_k) continue;
-        if (!statuses || job->items[i] != uform_status_invalid_argument_k) {
-            /* Tokenise it again here for the message. */
-            char const *text = texts[i] ? texts[i] : "";
-            size_t length = lengths ? lengths[i] : strlen(text), produced = 0;
-            uform_status_t again = uform_tokenizer_encode(model->tokenizer, text, length, job->context,
+    if (count < 512) return count;
+    size_t quarter = (count + 3) / 4;
+    return quarter < 256 ? 256 : quarter;
+}
+
+/** Packs the inputs [first, end) just tokenised after the earlier waves' (ids, positions, offsets,
+ *  order), checks them, and splits them over the devices within `limit` into `*scratch` (0 when the
+ *  wave has no encoded text). Shares hold encoded indices of the whole job. */
+static uform_status_t pack_wave(vram_job_t *job, size_t first, size_t end, size_t limit, size_t *scratch) {
+    uform_text_tower_t const *tower = job->tower;
+    size_t first_position = tower->position_ids == uform_position_ids_roberta_k ? (size_t)tower->pad_id + 1 : 0;
+    job->wave_base = job->encoded;
+    *scratch = 0;
+    size_t longest = 0;
+    for (size_t i = first; i < end; ++i) {
+        if (job->items[i] != uform_status_ok_k) {
+            /* Ids given (no texts): an empty text gets a zero row, as with statuses. */
+            if (!job->texts || (job->statuses && job->items[i] == uform_status_invalid_argument_k)) continue;
+            /* Tokenise it again, into its own slot, for the message. */
+            char const *text = job->texts[i] ? job->texts[i] : "";
+            size_t length = job->lengths ? job->lengths[i] : strlen(text), produced = 0;
+            uform_status_t again = uform_tokenizer_encode(job->model->tokenizer, text, length, job->context,
                                                           job->slots + i * job->context, job->context, &produced);
             char message[512];
             snprintf(message, sizeof message, "%s",
                      again == uform_status_ok_k ? "the tokenizer produced no tokens" : uform_error_message());
-            uform_status_t failed = job->items[i];
-            job_free(job);
-            status = uform_fail(failed, "uform_encode_texts: text %zu: %s", i, message);
-            goto refused;
+            return uform_fail(job->items[i], "uform_encode_texts: text %zu: %s", i, message);
         }
+        size_t at = job->offsets[job->encoded], length = job->produced[i];
+        memcpy(job->ids + at, job->slots + i * job->context, length * sizeof(int32_t));
+        for (size_t t = 0; t < length; ++t) job->positions[at + t] = (int32_t)(first_position + t);
+        job->order[job->encoded] = i;
+        job->offsets[++job->encoded] = at + length;
+        job->total += length;
+        if (length > longest) longest = length;
     }
-
-    return vram_run(job, executor, &description, outcome);
-
-refused:
-    uform_outcome_refuse(outcome, status);
+    if (longest && first_position + longest > tower->position_embeddings.rows)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "uform_encode_texts: a text of %zu tokens needs position %zu; the model has %zu", longest,
+                          first_position + longest - 1, tower->position_embeddings.rows);
+    if (longest > job->longest) job->longest = longest;
+    size_t encoded = job->encoded - job->wave_base;
+    if (!encoded) return uform_status_ok_k;
+    char what[64];
+    snprintf(what, sizeof what, "a text of %zu tokens", longest);
+    uform_status_t status = vram_plan_shares(job->shares, job->shares_count, encoded, job->offsets + job->wave_base,
+                                             longest, job->workspace, job->row_bytes, limit, chunk_bytes, tower,
+                                             "uform_encode_texts", what, scratch);
+    for (size_t d = 0; d < job->shares_count; ++d) job->shares[d].first += job->wave_base, job->shares[d].end += job->wave_base;
     return status;
 }
 
-/** Packs, plans and runs a job whose `slots`, `produced` and `items` are filled; frees it. */
-static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform_executor_description_t const *executor_description,
-                               uform_outcome_t *outcome) {
-    uform_status_t status = uform_status_ok_k;
-    size_t count = job->count, members_count = job->shares_count;
-    uform_executor_description_t description = *executor_description;
-    /* 2. Pack the encoded texts, check positions. */
-    uform_text_tower_t const *tower = job->tower;
-    (void)executor;
-    for (size_t i = 0; i < count; ++i)
-        if (job->items[i] == uform_status_ok_k) {
-            ++job->encoded, job->total += job->produced[i];
-            if (job->produced[i] > job->longest) job->longest = job->produced[i];
-        }
-    job->order = (size_t *)malloc((job->encoded ? job->encoded : 1) * sizeof(size_t));
-    job->offsets = (size_t *)malloc((job->encoded + 1) * sizeof(size_t));
-    job->chunk_offsets = (int32_t *)malloc((2 * job->encoded + 2) * sizeof(int32_t));
-    job->ids = (int32_t *)malloc((job->total ? job->total : 1) * sizeof(int32_t));
-    job->positions = (int32_t *)malloc((job->total ? job->total : 1) * sizeof(int32_t));
-    job->host_rows = (unsigned char *)malloc(job->encoded * job->row_bytes + 1);
-    if (!job->order || !job->offsets || !job->chunk_offsets || !job->ids || !job->positions || !job->host_rows) {
-        job_free(job);
-        status = uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: no memory for %zu tokens", job->total);
-        goto refused;
-    }
-    size_t first_position = tower->position_ids == uform_position_ids_roberta_k ? (size_t)tower->pad_id + 1 : 0;
-    if (job->longest && first_position + job->longest > tower->position_embeddings.rows) {
-        status = uform_fail(uform_status_invalid_argument_k,
-                            "uform_encode_texts: a text of %zu tokens needs position %zu; the model has %zu", job->longest,
-                            first_position + job->longest - 1, tower->position_embeddings.rows);
-        job_free(job);
-        goto refused;
-    }
-    job->offsets[0] = 0;
-    for (size_t i = 0, e = 0; i < count; ++i) {
-        if (job->items[i] != uform_status_ok_k) continue;
-        size_t at = job->offsets[e], length = job->produced[i];
-        memcpy(job->ids + at, job->slots + i * job->context, length * sizeof(int32_t));
-        for (size_t t = 0; t < length; ++t) job->positions[at + t] = (int32_t)(first_position + t);
-        job->order[e] = i;
-        job->offsets[++e] = at + length;
-    }
-
-    /* 3. Shares per device (by SMs), chunks within the scratch each may hold. */
-    job->workspace = 32u << 20;
-    size_t limit = description.scratch_limit, scratch = 0;
-    if (limit && limit < (256u << 20)) job->workspace = 1u << 20;
-    char what[64];
-    snprintf(what, sizeof what, "a text of %zu tokens", job->longest);
-    status = vram_plan_shares(job->shares, members_count, job->encoded, job->offsets, job->longest, job->workspace,
-                              job->row_bytes, limit, chunk_bytes, tower, "uform_encode_texts", what, &scratch);
-    if (status != uform_status_ok_k) {
-        job_free(job);
-        goto refused;
-    }
-
-    /* 4. The device call; when it returns, the work ran (or failed) and the job is ours again. */
-    uform_call_t call = {.residency = uform_residency_vram_k, .device = device_part, .scratch_bytes = scratch,
-                         .context = job};
-    if (!job->encoded) {
-        job->shares_count = 0;
-        gather(job);
+/** Runs a job whose `slots`, `produced` and `items` are allocated (and filled unless `tokenise`) in
+ *  waves (see the file comment); frees it. */
+static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform_executor_description_t const *description,
+                               int tokenise, uform_outcome_t *outcome) {
+    size_t count = job->count;
+    if (!count) {
         job_free(job);
         return uform_outcome_refuse(outcome, uform_status_ok_k);
     }
-    status = uform_executor_call(executor, &call, outcome);
-    job_free(job);
-    return status;
+    /* Pinned: [ids][positions][chunk offsets][rows], so uploads and copies back never wait for the stream. */
+    size_t ids_bytes = align_up(count * job->context * sizeof(int32_t), 64);
+    size_t chunk_offsets_bytes = align_up((2 * count + 2) * sizeof(int32_t), 64), rows_bytes = count * job->row_bytes + 1;
+    unsigned char *staging =
+        (unsigned char *)vram_staging_take(job->vram, 2 * ids_bytes + chunk_offsets_bytes + rows_bytes);
+    if (staging) {
+        job->pinned = 1;
+        job->ids = (int32_t *)staging, job->positions = (int32_t *)(staging + ids_bytes);
+        job->chunk_offsets = (int32_t *)(staging + 2 * ids_bytes);
+        job->host_rows = staging + 2 * ids_bytes + chunk_offsets_bytes;
+    } else {
+        job->ids = (int32_t *)malloc(ids_bytes), job->positions = (int32_t *)malloc(ids_bytes);
+        job->chunk_offsets = (int32_t *)malloc(chunk_offsets_bytes), job->host_rows = (unsigned char *)malloc(rows_bytes);
+    }
+    job->order = (size_t *)malloc(count * sizeof(size_t));
+    job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
+    size_t wave = tokenise && job->pinned ? wave_size(count) : count, waves = (count + wave - 1) / wave;
+    uform_outcome_t *outcomes = (uform_outcome_t *)calloc(waves + 1, sizeof(uform_outcome_t));
+    if (!job->ids || !job->positions || !job->chunk_offsets || !job->host_rows || !job->order || !job->offsets || !outcomes) {
+        free(outcomes);
+        job_free(job);
+        return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
+                                                        "uform_encode_texts: no memory for the tokens of %zu texts", count));
+    }
+    job->offsets[0] = 0;
+    job->workspace = 32u << 20;
+    size_t limit = description->scratch_limit;
+    if (limit && limit < (256u << 20)) job->workspace = 1u << 20;
 
-refused:
+    /* Call w tokenises wave w (its host part) and runs wave w - 1 (its device part). */
+    vram_waves_t run = {.outcomes = outcomes, .failure = {.status = uform_status_ok_k}};
+    for (size_t w = 0; w <= waves && run.failure.status == uform_status_ok_k; ++w) {
+        size_t scratch = 0;
+        if (w > 0) {
+            size_t end = w * wave < count ? w * wave : count;
+            uform_status_t packed = pack_wave(job, (w - 1) * wave, end, limit, &scratch);
+            if (packed != uform_status_ok_k) {
+                uform_failure_save(&run.failure, packed);
+                break;
+            }
+        }
+        int tokenising = tokenise && w < waves;
+        if (tokenising) job->wave_first = w * wave, job->wave_end = job->wave_first + wave < count ? job->wave_first + wave : count;
+        if (!tokenising && !scratch) continue;
+        uform_call_t call = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k,
+                             .tasks = tokenising ? job->wave_end - job->wave_first : 0,
+                             .task = tokenising ? tokenize_task : NULL, .device = scratch ? device_part : NULL,
+                             .scratch_bytes = scratch, .context = job};
+        (void)vram_waves_submit(&run, executor, &call, outcome != NULL);
+    }
+    uform_status_t status = vram_waves_finish(&run); /* every submitted wave finishes before the job is freed */
+    free(outcomes);
+    if (status == uform_status_ok_k)
+        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items,
+                        job->statuses);
+    job_free(job);
     return uform_outcome_refuse(outcome, status);
 }

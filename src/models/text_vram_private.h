@@ -21,19 +21,22 @@ typedef struct vram_job_t {
     char const *const *texts;
     size_t const *lengths;
     size_t count, context;
-    int32_t *slots;            /**< [count][context] ids. */
+    int32_t *slots;            /**< [count][context] ids (the tokeniser's output, or the ids given). */
     size_t *produced;          /**< [count] ids per text. */
     uform_status_t *items;     /**< [count] tokenisation statuses. */
-    /* Packed. */
+    /* Packed, wave after wave (text_vram_encode.c): encoded texts [wave_base, encoded) are the wave's. */
     size_t encoded, total, longest;
-    size_t *order;             /**< [encoded] original indices. */
-    int32_t *ids, *positions;  /**< [total] */
-    size_t *offsets;           /**< [encoded + 1] */
-    int32_t *chunk_offsets;    /**< [encoded + 1] scratch for one chunk's offsets at a time (per device, see below) */
+    size_t wave_first, wave_end; /**< The wave being tokenised: inputs [wave_first, wave_end). */
+    size_t wave_base;            /**< The first encoded text of the wave being run on the devices. */
+    size_t *order;             /**< [count] original indices of the encoded texts. */
+    int32_t *ids, *positions;  /**< [count * context] at most: [total] used. */
+    size_t *offsets;           /**< [count + 1]: [encoded + 1] used. */
+    int32_t *chunk_offsets;    /**< [2 count + 2]: each chunk's offsets in a stretch of their own (see device_part). */
+    int pinned;                /**< ids, positions, chunk offsets and host rows are in the tower's pinned staging buffer. */
     /* Output. */
     uform_embeddings_t out;
     size_t dims, row_bytes;
-    unsigned char *host_rows;  /**< [encoded][row_bytes] */
+    unsigned char *host_rows;  /**< [count][row_bytes]: [encoded] used. */
     uform_status_t *statuses;
     /* Devices. */
     size_t shares_count;

@@ -410,3 +410,36 @@ uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares,
     vram_write_rows(host_rows, row_bytes, order, encoded, count, out, items, statuses);
     return uform_status_ok_k;
 }
+
+/* ---- Waves ---- */
+
+uform_status_t vram_waves_submit(vram_waves_t *waves, uform_executor_t executor, uform_call_t const *call, int deferred) {
+    if (waves->failure.status != uform_status_ok_k) return waves->failure.status;
+    uform_status_t status;
+    for (;;) {
+        status = uform_executor_call(executor, call, &waves->outcomes[waves->used]);
+        if (status == uform_status_ok_k) {
+            ++waves->used;
+            return status;
+        }
+        if (status != uform_status_deferred_full_k) break;
+        if (waves->waited < waves->used) { /* our oldest wave frees a slot */
+            status = uform_outcome_wait(&waves->outcomes[waves->waited++], -1);
+            if (status != uform_status_ok_k) break;
+            continue;
+        }
+        if (deferred) break; /* the caller's deferred call meets a full ring */
+        status = uform_executor_call(executor, call, NULL);
+        break;
+    }
+    if (status != uform_status_ok_k) uform_failure_save(&waves->failure, status);
+    return status;
+}
+
+uform_status_t vram_waves_finish(vram_waves_t *waves) {
+    for (; waves->waited < waves->used; ++waves->waited) {
+        uform_status_t done = uform_outcome_wait(&waves->outcomes[waves->waited], -1);
+        if (done != uform_status_ok_k && waves->failure.status == uform_status_ok_k) uform_failure_save(&waves->failure, done);
+    }
+    return waves->failure.status == uform_status_ok_k ? uform_status_ok_k : uform_failure_raise(&waves->failure);
+}

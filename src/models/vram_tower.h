@@ -265,6 +265,24 @@ uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares,
                            size_t count, uform_embeddings_t const *out, uform_status_t const *items,
                            uform_status_t *statuses, char const *verb);
 
+/** A verb's waves: deferred calls on the executor whose host parts (tokenising, decoding) overlap
+ *  the device parts of the waves before; our own outcomes track them. */
+typedef struct vram_waves_t {
+    uform_outcome_t *outcomes; /**< One per wave at most. */
+    size_t waited, used;       /**< Deferred waves [waited, used) are not yet waited for. */
+    uform_failure_t failure;   /**< The first failure, OK while none. */
+} vram_waves_t;
+
+/** @brief Submits `call` as the next wave: deferred, or, when the executor's ring is full, after our
+ *  oldest wave finished; with none of ours left, blocking, unless `deferred` (the caller's call was
+ *  deferred: then DEFERRED_FULL, as `uform_executor_call` reports it). A failure is kept in
+ *  `waves->failure` and returned. */
+uform_status_t vram_waves_submit(vram_waves_t *waves, uform_executor_t executor, uform_call_t const *call, int deferred);
+
+/** @brief Waits for every deferred wave (each must finish before the job is freed, failed or not);
+ *  returns the first failure (with its message as the thread's), else OK. */
+uform_status_t vram_waves_finish(vram_waves_t *waves);
+
 /** @brief Finds each executor device's copy of `model` into `shares` (zeroed, `members_count` of
  *  them): RESIDENCY_MISMATCH when the executor drives no GPU or a device holds no copy. */
 uform_status_t vram_bind_shares(uform_executor_t executor, struct uform_model_s const *model, vram_share_t **shares,
