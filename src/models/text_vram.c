@@ -13,10 +13,11 @@
  *  so), LayerNorm parameters in f32. Each copy also holds the engine's module (the same fatbin as
  *  vram.c's) and a cuBLASLt handle.
  *
- *  Encoding (`uform_text_vram_encode`), as two calls on the executor:
- *  1. a host call (DYNAMIC, one task per text) tokenises on the executor's decoder threads into
+ *  Encoding (`uform_text_vram_encode`, text_vram_encode.c), in waves of texts, each deferred call w
+ *  tokenising wave w while the devices run the waves before and enqueuing wave w - 1:
+ *  1. the host part (DYNAMIC, one task per text) tokenises on the executor's decoder threads into
  *     fixed slots of `context` ids per text, recording each text's status;
- *  2. the device call: texts packed without padding (encoded ones only), split over the executor's
+ *  2. the device part: texts packed without padding (encoded ones only), split over the executor's
  *     devices in proportion to their SMs (contiguous ranges, so results come back in input order),
  *     each device's share cut into chunks that fit the scratch the call asks for (`scratch_limit`
  *     bounds it: LIMIT_EXCEEDED when even one text cannot fit). Per chunk the device callback
@@ -30,10 +31,10 @@
  *         tmp = ffn W2^T + b2 + x, x = LayerNorm(tmp)
  *       pool (CLS or mean), projection (cuBLASLt), finish (norms, truncation, output dtype) into a
  *       per-device output region of the scratch.
- *     The last device's callback copies every device's output region back (waiting on each stream
- *     in turn, so devices overlap), then writes rows in input order with the caller's stride, zero
- *     rows for failed texts, and the statuses. So an encode call has finished when it returns, a
- *     deferred one included (its outcome is already final).
+ *     The last device's callback enqueues the copies of every device's output region into pinned
+ *     host rows. When every wave finished, the verb writes rows in input order with the caller's
+ *     stride, zero rows for failed texts, and the statuses. So an encode call has finished when it
+ *     returns, a deferred one included (its outcome is already final).
  *  The f32 path differs from the CPU path only by rounding; bf16/f16 keep activations in that dtype
  *  between kernels (as PyTorch does) and use cuBLASLt's tanh-approximated GELU epilogue.
  */
