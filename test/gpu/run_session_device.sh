@@ -150,6 +150,19 @@ encoders)
             done
         done
     done
+    # Texts from strings (MiniLM's real tokenizer on the decoder threads): tokenising waves against one
+    # wave, and the same towers from ids (tokenising excluded), alternating.
+    for round in 1 2; do
+        for case in "uform3 64" "minilm 128"; do
+            set -- $case
+            for wave in "" 0 ids; do
+                from=(--texts)
+                [[ $wave == ids ]] && from=() && wave=""
+                echo "  text waves round $round wave=${wave:-default}: $(UFORM_GPU_TEXT_WAVE=$wave timeout 40 \
+                    "$BUILD/bench/bench_text_gpu" --shape "$1" --tokens "$2" --batch 1024 --seconds 1 "${from[@]}" 2>&1 | tail -1)" >>"$SUMMARY"
+            done
+        done
+    done
     within 170 && step bench_whole "$LOGS/bench.log" optional timeout 170 python3 "$ROOT/bench/bench_image_gpu.py" \
         --binary "$BUILD/bench/bench_image_gpu" --seconds 1 --batches 50,256 --modes whole
     # What the time box leaves (ENCODERS_BUDGET seconds from the phase's start, 560 by default).
