@@ -4,7 +4,7 @@
  *          on the executor's decoder threads in waves overlapped with the devices, packing, sharing each
  *          wave over the devices by their SMs, the scratch plan, and the rows in input order.
  *
- *  Waves (`wave_size`: one below 512 texts, else 4 of at least 256): call w is deferred; its host
+ *  Waves (`wave_starts`: one below 512 texts, else an eighth and the rest): call w is deferred; its host
  *  part tokenises wave w on the decoder threads while the devices still run wave w - 2 and w - 1,
  *  and its device part enqueues wave w - 1, tokenised by the call before, so every call's scratch is
  *  planned from lengths already known. Between calls the verb packs the wave just tokenised (ids and
@@ -198,18 +198,30 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
     return vram_run(job, executor, &description, 1, outcome);
 }
 
-/** Texts per wave: one wave below 512 texts (or with UFORM_GPU_TEXT_WAVE=0), else four of at least
- *  256; UFORM_GPU_TEXT_WAVE=N sets N. */
-static size_t wave_size(size_t count) {
+/** Where the texts' waves start: `starts[0..waves]` (0 first, `count` last); returns `waves`. One wave
+ *  below 512 texts; else two, the first an eighth of the batch: a device runs a text several times
+ *  longer than a thread tokenises it, so tokenising the other seven eighths takes about as long as
+ *  the device takes for the first eighth, and the second wave runs as one large batch (four equal
+ *  waves measured slower than one on MiniLM at 1,024 texts: smaller products). UFORM_GPU_TEXT_WAVE=N
+ *  sets equal waves of N texts (0: one wave). */
+static size_t wave_starts(size_t count, size_t starts[3], size_t **many) {
+    starts[0] = 0, starts[1] = count, starts[2] = count;
+    *many = NULL;
     char const *forced = getenv("UFORM_GPU_TEXT_WAVE");
     if (forced && *forced && forced[0] != '-') {
         char *end = NULL;
         unsigned long long value = strtoull(forced, &end, 10);
-        if (end && !*end) return value && value < count ? (size_t)value : count;
+        if (end && !*end) {
+            size_t waves = value && value < count ? (count + (size_t)value - 1) / (size_t)value : 1;
+            if (waves > 1) *many = (size_t *)malloc((waves + 1) * sizeof(size_t));
+            if (!*many) return 1;
+            for (size_t w = 0; w <= waves; ++w) (*many)[w] = w * (size_t)value < count ? w * (size_t)value : count;
+            return waves;
+        }
     }
-    if (count < 512) return count;
-    size_t quarter = (count + 3) / 4;
-    return quarter < 256 ? 256 : quarter;
+    if (count < 512) return 1;
+    starts[1] = (count + 7) / 8;
+    return 2;
 }
 
 /** Packs the inputs [first, end) just tokenised after the earlier waves' (ids, positions, offsets,
@@ -284,10 +296,12 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     }
     job->order = (size_t *)malloc(count * sizeof(size_t));
     job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
-    size_t wave = tokenise && job->pinned ? wave_size(count) : count, waves = (count + wave - 1) / wave;
+    size_t fixed[3] = {0, count, count}, *listed = NULL;
+    size_t waves = tokenise && job->pinned ? wave_starts(count, fixed, &listed) : 1;
+    size_t const *starts = listed ? listed : fixed;
     uform_outcome_t *outcomes = (uform_outcome_t *)calloc(waves + 1, sizeof(uform_outcome_t));
     if (!job->ids || !job->positions || !job->chunk_offsets || !job->host_rows || !job->order || !job->offsets || !outcomes) {
-        free(outcomes);
+        free(outcomes), free(listed);
         job_free(job);
         return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
                                                         "uform_encode_texts: no memory for the tokens of %zu texts", count));
@@ -302,15 +316,14 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     for (size_t w = 0; w <= waves && run.failure.status == uform_status_ok_k; ++w) {
         size_t scratch = 0;
         if (w > 0) {
-            size_t end = w * wave < count ? w * wave : count;
-            uform_status_t packed = pack_wave(job, (w - 1) * wave, end, limit, &scratch);
+            uform_status_t packed = pack_wave(job, starts[w - 1], starts[w], limit, &scratch);
             if (packed != uform_status_ok_k) {
                 uform_failure_save(&run.failure, packed);
                 break;
             }
         }
         int tokenising = tokenise && w < waves;
-        if (tokenising) job->wave_first = w * wave, job->wave_end = job->wave_first + wave < count ? job->wave_first + wave : count;
+        if (tokenising) job->wave_first = starts[w], job->wave_end = starts[w + 1];
         if (!tokenising && !scratch) continue;
         uform_call_t call = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k,
                              .tasks = tokenising ? job->wave_end - job->wave_first : 0,
@@ -319,7 +332,7 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
         (void)vram_waves_submit(&run, executor, &call, outcome != NULL);
     }
     uform_status_t status = vram_waves_finish(&run); /* every submitted wave finishes before the job is freed */
-    free(outcomes);
+    free(outcomes), free(listed);
     if (status == uform_status_ok_k)
         vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items,
                         job->statuses);
