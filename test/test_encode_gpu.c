@@ -455,7 +455,7 @@ int main(int argc, char **argv) {
         uform_model_free(gpu);
     }
 
-    /* Waves: 600 texts tokenise in waves of 256, each while the device runs the wave before. Invalid
+    /* Waves: 600 texts tokenise in two waves (75, then 525 while the device runs the first). Invalid
      * UTF-8 in the last wave gets its status and a zero row (or, without statuses, fails the call naming
      * it, writing nothing); forced wave sizes, a one-entry ring, a deferred call and 8 MiB of scratch
      * (chunks within waves) give the CPU path's rows too. */
@@ -478,7 +478,7 @@ int main(int argc, char **argv) {
         CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 1, &one_slot), uform_status_ok_k);
         CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 8u << 20, 0, &limited), uform_status_ok_k);
         static char const *const waves[] = {"", "7", "0", "", "", ""};
-        static char const *const labels[] = {"waves of 256", "waves of 7", "one wave", "waves, deferred_limit 1",
+        static char const *const labels[] = {"default waves (75, 525)", "waves of 7", "one wave", "waves, deferred_limit 1",
                                              "waves, a deferred call", "waves in 8 MiB of scratch"};
         for (int variant = 0; variant < 6; ++variant) {
             if (*waves[variant]) setenv("UFORM_GPU_TEXT_WAVE", waves[variant], 1);
