@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "rows.h"
 #include "encode/text_towers.h"
 
 #include <math.h>
@@ -149,12 +150,6 @@ static void free_texts(texts_t *t) {
 }
 
 /* ---- Comparisons ---- */
-
-static double cosine(float const *a, float const *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-}
 
 static uform_model_t open_model(char const *path, uform_residency_t residency, uform_dtype_t dtype,
                                 uform_vram_options_t const *vram) {
@@ -369,23 +364,8 @@ int main(int argc, char **argv) {
         out.data = b;
         CHECK_STATUS(uform_encode_texts(executor, gpu, (char const *const *)short_texts.texts, NULL, n, &out, NULL, NULL),
                      uform_status_ok_k);
-        double worst = 1;
         int untouched = 1;
-        for (size_t i = 0; i < n; ++i) {
-            float x[64], y[64];
-            double norm = 0;
-            for (size_t j = 0; j < 64; ++j) {
-                uint16_t p, q;
-                memcpy(&p, a + i * stride + 2 * j, 2), memcpy(&q, b + i * stride + 2 * j, 2);
-                uint32_t pb = (uint32_t)p << 16, qb = (uint32_t)q << 16;
-                memcpy(&x[j], &pb, 4), memcpy(&y[j], &qb, 4);
-                norm += (double)y[j] * y[j];
-            }
-            double c = cosine(x, y, 64);
-            worst = c < worst ? c : worst;
-            CHECK(fabs(norm - 1.0) < 0.01);
-            for (size_t j = 128; j < stride; ++j) untouched &= b[i * stride + j] == 0;
-        }
+        double worst = bf16_rows_worst(a, b, n, stride, 64, &untouched);
         printf("%-34s worst cosine %.7f, rows normalised, padding untouched: %d\n", "uform3-small 64 dims bf16 rows",
                worst, untouched);
         CHECK(worst >= 0.9999);

@@ -11,6 +11,7 @@
  *          validation messages.
  */
 #include "check.h"
+#include "rows.h"
 #include "encode_images/towers.h"
 #include "image/image.h"
 #include "internal.h"
@@ -27,38 +28,6 @@
 #endif
 
 static char root[256];
-
-static char *read_file(char const *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long length = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)length + 1);
-    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
-    fclose(f);
-    if (data) data[length] = '\0', *size = (size_t)length;
-    return data;
-}
-
-static double cosine(float const *a, float const *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return aa == 0 || bb == 0 ? 0 : ab / sqrt(aa * bb);
-}
-
-static float from_half(uint16_t h) {
-    int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
-    float value = exponent == 0 ? ldexpf((float)mantissa, -24) : ldexpf((float)(mantissa | 1024), exponent - 25);
-    return sign ? -value : value;
-}
-
-static float from_bf16(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float value;
-    memcpy(&value, &bits, 4);
-    return value;
-}
 
 /* ---- Photos and references ---- */
 

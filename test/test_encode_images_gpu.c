@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "rows.h"
 #include "encode_images/towers.h"
 
 #include <math.h>
@@ -43,25 +44,6 @@ static char const *const photo_names[] = {"astronaut.png", "camera.png", "chelse
 #define BATCH 24
 static uform_image_t batch[BATCH];
 static char *photo_bytes[PHOTOS];
-
-static char *read_file(char const *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long length = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)length + 1);
-    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
-    fclose(f);
-    if (data) *size = (size_t)length;
-    return data;
-}
-
-static double cosine(float const *a, float const *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-}
 
 static uform_model_t open_model(char const *path, uform_residency_t residency, uform_dtype_t dtype,
                                 uform_vram_options_t const *vram) {
@@ -236,23 +218,8 @@ int main(int argc, char **argv) {
         CHECK_STATUS(uform_encode_images(ram_executor, cpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
         out.data = b;
         CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
-        double worst = 1;
         int untouched = 1;
-        for (size_t i = 0; i < BATCH; ++i) {
-            float x[64], y[64];
-            double norm = 0;
-            for (size_t j = 0; j < 64; ++j) {
-                uint16_t p, q;
-                memcpy(&p, a + i * stride + 2 * j, 2), memcpy(&q, b + i * stride + 2 * j, 2);
-                uint32_t pb = (uint32_t)p << 16, qb = (uint32_t)q << 16;
-                memcpy(&x[j], &pb, 4), memcpy(&y[j], &qb, 4);
-                norm += (double)y[j] * y[j];
-            }
-            double c = cosine(x, y, 64);
-            worst = c < worst ? c : worst;
-            CHECK(fabs(norm - 1.0) < 0.01);
-            for (size_t j = 128; j < stride; ++j) untouched &= b[i * stride + j] == 0;
-        }
+        double worst = bf16_rows_worst(a, b, BATCH, stride, 64, &untouched);
         printf("%-40s worst cosine %.7f, rows normalised, padding untouched: %d\n", "vit-p14-reg4 64 dims bf16 rows", worst,
                untouched);
         CHECK(worst >= 0.9999);

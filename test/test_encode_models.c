@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE 1
 #include "check.h"
+#include "rows.h"
 #include "internal.h"
 #include "models/text_forward.h"
 
@@ -16,31 +17,12 @@
 
 /* ---- Real models against PyTorch (test/encode/make_references.py) ---- */
 
-static char *read_file(char const *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long length = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)length + 1);
-    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) free(data), data = NULL;
-    fclose(f);
-    if (data) data[length] = '\0', *size = (size_t)length;
-    return data;
-}
-
-static double cosine_ff(float const *a, float const *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; ++i) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return ab / sqrt(aa * bb);
-}
-
 /** Worst cosine of `count` rows against the expected ones; prints it with a label. */
 static double worst_cosine(char const *label, float const *rows, float const *expected, size_t count, size_t dims) {
     double worst = 1;
     size_t at = 0;
     for (size_t i = 0; i < count; ++i) {
-        double c = cosine_ff(rows + i * dims, expected + i * dims, dims);
+        double c = cosine(rows + i * dims, expected + i * dims, dims);
         if (c < worst) worst = c, at = i;
     }
     printf("%-44s %4zu texts: worst cosine %.7f (text %zu)\n", label, count, worst, at);
