@@ -25,31 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+#include "read_gz.h"
 
 #ifndef UFORM_TOKENIZER_FIXTURES
 #define UFORM_TOKENIZER_FIXTURES "test/tokenizer"
 #endif
-
-/** The whole of a gzip file, NUL-terminated, or NULL. */
-static char *read_gz(char const *path, size_t *size) {
-    gzFile file = gzopen(path, "rb");
-    if (!file) return NULL;
-    size_t capacity = 1 << 20, used = 0;
-    char *data = malloc(capacity + 1);
-    for (int got; data && (got = gzread(file, data + used, (unsigned)(capacity - used))) > 0;) {
-        used += (size_t)got;
-        if (used == capacity) {
-            char *grown = realloc(data, (capacity *= 2) + 1);
-            if (!grown) free(data);
-            data = grown;
-        }
-    }
-    gzclose(file);
-    if (data) data[used] = 0;
-    *size = used;
-    return data;
-}
 
 /** `count` texts of random lowercase words, each as long as fits `tokens` ids of `tokenizer`. */
 static char **make_texts(uform_tokenizer_t const *tokenizer, size_t count, size_t tokens) {

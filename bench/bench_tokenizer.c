@@ -16,26 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zlib.h>
+#include "read_gz.h"
 
 #ifndef UFORM_TOKENIZER_FIXTURES
 #define UFORM_TOKENIZER_FIXTURES "test/tokenizer"
 #endif
-
-static char *read_gz(char const *path, size_t *size) {
-    gzFile file = gzopen(path, "rb");
-    if (!file) return NULL;
-    size_t capacity = 1 << 20, used = 0;
-    char *data = malloc(capacity + 1);
-    for (int got; data && (got = gzread(file, data + used, (unsigned)(capacity - used))) > 0;) {
-        used += (size_t)got;
-        if (used == capacity) data = realloc(data, (capacity *= 2) + 1);
-    }
-    gzclose(file);
-    if (data) data[used] = 0;
-    *size = used;
-    return data;
-}
 
 static double now(void) {
     struct timespec t;

@@ -71,4 +71,35 @@ static inline double bf16_rows_worst(unsigned char const *expected, unsigned cha
     return worst;
 }
 
+/** Compares `count` f32 rows of `dims` with the expected ones, except item `bad`: returns the worst
+ *  cosine; clears `*zero` unless row `bad` is all zeros, and `*same` unless every status equals the
+ *  expected one. */
+static inline double rows_worst_but(float const *expected, float const *rows, size_t count, size_t dims, size_t bad,
+                                    uform_status_t const *statuses, uform_status_t const *expected_statuses, int *zero,
+                                    int *same) {
+    double worst = 1;
+    *zero = 1, *same = 1;
+    for (size_t i = 0; i < count; ++i) {
+        *same &= statuses[i] == expected_statuses[i];
+        if (i == bad) {
+            for (size_t j = 0; j < dims; ++j) *zero &= rows[i * dims + j] == 0.0f;
+            continue;
+        }
+        double c = cosine(expected + i * dims, rows + i * dims, dims);
+        worst = c < worst ? c : worst;
+    }
+    return worst;
+}
+
+/** Whether every one of `count` floats still holds the 0x7f7f7f7f bytes a test filled them with. */
+static inline int rows_untouched(float const *rows, size_t count) {
+    int untouched = 1;
+    for (size_t i = 0; i < count; ++i) {
+        uint32_t bits;
+        memcpy(&bits, &rows[i], 4);
+        untouched &= bits == 0x7f7f7f7fu;
+    }
+    return untouched;
+}
+
 #endif // UFORM_TEST_ROWS_H

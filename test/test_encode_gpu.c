@@ -472,17 +472,8 @@ int main(int argc, char **argv) {
                 CHECK_STATUS(uform_encode_texts(on, gpu, texts, NULL, WAVED, &out, statuses, &outcome), uform_status_ok_k);
                 CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
             } else CHECK_STATUS(uform_encode_texts(on, gpu, texts, NULL, WAVED, &out, statuses, NULL), uform_status_ok_k);
-            double worst = 1;
             int zero = 1, same_statuses = 1;
-            for (size_t i = 0; i < WAVED; ++i) {
-                same_statuses &= statuses[i] == cpu_statuses[i];
-                if (i == BAD) {
-                    for (size_t j = 0; j < dims; ++j) zero &= rows[i * dims + j] == 0.0f;
-                    continue;
-                }
-                double c = cosine(expected + i * dims, rows + i * dims, dims);
-                worst = c < worst ? c : worst;
-            }
+            double worst = rows_worst_but(expected, rows, WAVED, dims, BAD, statuses, cpu_statuses, &zero, &same_statuses);
             printf("%-34s worst cosine %.7f, bad text's row zero: %d\n", labels[variant], worst, zero);
             CHECK(worst >= 0.99999);
             CHECK(zero && same_statuses);
@@ -491,12 +482,7 @@ int main(int argc, char **argv) {
         memset(rows, 0x7f, WAVED * dims * sizeof(float));
         CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, WAVED, &out, NULL, NULL), uform_status_invalid_argument_k);
         CHECK_MESSAGE("text 530");
-        int untouched = 1;
-        for (size_t i = 0; i < WAVED * dims; ++i) {
-            uint32_t bits;
-            memcpy(&bits, &rows[i], 4);
-            untouched &= bits == 0x7f7f7f7fu;
-        }
+        int untouched = rows_untouched(rows, WAVED * dims);
         printf("bad text in the last wave without statuses: %s; rows untouched: %d\n", uform_error_message(), untouched);
         CHECK(untouched);
         CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, 2, &out, NULL, NULL), uform_status_ok_k);

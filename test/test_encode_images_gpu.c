@@ -314,17 +314,8 @@ int main(int argc, char **argv) {
                 CHECK_STATUS(uform_encode_images(on, gpu, many, WAVED, &out, statuses, &outcome), uform_status_ok_k);
                 CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
             } else CHECK_STATUS(uform_encode_images(on, gpu, many, WAVED, &out, statuses, NULL), uform_status_ok_k);
-            double worst = 1;
             int zero = 1, same_statuses = 1;
-            for (size_t i = 0; i < WAVED; ++i) {
-                same_statuses &= statuses[i] == cpu_statuses[i];
-                if (i == BAD) {
-                    for (size_t j = 0; j < dims; ++j) zero &= rows[i * dims + j] == 0.0f;
-                    continue;
-                }
-                double c = cosine(expected + i * dims, rows + i * dims, dims);
-                worst = c < worst ? c : worst;
-            }
+            double worst = rows_worst_but(expected, rows, WAVED, dims, BAD, statuses, cpu_statuses, &zero, &same_statuses);
             static char const *const labels[] = {"waves of 35", "waves of 8", "one wave", "waves, deferred_limit 1",
                                                  "waves, a deferred call"};
             printf("%-40s worst cosine %.7f, bad image's row zero: %d\n", labels[variant], worst, zero);
@@ -335,12 +326,7 @@ int main(int argc, char **argv) {
         memset(rows, 0x7f, WAVED * dims * sizeof(float));
         CHECK_STATUS(uform_encode_images(executor, gpu, many, WAVED, &out, NULL, NULL), uform_status_corrupt_file_k);
         CHECK_MESSAGE("image 45");
-        int untouched = 1;
-        for (size_t i = 0; i < WAVED * dims; ++i) {
-            uint32_t bits;
-            memcpy(&bits, &rows[i], 4);
-            untouched &= bits == 0x7f7f7f7fu;
-        }
+        int untouched = rows_untouched(rows, WAVED * dims);
         printf("a bad image in the second wave without statuses: %s; rows untouched: %d\n", uform_error_message(), untouched);
         CHECK(untouched);
         /* The executor stays usable after the failed call. */
