@@ -1150,13 +1150,17 @@ typedef struct uform_image_t {
  *
  *  VRAM models encode on VRAM executors whose every device holds a copy of the model
  *  (RESIDENCY_MISMATCH otherwise, naming the device; UNSUPPORTED on the NULL executor, which has no
- *  stream). The executor's host decoder threads tokenise (one blocking host call), then one device
- *  call runs the forward pass: the texts, packed without padding, are split over the devices in
- *  proportion to their SMs, each device's share cut into chunks that fit its scratch. The call asks
- *  for the scratch the batch needs (at most 4 GiB per device without a `scratch_limit`); under a
- *  `scratch_limit` the batch is split to fit, and LIMIT_EXCEEDED (with the bytes one text needs)
- *  when even one text cannot. A chunk shape seen before runs as a CUDA graph. The device call
- *  returns once every row is written, so a deferred encode is already finished when it returns.
+ *  stream). The batch runs in waves (one below 512 texts; else an eighth of it, then the rest), each
+ *  one deferred call on the executor: the host decoder threads tokenise a wave while the devices
+ *  run the wave before. A wave's texts, packed without padding, are split over the devices in
+ *  proportion to their SMs, each device's share cut into chunks that fit its scratch. A wave asks
+ *  for the scratch it needs (at most 4 GiB per device without a `scratch_limit`); under a
+ *  `scratch_limit` it is split to fit, and LIMIT_EXCEEDED (with the bytes one text needs) when even
+ *  one text cannot. A chunk shape seen before runs as a CUDA graph. The rows are written, in input
+ *  order, once every wave finished (a failing wave writes none), and only then does the call
+ *  return, so a deferred encode is already finished when it returns; when the executor's deferred
+ *  ring is full its waves wait for each other, and a deferred encode meeting a ring full of other
+ *  calls gets DEFERRED_FULL. UFORM_GPU_TEXT_WAVE=N (texts per wave, 0 for one) overrides the split.
  *  f32 weights compute in f32 (the CPU path's results up to rounding); bf16 and f16 keep activations
  *  in that dtype between kernels, with f32 reductions, and cuBLASLt's tanh-approximated GELU.
  *
@@ -1197,12 +1201,14 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  do not fit the model.
  *
  *  VRAM models encode on VRAM executors as `uform_encode_texts` does (the same residency rules,
- *  device split, scratch chunks and graphs): the executor's host decoder threads decode, resize and
- *  crop each image exactly as above (one blocking host call), then the 8-bit crops are uploaded
- *  (bytes, not floats) and the devices normalise them, lay out the patches and run the tower. Under
- *  a `scratch_limit` the batch is cut into chunks of whole images, and LIMIT_EXCEEDED when even one
- *  image cannot fit. With or without `statuses`, bad images behave as above; the device call returns
- *  once every row is written.
+ *  waves, device split, scratch chunks and graphs): the executor's host decoder threads decode,
+ *  resize and crop each image exactly as above, a wave (up to 128 images; two from 32 images on;
+ *  one for raw pixels already of the model's size) while the devices run the wave before, then the
+ *  8-bit crops are uploaded (bytes, not floats) and the devices normalise them, lay out the patches
+ *  and run the tower. The scratch is planned before anything is decoded: under a `scratch_limit` the
+ *  waves are cut into chunks of whole images, and LIMIT_EXCEEDED when even one image cannot fit.
+ *  With or without `statuses`, bad images behave as above; the call returns once every row is
+ *  written. UFORM_GPU_IMAGE_WAVE=N (images per wave, 0 for one) overrides the wave size.
  *
  *  @code{.c}
  *  uform_image_t images[2] = {{.data = jpeg, .size = jpeg_size}, {.data = png, .size = png_size}};
