@@ -97,8 +97,18 @@ int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, u
 /* The matmul primitive path. */
 
 #define MATMUL_ENTRIES_MAX 1024
-#define MATMUL_RECENT 128
-#define PACKED_RECENT 256 /* a thread's recent (weights, primitive) pairs and their packed weights */
+#define MATMUL_RECENT 512  /* a thread's recent shapes, with their memory objects */
+#define PACKED_RECENT 2048 /* a thread's recent (weights, primitive) pairs and their packed weights */
+
+/* A slot of a thread's direct-mapped tables: the keys (weight slices 16 columns apart, shapes 16
+ * columns apart) differ in few, regular bits, which a plain sum of multiples folded onto a few slots
+ * (every slice of a 3072-deep product onto one): every tile then missed and took the global lock. */
+static size_t slot_of(uint64_t key, size_t slots) {
+    key ^= key >> 30, key *= 0xBF58476D1CE4E5B9ull;
+    key ^= key >> 27, key *= 0x94D049BB133111EBull;
+    key ^= key >> 31;
+    return (size_t)(key % slots);
+}
 #define PACKED_MAX 8192   /* packed slices of the process */
 #define PINS_MAX 1024     /* pinned weight ranges of the process */
 
@@ -282,7 +292,10 @@ static matmul_thread_t *matmul_thread(void) {
  * dominates. Weights that stay put (a model's replicas, pinned by model.c and image_model.c for
  * their lifetime) are therefore reordered once per (slice, primitive layout) into the layout the
  * primitive chose, and the primitive reads them as they are. Bounded by UFORM_GEMM_PACK_MIB
- * (default 2048 MiB; 0 disables packing, for comparison): past it the plain path serves. */
+ * (default 2048 MiB; 0 disables packing, for comparison): past it the plain path serves. A product
+ * whose plan splits the weights' columns over the threads (the batch-1 plan) reads them as they lie
+ * (`uform_gemm_t.plain_weights`, from `uform_gemm_for_product`): packing its slices cost 19% there on
+ * the AMX host; UFORM_GEMM_PACK_SPLIT=1 packs those too, for comparison. */
 
 static size_t pack_budget; /* set once by matmul_init */
 
@@ -367,7 +380,7 @@ static int pack_slice(matmul_thread_t *state, packed_t *packed) {
  * (packing them on first use); NULL where `w` is not pinned or packing failed or is over budget. */
 static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *entry, void const *w) {
     size_t generation = atomic_load_explicit(&pins_generation, memory_order_acquire);
-    size_t slot = (((uintptr_t)w >> 6) * 31u + (uintptr_t)entry / 64u) % PACKED_RECENT;
+    size_t slot = slot_of((uint64_t)(uintptr_t)w * 0x9E3779B97F4A7C15ull + (uint64_t)(uintptr_t)entry, PACKED_RECENT);
     if (state->packs[slot].plain == w && state->packs[slot].entry == entry && state->packs[slot].generation == generation)
         return state->packs[slot].packed;
     size_t element = entry->type == dnnl_f32 ? 4 : 2;
@@ -449,9 +462,10 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
                           size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed) {
     /* Strides too: Q/K/V tiles (ldc 3 x hidden) and the output product's (ldc hidden) share m, n, k. */
-    matmul_recent_t *recent = &state->recent[(m * 131u + n * 31u + k * 7u + lda * 17u + ldw * 13u + ldc * 11u +
-                                              (size_t)type + (size_t)packed * 5u) %
-                                             MATMUL_RECENT];
+    uint64_t key = (uint64_t)type * 2u + (uint64_t)(packed != 0);
+    size_t const fields[6] = {m, n, k, lda, ldw, ldc};
+    for (size_t f = 0; f < 6; ++f) key = key * 0x100000001B3ull + fields[f];
+    matmul_recent_t *recent = &state->recent[slot_of(key, MATMUL_RECENT)];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
         entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed) {
@@ -507,7 +521,8 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
 
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc, int stable) {
-    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, stable)) return;
+    int packs = stable && !gemm->plain_weights;
+    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs)) return;
     if (gemm->use_library &&
         dnnl_sgemm('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a, (dnnl_dim_t)lda, w,
                    (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
@@ -518,7 +533,7 @@ static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float 
 /* C = A W^T, both bf16, through the library; 0 where it refused. */
 static int bf16_library(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                         uint16_t const *w16, size_t ldw, float *c, size_t ldc) {
-    return (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1)) ||
+    return (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, !gemm->plain_weights)) ||
            dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a16, (dnnl_dim_t)lda,
                                  w16, (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
@@ -571,5 +586,7 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
                          .use_library = cpu_class != uform_cpu_class_serial_k,
                          .native_bf16 = uform_kernels_native_bf16(cpu_class),
                          .matmul = uform_gemm_matmul_for(cpu_class)};
+    char const *pack_split = getenv("UFORM_GEMM_PACK_SPLIT");
+    gemm.pack_split = pack_split && strcmp(pack_split, "1") == 0;
     return gemm;
 }

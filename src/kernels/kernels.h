@@ -118,7 +118,25 @@ typedef struct uform_gemm_t {
     int use_library; /**< 0: the portable loops (SERIAL); 1: oneDNN. */
     int native_bf16; /**< bf16 weights multiply as bf16 through oneDNN; else they widen to f32. */
     int matmul;      /**< Through oneDNN's matmul primitive (brgemm, AMX tiles) instead of its GEMM functions. */
+    /** This product's tiles read pinned weights as they lie, never through a packed copy (see
+     *  `uform_gemm_for_product`); 0 from `uform_gemm_for`. */
+    int plain_weights;
+    /** `UFORM_GEMM_PACK_SPLIT=1` when `uform_gemm_for` ran: column-split tiles keep the packed
+     *  weights too (how it was before the batch-1 plan's tiles stopped packing; the A/B switch). */
+    int pack_split;
 } uform_gemm_t;
+
+/** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
+ *  a copy of `gemm` whose tiles read the weights as they lie (`plain_weights`) when the columns
+ *  split (`tiles_n` > 1: the batch-1 plan, a few rows over many threads, each tile a slice of the
+ *  weights) and `pack_split` is off; else packed weights where pinned, as `gemm`. Packed weights pay
+ *  where a thread multiplies by whole products call after call (the batch-parallel pass: +2 to +8%
+ *  on the AMX host) and cost on the column-split tiles (-19% at batch 1 there; bench/RESULTS.md). */
+static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size_t tiles_n) {
+    uform_gemm_t product = *gemm;
+    product.plain_weights = tiles_n > 1 && !gemm->pack_split;
+    return product;
+}
 
 /** @brief Whether a class multiplies through oneDNN's matmul primitive: AMX-BF16 classes (Sapphire
  *  Rapids and above), where only the primitive API reaches AMX. The environment variable
