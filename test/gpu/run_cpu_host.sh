@@ -13,6 +13,7 @@
 #      whole-width products, the batch-1 plan's column-split tiles reading them as they lie) against
 #      UFORM_GEMM_PACK_SPLIT=1 (the split tiles packed too) and UFORM_GEMM_PACK_MIB=0 (nothing packed,
 #      oneDNN packs per call): UForm3-small batch 1 (all three arms) and 50, ViT-B/16 batch 50 and 1;
+#      then bench_text_tiles: the batch-1 plan's tiles on one thread, packed against plain;
 #   2. "the AVX2 machine", f32 only: the engine pinned to class intel_haswell (and its oneDNN to AVX2),
 #      PyTorch bounded to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_/DNNL_MAX_CPU_ISA=AVX2,
 #      MKL_ENABLE_INSTRUCTIONS=AVX2), ONNX Runtime unrestricted (it has no such switch: the peer keeps
@@ -67,7 +68,7 @@ if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     }
 fi
 step compile "$LOGS/build.log" required timeout 120 cmake --build "$BUILD" -j "$(nproc)" --target bench_text \
-    bench_image_model uform_cli || {
+    bench_image_model bench_text_tiles uform_cli || {
     tail -20 "$LOGS/build.log"
     cat "$SUMMARY"
     exit 1
@@ -129,6 +130,11 @@ for _ in 1 2; do
 done
 for arm in default PACK_SPLIT=1 PACK_MIB=0; do
     engine "vit-b16 bf16 batch 1" "$arm" "${image[@]}" --batch 1 --min-calls 5
+done
+# The same tiles on one thread, packed against plain: packing's own cost or gain per tile, without
+# the threads' contention (the lookup of packed slices, the barriers).
+for plan in "$THREADS" 2; do
+    engine "tiles of the $plan-thread plan" default "$BUILD/bench/bench_text_tiles" --plan-threads "$plan" --rounds 30
 done
 
 # 2. The AVX2 machine, f32: the engine as intel_haswell, PyTorch bounded to AVX2, ONNX Runtime not.
