@@ -94,6 +94,17 @@ int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, u
                                  (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
 
+static int matmul_run_as(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                         void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha);
+
+int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, size_t n, size_t k, float alpha,
+                         uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, float *c, size_t ldc) {
+    if (gemm->matmul && gemm->attention_matmul && m && n &&
+        matmul_run_as(dnnl_bf16, m, n, k, a, lda, b, ldb, c, ldc, 0, !transposed, alpha))
+        return 1;
+    return uform_gemm_bf16(transposed, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+
 /* The matmul primitive path. */
 
 #define MATMUL_ENTRIES_MAX 1024
@@ -116,6 +127,8 @@ typedef struct matmul_entry_t {
     dnnl_data_type_t type;
     size_t m, n, k, lda, ldw, ldc;
     int packed;                 /**< Weights in the layout the primitive chose (`weights`), packed once. */
+    int rows_k;                 /**< B as [k][n] (`ab`, rows `ldw` apart: attention's V), not the weights' [n][k]. */
+    float alpha;                /**< C = alpha A B (output scales where not 1). */
     dnnl_primitive_t primitive; /**< NULL: oneDNN refused this shape. */
     dnnl_memory_desc_t src, weights, dst;
     size_t scratchpad_bytes;
@@ -222,13 +235,16 @@ static int plain_weights_md(dnnl_memory_desc_t *md, dnnl_data_type_t type, size_
 }
 
 /* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock.
- * `packed`: its weights in the layout it picks (`entry->weights` gets it), else the plain `ba`. */
+ * `packed`: its weights in the layout it picks (`entry->weights` gets it), else the plain `ba`, or
+ * `ab` with `rows_k`; `alpha` other than 1 scales C (output scales). */
 
 static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, size_t k, size_t lda, size_t ldw,
-                                     size_t ldc, int packed) {
+                                     size_t ldc, int packed, int rows_k, float alpha) {
     matmul_entry_t *entry = (matmul_entry_t *)calloc(1, sizeof *entry);
     if (!entry) return NULL;
-    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc, .packed = packed};
+    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc, .packed = packed,
+                              .rows_k = rows_k, .alpha = alpha};
+    dnnl_dims_t kn_strides = {(dnnl_dim_t)ldw, 1};
     dnnl_dims_t src_dims = {(dnnl_dim_t)m, (dnnl_dim_t)k}, src_strides = {(dnnl_dim_t)lda, 1};
     dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n};
     dnnl_dims_t dst_dims = {(dnnl_dim_t)m, (dnnl_dim_t)n}, dst_strides = {(dnnl_dim_t)ldc, 1};
@@ -237,13 +253,15 @@ static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, 
     dnnl_primitive_desc_t pd = NULL;
     /* Packed: the primitive picks its weights' layout (`any`), which `pack_slice` reorders into once. */
     if (dnnl_memory_desc_init_by_strides(&entry->src, 2, src_dims, type, src_strides) != dnnl_success ||
-        !(packed ? dnnl_memory_desc_init_by_tag(&entry->weights, 2, w_dims, type, dnnl_format_tag_any) == dnnl_success
-                 : plain_weights_md(&entry->weights, type, n, k, ldw)) ||
+        !(packed   ? dnnl_memory_desc_init_by_tag(&entry->weights, 2, w_dims, type, dnnl_format_tag_any) == dnnl_success
+          : rows_k ? dnnl_memory_desc_init_by_strides(&entry->weights, 2, w_dims, type, kn_strides) == dnnl_success
+                   : plain_weights_md(&entry->weights, type, n, k, ldw)) ||
         dnnl_memory_desc_init_by_strides(&entry->dst, 2, dst_dims, dnnl_f32, dst_strides) != dnnl_success ||
         dnnl_matmul_desc_init(&desc, &entry->src, &entry->weights, NULL, &entry->dst) != dnnl_success ||
         dnnl_primitive_attr_create(&attr) != dnnl_success)
         return entry;
     if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+        (alpha == 1.0f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success) &&
         dnnl_primitive_desc_create(&pd, &desc, attr, matmul_engine, NULL) == dnnl_success) {
         char const *impl = NULL;
         if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
@@ -411,28 +429,35 @@ static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *
 }
 
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed);
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed, int rows_k, float alpha);
 
-/* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back).
- * `stable`: `w` may be a pinned model's weights (not a scratch copy), so packing them may pay. */
+/* C = alpha A W^T (or alpha A W with `rows_k`: W as [k][n]) through the primitive of this shape; 0
+ * where it is unavailable (the caller falls back). `stable`: `w` may be a pinned model's weights (not
+ * a scratch copy), so packing them may pay (never with `rows_k`). */
 static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                            void const *w, size_t ldw, float *c, size_t ldc, int stable);
+                            void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha);
 
 /* Rows split into a multiple of MATMUL_ROWS_STEP and the rest, so the shapes a pass of texts of any
  * lengths creates stay few (a primitive per tile size, plus one per remainder below the step). */
 #define MATMUL_ROWS_STEP 32
 
+static int matmul_run_as(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                         void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha) {
+    size_t main_rows = m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP, element = type == dnnl_f32 ? 4 : 2;
+    if (main_rows == 0 || main_rows == m)
+        return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc, stable, rows_k, alpha);
+    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc, stable, rows_k, alpha) &&
+           matmul_run_shape(type, m - main_rows, n, k, (char const *)a + main_rows * lda * element, lda, w, ldw,
+                            c + main_rows * ldc, ldc, stable, rows_k, alpha);
+}
+
 static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
                       void const *w, size_t ldw, float *c, size_t ldc, int stable) {
-    size_t main_rows = m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP, element = type == dnnl_f32 ? 4 : 2;
-    if (main_rows == 0 || main_rows == m) return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc, stable);
-    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc, stable) &&
-           matmul_run_shape(type, m - main_rows, n, k, (char const *)a + main_rows * lda * element, lda, w, ldw,
-                            c + main_rows * ldc, ldc, stable);
+    return matmul_run_as(type, m, n, k, a, lda, w, ldw, c, ldc, stable, 0, 1.0f);
 }
 
 static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                            void const *w, size_t ldw, float *c, size_t ldc, int stable) {
+                            void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha) {
     pthread_once(&matmul_once, matmul_init);
     if (!matmul_ready) return 0;
     matmul_thread_t *state = matmul_thread();
@@ -450,8 +475,8 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
         }
         out = state->dense, ldo = n;
     }
-    if (!(stable && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1)) &&
-        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0))
+    if (!(stable && !rows_k && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1, 0, alpha)) &&
+        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0, rows_k, alpha))
         return 0;
     if (out != c)
         for (size_t i = 0; i < m; ++i) memcpy(c + i * ldc, out + i * n, n * sizeof(float));
@@ -460,25 +485,27 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
 
 /* `packed`: through the primitive that reads packed weights, which `w` must have (else 0). */
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed) {
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed, int rows_k, float alpha) {
     /* Strides too: Q/K/V tiles (ldc 3 x hidden) and the output product's (ldc hidden) share m, n, k. */
-    uint64_t key = (uint64_t)type * 2u + (uint64_t)(packed != 0);
+    union { float f; uint32_t u; } scale = {.f = alpha};
+    uint64_t key = ((uint64_t)scale.u << 8) + (uint64_t)type * 4u + (uint64_t)(packed != 0) * 2u + (uint64_t)(rows_k != 0);
     size_t const fields[6] = {m, n, k, lda, ldw, ldc};
     for (size_t f = 0; f < 6; ++f) key = key * 0x100000001B3ull + fields[f];
     matmul_recent_t *recent = &state->recent[slot_of(key, MATMUL_RECENT)];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
-        entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed) {
+        entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed || entry->rows_k != rows_k ||
+        entry->alpha != alpha) {
         entry = NULL;
         uform_global_lock(uform_global_lock_matmul_k);
         for (size_t i = 0; i < matmul_count && !entry; ++i) {
             matmul_entry_t const *e = matmul_entries[i];
             if (e->type == type && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldw == ldw &&
-                e->ldc == ldc && e->packed == packed)
+                e->ldc == ldc && e->packed == packed && e->rows_k == rows_k && e->alpha == alpha)
                 entry = e;
         }
         if (!entry && matmul_count < MATMUL_ENTRIES_MAX) {
-            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed);
+            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed, rows_k, alpha);
             if (created) matmul_entries[matmul_count++] = created, entry = created;
         }
         uform_global_unlock(uform_global_lock_matmul_k);
@@ -586,7 +613,8 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
                          .use_library = cpu_class != uform_cpu_class_serial_k,
                          .native_bf16 = uform_kernels_native_bf16(cpu_class),
                          .matmul = uform_gemm_matmul_for(cpu_class)};
-    char const *pack_split = getenv("UFORM_GEMM_PACK_SPLIT");
+    char const *pack_split = getenv("UFORM_GEMM_PACK_SPLIT"), *attention = getenv("UFORM_ATTENTION_MATMUL");
     gemm.pack_split = pack_split && strcmp(pack_split, "1") == 0;
+    gemm.attention_matmul = attention && strcmp(attention, "1") == 0;
     return gemm;
 }

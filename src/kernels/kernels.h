@@ -124,6 +124,11 @@ typedef struct uform_gemm_t {
     /** `UFORM_GEMM_PACK_SPLIT=1` when `uform_gemm_for` ran: column-split tiles keep the packed
      *  weights too (how it was before the batch-1 plan's tiles stopped packing; the A/B switch). */
     int pack_split;
+    /** Attention's products in bf16 (`uform_gemm_bf16_with`) through the matmul primitive too, where
+     *  `matmul` (AMX), when `UFORM_ATTENTION_MATMUL=1` as `uform_gemm_for` ran; else oneDNN's GEMM
+     *  functions (which stop at AVX-512 BF16). Off by default until measured on the AMX host (through
+     *  brgemm's AVX-512 BF16 kernels, without AMX, it was level to 1.5% slower than the functions). */
+    int attention_matmul;
 } uform_gemm_t;
 
 /** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
@@ -248,6 +253,13 @@ int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, fl
  *  multiply bf16 natively (`uform_gemm_takes_bf16`). Returns 0 when the library refused. */
 int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, uint16_t const *a, size_t lda,
                     uint16_t const *b, size_t ldb, float *c, size_t ldc);
+
+/** @brief `uform_gemm_bf16` through the matmul primitive where `gemm->matmul` and
+ *  `gemm->attention_matmul` (AMX: oneDNN's GEMM functions stop at AVX-512 BF16), with B as [n][k]
+ *  (`transposed`, K in attention) or [k][n] (V), the GEMM function where the primitive is refused;
+ *  the same products (bf16 inputs, f32 sums), summed in the library's order. Returns 0 when both refused. */
+int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, size_t n, size_t k, float alpha,
+                         uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, float *c, size_t ldc);
 
 /** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
  *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */

@@ -272,10 +272,11 @@ static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
 static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
                           size_t S, size_t head, float scale, float *scores, float *ob) {
     uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
-    if (!uform_gemm_bf16(1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S)) return 0;
+    if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S))
+        return 0;
     job->kernels->softmax_rows(scores, S, rows, S);
     job->kernels->f32_to_bf16(scores, probs, rows * S);
-    return uform_gemm_bf16(0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+    return uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
 }
 
 static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,

@@ -9,10 +9,12 @@
 #   0. build-device/: configured and built as run_session_device.sh's prepare_host_run does when it is
 #      missing (the carried Debian packages in build-gpu/device-deps unpacked first); when it exists,
 #      rebuilt incrementally (it may come from an earlier step's tree), only the benchmarks' targets;
-#   1. packing A/B, the engine alone, bf16, in alternation: the default (weights packed once for
-#      whole-width products, the batch-1 plan's column-split tiles reading them as they lie) against
-#      UFORM_GEMM_PACK_SPLIT=1 (the split tiles packed too) and UFORM_GEMM_PACK_MIB=0 (nothing packed,
-#      oneDNN packs per call): UForm3-small batch 1 (all three arms) and 50, ViT-B/16 batch 50 and 1;
+#   1. A/B, the engine alone, bf16, in alternation: the default (weights packed once for whole-width
+#      products, the batch-1 plan's column-split tiles reading them as they lie; attention's products
+#      on oneDNN's GEMM functions) against UFORM_GEMM_PACK_SPLIT=1 (the split tiles packed too),
+#      UFORM_GEMM_PACK_MIB=0 (nothing packed, oneDNN packs per call) and UFORM_ATTENTION_MATMUL=1
+#      (the image pass's attention through the matmul primitive, AMX): UForm3-small batch 1 and 50,
+#      ViT-B/16 batch 50 and 1;
 #      then bench_text_tiles: the batch-1 plan's tiles on one thread, packed against plain;
 #   2. "the AVX2 machine", f32 only: the engine pinned to class intel_haswell (and its oneDNN to AVX2),
 #      PyTorch bounded to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_/DNNL_MAX_CPU_ISA=AVX2,
@@ -97,8 +99,9 @@ boxed() { # NAME BOX COMMAND...
     ((box > remaining)) && box=$remaining
     step "$name" "$LOGS/bench.log" optional timeout "$box" "$@"
 }
-# engine LABEL ARM COMMAND...: one run of the engine alone under an arm (default, PACK_SPLIT=1 or
-# PACK_MIB=0), its output line into the summary.
+# engine LABEL ARM COMMAND...: one run of the engine alone under an arm (default, or one variable of
+# the environment: UFORM_GEMM_PACK_SPLIT=1, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1), its
+# output line into the summary.
 engine() {
     local label=$1 arm=$2 box=15 remaining
     shift 2
@@ -110,25 +113,27 @@ engine() {
     fi
     ((box > remaining)) && box=$remaining
     local arm_env=()
-    [[ $arm != default ]] && arm_env=("UFORM_GEMM_$arm")
+    [[ $arm != default ]] && arm_env=("$arm")
     echo "  $label, $arm: $(env "${arm_env[@]}" timeout "$box" "$@" 2>&1 | tr '\n' ' ')" >>"$SUMMARY"
 }
 export TMPDIR=${TMPDIR:-/tmp}
 
 # 1. Packing A/B, alternating (A B C A B C).
-note "1. packing A/B, bf16, $THREADS threads (arms: default = split tiles plain; PACK_SPLIT=1; PACK_MIB=0)"
+note "1. A/B, bf16, $THREADS threads: default (split tiles plain, attention on GEMM functions), UFORM_GEMM_PACK_SPLIT=1, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1"
 text=("$BUILD/bench/bench_text" --shape uform3 --tokens 64 --dtype bf16 --threads "$THREADS" --seconds "$TIME")
 image=("$BUILD/bench/bench_image_model" --shape vit-b16 --mode model --dtype bf16 --threads "$THREADS" --seconds "$TIME")
 for _ in 1 2; do
-    for arm in default PACK_SPLIT=1 PACK_MIB=0; do
+    for arm in default UFORM_GEMM_PACK_SPLIT=1 UFORM_GEMM_PACK_MIB=0; do
         engine "uform3 bf16 batch 1" "$arm" "${text[@]}" --batch 1
     done
-    for arm in default PACK_MIB=0; do
+    for arm in default UFORM_GEMM_PACK_MIB=0; do
         engine "uform3 bf16 batch $BATCH" "$arm" "${text[@]}" --batch "$BATCH"
+    done
+    for arm in default UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION_MATMUL=1; do
         engine "vit-b16 bf16 batch $BATCH" "$arm" "${image[@]}" --batch "$BATCH" --min-calls 2
     done
 done
-for arm in default PACK_SPLIT=1 PACK_MIB=0; do
+for arm in default UFORM_GEMM_PACK_SPLIT=1 UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION_MATMUL=1; do
     engine "vit-b16 bf16 batch 1" "$arm" "${image[@]}" --batch 1 --min-calls 5
 done
 # The same tiles on one thread, packed against plain: packing's own cost or gain per tile, without
