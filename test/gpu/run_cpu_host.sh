@@ -138,7 +138,7 @@ for arm in default UFORM_GEMM_PACK_SPLIT=1 UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION
 done
 # The same tiles on one thread, packed against plain: packing's own cost or gain per tile, without
 # the threads' contention (the lookup of packed slices, the barriers).
-for plan in "$THREADS" 2; do
+for plan in $(printf '%s\n' "$THREADS" 2 | sort -nru); do
     engine "tiles of the $plan-thread plan" default "$BUILD/bench/bench_text_tiles" --plan-threads "$plan" --rounds 30
 done
 
