@@ -29,7 +29,9 @@
  *  multiplies bf16 natively, else f32).
  *
  *  Where bf16 multiplies natively, a pass may hand A over in bf16 (`uform_gemm_tile_bf16`), converted
- *  once by the phase that produced it, instead of every tile converting the rows it reads.
+ *  once by the phase that produced it, instead of every tile converting the rows it reads. The image
+ *  pass's bf16 attention products may take the primitive too (`uform_gemm_bf16_with`, behind
+ *  UFORM_ATTENTION_MATMUL=1): oneDNN's GEMM functions never reach AMX.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -110,6 +112,8 @@ int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, siz
 #define MATMUL_ENTRIES_MAX 1024
 #define MATMUL_RECENT 512  /* a thread's recent shapes, with their memory objects */
 #define PACKED_RECENT 2048 /* a thread's recent (weights, primitive) pairs and their packed weights */
+#define PACKED_MAX 8192    /* packed slices of the process */
+#define PINS_MAX 1024      /* pinned weight ranges of the process */
 
 /* A slot of a thread's direct-mapped tables: the keys (weight slices 16 columns apart, shapes 16
  * columns apart) differ in few, regular bits, which a plain sum of multiples folded onto a few slots
@@ -120,8 +124,6 @@ static size_t slot_of(uint64_t key, size_t slots) {
     key ^= key >> 31;
     return (size_t)(key % slots);
 }
-#define PACKED_MAX 8192   /* packed slices of the process */
-#define PINS_MAX 1024     /* pinned weight ranges of the process */
 
 typedef struct matmul_entry_t {
     dnnl_data_type_t type;
@@ -312,8 +314,9 @@ static matmul_thread_t *matmul_thread(void) {
  * primitive chose, and the primitive reads them as they are. Bounded by UFORM_GEMM_PACK_MIB
  * (default 2048 MiB; 0 disables packing, for comparison): past it the plain path serves. A product
  * whose plan splits the weights' columns over the threads (the batch-1 plan) reads them as they lie
- * (`uform_gemm_t.plain_weights`, from `uform_gemm_for_product`): packing its slices cost 19% there on
- * the AMX host; UFORM_GEMM_PACK_SPLIT=1 packs those too, for comparison. */
+ * (`uform_gemm_t.plain_weights`, from `uform_gemm_for_product`): the AMX host measured batch 1 19%
+ * slower packed, though while the threads' tables below still folded slices onto a few slots (every
+ * tile then took the lock); UFORM_GEMM_PACK_SPLIT=1 packs those too, for comparison. */
 
 static size_t pack_budget; /* set once by matmul_init */
 
