@@ -86,12 +86,16 @@ fi
 } >"$LOGS/host.txt" 2>&1
 note "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(git -C "$ROOT" log -1 --format=%h 2>/dev/null)"
 
-# Seconds left of the budget; `boxed` runs a step with its box cut to them, or skips it.
+# Seconds left of the budget; `boxed` runs a step with its box cut to them, or skips it. `fresh`
+# prints the lines bench.log got since the last `boxed` began (a skipped step's summary stays empty).
 left() { echo $((STARTED + BUDGET - $(date +%s))); }
+MARK=0
+fresh() { tail -n +$((MARK + 1)) "$LOGS/bench.log" 2>/dev/null; }
 boxed() { # NAME BOX COMMAND...
     local name=$1 box=$2 remaining
     shift 2
     remaining=$(left)
+    MARK=$(wc -l <"$LOGS/bench.log" 2>/dev/null || echo 0)
     if ((remaining < 8)); then
         note "$name: skipped (the ${BUDGET} s budget is spent)"
         return 1
@@ -147,22 +151,21 @@ note "2. f32 as on an AVX2 machine: engine --cpu-class intel_haswell (oneDNN AVX
 boxed "avx2 bench_text" 120 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
     --seconds "$TIME" --cases minilm:128,uform3:64 --batches "1,$BATCH" --systems uform-f32,torch-f32,ort-f32 \
     --cpu-class intel_haswell
-grep -E '^(case|minilm|uform3)' "$LOGS/bench.log" | tail -5 | sed 's/^/  (avx2) /' >>"$SUMMARY"
+fresh | grep -E '^(case|minilm|uform3)' | sed 's/^/  (avx2) /' >>"$SUMMARY"
 for shape in vit-s16 vit-b16; do
     box=50
     [[ $shape == vit-b16 ]] && box=90
     boxed "avx2 bench_image_model $shape" $box python3 "$ROOT/bench/bench_image_model.py" \
         --binary "$BUILD/bench/bench_image_model" --threads "$THREADS" --seconds "$TIME" --min-calls 1 --shapes "$shape" \
         --modes model --batches "$BATCH" --systems uform-f32,torch-f32,ort-f32 --cpu-class intel_haswell
-    grep -E "^vit" "$LOGS/bench.log" | grep -F "$shape" | tail -1 | sed 's/^/  (avx2) /' >>"$SUMMARY"
+    fresh | grep -E "^(case|vit)" | sed 's/^/  (avx2) /' >>"$SUMMARY"
 done
-grep -E '^case' "$LOGS/bench.log" | tail -1 | sed 's/^/  (avx2 images) /' >>"$SUMMARY"
 
 # 3. Text towers against the peers, every system at the machine's widest instructions.
 note "3. bf16 and f32 at the machine's own class, $THREADS threads"
 boxed bench_text 85 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
     --seconds "$TIME" --cases uform3:64 --batches "1,$BATCH"
-grep -E '^(case|uform3)' "$LOGS/bench.log" | tail -3 | sed 's/^/  /' >>"$SUMMARY"
+fresh | grep -E '^(case|uform3)' | sed 's/^/  /' >>"$SUMMARY"
 
 # 4. Image towers against the peers, model only, batch 50: one step per shape.
 for shape in vit-s16 vit-b16; do
@@ -171,9 +174,8 @@ for shape in vit-s16 vit-b16; do
     boxed "bench_image_model $shape" $box python3 "$ROOT/bench/bench_image_model.py" \
         --binary "$BUILD/bench/bench_image_model" --threads "$THREADS" --seconds "$TIME" --min-calls 1 \
         --shapes "$shape" --modes model --batches "$BATCH"
-    grep -E "^vit" "$LOGS/bench.log" | grep -F "$shape" | tail -1 | sed 's/^/  /' >>"$SUMMARY"
+    fresh | grep -E "^(case|vit)" | sed 's/^/  /' >>"$SUMMARY"
 done
-grep -E '^case' "$LOGS/bench.log" | tail -1 | sed 's/^/  (images) /' >>"$SUMMARY"
 
 # 5. The batch-1 pass by thread count.
 for threads in $(printf '%s\n' 1 $((THREADS / 2)) "$THREADS" | sort -nu); do
