@@ -136,7 +136,9 @@ typedef struct uform_gemm_t {
  *  split (`tiles_n` > 1: the batch-1 plan, a few rows over many threads, each tile a slice of the
  *  weights) and `pack_split` is off; else packed weights where pinned, as `gemm`. Packed weights pay
  *  where a thread multiplies by whole products call after call (the batch-parallel pass: +2 to +8%
- *  on the AMX host) and cost on the column-split tiles (-19% at batch 1 there; bench/RESULTS.md). */
+ *  on the AMX host); at batch 1 there the split tiles measured 19% slower packed, though while
+ *  gemm.c's thread tables folded the slices onto a few slots (each tile took the lock), and packed
+ *  split tiles are faster on one thread without AMX (bench_text_tiles; bench/RESULTS.md, cpupack). */
 static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size_t tiles_n) {
     uform_gemm_t product = *gemm;
     product.plain_weights = tiles_n > 1 && !gemm->pack_split;
