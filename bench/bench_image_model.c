@@ -6,7 +6,7 @@
  *
  *      bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--threads N]
  *                        [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] [--images DIR]
- *                        [--json]
+ *                        [--cpu-class NAME] [--json]
  *
  *  Shapes: vit-s16 (384 wide, 6 heads, 12 layers), vit-b16 (768 wide, 12 heads, 12 layers), both
  *  patch 16 at 224 pixels, CLS pooling, a 256-wide projection. Modes: `whole` feeds the JPEG files of
@@ -20,10 +20,14 @@
  *  devices; the line then adds the achieved TFLOP/s (products and attention, 2 FLOPs per
  *  multiply-add), and UFORM_GPU_PROFILE=1 prints the time per kernel and product. bench_image_gpu.c
  *  is this program with `--devices 1 --dtype bf16` as defaults (bench_image_gpu.py drives it).
+ *
+ *  `--cpu-class NAME` (e.g. intel_haswell) pins the RAM executor's class (`uform_ram_options_t`):
+ *  that class's kernels and GEMM paths; DNNL_MAX_CPU_ISA in the environment bounds oneDNN's own.
  */
 #define _GNU_SOURCE 1
 #include "../test/encode_images/towers.h"
 #include "../tools/strict_number.h"
+#include "bench_cpu_class.h"
 
 #include <uform.h>
 #include "models/text_vram.h" // `uform_text_vram_profile_report`
@@ -84,6 +88,7 @@ int main(int argc, char **argv) {
     size_t batch = 50, threads = 0, min_calls = 3, devices = BENCH_DEFAULT_DEVICES;
     double seconds = 3.0;
     int json = 0;
+    uform_cpu_class_t cpu_class = uform_cpu_class_unknown_k;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
@@ -97,10 +102,11 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, (size_t)1 << 30, false, &min_calls)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else if (v && !strcmp(a, "--devices") && strict_count(v, 0, 8, false, &devices)) ++i;
+        else if (v && !strcmp(a, "--cpu-class") && bench_cpu_class(v, &cpu_class)) ++i;
         else {
             fprintf(stderr, "usage: " BENCH_NAME " [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
                             "[--threads N] [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] "
-                            "[--images DIR] [--json]\n");
+                            "[--images DIR] [--cpu-class NAME] [--json]\n");
             return 2;
         }
     }
@@ -180,7 +186,7 @@ int main(int argc, char **argv) {
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
     uform_executor_t executor = NULL;
     status = devices ? uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor)
-                     : uform_executor_for_ram(NULL, threads, 0, &executor);
+                     : uform_executor_for_ram(&(uform_ram_options_t){.cpu_class = cpu_class}, threads, 0, &executor);
     if (status != uform_status_ok_k) {
         fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
@@ -223,15 +229,15 @@ int main(int argc, char **argv) {
     double tflops = rate * per_image / 1e12;
     if (json)
         printf("{\"system\": \"uform%s\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "
-               "\"threads\": %zu, \"devices\": %zu, \"images_per_second\": %.2f, \"best_call_ms\": %.3f, "
-               "\"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
-               devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices, rate, best * 1e3,
-               tflops, usage.ru_maxrss / 1024.0);
+               "\"threads\": %zu, \"devices\": %zu, \"cpu_class\": \"%s\", \"images_per_second\": %.2f, "
+               "\"best_call_ms\": %.3f, \"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
+               devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
+               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, tflops, usage.ru_maxrss / 1024.0);
     else
-        printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s): %.2f images/s, best call %.3f ms, %.2f TFLOP/s, "
-               "peak RSS %.1f MiB\n",
-               devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices, rate, best * 1e3,
-               tflops, usage.ru_maxrss / 1024.0);
+        printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s), class %s: %.2f images/s, best call %.3f ms, "
+               "%.2f TFLOP/s, peak RSS %.1f MiB\n",
+               devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
+               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, tflops, usage.ru_maxrss / 1024.0);
     if (devices) uform_text_vram_profile_report(stderr);
     uform_executor_free(executor);
     uform_model_free(model);

@@ -25,6 +25,27 @@ import sys
 import tempfile
 import time
 
+# `--cpu-class`: the engine pinned to a class (uform_ram_options_t.cpu_class) and every process's
+# libraries bounded to that class's instruction sets through their environment switches: oneDNN
+# (the engine's and PyTorch's own) by ONEDNN_/DNNL_MAX_CPU_ISA, PyTorch's ATen kernels by
+# ATEN_CPU_CAPABILITY, MKL (PyTorch's f32 products) by MKL_ENABLE_INSTRUCTIONS. ONNX Runtime has no
+# such switch: it keeps the machine's widest instructions (the peer keeps that advantage).
+CLASS_ISAS = {
+    "intel_haswell": {"DNNL_MAX_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                      "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "intel_skylake": {"DNNL_MAX_CPU_ISA": "AVX512_CORE", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+                      "ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+}
+
+
+def class_environment(cpu_class):
+    """The environment of a process under `--cpu-class` (the current one where none is given)."""
+    if not cpu_class:
+        return None
+    if cpu_class not in CLASS_ISAS:
+        sys.exit(f"--cpu-class: one of {', '.join(CLASS_ISAS)} (the classes whose libraries' bounds are known)")
+    return dict(os.environ, **CLASS_ISAS[cpu_class])
+
 SHAPES = {"vit-s16": (384, 6), "vit-b16": (768, 12)}
 PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "image", "photos")
 
@@ -110,8 +131,8 @@ def run_peer(system, shape, mode, batch, threads, seconds, min_calls):
     return {"system": system, "images_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
 
 
-def measure(command):
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def measure(command, environment=None):
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
     _, status, usage = os.wait4(process.pid, 0)
     out, err = process.stdout.read(), process.stderr.read()
     if status != 0:
@@ -131,6 +152,8 @@ def main():
     parser.add_argument("--modes", default="model,whole")
     parser.add_argument("--batches", default="1,50,256")
     parser.add_argument("--systems", default="uform-f32,uform-bf16,torch-f32,torch-bf16,ort-f32")
+    parser.add_argument("--cpu-class", default="", help="pin the engine to this class (e.g. intel_haswell) and "
+                        "bound every library to its instruction sets where it has a switch (not ONNX Runtime)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--peer", nargs=5, metavar=("SYSTEM", "SHAPE", "MODE", "BATCH", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -139,6 +162,11 @@ def main():
         print(json.dumps(run_peer(system, shape, mode, int(batch), int(threads), args.seconds, args.min_calls)))
         return
     systems = args.systems.split(",")
+    environment = class_environment(args.cpu_class)
+    if args.cpu_class:
+        print(f"# --cpu-class {args.cpu_class}: the engine pinned to it; the engine and PyTorch under "
+              f"{' '.join(f'{k}={v}' for k, v in CLASS_ISAS[args.cpu_class].items())}; ONNX Runtime unrestricted "
+              f"(no switch)", flush=True)
     print(f"# threads {args.threads}, {args.seconds} s and {args.min_calls} calls at least per measurement, "
           f"random weights", flush=True)
     header = f"{'case':<14} {'batch':>5} " + " ".join(f"{s:>16}" for s in systems) + f" {'f32 ratio':>9} {'bf16 ratio':>10}"
@@ -157,7 +185,9 @@ def main():
                         command = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds),
                                    "--min-calls", str(args.min_calls), "--peer", system.replace("ort-f32", "ort"), shape,
                                    mode, str(batch), str(args.threads)]
-                    results[system] = measure(command)
+                    if system.startswith("uform") and args.cpu_class:
+                        command += ["--cpu-class", args.cpu_class]
+                    results[system] = measure(command, environment if system != "ort-f32" else None)
                 rate = {s: r.get("images_per_second", 0.0) for s, r in results.items()}
                 peers_f32 = max([rate.get(s, 0) for s in ("torch-f32", "ort-f32")] or [0])
                 peers_all = max([rate.get(s, 0) for s in ("torch-f32", "torch-bf16", "ort-f32")] or [0])
@@ -171,8 +201,9 @@ def main():
                     if "error" in r:
                         print(f"# {s}: {r['error']}", file=sys.stderr)
                 case = f"{shape}/{mode}"
-                print(f"{case:<14} {batch:>5} " + " ".join(f"{c:>16}" for c in cells) +
-                      f" {f32_ratio:>8.2f}x {bf16_ratio:>9.2f}x", flush=True)
+                bf16_cell = f"{bf16_ratio:>9.2f}x" if "uform-bf16" in systems else f"{'-':>10}"
+                print(f"{case:<14} {batch:>5} " + " ".join(f"{c:>16}" for c in cells) + f" {f32_ratio:>8.2f}x " + bf16_cell,
+                      flush=True)
                 rows.append({"case": case, "batch": batch, "results": results, "f32_ratio": f32_ratio,
                              "bf16_ratio": bf16_ratio})
     if args.json:

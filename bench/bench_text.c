@@ -5,17 +5,23 @@
  *          runs this program beside PyTorch and ONNX Runtime and prints them side by side).
  *
  *      bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] [--dtype f32|bf16]
- *                 [--seconds S] [--min-calls N] [--json]
+ *                 [--seconds S] [--min-calls N] [--cpu-class NAME] [--json]
  *
  *  Shapes: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers, mean pooling,
  *  normalised); uform3 = a UForm3-small-shaped text tower (768 wide, 12 heads, 3072 inner, 2
  *  unimodal layers run, CLS pooling, a 256-wide projection, RoBERTa positions).
+ *
+ *  `--cpu-class NAME` (a `uform_cpu_class_name`, e.g. intel_haswell) pins the executor's class
+ *  (`uform_ram_options_t.cpu_class`): the kernels and GEMM paths of that class. oneDNN's own ISA is
+ *  the process's: DNNL_MAX_CPU_ISA=AVX2 in the environment keeps its products at AVX2 too
+ *  (bench_text.py --cpu-class sets it).
  */
 #define _GNU_SOURCE 1
 #include "internal.h"
 #include "models/text_forward.h"
 #include "kernels/kernels.h"
 #include "random_text_tower.h"
+#include "bench_cpu_class.h"
 #include "../tools/strict_number.h"
 
 #include <stdio.h>
@@ -42,6 +48,7 @@ int main(int argc, char **argv) {
     double seconds = 3.0;
     size_t min_calls = 3; /* timed calls at least, whatever `seconds` */
     int json = 0;
+    uform_cpu_class_t cpu_class = uform_cpu_class_unknown_k;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
@@ -52,9 +59,10 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--threads") && strict_count(v, 0, 4096, false, &threads)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, 1000000, false, &min_calls)) ++i;
+        else if (v && !strcmp(a, "--cpu-class") && bench_cpu_class(v, &cpu_class)) ++i;
         else {
             fprintf(stderr, "usage: bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] "
-                            "[--dtype f32|bf16] [--seconds S] [--min-calls N] [--json]\n");
+                            "[--dtype f32|bf16] [--seconds S] [--min-calls N] [--cpu-class NAME] [--json]\n");
             return 2;
         }
     }
@@ -74,8 +82,10 @@ int main(int argc, char **argv) {
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
 
     uform_executor_t executor = NULL;
-    if (uform_executor_for_ram(NULL, threads, 0, &executor) != uform_status_ok_k) {
-        fprintf(stderr, "bench_text: %s: %s\n", uform_status_name(uform_status_invalid_argument_k), uform_error_message());
+    uform_ram_options_t ram = {.cpu_class = cpu_class};
+    uform_status_t opened = uform_executor_for_ram(&ram, threads, 0, &executor);
+    if (opened != uform_status_ok_k) {
+        fprintf(stderr, "bench_text: %s: %s\n", uform_status_name(opened), uform_error_message());
         return 1;
     }
     uform_executor_description_t description;
@@ -110,13 +120,18 @@ int main(int argc, char **argv) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(calls * batch) / elapsed;
+    char const *class_name = uform_cpu_class_name(description.cpu_class);
     if (json)
         printf("{\"system\": \"uform\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
-               "\"threads\": %zu, \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, \"peak_rss_mib\": %.1f}\n",
-               shape, dtype_name, tokens, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+               "\"threads\": %zu, \"cpu_class\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, "
+               "\"peak_rss_mib\": %.1f}\n",
+               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3,
+               usage.ru_maxrss / 1024.0);
     else
-        printf("uform %s %s: %zu tokens, batch %zu, %zu threads: %.1f texts/s, best call %.3f ms, peak RSS %.1f MiB\n",
-               shape, dtype_name, tokens, batch, description.threads_count, rate, best * 1e3, usage.ru_maxrss / 1024.0);
+        printf("uform %s %s: %zu tokens, batch %zu, %zu threads, class %s: %.1f texts/s, best call %.3f ms, peak RSS "
+               "%.1f MiB\n",
+               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3,
+               usage.ru_maxrss / 1024.0);
     if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
     uform_executor_free(executor);
     pin_tower(&t, dtype, uform_gemm_unpin);

@@ -4,10 +4,13 @@
  *          activation arenas they take their buffers from (src/kernels/phases.c, arena.c). The
  *          passes themselves are checked against PyTorch by test_encode and test_encode_images,
  *          which also run with the grouping forced (ctest's test_encode_group1, _group2, ...).
+ *          And attention's bf16 products through the matmul primitive (`uform_gemm_bf16_with`): the
+ *          same values as the GEMM functions, K as [n][k] and V as [k][n], scaled, strided.
  */
 #include "check.h"
 #include "kernels/kernels.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,8 +112,63 @@ static void test_arenas(void) {
     printf("arenas: reused, bounded by size, %zu bytes pooled\n", uform_arena_pooled_bytes());
 }
 
+/** S = scale Q K^T and O = P V as the image pass runs them (Q, K, V side by side in rows `3 d`
+ *  apart, O into rows `d` apart), through the primitive and through the GEMM functions, against a
+ *  double-precision reference of the same bf16 inputs. */
+static void test_attention_products(void) {
+    uform_cpu_class_t cpu_class = uform_cpu_class_serial_k;
+    CHECK_OK(uform_cpu_detect(&cpu_class, NULL));
+    uform_gemm_t gemm = uform_gemm_for(cpu_class);
+    if (!uform_gemm_takes_bf16(&gemm, uform_dtype_bf16_k)) {
+        printf("attention products: skipped (class %s does not multiply bf16 natively)\n", uform_cpu_class_name(cpu_class));
+        return;
+    }
+    enum { ROWS = 37, S = 53, HEAD = 64, D = 128 };
+    uint16_t *qkv = malloc(S * 3 * D * 2), *probs = malloc(ROWS * S * 2);
+    float *wide = malloc(S * 3 * D * 4), *p = malloc(ROWS * S * 4);
+    float *scores[2] = {malloc(ROWS * S * 4), malloc(ROWS * S * 4)}, *out[2] = {malloc(ROWS * D * 4), malloc(ROWS * D * 4)};
+    CHECK_FATAL(qkv && probs && wide && p && scores[0] && scores[1] && out[0] && out[1]);
+    for (size_t i = 0; i < S * 3 * D; ++i) wide[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    gemm.kernels->f32_to_bf16(wide, qkv, S * 3 * D);
+    gemm.kernels->bf16_to_f32(qkv, wide, S * 3 * D);
+    for (size_t i = 0; i < ROWS * S; ++i) p[i] = (float)((i * 104729) % 1001) / 1000.0f;
+    gemm.kernels->f32_to_bf16(p, probs, ROWS * S);
+    gemm.kernels->bf16_to_f32(probs, p, ROWS * S);
+    float const scale = 0.125f;
+    int previous = uform_gemm_thread_enter();
+    for (int via = 0; via < 2; ++via) { /* 0: the GEMM functions; 1: the primitive */
+        uform_gemm_t g = gemm;
+        g.matmul = via, g.attention_matmul = via;
+        memset(out[via], 0, ROWS * D * 4);
+        CHECK(uform_gemm_bf16_with(&g, 1, ROWS, S, HEAD, scale, qkv + 5 * 3 * D, 3 * D, qkv + D, 3 * D, scores[via], S));
+        CHECK(uform_gemm_bf16_with(&g, 0, ROWS, HEAD, S, 1.0f, probs, S, qkv + 2 * D + 64, 3 * D, out[via] + 64, D));
+    }
+    uform_gemm_thread_leave(previous);
+    double worst[2] = {0, 0};
+    for (size_t i = 0; i < ROWS; ++i) {
+        for (size_t j = 0; j < S; ++j) {
+            double reference = 0;
+            for (size_t e = 0; e < HEAD; ++e) reference += (double)wide[(5 + i) * 3 * D + e] * (double)wide[j * 3 * D + D + e];
+            reference *= scale;
+            for (int via = 0; via < 2; ++via) worst[0] = fmax(worst[0], fabs(scores[via][i * S + j] - reference));
+        }
+        for (size_t e = 0; e < HEAD; ++e) {
+            double reference = 0;
+            for (size_t j = 0; j < S; ++j) reference += (double)p[i * S + j] * (double)wide[j * 3 * D + 2 * D + 64 + e];
+            for (int via = 0; via < 2; ++via) worst[1] = fmax(worst[1], fabs(out[via][i * D + 64 + e] - reference));
+        }
+        for (int via = 0; via < 2; ++via) CHECK(out[via][i * D] == 0.0f && out[via][i * D + 63] == 0.0f); /* other heads untouched */
+    }
+    printf("attention products (%s): |scores - reference| %.1e, |out - reference| %.1e, both paths\n",
+           uform_cpu_class_name(cpu_class), worst[0], worst[1]);
+    CHECK(worst[0] <= 1e-4 && worst[1] <= 1e-4);
+    free(qkv), free(probs), free(wide), free(p);
+    for (int via = 0; via < 2; ++via) free(scores[via]), free(out[via]);
+}
+
 int main(void) {
     test_groups();
     test_arenas();
+    test_attention_products();
     return check_failures ? 1 : 0;
 }

@@ -161,6 +161,91 @@ static void test_columns_exact(void) {
             }
 }
 
+/* ---- Packed or plain weights, per product ---- */
+
+static float uniform(void);
+
+/** The batch-1 plan's column-split products read the weights as they lie; whole-width products (one
+ *  thread per group, or rows enough for every thread) keep the packed copy; UFORM_GEMM_PACK_SPLIT=1
+ *  packs the split ones too. The same rule for the image pass's plan (`uform_gemm_plan`). */
+static void test_plain_weights_plan(void) {
+    uform_gemm_t sapphire = uform_gemm_for(uform_cpu_class_intel_sapphire_k);
+    sapphire.pack_split = 0;
+    size_t hidden = 768, inter = 3072, qkv[3] = {768, 768, 768};
+    uform_text_gemm_plan_t batch1 = uform_text_gemm_plan(&sapphire, 28, uform_dtype_bf16_k, 64, qkv, 3);
+    CHECK(batch1.tiles_n > 1 && batch1.plain_weights);
+    CHECK(uform_text_gemm_plan(&sapphire, 28, uform_dtype_bf16_k, 64, &inter, 1).plain_weights);
+    CHECK(uform_text_gemm_plan(&sapphire, 2, uform_dtype_bf16_k, 64, &hidden, 1).plain_weights);
+    uform_text_gemm_plan_t alone = uform_text_gemm_plan(&sapphire, 1, uform_dtype_bf16_k, 128, qkv, 3);
+    CHECK(alone.tiles_n == 1 && !alone.plain_weights);
+    uform_text_gemm_plan_t rows = uform_text_gemm_plan(&sapphire, 4, uform_dtype_bf16_k, 3200, &hidden, 1);
+    CHECK(rows.tiles_n == 1 && !rows.plain_weights);
+    sapphire.pack_split = 1;
+    CHECK(!uform_text_gemm_plan(&sapphire, 28, uform_dtype_bf16_k, 64, qkv, 3).plain_weights);
+    CHECK(!uform_gemm_for_product(&sapphire, 28).plain_weights);
+    sapphire.pack_split = 0;
+    /* ViT-B/16: one image (197 tokens) on 28 threads splits columns; a thread's own images do not. */
+    uform_gemm_plan_t image1 = uform_gemm_plan(&sapphire, 28, uform_dtype_bf16_k, 197, 768);
+    CHECK(image1.tiles_n > 1 && uform_gemm_for_product(&sapphire, image1.tiles_n).plain_weights);
+    uform_gemm_plan_t image2 = uform_gemm_plan(&sapphire, 1, uform_dtype_bf16_k, 2 * 197, 3072);
+    CHECK(image2.tiles_n == 1 && !uform_gemm_for_product(&sapphire, image2.tiles_n).plain_weights);
+    /* The environment's switch, read by `uform_gemm_for`. */
+    char const *was = getenv("UFORM_GEMM_PACK_SPLIT");
+    setenv("UFORM_GEMM_PACK_SPLIT", "1", 1);
+    CHECK(uform_gemm_for(uform_cpu_class_intel_sapphire_k).pack_split);
+    setenv("UFORM_GEMM_PACK_SPLIT", "0", 1);
+    CHECK(!uform_gemm_for(uform_cpu_class_intel_sapphire_k).pack_split);
+    if (was) setenv("UFORM_GEMM_PACK_SPLIT", was, 1);
+    else unsetenv("UFORM_GEMM_PACK_SPLIT");
+}
+
+/** On the matmul primitive's path (forced here), a tile of pinned weights with `plain_weights` packs
+ *  nothing and gives the values of the packed whole-width product; without it, the slice is packed. */
+static void test_plain_weights_values(uform_cpu_class_t cpu_class) {
+    enum { M = 40, N = 96, K = 80 };
+    uform_gemm_t gemm = uform_gemm_for(cpu_class);
+    char const *budget = getenv("UFORM_GEMM_PACK_MIB");
+    if (!gemm.use_library || (budget && !strcmp(budget, "0"))) {
+        printf("plain weights: skipped (%s)\n", gemm.use_library ? "UFORM_GEMM_PACK_MIB=0" : "no library on this class");
+        return;
+    }
+    gemm.matmul = 1, gemm.pack_split = 0;
+    float *a = malloc(M * K * sizeof(float)), *w = malloc(N * K * sizeof(float));
+    float *whole = malloc(M * N * sizeof(float)), *split = malloc(M * N * sizeof(float));
+    CHECK_FATAL(a && w && whole && split);
+    for (size_t i = 0; i < M * K; ++i) a[i] = uniform();
+    for (size_t i = 0; i < N * K; ++i) w[i] = uniform();
+    int previous = uform_gemm_thread_enter();
+    uform_gemm_pin(w, N * K * sizeof(float));
+    /* Column tiles of 32 (a split plan): nothing packed. */
+    uform_gemm_t columns = uform_gemm_for_product(&gemm, 3);
+    CHECK(columns.plain_weights);
+    size_t before = uform_gemm_packed_bytes();
+    for (size_t j0 = 0; j0 < N; j0 += 32) uform_gemm_tile(&columns, M, 32, K, a, K, w + j0 * K, uform_dtype_f32_k, K, split + j0, N, NULL);
+    CHECK(uform_gemm_packed_bytes() == before);
+    /* The whole width (one tile): packed once, the same values within f32 rounding. */
+    uform_gemm_t one = uform_gemm_for_product(&gemm, 1);
+    CHECK(!one.plain_weights);
+    uform_gemm_tile(&one, M, N, K, a, K, w, uform_dtype_f32_k, K, whole, N, NULL);
+    int packed = uform_gemm_packed_bytes() > before;
+    double most = 0, worst_reference = 0;
+    for (size_t i = 0; i < M; ++i)
+        for (size_t j = 0; j < N; ++j) {
+            double reference = 0;
+            for (size_t p = 0; p < K; ++p) reference += (double)a[i * K + p] * (double)w[j * K + p];
+            most = fmax(most, fabs((double)whole[i * N + j] - (double)split[i * N + j]));
+            worst_reference = fmax(worst_reference, fabs((double)split[i * N + j] - reference));
+        }
+    printf("plain weights (%s): split tiles packed nothing, the whole-width tile %s; max |split - whole| %.1e, "
+           "|split - reference| %.1e\n", uform_cpu_class_name(cpu_class), packed ? "packed" : "was not packed (refused)",
+           most, worst_reference);
+    CHECK(most <= 1e-4 && worst_reference <= 1e-4);
+    uform_gemm_unpin(w, N * K * sizeof(float));
+    CHECK(uform_gemm_packed_bytes() == before);
+    uform_gemm_thread_leave(previous);
+    free(a), free(w), free(whole), free(split);
+}
+
 /* ---- The embeddings on 1, 2, 3 and 7 threads ---- */
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
@@ -307,6 +392,8 @@ int main(void) {
     /* The class this machine detects, and AVX2 (the class of some CI machines) where it runs. */
     uform_cpu_class_t own = uform_cpu_class_serial_k;
     CHECK_OK(uform_cpu_detect(&own, NULL));
+    test_plain_weights_plan();
+    test_plain_weights_values(own);
     test_identical_across_threads(uform_dtype_f32_k, own);
     test_identical_across_threads(uform_dtype_bf16_k, own);
     if (own != uform_cpu_class_intel_haswell_k) {

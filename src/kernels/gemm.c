@@ -29,7 +29,9 @@
  *  multiplies bf16 natively, else f32).
  *
  *  Where bf16 multiplies natively, a pass may hand A over in bf16 (`uform_gemm_tile_bf16`), converted
- *  once by the phase that produced it, instead of every tile converting the rows it reads.
+ *  once by the phase that produced it, instead of every tile converting the rows it reads. The image
+ *  pass's bf16 attention products may take the primitive too (`uform_gemm_bf16_with`, behind
+ *  UFORM_ATTENTION_MATMUL=1): oneDNN's GEMM functions never reach AMX.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -94,18 +96,41 @@ int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, u
                                  (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
 
+static int matmul_run_as(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                         void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha);
+
+int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, size_t n, size_t k, float alpha,
+                         uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, float *c, size_t ldc) {
+    if (gemm->matmul && gemm->attention_matmul && m && n &&
+        matmul_run_as(dnnl_bf16, m, n, k, a, lda, b, ldb, c, ldc, 0, !transposed, alpha))
+        return 1;
+    return uform_gemm_bf16(transposed, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+
 /* The matmul primitive path. */
 
 #define MATMUL_ENTRIES_MAX 1024
-#define MATMUL_RECENT 128
-#define PACKED_RECENT 256 /* a thread's recent (weights, primitive) pairs and their packed weights */
-#define PACKED_MAX 8192   /* packed slices of the process */
-#define PINS_MAX 1024     /* pinned weight ranges of the process */
+#define MATMUL_RECENT 512  /* a thread's recent shapes, with their memory objects */
+#define PACKED_RECENT 2048 /* a thread's recent (weights, primitive) pairs and their packed weights */
+#define PACKED_MAX 8192    /* packed slices of the process */
+#define PINS_MAX 1024      /* pinned weight ranges of the process */
+
+/* A slot of a thread's direct-mapped tables: the keys (weight slices 16 columns apart, shapes 16
+ * columns apart) differ in few, regular bits, which a plain sum of multiples folded onto a few slots
+ * (every slice of a 3072-deep product onto one): every tile then missed and took the global lock. */
+static size_t slot_of(uint64_t key, size_t slots) {
+    key ^= key >> 30, key *= 0xBF58476D1CE4E5B9ull;
+    key ^= key >> 27, key *= 0x94D049BB133111EBull;
+    key ^= key >> 31;
+    return (size_t)(key % slots);
+}
 
 typedef struct matmul_entry_t {
     dnnl_data_type_t type;
     size_t m, n, k, lda, ldw, ldc;
     int packed;                 /**< Weights in the layout the primitive chose (`weights`), packed once. */
+    int rows_k;                 /**< B as [k][n] (`ab`, rows `ldw` apart: attention's V), not the weights' [n][k]. */
+    float alpha;                /**< C = alpha A B (output scales where not 1). */
     dnnl_primitive_t primitive; /**< NULL: oneDNN refused this shape. */
     dnnl_memory_desc_t src, weights, dst;
     size_t scratchpad_bytes;
@@ -212,13 +237,16 @@ static int plain_weights_md(dnnl_memory_desc_t *md, dnnl_data_type_t type, size_
 }
 
 /* Creates the primitive of one shape (NULL primitive where oneDNN refuses); called under the lock.
- * `packed`: its weights in the layout it picks (`entry->weights` gets it), else the plain `ba`. */
+ * `packed`: its weights in the layout it picks (`entry->weights` gets it), else the plain `ba`, or
+ * `ab` with `rows_k`; `alpha` other than 1 scales C (output scales). */
 
 static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, size_t k, size_t lda, size_t ldw,
-                                     size_t ldc, int packed) {
+                                     size_t ldc, int packed, int rows_k, float alpha) {
     matmul_entry_t *entry = (matmul_entry_t *)calloc(1, sizeof *entry);
     if (!entry) return NULL;
-    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc, .packed = packed};
+    *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc, .packed = packed,
+                              .rows_k = rows_k, .alpha = alpha};
+    dnnl_dims_t kn_strides = {(dnnl_dim_t)ldw, 1};
     dnnl_dims_t src_dims = {(dnnl_dim_t)m, (dnnl_dim_t)k}, src_strides = {(dnnl_dim_t)lda, 1};
     dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n};
     dnnl_dims_t dst_dims = {(dnnl_dim_t)m, (dnnl_dim_t)n}, dst_strides = {(dnnl_dim_t)ldc, 1};
@@ -227,13 +255,15 @@ static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, 
     dnnl_primitive_desc_t pd = NULL;
     /* Packed: the primitive picks its weights' layout (`any`), which `pack_slice` reorders into once. */
     if (dnnl_memory_desc_init_by_strides(&entry->src, 2, src_dims, type, src_strides) != dnnl_success ||
-        !(packed ? dnnl_memory_desc_init_by_tag(&entry->weights, 2, w_dims, type, dnnl_format_tag_any) == dnnl_success
-                 : plain_weights_md(&entry->weights, type, n, k, ldw)) ||
+        !(packed   ? dnnl_memory_desc_init_by_tag(&entry->weights, 2, w_dims, type, dnnl_format_tag_any) == dnnl_success
+          : rows_k ? dnnl_memory_desc_init_by_strides(&entry->weights, 2, w_dims, type, kn_strides) == dnnl_success
+                   : plain_weights_md(&entry->weights, type, n, k, ldw)) ||
         dnnl_memory_desc_init_by_strides(&entry->dst, 2, dst_dims, dnnl_f32, dst_strides) != dnnl_success ||
         dnnl_matmul_desc_init(&desc, &entry->src, &entry->weights, NULL, &entry->dst) != dnnl_success ||
         dnnl_primitive_attr_create(&attr) != dnnl_success)
         return entry;
     if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+        (alpha == 1.0f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success) &&
         dnnl_primitive_desc_create(&pd, &desc, attr, matmul_engine, NULL) == dnnl_success) {
         char const *impl = NULL;
         if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
@@ -282,7 +312,11 @@ static matmul_thread_t *matmul_thread(void) {
  * dominates. Weights that stay put (a model's replicas, pinned by model.c and image_model.c for
  * their lifetime) are therefore reordered once per (slice, primitive layout) into the layout the
  * primitive chose, and the primitive reads them as they are. Bounded by UFORM_GEMM_PACK_MIB
- * (default 2048 MiB; 0 disables packing, for comparison): past it the plain path serves. */
+ * (default 2048 MiB; 0 disables packing, for comparison): past it the plain path serves. A product
+ * whose plan splits the weights' columns over the threads (the batch-1 plan) reads them as they lie
+ * (`uform_gemm_t.plain_weights`, from `uform_gemm_for_product`): the AMX host measured batch 1 19%
+ * slower packed, though while the threads' tables below still folded slices onto a few slots (every
+ * tile then took the lock); UFORM_GEMM_PACK_SPLIT=1 packs those too, for comparison. */
 
 static size_t pack_budget; /* set once by matmul_init */
 
@@ -367,7 +401,7 @@ static int pack_slice(matmul_thread_t *state, packed_t *packed) {
  * (packing them on first use); NULL where `w` is not pinned or packing failed or is over budget. */
 static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *entry, void const *w) {
     size_t generation = atomic_load_explicit(&pins_generation, memory_order_acquire);
-    size_t slot = (((uintptr_t)w >> 6) * 31u + (uintptr_t)entry / 64u) % PACKED_RECENT;
+    size_t slot = slot_of((uint64_t)(uintptr_t)w * 0x9E3779B97F4A7C15ull + (uint64_t)(uintptr_t)entry, PACKED_RECENT);
     if (state->packs[slot].plain == w && state->packs[slot].entry == entry && state->packs[slot].generation == generation)
         return state->packs[slot].packed;
     size_t element = entry->type == dnnl_f32 ? 4 : 2;
@@ -398,28 +432,35 @@ static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *
 }
 
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed);
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed, int rows_k, float alpha);
 
-/* C = A W^T through the primitive of this shape; 0 where it is unavailable (the caller falls back).
- * `stable`: `w` may be a pinned model's weights (not a scratch copy), so packing them may pay. */
+/* C = alpha A W^T (or alpha A W with `rows_k`: W as [k][n]) through the primitive of this shape; 0
+ * where it is unavailable (the caller falls back). `stable`: `w` may be a pinned model's weights (not
+ * a scratch copy), so packing them may pay (never with `rows_k`). */
 static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                            void const *w, size_t ldw, float *c, size_t ldc, int stable);
+                            void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha);
 
 /* Rows split into a multiple of MATMUL_ROWS_STEP and the rest, so the shapes a pass of texts of any
  * lengths creates stay few (a primitive per tile size, plus one per remainder below the step). */
 #define MATMUL_ROWS_STEP 32
 
+static int matmul_run_as(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
+                         void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha) {
+    size_t main_rows = m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP, element = type == dnnl_f32 ? 4 : 2;
+    if (main_rows == 0 || main_rows == m)
+        return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc, stable, rows_k, alpha);
+    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc, stable, rows_k, alpha) &&
+           matmul_run_shape(type, m - main_rows, n, k, (char const *)a + main_rows * lda * element, lda, w, ldw,
+                            c + main_rows * ldc, ldc, stable, rows_k, alpha);
+}
+
 static int matmul_run(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
                       void const *w, size_t ldw, float *c, size_t ldc, int stable) {
-    size_t main_rows = m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP, element = type == dnnl_f32 ? 4 : 2;
-    if (main_rows == 0 || main_rows == m) return matmul_run_shape(type, m, n, k, a, lda, w, ldw, c, ldc, stable);
-    return matmul_run_shape(type, main_rows, n, k, a, lda, w, ldw, c, ldc, stable) &&
-           matmul_run_shape(type, m - main_rows, n, k, (char const *)a + main_rows * lda * element, lda, w, ldw,
-                            c + main_rows * ldc, ldc, stable);
+    return matmul_run_as(type, m, n, k, a, lda, w, ldw, c, ldc, stable, 0, 1.0f);
 }
 
 static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
-                            void const *w, size_t ldw, float *c, size_t ldc, int stable) {
+                            void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha) {
     pthread_once(&matmul_once, matmul_init);
     if (!matmul_ready) return 0;
     matmul_thread_t *state = matmul_thread();
@@ -437,8 +478,8 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
         }
         out = state->dense, ldo = n;
     }
-    if (!(stable && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1)) &&
-        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0))
+    if (!(stable && !rows_k && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1, 0, alpha)) &&
+        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0, rows_k, alpha))
         return 0;
     if (out != c)
         for (size_t i = 0; i < m; ++i) memcpy(c + i * ldc, out + i * n, n * sizeof(float));
@@ -447,24 +488,27 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
 
 /* `packed`: through the primitive that reads packed weights, which `w` must have (else 0). */
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed) {
+                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed, int rows_k, float alpha) {
     /* Strides too: Q/K/V tiles (ldc 3 x hidden) and the output product's (ldc hidden) share m, n, k. */
-    matmul_recent_t *recent = &state->recent[(m * 131u + n * 31u + k * 7u + lda * 17u + ldw * 13u + ldc * 11u +
-                                              (size_t)type + (size_t)packed * 5u) %
-                                             MATMUL_RECENT];
+    union { float f; uint32_t u; } scale = {.f = alpha};
+    uint64_t key = ((uint64_t)scale.u << 8) + (uint64_t)type * 4u + (uint64_t)(packed != 0) * 2u + (uint64_t)(rows_k != 0);
+    size_t const fields[6] = {m, n, k, lda, ldw, ldc};
+    for (size_t f = 0; f < 6; ++f) key = key * 0x100000001B3ull + fields[f];
+    matmul_recent_t *recent = &state->recent[slot_of(key, MATMUL_RECENT)];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
-        entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed) {
+        entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed || entry->rows_k != rows_k ||
+        entry->alpha != alpha) {
         entry = NULL;
         uform_global_lock(uform_global_lock_matmul_k);
         for (size_t i = 0; i < matmul_count && !entry; ++i) {
             matmul_entry_t const *e = matmul_entries[i];
             if (e->type == type && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldw == ldw &&
-                e->ldc == ldc && e->packed == packed)
+                e->ldc == ldc && e->packed == packed && e->rows_k == rows_k && e->alpha == alpha)
                 entry = e;
         }
         if (!entry && matmul_count < MATMUL_ENTRIES_MAX) {
-            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed);
+            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed, rows_k, alpha);
             if (created) matmul_entries[matmul_count++] = created, entry = created;
         }
         uform_global_unlock(uform_global_lock_matmul_k);
@@ -507,7 +551,8 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
 
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc, int stable) {
-    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, stable)) return;
+    int packs = stable && !gemm->plain_weights;
+    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs)) return;
     if (gemm->use_library &&
         dnnl_sgemm('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a, (dnnl_dim_t)lda, w,
                    (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
@@ -518,7 +563,7 @@ static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float 
 /* C = A W^T, both bf16, through the library; 0 where it refused. */
 static int bf16_library(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                         uint16_t const *w16, size_t ldw, float *c, size_t ldc) {
-    return (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1)) ||
+    return (gemm->matmul && matmul_run(dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, !gemm->plain_weights)) ||
            dnnl_gemm_bf16bf16f32('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a16, (dnnl_dim_t)lda,
                                  w16, (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success;
 }
@@ -571,5 +616,8 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
                          .use_library = cpu_class != uform_cpu_class_serial_k,
                          .native_bf16 = uform_kernels_native_bf16(cpu_class),
                          .matmul = uform_gemm_matmul_for(cpu_class)};
+    char const *pack_split = getenv("UFORM_GEMM_PACK_SPLIT"), *attention = getenv("UFORM_ATTENTION_MATMUL");
+    gemm.pack_split = pack_split && strcmp(pack_split, "1") == 0;
+    gemm.attention_matmul = attention && strcmp(attention, "1") == 0;
     return gemm;
 }

@@ -118,7 +118,32 @@ typedef struct uform_gemm_t {
     int use_library; /**< 0: the portable loops (SERIAL); 1: oneDNN. */
     int native_bf16; /**< bf16 weights multiply as bf16 through oneDNN; else they widen to f32. */
     int matmul;      /**< Through oneDNN's matmul primitive (brgemm, AMX tiles) instead of its GEMM functions. */
+    /** This product's tiles read pinned weights as they lie, never through a packed copy (see
+     *  `uform_gemm_for_product`); 0 from `uform_gemm_for`. */
+    int plain_weights;
+    /** `UFORM_GEMM_PACK_SPLIT=1` when `uform_gemm_for` ran: column-split tiles keep the packed
+     *  weights too (how it was before the batch-1 plan's tiles stopped packing; the A/B switch). */
+    int pack_split;
+    /** Attention's products in bf16 (`uform_gemm_bf16_with`) through the matmul primitive too, where
+     *  `matmul` (AMX), when `UFORM_ATTENTION_MATMUL=1` as `uform_gemm_for` ran; else oneDNN's GEMM
+     *  functions (which stop at AVX-512 BF16). Off by default until measured on the AMX host (through
+     *  brgemm's AVX-512 BF16 kernels, without AMX, it was level to 1.5% slower than the functions). */
+    int attention_matmul;
 } uform_gemm_t;
+
+/** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
+ *  a copy of `gemm` whose tiles read the weights as they lie (`plain_weights`) when the columns
+ *  split (`tiles_n` > 1: the batch-1 plan, a few rows over many threads, each tile a slice of the
+ *  weights) and `pack_split` is off; else packed weights where pinned, as `gemm`. Packed weights pay
+ *  where a thread multiplies by whole products call after call (the batch-parallel pass: +2 to +8%
+ *  on the AMX host); at batch 1 there the split tiles measured 19% slower packed, though while
+ *  gemm.c's thread tables folded the slices onto a few slots (each tile took the lock), and packed
+ *  split tiles are faster on one thread without AMX (bench_text_tiles; bench/RESULTS.md, cpupack). */
+static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size_t tiles_n) {
+    uform_gemm_t product = *gemm;
+    product.plain_weights = tiles_n > 1 && !gemm->pack_split;
+    return product;
+}
 
 /** @brief Whether a class multiplies through oneDNN's matmul primitive: AMX-BF16 classes (Sapphire
  *  Rapids and above), where only the primitive API reaches AMX. The environment variable
@@ -230,6 +255,13 @@ int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, fl
  *  multiply bf16 natively (`uform_gemm_takes_bf16`). Returns 0 when the library refused. */
 int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, uint16_t const *a, size_t lda,
                     uint16_t const *b, size_t ldb, float *c, size_t ldc);
+
+/** @brief `uform_gemm_bf16` through the matmul primitive where `gemm->matmul` and
+ *  `gemm->attention_matmul` (AMX: oneDNN's GEMM functions stop at AVX-512 BF16), with B as [n][k]
+ *  (`transposed`, K in attention) or [k][n] (V), the GEMM function where the primitive is refused;
+ *  the same products (bf16 inputs, f32 sums), summed in the library's order. Returns 0 when both refused. */
+int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, size_t n, size_t k, float alpha,
+                         uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, float *c, size_t ldc);
 
 /** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
  *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */

@@ -146,6 +146,7 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
                        uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld,
                        norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
     uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
+    uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n); /* plain weights where columns split */
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
     float const *b = bias && bias->data ? (float const *)bias->data : NULL;
@@ -157,11 +158,10 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
         if (a16 && !a_norm)
-            uform_gemm_tile_bf16(&job->gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k, ct,
-                                 ldc);
+            uform_gemm_tile_bf16(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k, ct, ldc);
         else {
             float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
-            uform_gemm_tile(&job->gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
+            uform_gemm_tile(&gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
                             weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
         }
         switch (epilogue) {
@@ -272,10 +272,11 @@ static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
 static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
                           size_t S, size_t head, float scale, float *scores, float *ob) {
     uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
-    if (!uform_gemm_bf16(1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S)) return 0;
+    if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S))
+        return 0;
     job->kernels->softmax_rows(scores, S, rows, S);
     job->kernels->f32_to_bf16(scores, probs, rows * S);
-    return uform_gemm_bf16(0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+    return uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
 }
 
 static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,
@@ -349,6 +350,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
             uform_gemm_plan_t plan = plan_for(job, group->threads, layer->query_weight.dtype, tokens, d);
+            uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
@@ -361,11 +363,11 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
                 float *ct = group->qkv + i0 * 3 * d + which * d + j0;
                 if (!fuse && group->a16)
-                    uform_gemm_tile_bf16(&job->gemm, rows, cols, d, group->a16 + i0 * d, d,
+                    uform_gemm_tile_bf16(&gemm, rows, cols, d, group->a16 + i0 * d, d,
                                          (uint16_t const *)weights[which]->data + j0 * d, d, ct, 3 * d);
                 else {
                     float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
-                    uform_gemm_tile(&job->gemm, rows, cols, d, at, d,
+                    uform_gemm_tile(&gemm, rows, cols, d, at, d,
                                     (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
                                     weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
                 }

@@ -92,6 +92,8 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
     size_t widths[3];
     for (size_t p = 0; p < count; ++p) widths[p] = products[p].cols;
     uform_text_gemm_plan_t plan = uform_text_gemm_plan(&job->gemm, group->threads, products[0].weight->dtype, m, widths, count);
+    uform_gemm_t gemm = job->gemm; /* this product's: plain weights where the plan splits columns */
+    gemm.plain_weights = plan.plain_weights;
     size_t cached = SIZE_MAX;
     for (size_t task; next_task(counter, plan.tiles_m * plan.tiles_n, &task);) {
         size_t i0, rows, u0, units;
@@ -114,10 +116,10 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
             float *ct = product->c + i0 * ldc + j0;
             if (a16 && !a_norm)
-                uform_gemm_tile_bf16(&job->gemm, rows, cols, k, a16 + i0 * k, k,
-                                     (uint16_t const *)weight->data + j0 * k, k, ct, ldc);
+                uform_gemm_tile_bf16(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k,
+                                     ct, ldc);
             else
-                uform_gemm_tile(&job->gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
+                uform_gemm_tile(&gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
                                 weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
             float const *bias = product->bias && product->bias->data ? (float const *)product->bias->data : NULL;
             epilogue_apply(job, thread, epilogue, ct, ldc, i0, rows, j0, cols, product->cols, bias, residual, residual_ld,

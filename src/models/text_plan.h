@@ -36,10 +36,13 @@ static inline void uform_text_split(size_t units, size_t tasks, size_t task, siz
  *  products' columns, concatenated, are `units` units of `UFORM_TEXT_COLUMN_UNIT` (each product's
  *  last unit may be narrower); a task is row tile `t / tiles_n` (of `tiles_m`, an even partition of
  *  the rows) and column range `t % tiles_n` (of `tiles_n`, an even partition of the units), and may
- *  span two products. `rows_max` and `cols_max` bound a task's piece of one product (scratch). */
+ *  span two products. `rows_max` and `cols_max` bound a task's piece of one product (scratch).
+ *  `plain_weights`: the tasks read the weights as they lie, not packed (`uform_gemm_for_product`:
+ *  the columns split, so each task multiplies by a slice of them). */
 typedef struct uform_text_gemm_plan_t {
     size_t tiles_m, tiles_n, units;
     size_t rows_max, cols_max;
+    int plain_weights;
 } uform_text_gemm_plan_t;
 
 /** @brief The split of `m` rows times products of `widths[0..products)` columns for `threads` threads:
