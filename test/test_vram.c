@@ -134,7 +134,14 @@ static void test_basics(void) {
     CHECK(description.kind == uform_executor_kind_vram_k);
     CHECK(description.devices_count == 1);
     CHECK(description.gpu_class == device.gpu_class);
-    CHECK(description.threads_count >= 1 && description.threads_count <= 4);
+    /* Decoders: 7/8 of the cores of the nodes nearest the device (all allowed nodes when unknown). */
+    size_t nodes = 0, allowed = 0;
+    CHECK_OK(uform_memory_domains(NULL, 0, &nodes));
+    uform_memory_domain_t domains[64];
+    CHECK_OK(uform_memory_domains(domains, 64, &nodes));
+    for (size_t i = 0; i < nodes && i < 64; ++i) allowed += domains[i].cores_count;
+    CHECK(description.threads_count >= 1 && description.threads_count <= uform_default_threads(allowed));
+    if (nodes == 1) CHECK(description.threads_count == uform_default_threads(allowed));
     CHECK(description.domains_count >= 1);
     CHECK(description.deferred_limit == UFORM_DEFERRED_LIMIT_DEFAULT);
     CHECK(description.scratch_limit == 0);
