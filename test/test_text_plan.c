@@ -165,9 +165,10 @@ static void test_columns_exact(void) {
 
 static float uniform(void);
 
-/** The batch-1 plan's column-split products read the weights as they lie; whole-width products (one
- *  thread per group, or rows enough for every thread) keep the packed copy; UFORM_GEMM_PACK_SPLIT=1
- *  packs the split ones too. The same rule for the image pass's plan (`uform_gemm_plan`). */
+/** With `pack_split` off (UFORM_GEMM_PACK_SPLIT=0) the batch-1 plan's column-split products read the
+ *  weights as they lie while whole-width products (one thread per group, or rows enough for every
+ *  thread) keep the packed copy; by default (`pack_split` on) both read the packed copy. The same
+ *  rule for the image pass's plan (`uform_gemm_plan`). */
 static void test_plain_weights_plan(void) {
     uform_gemm_t sapphire = uform_gemm_for(uform_cpu_class_intel_sapphire_k);
     sapphire.pack_split = 0;
@@ -191,6 +192,8 @@ static void test_plain_weights_plan(void) {
     CHECK(image2.tiles_n == 1 && !uform_gemm_for_product(&sapphire, image2.tiles_n).plain_weights);
     /* The environment's switch, read by `uform_gemm_for`. */
     char const *was = getenv("UFORM_GEMM_PACK_SPLIT");
+    unsetenv("UFORM_GEMM_PACK_SPLIT");
+    CHECK(uform_gemm_for(uform_cpu_class_intel_sapphire_k).pack_split);
     setenv("UFORM_GEMM_PACK_SPLIT", "1", 1);
     CHECK(uform_gemm_for(uform_cpu_class_intel_sapphire_k).pack_split);
     setenv("UFORM_GEMM_PACK_SPLIT", "0", 1);

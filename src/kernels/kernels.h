@@ -121,8 +121,8 @@ typedef struct uform_gemm_t {
     /** This product's tiles read pinned weights as they lie, never through a packed copy (see
      *  `uform_gemm_for_product`); 0 from `uform_gemm_for`. */
     int plain_weights;
-    /** `UFORM_GEMM_PACK_SPLIT=1` when `uform_gemm_for` ran: column-split tiles keep the packed
-     *  weights too (how it was before the batch-1 plan's tiles stopped packing; the A/B switch). */
+    /** Column-split tiles read the packed weights too (the default); 0 when `UFORM_GEMM_PACK_SPLIT=0`
+     *  as `uform_gemm_for` ran (they read the weights as they lie: the A/B switch). */
     int pack_split;
     /** Attention's products in bf16 (`uform_gemm_bf16_with`) through the matmul primitive too, where
      *  `matmul` (AMX), when `UFORM_ATTENTION_MATMUL=1` as `uform_gemm_for` ran; else oneDNN's GEMM
@@ -134,11 +134,10 @@ typedef struct uform_gemm_t {
 /** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
  *  a copy of `gemm` whose tiles read the weights as they lie (`plain_weights`) when the columns
  *  split (`tiles_n` > 1: the batch-1 plan, a few rows over many threads, each tile a slice of the
- *  weights) and `pack_split` is off; else packed weights where pinned, as `gemm`. Packed weights pay
- *  where a thread multiplies by whole products call after call (the batch-parallel pass: +2 to +8%
- *  on the AMX host); at batch 1 there the split tiles measured 19% slower packed, though while
- *  gemm.c's thread tables folded the slices onto a few slots (each tile took the lock), and packed
- *  split tiles are faster on one thread without AMX (bench_text_tiles; bench/RESULTS.md, cpupack). */
+ *  weights) and `pack_split` is off (UFORM_GEMM_PACK_SPLIT=0); else packed weights where pinned, as
+ *  `gemm`. Packed pays both ways on the AMX host: +2 to +8% for the batch-parallel pass, and +7 to
+ *  +10% at batch 1 (bench/RESULTS.md, second session of 2026-12-01) once gemm.c's thread tables
+ *  stopped folding the slices onto a few slots (each tile took the lock: the -19% measured before). */
 static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size_t tiles_n) {
     uform_gemm_t product = *gemm;
     product.plain_weights = tiles_n > 1 && !gemm->pack_split;

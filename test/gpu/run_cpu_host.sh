@@ -9,9 +9,9 @@
 #   0. build-device/: configured and built as run_session_device.sh's prepare_host_run does when it is
 #      missing (the carried Debian packages in build-gpu/device-deps unpacked first); when it exists,
 #      rebuilt incrementally (it may come from an earlier step's tree), only the benchmarks' targets;
-#   1. A/B, the engine alone, bf16, in alternation: the default (weights packed once for whole-width
-#      products, the batch-1 plan's column-split tiles reading them as they lie; attention's products
-#      on oneDNN's GEMM functions) against UFORM_GEMM_PACK_SPLIT=1 (the split tiles packed too),
+#   1. A/B, the engine alone, bf16, in alternation: the default (weights packed once, for whole-width
+#      products and the batch-1 plan's column-split tiles alike; attention's products on oneDNN's
+#      GEMM functions) against UFORM_GEMM_PACK_SPLIT=0 (the split tiles read the weights as they lie),
 #      UFORM_GEMM_PACK_MIB=0 (nothing packed, oneDNN packs per call) and UFORM_ATTENTION_MATMUL=1
 #      (the image pass's attention through the matmul primitive, AMX): UForm3-small batch 1 and 50,
 #      ViT-B/16 batch 50 and 1;
@@ -104,7 +104,7 @@ boxed() { # NAME BOX COMMAND...
     step "$name" "$LOGS/bench.log" optional timeout "$box" "$@"
 }
 # engine LABEL ARM COMMAND...: one run of the engine alone under an arm (default, or one variable of
-# the environment: UFORM_GEMM_PACK_SPLIT=1, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1), its
+# the environment: UFORM_GEMM_PACK_SPLIT=0, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1), its
 # output line into the summary.
 engine() {
     local label=$1 arm=$2 box=15 remaining
@@ -123,11 +123,11 @@ engine() {
 export TMPDIR=${TMPDIR:-/tmp}
 
 # 1. Packing A/B, alternating (A B C A B C).
-note "1. A/B, bf16, $THREADS threads: default (split tiles plain, attention on GEMM functions), UFORM_GEMM_PACK_SPLIT=1, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1"
+note "1. A/B, bf16, $THREADS threads: default (split tiles packed, attention on GEMM functions), UFORM_GEMM_PACK_SPLIT=0, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1"
 text=("$BUILD/bench/bench_text" --shape uform3 --tokens 64 --dtype bf16 --threads "$THREADS" --seconds "$TIME")
 image=("$BUILD/bench/bench_image_model" --shape vit-b16 --mode model --dtype bf16 --threads "$THREADS" --seconds "$TIME")
 for _ in 1 2; do
-    for arm in default UFORM_GEMM_PACK_SPLIT=1 UFORM_GEMM_PACK_MIB=0; do
+    for arm in default UFORM_GEMM_PACK_SPLIT=0 UFORM_GEMM_PACK_MIB=0; do
         engine "uform3 bf16 batch 1" "$arm" "${text[@]}" --batch 1
     done
     for arm in default UFORM_GEMM_PACK_MIB=0; do
@@ -137,7 +137,7 @@ for _ in 1 2; do
         engine "vit-b16 bf16 batch $BATCH" "$arm" "${image[@]}" --batch "$BATCH" --min-calls 2
     done
 done
-for arm in default UFORM_GEMM_PACK_SPLIT=1 UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION_MATMUL=1; do
+for arm in default UFORM_GEMM_PACK_SPLIT=0 UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION_MATMUL=1; do
     engine "vit-b16 bf16 batch 1" "$arm" "${image[@]}" --batch 1 --min-calls 5
 done
 # The same tiles on one thread, packed against plain: packing's own cost or gain per tile, without
