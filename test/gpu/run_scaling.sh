@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 14's scaling goal on a two-GPU machine (nvidia-h200-x2): texts/s and images/s at batch 1,024
 # on one H200 and on two (one VRAM executor over both, the batch split by SMs), the engine alone,
-# alternating, two rounds. Needs build-device/ with bench_text_gpu and bench_image_gpu (after
+# alternating, two rounds (SCALING_ROUNDS). Needs build-device/ with bench_text_gpu and bench_image_gpu (after
 # `run_session_device.sh gpu`, or builds them). Logs into $LOGS (default build-device/scaling-logs).
 #
 #   bash test/gpu/run_scaling.sh
@@ -26,7 +26,7 @@ fi
 [[ -d $BUILD/deps/usr/lib/x86_64-linux-gnu ]] &&
     export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs), $(nproc) cores"
-for round in 1 2; do
+for round in $(seq 1 "${SCALING_ROUNDS:-2}"); do
     for devices in 1 2; do
         for shape in vit-s16 vit-b16; do
             note "  round $round: $(timeout 60 "$BUILD/bench/bench_image_gpu" --shape $shape --batch 1024 --devices $devices \
