@@ -40,6 +40,7 @@
 
 #include "image/image.h"
 #include "models/vram_tower.h"
+#include "../../tools/strict_number.h"
 
 #include <stdio.h>   // `snprintf`
 #include <stdlib.h>  // `calloc`
@@ -294,12 +295,8 @@ static uform_status_t wave_device(void *context, uform_device_slot_t const *slot
  *  32 images on); ready crops (raw pixels of the model's side) in one. UFORM_GPU_IMAGE_WAVE=N
  *  sets N images per wave (0: one wave). */
 static size_t wave_size(uform_image_t const *images, size_t count, size_t side) {
-    char const *forced = getenv("UFORM_GPU_IMAGE_WAVE");
-    if (forced && *forced) {
-        char *end = NULL;
-        unsigned long long value = strtoull(forced, &end, 10);
-        if (end && !*end && forced[0] != '-') return value && value < count ? (size_t)value : count;
-    }
+    size_t forced = 0;
+    if (strict_count(getenv("UFORM_GPU_IMAGE_WAVE"), 0, SIZE_MAX, false, &forced)) return forced && forced < count ? forced : count;
     int cheap = 1;
     for (size_t i = 0; i < count && cheap; ++i) cheap = images[i].width == side && images[i].height == side;
     if (cheap || count < 32) return count;

@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "models/text_vram_private.h"
+#include "../../tools/strict_number.h"
 
 #include <stdio.h>   // `snprintf`
 #include <stdlib.h>  // `calloc`
@@ -207,17 +208,13 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
 static size_t wave_starts(size_t count, size_t starts[3], size_t **many) {
     starts[0] = 0, starts[1] = count, starts[2] = count;
     *many = NULL;
-    char const *forced = getenv("UFORM_GPU_TEXT_WAVE");
-    if (forced && *forced && forced[0] != '-') {
-        char *end = NULL;
-        unsigned long long value = strtoull(forced, &end, 10);
-        if (end && !*end) {
-            size_t waves = value && value < count ? (count + (size_t)value - 1) / (size_t)value : 1;
-            if (waves > 1) *many = (size_t *)malloc((waves + 1) * sizeof(size_t));
-            if (!*many) return 1;
-            for (size_t w = 0; w <= waves; ++w) (*many)[w] = w * (size_t)value < count ? w * (size_t)value : count;
-            return waves;
-        }
+    size_t value = 0;
+    if (strict_count(getenv("UFORM_GPU_TEXT_WAVE"), 0, SIZE_MAX, false, &value)) {
+        size_t waves = value && value < count ? (count + value - 1) / value : 1;
+        if (waves > 1) *many = (size_t *)malloc((waves + 1) * sizeof(size_t));
+        if (!*many) return 1;
+        for (size_t w = 0; w <= waves; ++w) (*many)[w] = w * value < count ? w * value : count;
+        return waves;
     }
     if (count < 512) return 1;
     starts[1] = (count + 7) / 8;
