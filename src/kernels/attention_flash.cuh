@@ -69,13 +69,21 @@ __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_gr
 template <int pending> __device__ __forceinline__ void copy_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
+/** 2^x on the special-function unit, subnormal results flushed to zero (probabilities under 2^-126
+ *  weigh nothing beside the row's largest, which is 1). */
+__device__ __forceinline__ float flash_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 #endif // UFORM_FLASH_EMULATION
 
 /** Attention on tensor cores, FlashAttention-2 style, for `HEAD`-wide heads (32, 64, 128).
  *
- *  Grid: x = text * (heads / group) + head group, y = query chunk; block: `warps` = group x chunk
+ *  Grid: x = (text * (heads / group) + head group) * chunks + query chunk, so the blocks that read
+ *  the same keys and values run side by side and find them in L2; block: `warps` = group x chunk
  *  warps. Warp w serves head `group_index * group + w / chunk` and the 16 query rows
- *  `(y * chunk + w % chunk) * 16` of the text (rows past its end are computed from zeros and never
+ *  `(query chunk * chunk + w % chunk) * 16` of the text (rows past its end are computed from zeros and never
  *  stored; a block whose first row is past the text's end returns at once). Q stays in registers as
  *  mma A fragments for the whole pass. The block stages keys and values of its heads in shared memory
  *  `flash_keys` rows at a time (cp.async, two buffers: the next tile loads while this one computes;
@@ -88,7 +96,8 @@ template <int pending> __device__ __forceinline__ void copy_wait() {
  *  Shared bytes: buffers (1, or 2 when the chunk's longest text spans more than one tile) x group x
  *  2 (K, V) x flash_keys x (HEAD + 8) x sizeof(T). */
 template <typename T, int HEAD, int STEP = flash_keys>
-__device__ void attention_flash(T *context, T const *qkv, int const *offsets, int heads, float scale, int group) {
+__device__ void attention_flash(T *context, T const *qkv, int const *offsets, int heads, float scale, int group,
+                                int chunks) {
     static_assert(HEAD % 16 == 0 && HEAD <= 128, "heads of 16 .. 128 in steps of 16");
     static_assert(STEP % 16 == 0 && flash_keys % STEP == 0, "softmax steps of 16-key multiples dividing a tile");
     constexpr int ld = HEAD + 8;              // shared row pitch: 8 rows of an ldmatrix hit distinct banks
@@ -96,13 +105,14 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
     constexpr int tile_elements = flash_keys * ld;
     UFORM_FLASH_SHARED(raw);
     T *const shared = (T *)raw;
-    int const groups = heads / group, text = blockIdx.x / groups, group_index = blockIdx.x % groups;
+    int const groups = heads / group, query_chunk = (int)blockIdx.x % chunks, pair = (int)blockIdx.x / chunks;
+    int const text = pair / groups, group_index = pair % groups;
     int const warps = blockDim.x / 32, chunk = warps / group, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     int const first = offsets[text], length = offsets[text + 1] - first;
-    if ((int)blockIdx.y * chunk * 16 >= length) return;
+    if (query_chunk * chunk * 16 >= length) return;
     int const hidden = heads * HEAD, stride = 3 * hidden;
     int const h_local = warp / chunk, h = group_index * group + h_local;
-    int const row0 = ((int)blockIdx.y * chunk + warp % chunk) * 16;
+    int const row0 = (query_chunk * chunk + warp % chunk) * 16;
     bool const busy = row0 < length;
     int const tiles = (length + flash_keys - 1) / flash_keys;
     int const g = lane >> 2, t = lane & 3;
@@ -175,15 +185,20 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
                         flash_pair<T>::mma(s[2 * p + 1], q[c], b[2], b[3]);
                     }
                 }
-                /* Online softmax over these keys: lanes 4g .. 4g + 3 share rows g and g + 8. */
+                /* Online softmax over these keys: lanes 4g .. 4g + 3 share rows g and g + 8. The maxima
+                 * are of the raw scores; the scale (with log2 e) is folded into one FMA per score below.
+                 * Only the 16-key steps with a key inside are touched; keys past the text are masked
+                 * only in the step that holds the text's end. */
+                bool const tail = here < STEP;
                 float tile_low = -INFINITY, tile_high = -INFINITY;
 #pragma unroll
                 for (int j = 0; j < STEP / 8; ++j) {
-                    int const key = 8 * j + 2 * t;
+                    if (j >= 2 * key_steps) break;
+                    if (tail) {
+                        int const key = 8 * j + 2 * t;
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        bool const inside = key + (e & 1) < here;
-                        s[j][e] = inside ? s[j][e] * scale2 : -INFINITY;
+                        for (int e = 0; e < 4; ++e)
+                            if (key + (e & 1) >= here) s[j][e] = -INFINITY;
                     }
                     tile_low = fmaxf(tile_low, fmaxf(s[j][0], s[j][1]));
                     tile_high = fmaxf(tile_high, fmaxf(s[j][2], s[j][3]));
@@ -194,18 +209,23 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
                     tile_high = fmaxf(tile_high, __shfl_xor_sync(0xffffffffu, tile_high, offset));
                 }
                 float const next_low = fmaxf(best_low, tile_low), next_high = fmaxf(best_high, tile_high);
-                float const keep_low = exp2f(best_low - next_low), keep_high = exp2f(best_high - next_high);
+                float const keep_low = flash_exp2((best_low - next_low) * scale2);
+                float const keep_high = flash_exp2((best_high - next_high) * scale2);
                 best_low = next_low, best_high = next_high;
+                float const shift_low = -next_low * scale2, shift_high = -next_high * scale2;
                 sum_low *= keep_low, sum_high *= keep_high;
 #pragma unroll
                 for (int j = 0; j < HEAD / 8; ++j)
                     o[j][0] *= keep_low, o[j][1] *= keep_low, o[j][2] *= keep_high, o[j][3] *= keep_high;
-                /* P = exp2(S - max) packed straight into A fragments: 16 keys per k step. */
+                /* P = exp2(S scale - max scale) packed straight into A fragments: 16 keys per k step. */
                 unsigned pa[STEP / 16][4];
 #pragma unroll
                 for (int j = 0; j < STEP / 8; ++j) {
-                    float const p0 = exp2f(s[j][0] - best_low), p1 = exp2f(s[j][1] - best_low);
-                    float const p2 = exp2f(s[j][2] - best_high), p3 = exp2f(s[j][3] - best_high);
+                    if (j >= 2 * key_steps) break;
+                    float const p0 = flash_exp2(fmaf(s[j][0], scale2, shift_low));
+                    float const p1 = flash_exp2(fmaf(s[j][1], scale2, shift_low));
+                    float const p2 = flash_exp2(fmaf(s[j][2], scale2, shift_high));
+                    float const p3 = flash_exp2(fmaf(s[j][3], scale2, shift_high));
                     sum_low += p0 + p1, sum_high += p2 + p3;
                     pa[j / 2][(j & 1) * 2] = flash_pair<T>::pack(p0, p1);
                     pa[j / 2][(j & 1) * 2 + 1] = flash_pair<T>::pack(p2, p3);

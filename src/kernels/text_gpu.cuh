@@ -461,8 +461,8 @@ extern "C" __global__ void uform_text_attention_mma_bf16(__nv_bfloat16 *context,
 /* The flash kernel per head width and softmax step (keys per step: 32 keeps fewer registers live). */
 #define UFORM_TEXT_FLASH(T, suffix, head, step)                                                                        \
     extern "C" __global__ void __launch_bounds__(256) uform_text_attention_flash##head##x##step##_##suffix(             \
-        T *context, T const *qkv, int const *offsets, int heads, float scale, int group) {                            \
-        uform_text::attention_flash<T, head, step>(context, qkv, offsets, heads, scale, group);                       \
+        T *context, T const *qkv, int const *offsets, int heads, float scale, int group, int chunks) {                \
+        uform_text::attention_flash<T, head, step>(context, qkv, offsets, heads, scale, group, chunks);               \
     }
 #define UFORM_TEXT_FLASH_STEPS(T, suffix, head)                                                                        \
     UFORM_TEXT_FLASH(T, suffix, head, 32)                                                                              \

@@ -184,9 +184,14 @@ static CUfunction attention_flash_function(uform_cuda_t const *cuda, vram_copy_t
         snprintf(name, sizeof name, "uform_text_attention_flash%dx%d_%s", head, step,
                  dtype == uform_dtype_bf16_k ? "bf16" : "f16");
         CUfunction function = NULL;
+        /* All of the unified L1 as shared memory where the driver allows it: the staged tiles, not L1,
+         * serve the keys and values, and registers then bound the blocks per SM, not shared bytes. */
         int found = cuda->ModuleGetFunction(&function, copy->module, name) == CUDA_SUCCESS &&
                     cuda->FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            copy->shared_optin) == CUDA_SUCCESS;
+        if (found)
+            (void)cuda->FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                         CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
         copy->attention_flash[slot][which] = found ? function : NULL;
         copy->attention_flash_state[slot][which] = found ? 1 : 2;
     }
@@ -215,10 +220,11 @@ uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, 
         size_t const buffers = longest > 64 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */
         size_t const shared = buffers * (size_t)group * 2 * 64 * ((size_t)head + 8) * element;
         if (shared <= optin) {
-            void *arguments[] = {&context, &qkv, &offsets, &heads, &scale, &group};
+            int chunks_argument = (int)chunks;
+            void *arguments[] = {&context, &qkv, &offsets, &heads, &scale, &group, &chunks_argument};
             return vram_launch_grid(cuda, stream, copy->ordinal, "attention", flash, "attention_flash",
-                               (unsigned)(sequences * (size_t)(heads / group)), (unsigned)chunks,
-                               (unsigned)(chunk * (size_t)group * 32), (unsigned)shared, arguments);
+                                    (unsigned)(sequences * (size_t)(heads / group) * chunks), 1,
+                                    (unsigned)(chunk * (size_t)group * 32), (unsigned)shared, arguments);
         }
     }
     /* WMMA 16x16x16 through shared memory: one block of 4 warps per (sequence, head). */

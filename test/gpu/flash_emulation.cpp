@@ -196,6 +196,11 @@ template <int pending> static void copy_wait() {
         committed.erase(committed.begin());
     }
 }
+/** ex2.approx.ftz.f32: 2^x with subnormal results flushed to zero. */
+static float flash_exp2(float x) {
+    float const y = std::exp2(x);
+    return std::fpclassify(y) == FP_SUBNORMAL ? 0.f : y;
+}
 
 } // namespace uform_text
 
@@ -214,18 +219,19 @@ static void launch(T *context, T const *qkv, int const *offsets, int texts, int 
     int const threads = chunk * group * 32;
     blockDim.x = (unsigned)threads;
     std::vector<unsigned char> memory(shared);
-    for (unsigned bx = 0; bx < (unsigned)(texts * (heads / group)); ++bx)
+    for (unsigned pair = 0; pair < (unsigned)(texts * (heads / group)); ++pair)
         for (unsigned by = 0; by < (unsigned)chunks; ++by) {
+            unsigned const bx = pair * (unsigned)chunks + by;
             std::memset(memory.data(), 0xff, memory.size()); // NaN in bf16 and f16
             std::barrier<> block(threads);
             std::vector<warp_t> warps((size_t)threads / 32);
             std::vector<std::thread> lanes;
             for (int x = 0; x < threads; ++x)
                 lanes.emplace_back([&, x] {
-                    threadIdx.x = (unsigned)x, blockIdx.x = bx, blockIdx.y = by;
+                    threadIdx.x = (unsigned)x, blockIdx.x = bx, blockIdx.y = 0;
                     this_warp = &warps[(size_t)x / 32], this_lane = x & 31, this_block = &block;
                     block_shared = memory.data();
-                    uform_text::attention_flash<T, HEAD, STEP>(context, qkv, offsets, heads, scale, group);
+                    uform_text::attention_flash<T, HEAD, STEP>(context, qkv, offsets, heads, scale, group, chunks);
                     uform_text::committed.clear(), uform_text::open_group.clear();
                 });
             for (std::thread &lane : lanes) lane.join();
