@@ -31,6 +31,7 @@
 
 #include <uform.h>
 #include "models/text_vram.h" // `uform_text_vram_profile_report`
+#include "kernels/kernels.h"    // `uform_cpu_profile_report` (UFORM_CPU_PROFILE=1)
 
 #include <dirent.h>
 #include <math.h>
@@ -239,6 +240,7 @@ int main(int argc, char **argv) {
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
                uform_cpu_class_name(description.cpu_class), rate, best * 1e3, tflops, usage.ru_maxrss / 1024.0);
     if (devices) uform_text_vram_profile_report(stderr);
+    else if (uform_cpu_profiling()) uform_cpu_profile_report(stderr);
     uform_executor_free(executor);
     uform_model_free(model);
     for (size_t i = 0; i < files_count; ++i) free(files[i]);

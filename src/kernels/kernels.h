@@ -201,6 +201,14 @@ void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, 
                                 size_t ld, float *out, size_t out_ld, size_t rows, size_t length, size_t head,
                                 float scale, float *scores);
 
+/** @brief Whether UFORM_CPU_PROFILE=1 is set (read once): the CPU forward passes then time their
+ *  steps on every thread (`uform_cpu_profile_add`) for the benchmarks to report. */
+int uform_cpu_profiling(void);
+/** @brief Adds `seconds` of one thread's time to step `step` (a string literal; up to 32 steps). */
+void uform_cpu_profile_add(char const *step, double seconds);
+/** @brief Prints each step's summed thread time, count and share to `file` (nothing when empty). */
+void uform_cpu_profile_report(void *file);
+
 /** @brief A barrier between the phases of a forward pass: spins briefly, then sleeps on a futex.
  *  Zero-initialised; every one of `threads` threads calls `uform_phase_barrier_wait` with the same
  *  count, and it is reusable phase after phase. */

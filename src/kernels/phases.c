@@ -8,8 +8,11 @@
 
 #include "internal.h" // `uform_futex_wait`, `uform_spin_pause`
 
-#include <limits.h> // `INT_MAX`
-#include <stdlib.h> // `qsort_r`, `getenv`, `strtoul`
+#include <limits.h>  // `INT_MAX`
+#include <pthread.h> // `pthread_mutex_t`
+#include <stdio.h>   // `fprintf`
+#include <stdlib.h>  // `qsort_r`, `getenv`, `strtoul`
+#include <string.h>  // `strcmp`
 
 /** Spins at a barrier before sleeping on the futex. */
 #define UFORM_PHASE_BARRIER_SPINS 4096u
@@ -141,4 +144,44 @@ void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, 
         for (size_t j = 0; j < length; ++j)
             for (size_t c = 0; c < head; ++c) o[c] += scores[i * length + j] * v[j * ld + c];
     }
+}
+
+/* ---- Profiling (UFORM_CPU_PROFILE=1): each thread's time per step, summed; for the benchmarks ---- */
+
+#define UFORM_CPU_PROFILE_STEPS 32
+static pthread_once_t cpu_profile_once = PTHREAD_ONCE_INIT;
+static int cpu_profile_on;
+static pthread_mutex_t cpu_profile_lock = PTHREAD_MUTEX_INITIALIZER;
+static char const *cpu_profile_names[UFORM_CPU_PROFILE_STEPS];
+static double cpu_profile_seconds[UFORM_CPU_PROFILE_STEPS];
+static size_t cpu_profile_counts[UFORM_CPU_PROFILE_STEPS];
+
+static void cpu_profile_read(void) {
+    char const *value = getenv("UFORM_CPU_PROFILE");
+    cpu_profile_on = value && *value && *value != '0';
+}
+
+int uform_cpu_profiling(void) {
+    pthread_once(&cpu_profile_once, cpu_profile_read);
+    return cpu_profile_on;
+}
+
+void uform_cpu_profile_add(char const *step, double seconds) {
+    pthread_mutex_lock(&cpu_profile_lock);
+    for (size_t i = 0; i < UFORM_CPU_PROFILE_STEPS; ++i)
+        if (!cpu_profile_names[i] || !strcmp(cpu_profile_names[i], step)) {
+            cpu_profile_names[i] = step, cpu_profile_seconds[i] += seconds, ++cpu_profile_counts[i];
+            break;
+        }
+    pthread_mutex_unlock(&cpu_profile_lock);
+}
+
+void uform_cpu_profile_report(void *file) {
+    pthread_mutex_lock(&cpu_profile_lock);
+    double total = 0;
+    for (size_t i = 0; i < UFORM_CPU_PROFILE_STEPS && cpu_profile_names[i]; ++i) total += cpu_profile_seconds[i];
+    for (size_t i = 0; i < UFORM_CPU_PROFILE_STEPS && cpu_profile_names[i]; ++i)
+        fprintf((FILE *)file, "cpu profile %-28s %9zu runs %11.3f ms %5.1f%%\n", cpu_profile_names[i],
+                cpu_profile_counts[i], cpu_profile_seconds[i] * 1e3, total > 0 ? 100.0 * cpu_profile_seconds[i] / total : 0.0);
+    pthread_mutex_unlock(&cpu_profile_lock);
 }

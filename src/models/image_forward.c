@@ -112,7 +112,20 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
-static void barrier(image_group_t *group) { uform_phase_barrier_wait(&group->barrier, group->threads); }
+/** UFORM_CPU_PROFILE=1: the thread's time since `*since` goes to `step`, and `*since` moves to now. */
+static void profile_step(char const *step, double *since) {
+    if (!uform_cpu_profiling()) return;
+    double now = uform_now_seconds();
+    if (*since > 0) uform_cpu_profile_add(step, now - *since);
+    *since = now;
+}
+static double profile_start(void) { return uform_cpu_profiling() ? uform_now_seconds() : 0; }
+
+static void barrier(image_group_t *group) {
+    double since = profile_start();
+    uform_phase_barrier_wait(&group->barrier, group->threads);
+    profile_step("barrier wait", &since);
+}
 
 static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_dtype_t dtype, size_t m, size_t n) {
     return uform_gemm_plan(&job->gemm, threads, dtype, m, n);
@@ -141,10 +154,11 @@ static float const *normalised_rows(image_job_t *job, size_t thread, norm_t cons
  *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). `a16` (may be NULL,
  *  never with `a_norm`): A already in bf16, `k` wide; `c16` (may be NULL): C after the epilogue
  *  also written in bf16, `ldc` apart (the next product's `a16`). */
-static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, atomic_size_t *counter, size_t m, size_t n, size_t k,
-                       float const *a, size_t lda, uform_tensor_t const *weight, float *c, size_t ldc, epilogue_t epilogue,
-                       uform_tensor_t const *bias, uform_tensor_t const *gamma, float *residual, size_t residual_ld,
-                       norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
+static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, char const *const label[2], atomic_size_t *counter,
+                       size_t m, size_t n, size_t k, float const *a, size_t lda, uform_tensor_t const *weight, float *c,
+                       size_t ldc, epilogue_t epilogue, uform_tensor_t const *bias, uform_tensor_t const *gamma,
+                       float *residual, size_t residual_ld, norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
+    double since = profile_start();
     uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
     uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n); /* plain weights where columns split */
     size_t tiles = plan.tiles_m * plan.tiles_n;
@@ -164,6 +178,7 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
             uform_gemm_tile(&gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
                             weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
         }
+        profile_step(label[0], &since);
         switch (epilogue) {
         case epilogue_none_k: break;
         case epilogue_bias_k:
@@ -183,6 +198,7 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
         }
         if (c16)
             for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + j0, cols);
+        profile_step(label[1], &since);
     }
     barrier(group);
 }
@@ -191,12 +207,14 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, at
 static void norm_phase(image_job_t *job, image_group_t *group, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
                        uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon, uint16_t *out16) {
     size_t blocks = ceil_div(rows, 16);
+    double since = profile_start();
     for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
         size_t first = block * 16, count = rows - first < 16 ? rows - first : 16;
         job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
                                  (float const *)weight->data, (float const *)bias->data, epsilon);
         if (out16) job->kernels->f32_to_bf16(out + first * cols, out16 + first * cols, count * cols);
     }
+    profile_step("layer norm", &since);
     barrier(group);
 }
 
@@ -234,6 +252,7 @@ static size_t scores_floats(uform_image_config_t const *c) {
 static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter) {
     image_thread_t *self = &job->per_thread[thread];
     size_t side = job->preprocess.side, bytes = side * side * 3;
+    double since = profile_start();
     for (size_t i; (i = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < job->count;) {
         uform_status_t status =
             uform_image_preprocess(&job->images[i], &job->preprocess, &self->images, NULL, job->rgb + i * bytes);
@@ -244,7 +263,9 @@ static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter
             snprintf(self->failed_message, sizeof self->failed_message, "%s", uform_error_message());
         }
     }
+    profile_step("decode", &since);
     uform_phase_barrier_wait(&job->barrier, job->threads);
+    profile_step("barrier wait", &since);
 }
 
 /** Blocks of query rows per (image, head) for `pairs` pairs of `S` tokens on `threads` threads: at
@@ -270,13 +291,17 @@ static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
  *  S = scale Q K^T in f32, softmax in f32, the probabilities rounded to bf16, O = P V in f32. Returns
  *  0 where the library refused (the caller then takes the f32 path). */
 static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
-                          size_t S, size_t head, float scale, float *scores, float *ob) {
+                          size_t S, size_t head, float scale, float *scores, float *ob, double *since) {
     uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
     if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S))
         return 0;
+    profile_step("attention gemm", since);
     job->kernels->softmax_rows(scores, S, rows, S);
     job->kernels->f32_to_bf16(scores, probs, rows * S);
-    return uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+    profile_step("attention softmax", since);
+    int done = uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+    profile_step("attention gemm", since);
+    return done;
 }
 
 static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,
@@ -295,6 +320,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
         size_t tasks = n * grid;
+        double since = profile_start();
         for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tasks;) {
             size_t local = task / grid, gy = task % grid, index = first_image + local;
             float *target = group->patches + (local * P + gy * grid) * depth;
@@ -314,15 +340,22 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                     }
             }
         }
+        profile_step("im2col and assembly", &since);
         barrier(group);
     }
     /* Patch embedding into tmp (n P rows), bias added. */
-    gemm_phase(job, group, thread, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
+    static char const *const patch_label[2] = {"gemm patches", "epilogue patches"};
+    static char const *const out_label[2] = {"gemm out", "epilogue out"};
+    static char const *const up_label[2] = {"gemm up", "epilogue up (gelu)"};
+    static char const *const down_label[2] = {"gemm down", "epilogue down"};
+    static char const *const projection_label[2] = {"gemm projection", "epilogue projection"};
+    gemm_phase(job, group, thread, patch_label, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
                group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL, NULL, NULL);
     /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
         float const *pos = (float const *)tower->pos_embed.data;
+        double since = profile_start();
         for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
             float *x = group->x + local * S * d;
             memcpy(x, tower->cls_token.data, d * sizeof(float));
@@ -330,6 +363,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
             float const *embedded = group->tmp + local * P * d;
             for (size_t i = 0; i < P * d; ++i) x[(1 + R) * d + i] = embedded[i] + pos[i];
         }
+        profile_step("im2col and assembly", &since);
         barrier(group);
     }
 
@@ -355,6 +389,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
             uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
             size_t cached = SIZE_MAX;
+            double since = profile_start();
             for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
                 size_t which = tile / per, local = tile % per;
                 size_t tm = local / plan.tiles_n, tn = local % plan.tiles_n;
@@ -371,10 +406,12 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                                     (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
                                     weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
                 }
+                profile_step("gemm qkv", &since);
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
                 if (group->qkv16)
                     for (size_t i = 0; i < rows; ++i)
                         kernels->f32_to_bf16(ct + i * 3 * d, group->qkv16 + (i0 + i) * 3 * d + which * d + j0, cols);
+                profile_step("epilogue qkv", &since);
             }
             barrier(group);
         }
@@ -386,6 +423,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
             size_t blocks = attention_blocks(job->gemm.use_library ? group->threads : 1, n * heads, S);
             size_t block_rows = ceil_div(S, blocks);
             blocks = ceil_div(S, block_rows);
+            double since = profile_start();
             for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads * blocks;) {
                 size_t local = task / (heads * blocks), hh = task / blocks % heads, block = task % blocks;
                 size_t first = block * block_rows, rows = S - first < block_rows ? S - first : block_rows;
@@ -396,7 +434,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 if (!job->gemm.use_library)
                     kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
                 else if (!(group->qkv16 && attention_bf16(job, thread, group->qkv16 + local * S * 3 * d + hh * head, d,
-                                                          first, rows, S, head, scale, scores, ob)) &&
+                                                          first, rows, S, head, scale, scores, ob, &since)) &&
                          (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
                          (kernels->softmax_rows(scores, S, rows, S),
                           !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d))))
@@ -404,18 +442,19 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
                 if (group->a16) /* the output product's A (library path only: whole pairs otherwise) */
                     for (size_t i = 0; i < rows; ++i)
                         kernels->f32_to_bf16(ob + i * d, group->a16 + (local * S + first + i) * d + hh * head, head);
+                profile_step("attention (f32, conversions)", &since); /* what attention_bf16's steps left */
             }
             barrier(group);
         }
-        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
+        gemm_phase(job, group, thread, out_label, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
                    epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL);
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
                        &layer->norm2_bias, epsilon, group->a16);
-        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
+        gemm_phase(job, group, thread, up_label, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
                    &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
                    fuse ? &norm2 : NULL, fuse ? NULL : group->a16, group->ffn16);
-        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
+        gemm_phase(job, group, thread, down_label, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
                    epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL);
     }
 
@@ -437,7 +476,7 @@ static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread,
         }
         barrier(group);
     }
-    gemm_phase(job, group, thread, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
+    gemm_phase(job, group, thread, projection_label, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
                group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL, NULL, NULL);
     /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
     {
