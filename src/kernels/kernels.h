@@ -209,6 +209,26 @@ void uform_cpu_profile_add(char const *step, double seconds);
 /** @brief Prints each step's summed thread time, count and share to `file` (nothing when empty). */
 void uform_cpu_profile_report(void *file);
 
+/**
+ *  @brief One head's attention over bf16 rows (src/kernels/attention_bf16.c): for query rows
+ *  `q[0 .. rows)` and keys and values `k`, `v` [0 .. length) (every row `ld` elements apart, `head`
+ *  wide), out[i] = softmax(scale q_i K^T) V in f32 (`out` rows `out_ld` floats apart), S and the
+ *  softmax in f32, P rounded to bf16 before P V, as PyTorch's bf16 does.
+ *  `scores` holds `rows` x (`length` rounded up to 16) floats; `packed` `uform_attention_bf16_bytes`
+ *  bytes, 4-aligned. Returns 0 (nothing written) for a head width that is not a multiple of 32 up to
+ *  256, or no rows or keys; the caller then takes another path.
+ */
+typedef int (*uform_attention_bf16_t)(uint16_t const *q, uint16_t const *k, uint16_t const *v, size_t ld, size_t rows,
+                                      size_t length, size_t head, float scale, float *scores, void *packed, float *out,
+                                      size_t out_ld);
+/** @brief The kernel above where `avx512_bf16` (the class has AVX-512 BF16: `uform_kernels_native_bf16`)
+ *  and this build has it (x86-64 with GCC or Clang), else NULL. */
+uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16);
+/** @brief 0 when UFORM_ATTENTION_BF16=0 (read once): the passes then keep oneDNN's GEMM functions. */
+int uform_attention_bf16_enabled(void);
+/** @brief Bytes of `packed` for `uform_attention_bf16_t` over `rows` queries and `length` keys. */
+size_t uform_attention_bf16_bytes(size_t rows, size_t length, size_t head);
+
 /** @brief A barrier between the phases of a forward pass: spins briefly, then sleeps on a futex.
  *  Zero-initialised; every one of `threads` threads calls `uform_phase_barrier_wait` with the same
  *  count, and it is reusable phase after phase. */

@@ -98,6 +98,9 @@ typedef struct image_job_t {
     size_t chunk_images; /**< The most of any group. */
     size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
     size_t probs_offset; /**< Floats into each thread's scratch of its bf16 attention probabilities. */
+    /** The AVX-512 BF16 attention kernel for bf16 towers where the class has it (NULL: oneDNN's GEMM
+     *  functions); its scores and packed keys and values take the probabilities' place. */
+    uform_attention_bf16_t attention16;
     int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
     size_t groups_count;
     image_group_t *groups;
@@ -293,6 +296,15 @@ static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
 static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
                           size_t S, size_t head, float scale, float *scores, float *ob, double *since) {
     uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
+    if (job->attention16) {
+        float *kernel_scores = (float *)job->per_thread[thread].scratch + job->probs_offset;
+        void *packed = kernel_scores + round_up(S * round_up(S, 16), 16);
+        if (job->attention16(q16 + first * 3 * d, q16 + d, q16 + 2 * d, 3 * d, rows, S, head, scale,
+                             kernel_scores, packed, ob, d)) {
+            profile_step("attention kernel", since);
+            return 1;
+        }
+    }
     if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S))
         return 0;
     profile_step("attention gemm", since);
@@ -569,6 +581,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
+    job->attention16 = uform_gemm_takes_bf16(&job->gemm, uform_dtype_bf16_k) && uform_attention_bf16_enabled()
+                           ? uform_attention_bf16_for(job->gemm.native_bf16)
+                           : NULL;
     job->threads = threads;
     job->count = count;
     job->statuses = statuses;
@@ -676,6 +691,11 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
     job->probs_offset = round_up(job->norm_offset + norm_floats, 16);
     size_t probs_floats = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype) ? ceil_div(c->sequence * c->sequence, 2) : 0;
+    if (job->attention16 && job->tower0->weights_dtype == uform_dtype_bf16_k) { /* the kernel's scores, then its packing */
+        size_t kernel_floats = round_up(c->sequence * round_up(c->sequence, 16), 16) +
+                               ceil_div(uform_attention_bf16_bytes(c->sequence, c->sequence, c->dim / c->heads), 4);
+        probs_floats = probs_floats > kernel_floats ? probs_floats : kernel_floats;
+    }
     size_t scratch_bytes = (job->probs_offset + probs_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = uform_model_thread_node(executor, description.kind, t);
