@@ -9,13 +9,10 @@
 #   0. build-device/: configured and built as run_session_device.sh's prepare_host_run does when it is
 #      missing (the carried Debian packages in build-gpu/device-deps unpacked first); when it exists,
 #      rebuilt incrementally (it may come from an earlier step's tree), only the benchmarks' targets;
-#   1. A/B, the engine alone, bf16, in alternation: the default (weights packed once, for whole-width
-#      products and the batch-1 plan's column-split tiles alike; attention's products on oneDNN's
-#      GEMM functions) against UFORM_GEMM_PACK_SPLIT=0 (the split tiles read the weights as they lie),
-#      UFORM_GEMM_PACK_MIB=0 (nothing packed, oneDNN packs per call) and UFORM_ATTENTION_MATMUL=1
-#      (the image pass's attention through the matmul primitive, AMX): UForm3-small batch 1 and 50,
-#      ViT-B/16 batch 50 and 1;
-#      then bench_text_tiles: the batch-1 plan's tiles on one thread, packed against plain;
+#   1. A/B, the engine alone, bf16, in alternation: the default (bf16 towers' attention on the
+#      AVX-512 BF16 kernel, src/kernels/attention_bf16.c) against UFORM_ATTENTION_BF16=0 (attention's
+#      products on oneDNN's GEMM functions, as before): ViT-S/16 and ViT-B/16 at batches 50 and 1;
+#      then one UFORM_CPU_PROFILE=1 run of each at batch 50 (where the pass's time goes);
 #   2. "the AVX2 machine", f32 only: the engine pinned to class intel_haswell (and its oneDNN to AVX2),
 #      PyTorch bounded to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_/DNNL_MAX_CPU_ISA=AVX2,
 #      MKL_ENABLE_INSTRUCTIONS=AVX2), ONNX Runtime unrestricted (it has no such switch: the peer keeps
@@ -40,6 +37,7 @@ LOGS=${OUT:-$BUILD/cpu-host-logs}
 mkdir -p "$LOGS"
 SUMMARY=$LOGS/summary.txt
 : >"$SUMMARY"
+: >"$LOGS/bench.log"
 FAILED=0
 CORES=$(nproc)
 THREADS=${UFORM_BENCH_THREADS:-$((CORES - 2 > 28 ? 28 : CORES - 2 < 1 ? 1 : CORES - 2))}
@@ -122,28 +120,22 @@ engine() {
 }
 export TMPDIR=${TMPDIR:-/tmp}
 
-# 1. Packing A/B, alternating (A B C A B C).
-note "1. A/B, bf16, $THREADS threads: default (split tiles packed, attention on GEMM functions), UFORM_GEMM_PACK_SPLIT=0, UFORM_GEMM_PACK_MIB=0, UFORM_ATTENTION_MATMUL=1"
-text=("$BUILD/bench/bench_text" --shape uform3 --tokens 64 --dtype bf16 --threads "$THREADS" --seconds "$TIME")
-image=("$BUILD/bench/bench_image_model" --shape vit-b16 --mode model --dtype bf16 --threads "$THREADS" --seconds "$TIME")
+# 1. The attention kernel A/B, alternating (A B A B).
+note "1. A/B, bf16, $THREADS threads: default (attention on the AVX-512 BF16 kernel) against UFORM_ATTENTION_BF16=0 (oneDNN's GEMM functions)"
 for _ in 1 2; do
-    for arm in default UFORM_GEMM_PACK_SPLIT=0 UFORM_GEMM_PACK_MIB=0; do
-        engine "uform3 bf16 batch 1" "$arm" "${text[@]}" --batch 1
-    done
-    for arm in default UFORM_GEMM_PACK_MIB=0; do
-        engine "uform3 bf16 batch $BATCH" "$arm" "${text[@]}" --batch "$BATCH"
-    done
-    for arm in default UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION_MATMUL=1; do
-        engine "vit-b16 bf16 batch $BATCH" "$arm" "${image[@]}" --batch "$BATCH" --min-calls 2
+    for shape in vit-s16 vit-b16; do
+        for batch in "$BATCH" 1; do
+            for arm in default UFORM_ATTENTION_BF16=0; do
+                engine "$shape bf16 batch $batch" "$arm" "$BUILD/bench/bench_image_model" --shape "$shape" --mode model \
+                    --dtype bf16 --threads "$THREADS" --seconds "$TIME" --batch "$batch" --min-calls 2
+            done
+        done
     done
 done
-for arm in default UFORM_GEMM_PACK_SPLIT=0 UFORM_GEMM_PACK_MIB=0 UFORM_ATTENTION_MATMUL=1; do
-    engine "vit-b16 bf16 batch 1" "$arm" "${image[@]}" --batch 1 --min-calls 5
-done
-# The same tiles on one thread, packed against plain: packing's own cost or gain per tile, without
-# the threads' contention (the lookup of packed slices, the barriers).
-for plan in $(printf '%s\n' "$THREADS" 2 | sort -nru); do
-    engine "tiles of the $plan-thread plan" default "$BUILD/bench/bench_text_tiles" --plan-threads "$plan" --rounds 30
+for shape in vit-s16 vit-b16; do
+    boxed "profile $shape" 30 env UFORM_CPU_PROFILE=1 "$BUILD/bench/bench_image_model" --shape "$shape" --mode model \
+        --dtype bf16 --threads "$THREADS" --seconds "$TIME" --batch "$BATCH" --min-calls 2
+    fresh | grep -E '^(cpu profile|uform)' | sed "s/^/  ($shape) /" >>"$SUMMARY"
 done
 
 # 2. The AVX2 machine, f32: the engine as intel_haswell, PyTorch bounded to AVX2, ONNX Runtime not.
