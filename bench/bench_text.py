@@ -138,6 +138,8 @@ def main():
         system, shape, tokens, batch, threads = args.peer
         print(json.dumps(run_peer(system, shape, int(tokens), int(batch), int(threads), args.seconds)))
         return
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     systems = args.systems.split(",")
     if args.baseline:
         systems += [s.replace("uform-", "base-") for s in systems if s.startswith("uform-")]
