@@ -15,6 +15,11 @@
  *  (`uform_ram_options_t.cpu_class`): the kernels and GEMM paths of that class. oneDNN's own ISA is
  *  the process's: DNNL_MAX_CPU_ISA=AVX2 in the environment keeps its products at AVX2 too
  *  (bench_text.py --cpu-class sets it).
+ *
+ *  Besides texts/s and the best call, the JSON line gives `cpu_ms_per_call`: the process's CPU time
+ *  over the timed calls, per call. On one thread it is the work of a call, which a shared machine's
+ *  other load barely changes (wall-clock figures it does); on several threads it also counts the time
+ *  threads spin at barriers and in the executor.
  */
 #define _GNU_SOURCE 1
 #include "internal.h"
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <math.h>
 #include <sys/resource.h>
+#include <time.h> // `clock_gettime`
 
 /** Pins (or unpins) the tower's matrices for the matmul primitive's packed weights (kernels.h). */
 static void pin_tower(uform_text_tower_t const *t, uform_dtype_t dtype, void (*pin)(void const *, size_t)) {
@@ -101,6 +107,8 @@ int main(int argc, char **argv) {
             return 1;
         }
     size_t calls = 0;
+    struct timespec cpu_start, cpu_end;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
     double start = uform_now_seconds(), elapsed, best = 1e30;
     do {
         double before = uform_now_seconds();
@@ -113,6 +121,9 @@ int main(int argc, char **argv) {
         ++calls;
         elapsed = uform_now_seconds() - start;
     } while (elapsed < seconds || calls < min_calls);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_end);
+    double cpu_per_call = ((double)(cpu_end.tv_sec - cpu_start.tv_sec) + (double)(cpu_end.tv_nsec - cpu_start.tv_nsec) * 1e-9) /
+                          (double)calls;
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
         fprintf(stderr, "bench_text: %s\n", uform_error_message());
         return 1;
@@ -124,9 +135,9 @@ int main(int argc, char **argv) {
     if (json)
         printf("{\"system\": \"uform\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
                "\"threads\": %zu, \"cpu_class\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, "
-               "\"peak_rss_mib\": %.1f}\n",
+               "\"cpu_ms_per_call\": %.3f, \"peak_rss_mib\": %.1f}\n",
                shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3,
-               usage.ru_maxrss / 1024.0);
+               cpu_per_call * 1e3, usage.ru_maxrss / 1024.0);
     else
         printf("uform %s %s: %zu tokens, batch %zu, %zu threads, class %s: %.1f texts/s, best call %.3f ms, peak RSS "
                "%.1f MiB\n",

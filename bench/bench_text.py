@@ -4,6 +4,7 @@ C), PyTorch f32 and bf16, ONNX Runtime f32 (CPU provider, the same PyTorch model
 
     /work/venv/bin/python bench/bench_text.py --binary build/bench/bench_text --threads 2 [--seconds 3]
         [--cases minilm:16,minilm:128,uform3:64] [--batches 1,50,256] [--json]
+        [--baseline OTHER_BINARY] [--rounds N]
 
 Every system runs in a process of its own (so peak RSS is its own, read from wait4), on towers of the
 same shape with random weights, token ids given (tokenising excluded for all):
@@ -12,6 +13,9 @@ same shape with random weights, token ids given (tokenising excluded for all):
   uform3  a UForm3-small-shaped text tower: the `uform` package's TextEncoder, 768 wide, 4 layers of which
           2 multimodal (skipped), 12 heads, CLS pooling, 256-wide projection, RoBERTa positions.
 Prints one row per case: texts/s of each system, the engine's ratio to the best peer, peak RSS.
+`--baseline` adds the engine's systems again from another build (`base-f32`, `base-bf16`: a before/after
+in the same run, with the new build's ratio over it); `--rounds` repeats the table, the order of the
+systems rotated each round, so load on a shared machine falls on every system alike.
 """
 import argparse
 import json
@@ -125,6 +129,8 @@ def main():
     parser.add_argument("--cpu-class", default="", help="pin the engine to this class (e.g. intel_haswell) and "
                         "bound every library to its instruction sets where it has a switch (not ONNX Runtime)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--baseline", default="", help="another build's bench_text, run as base-f32/base-bf16")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the table, rotating the systems' order")
     parser.add_argument("--peer", nargs=5, metavar=("SYSTEM", "SHAPE", "TOKENS", "BATCH", "THREADS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -132,7 +138,11 @@ def main():
         system, shape, tokens, batch, threads = args.peer
         print(json.dumps(run_peer(system, shape, int(tokens), int(batch), int(threads), args.seconds)))
         return
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     systems = args.systems.split(",")
+    if args.baseline:
+        systems += [s.replace("uform-", "base-") for s in systems if s.startswith("uform-")]
     environment = class_environment(args.cpu_class)
     print(f"# threads {args.threads}, {args.seconds} s per measurement, random weights, ids given", flush=True)
     if args.cpu_class:
@@ -140,21 +150,36 @@ def main():
               f"{' '.join(f'{k}={v}' for k, v in CLASS_ISAS[args.cpu_class].items())}; ONNX Runtime unrestricted "
               f"(no switch)", flush=True)
     header = f"{'case':<14} {'batch':>5} " + " ".join(f"{s:>16}" for s in systems) + f" {'f32 ratio':>9} {'bf16 ratio':>10}"
+    if args.baseline:
+        header += f" {'f32 new/base':>12}"
     print(header + "   (texts/s [peak RSS MiB])", flush=True)
     rows = []
+    for round_index in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {round_index + 1} of {args.rounds}", flush=True)
+        rows += run_round(args, systems, environment, round_index)
+    if args.json:
+        print(json.dumps(rows))
+
+
+def run_round(args, systems, environment, round_index):
+    """One table: every case and batch, each system in its own process, the order rotated by round."""
+    rows = []
+    order = systems[round_index % len(systems):] + systems[:round_index % len(systems)]
     for case in args.cases.split(","):
         shape, tokens = case.split(":")
         for batch in [int(b) for b in args.batches.split(",")]:
             results = {}
-            for system in systems:
-                if system.startswith("uform"):
-                    command = [args.binary, "--json", "--shape", shape, "--tokens", tokens, "--batch", str(batch),
+            for system in order:
+                if system.startswith(("uform", "base")):
+                    binary = args.baseline if system.startswith("base") else args.binary
+                    command = [binary, "--json", "--shape", shape, "--tokens", tokens, "--batch", str(batch),
                                "--threads", str(args.threads), "--seconds", str(args.seconds),
                                "--dtype", system.split("-")[1]]
                 else:
                     command = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds),
                                "--peer", system.replace("ort-f32", "ort"), shape, tokens, str(batch), str(args.threads)]
-                if system.startswith("uform") and args.cpu_class:
+                if system.startswith(("uform", "base")) and args.cpu_class:
                     command += ["--cpu-class", args.cpu_class]
                 results[system] = measure(command, environment if system != "ort-f32" else None)
             rate = {s: r.get("texts_per_second", 0.0) for s, r in results.items()}
@@ -169,11 +194,14 @@ def main():
                 if "error" in r:
                     print(f"# {s}: {r['error']}", file=sys.stderr)
             bf16_cell = f"{bf16_ratio:>9.2f}x" if "uform-bf16" in systems else f"{'-':>10}"
+            if args.baseline:
+                base = rate.get("base-f32", 0)
+                bf16_cell += f" {rate.get('uform-f32', 0) / base:>11.2f}x" if base else f" {'-':>12}"
             print(f"{case:<14} {batch:>5} " + " ".join(f"{c:>16}" for c in cells) + f" {f32_ratio:>8.2f}x " + bf16_cell,
                   flush=True)
-            rows.append({"case": case, "batch": batch, "results": results, "f32_ratio": f32_ratio, "bf16_ratio": bf16_ratio})
-    if args.json:
-        print(json.dumps(rows))
+            rows.append({"case": case, "batch": batch, "round": round_index + 1, "results": results,
+                         "f32_ratio": f32_ratio, "bf16_ratio": bf16_ratio})
+    return rows
 
 
 if __name__ == "__main__":

@@ -6,8 +6,12 @@
  *          which also run with the grouping forced (ctest's test_encode_group1, _group2, ...).
  *          And attention's bf16 products through the matmul primitive (`uform_gemm_bf16_with`): the
  *          same values as the GEMM functions, K as [n][k] and V as [k][n], scaled, strided.
+ *          And the fused GELU and softmax of every class this machine runs, whose exp clamps by
+ *          masks (so the AVX2 class vectorises them): values against double precision from -1e30
+ *          to 1e30, NaN kept, the vector body and its tail.
  */
 #include "check.h"
+#include "internal.h" // `uform_cpu_resolve_class`
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -166,9 +170,74 @@ static void test_attention_products(void) {
     for (int via = 0; via < 2; ++via) free(scores[via]), free(out[via]);
 }
 
+/** 0.5 x (1 + erf(x / sqrt 2)) in double: the exact GELU the kernels approximate. */
+static double gelu_reference(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+
+static void test_fused_math(void) {
+    uform_cpu_class_t const classes[] = {uform_cpu_class_serial_k, uform_cpu_class_intel_haswell_k,
+                                         uform_cpu_class_intel_skylake_k, uform_cpu_class_amd_genoa_k};
+    /* Extremes where exp's argument leaves [-87, 88] (GELU's -x^2 / 2 overflows to -inf at 1e30),
+     * then a sweep: 21 + 64 values, so 16-lane bodies run and a tail is left. */
+    enum { EXTREMES = 21, COUNT = EXTREMES + 64 };
+    float const extremes[EXTREMES] = {-1e30f, -1e10f, -200.0f, -20.0f, -13.3f, -13.0f, -9.5f, -5.0f, -1.0f, -0.5f, 0.0f,
+                                      0.3f,   1.0f,   3.0f,    9.5f,   13.0f,  13.3f,  20.0f, 200.0f, 1e10f, 1e30f};
+    float inputs[COUNT], bias[COUNT], rows[2 * COUNT];
+    for (size_t j = 0; j < COUNT; ++j) {
+        inputs[j] = j < EXTREMES ? extremes[j] : -12.0f + 24.0f * (float)(j - EXTREMES) / 63.0f;
+        bias[j] = j < EXTREMES ? 0.0f : 0.125f;
+    }
+    size_t ran = 0;
+    for (size_t k = 0; k < sizeof classes / sizeof *classes; ++k) {
+        uform_cpu_class_t resolved;
+        if (uform_cpu_resolve_class(classes[k], &resolved) != uform_status_ok_k || resolved != classes[k]) continue;
+        uform_kernels_t const *kernels = uform_kernels_for(classes[k]);
+        ++ran;
+        /* GELU over two rows `COUNT` apart, the second shifted, with a bias. */
+        for (size_t j = 0; j < COUNT; ++j) rows[j] = inputs[j], rows[COUNT + j] = inputs[j] * 0.5f;
+        kernels->bias_gelu(rows, COUNT, 2, COUNT, bias);
+        double worst = 0;
+        for (size_t i = 0; i < 2; ++i)
+            for (size_t j = 0; j < COUNT; ++j) {
+                double x = (double)(i ? inputs[j] * 0.5f : inputs[j]) + (double)bias[j];
+                double want = gelu_reference(x), got = rows[i * COUNT + j];
+                CHECK(isfinite(got));
+                double error = fabs(got - want) / fmax(1.0, fabs(want));
+                worst = fmax(worst, error);
+            }
+        CHECK(worst <= 1e-6);
+        float nan_row[17];
+        for (size_t j = 0; j < 17; ++j) nan_row[j] = j == 3 || j == 16 ? NAN : 1.0f;
+        kernels->bias_gelu(nan_row, 17, 1, 17, bias + EXTREMES);
+        CHECK(isnan(nan_row[3]) && isnan(nan_row[16]) && isfinite(nan_row[0]) && isfinite(nan_row[15]));
+
+        /* Softmax: a row spanning -1e30 to 88.5 (its exps underflow past the clamp) and the sweep. */
+        float scores[COUNT];
+        for (size_t j = 0; j < COUNT; ++j) scores[j] = j < EXTREMES ? (extremes[j] > 88.5f ? 88.5f : extremes[j]) : inputs[j];
+        kernels->softmax_rows(scores, COUNT, 1, COUNT);
+        double highest = -INFINITY, total = 0, worst_p = 0;
+        for (size_t j = 0; j < COUNT; ++j) {
+            double x = j < EXTREMES ? (extremes[j] > 88.5f ? 88.5 : extremes[j]) : inputs[j];
+            highest = fmax(highest, x);
+        }
+        for (size_t j = 0; j < COUNT; ++j) {
+            double x = j < EXTREMES ? (extremes[j] > 88.5f ? 88.5 : extremes[j]) : inputs[j];
+            total += exp(x - highest);
+        }
+        for (size_t j = 0; j < COUNT; ++j) {
+            double x = j < EXTREMES ? (extremes[j] > 88.5f ? 88.5 : extremes[j]) : inputs[j];
+            worst_p = fmax(worst_p, fabs(scores[j] - exp(x - highest) / total));
+        }
+        CHECK(worst_p <= 1e-6);
+        printf("fused math (%s kernels): GELU relative error %.1e, softmax |p - reference| %.1e, NaN kept\n",
+               kernels->name, worst, worst_p);
+    }
+    CHECK(ran >= 1); /* SERIAL runs everywhere */
+}
+
 int main(void) {
     test_groups();
     test_arenas();
     test_attention_products();
+    test_fused_math();
     return check_failures ? 1 : 0;
 }
