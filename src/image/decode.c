@@ -247,18 +247,36 @@ static uform_status_t spng_failure(int error, char const *what) {
     return uform_fail(uform_status_corrupt_file_k, "image: corrupt PNG %s: %s", what, spng_strerror(error));
 }
 
-static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pixels, uform_image_scratch_t *scratch,
-                                 uform_pixels_t *out) {
+/* A libspng decoder over `data`, its chunk CRCs checked as `critical` and `ancillary` say. */
+static spng_ctx *png_context(uint8_t const *data, size_t size, int critical, int ancillary, int *error) {
     spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) return uform_fail(uform_status_out_of_memory_k, "image: no memory for a PNG decoder");
-    uform_status_t status = uform_status_ok_k;
-    int error;
+    if (!ctx) return *error = SPNG_EMEM, NULL;
     /* Ancillary chunks (text, ICC profiles) are bounded: 16 MiB each, 64 MiB in all. */
     spng_set_chunk_limits(ctx, (size_t)16 << 20, (size_t)64 << 20);
-    if ((error = spng_set_png_buffer(ctx, data, size))) {
-        status = spng_failure(error, "buffer");
-        goto done;
+    if ((*error = spng_set_crc_action(ctx, critical, ancillary)) || (*error = spng_set_png_buffer(ctx, data, size))) {
+        spng_ctx_free(ctx);
+        return NULL;
     }
+    return ctx;
+}
+
+static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pixels, uform_image_scratch_t *scratch,
+                                 uform_pixels_t *out) {
+    /* Chunk CRCs as PIL checks them: every chunk before the first IDAT (IHDR, PLTE, text, ICC
+     * profile...) must have a right CRC, and none from the first IDAT on is compared (PIL's loader
+     * reads those CRCs without checking them), while zlib's Adler-32 of the image data is checked
+     * (PIL raises "broken data stream" on a wrong one). So two passes of libspng:
+     * - the chunks before the first IDAT alone (`spng_decode_chunks`), every CRC an error;
+     * - the image with the ancillary CRC action SPNG_CRC_USE, under which libspng 0.7.3 (and every
+     *   later release so far) computes no CRC for any chunk after IHDR, IDATs included (its
+     *   `read_header` sets `skip_crc` for critical chunks too then), the CRC-32 of the compressed
+     *   data being the decode's third-largest cost, while the critical action SPNG_CRC_ERROR keeps
+     *   zlib's Adler-32 validation on (`inflateValidate`). test_image checks both halves: a wrong
+     *   IDAT CRC decodes to PIL's pixels, a wrong Adler-32 or pre-IDAT CRC fails. */
+    int error = 0;
+    spng_ctx *ctx = png_context(data, size, SPNG_CRC_ERROR, SPNG_CRC_ERROR, &error);
+    if (!ctx) return spng_failure(error, "buffer");
+    uform_status_t status = uform_status_ok_k;
     struct spng_ihdr ihdr;
     if ((error = spng_get_ihdr(ctx, &ihdr))) {
         status = spng_failure(error, "header");
@@ -266,6 +284,16 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
     }
     status = check_pixels("PNG", ihdr.width, ihdr.height, max_pixels);
     if (status != uform_status_ok_k) goto done;
+    if ((error = spng_decode_chunks(ctx))) {
+        status = spng_failure(error, "chunk");
+        goto done;
+    }
+    spng_ctx_free(ctx);
+    if (!(ctx = png_context(data, size, SPNG_CRC_ERROR, SPNG_CRC_USE, &error))) return spng_failure(error, "buffer");
+    if ((error = spng_get_ihdr(ctx, &ihdr))) {
+        status = spng_failure(error, "header");
+        goto done;
+    }
 
     size_t width = ihdr.width, height = ihdr.height;
     unsigned depth = ihdr.bit_depth;
