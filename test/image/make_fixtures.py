@@ -295,6 +295,11 @@ def main():
     write_png(os.path.join(HERE, "synth/rgba16.png"), np.dstack([wide, alpha.astype(np.uint16) * 257]), 6, 16); cases.append("rgba16.png")
     write_png(os.path.join(HERE, "synth/la16.png"), np.dstack([i16, alpha.astype(np.uint16) * 257 + 3]), 4, 16); cases.append("la16.png")
     write_png(os.path.join(HERE, "synth/rgb_adam7.png"), base, 2, 8, interlace=True); cases.append("rgb_adam7.png")
+    # 16 bits interlaced, with a tRNS PIL does not apply (libspng's RGB8 and RGBA8 formats decode these).
+    write_png(os.path.join(HERE, "synth/rgb16_trns_adam7.png"), wide, 2, 16, trns=struct.pack(">HHH", 5, 5, 5),
+              interlace=True); cases.append("rgb16_trns_adam7.png")
+    write_png(os.path.join(HERE, "synth/la16_adam7.png"), np.dstack([i16, alpha.astype(np.uint16) * 257 + 3]), 4, 16,
+              interlace=True); cases.append("la16_adam7.png")
     write_png(os.path.join(HERE, "synth/p2_adam7.png"), (grey[:, :, None] >> 6), 3, 2,
               palette=[[200, 10, 10], [10, 200, 10], [10, 10, 200], [240, 240, 0]], interlace=True); cases.append("p2_adam7.png")
     write_png(os.path.join(HERE, "synth/grey_trns.png"), grey[:, :, None], 0, 8, trns=struct.pack(">H", 128)); cases.append("grey_trns.png")
