@@ -269,8 +269,8 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
      * - the chunks before the first IDAT alone (`spng_decode_chunks`), every CRC an error;
      * - the image with the ancillary CRC action SPNG_CRC_USE, under which libspng 0.7.3 (and every
      *   later release so far) computes no CRC for any chunk after IHDR, IDATs included (its
-     *   `read_header` sets `skip_crc` for critical chunks too then), the CRC-32 of the compressed
-     *   data being the decode's third-largest cost, while the critical action SPNG_CRC_ERROR keeps
+     *   `read_header` sets `skip_crc` for critical chunks too then; the CRC-32 of the compressed
+     *   data was 1-6% of the decode, bench/RESULTS.md), while the critical action SPNG_CRC_ERROR keeps
      *   zlib's Adler-32 validation on (`inflateValidate`). test_image checks both halves: a wrong
      *   IDAT CRC decodes to PIL's pixels, a wrong Adler-32 or pre-IDAT CRC fails. */
     int error = 0;
