@@ -247,18 +247,36 @@ static uform_status_t spng_failure(int error, char const *what) {
     return uform_fail(uform_status_corrupt_file_k, "image: corrupt PNG %s: %s", what, spng_strerror(error));
 }
 
-static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pixels, uform_image_scratch_t *scratch,
-                                 uform_pixels_t *out) {
+/* A libspng decoder over `data`, its chunk CRCs checked as `critical` and `ancillary` say. */
+static spng_ctx *png_context(uint8_t const *data, size_t size, int critical, int ancillary, int *error) {
     spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) return uform_fail(uform_status_out_of_memory_k, "image: no memory for a PNG decoder");
-    uform_status_t status = uform_status_ok_k;
-    int error;
+    if (!ctx) return *error = SPNG_EMEM, NULL;
     /* Ancillary chunks (text, ICC profiles) are bounded: 16 MiB each, 64 MiB in all. */
     spng_set_chunk_limits(ctx, (size_t)16 << 20, (size_t)64 << 20);
-    if ((error = spng_set_png_buffer(ctx, data, size))) {
-        status = spng_failure(error, "buffer");
-        goto done;
+    if ((*error = spng_set_crc_action(ctx, critical, ancillary)) || (*error = spng_set_png_buffer(ctx, data, size))) {
+        spng_ctx_free(ctx);
+        return NULL;
     }
+    return ctx;
+}
+
+static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pixels, uform_image_scratch_t *scratch,
+                                 uform_pixels_t *out) {
+    /* Chunk CRCs as PIL checks them: every chunk before the first IDAT (IHDR, PLTE, text, ICC
+     * profile...) must have a right CRC, and none from the first IDAT on is compared (PIL's loader
+     * reads those CRCs without checking them), while zlib's Adler-32 of the image data is checked
+     * (PIL raises "broken data stream" on a wrong one). So two passes of libspng:
+     * - the chunks before the first IDAT alone (`spng_decode_chunks`), every CRC an error;
+     * - the image with the ancillary CRC action SPNG_CRC_USE, under which libspng 0.7.3 (and every
+     *   later release so far) computes no CRC for any chunk after IHDR, IDATs included (its
+     *   `read_header` sets `skip_crc` for critical chunks too then; the CRC-32 of the compressed
+     *   data was 1-6% of the decode, bench/RESULTS.md), while the critical action SPNG_CRC_ERROR keeps
+     *   zlib's Adler-32 validation on (`inflateValidate`). test_image checks both halves: a wrong
+     *   IDAT CRC decodes to PIL's pixels, a wrong Adler-32 or pre-IDAT CRC fails. */
+    int error = 0;
+    spng_ctx *ctx = png_context(data, size, SPNG_CRC_ERROR, SPNG_CRC_ERROR, &error);
+    if (!ctx) return spng_failure(error, "buffer");
+    uform_status_t status = uform_status_ok_k;
     struct spng_ihdr ihdr;
     if ((error = spng_get_ihdr(ctx, &ihdr))) {
         status = spng_failure(error, "header");
@@ -266,6 +284,16 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
     }
     status = check_pixels("PNG", ihdr.width, ihdr.height, max_pixels);
     if (status != uform_status_ok_k) goto done;
+    if ((error = spng_decode_chunks(ctx))) {
+        status = spng_failure(error, "chunk");
+        goto done;
+    }
+    spng_ctx_free(ctx);
+    if (!(ctx = png_context(data, size, SPNG_CRC_ERROR, SPNG_CRC_USE, &error))) return spng_failure(error, "buffer");
+    if ((error = spng_get_ihdr(ctx, &ihdr))) {
+        status = spng_failure(error, "header");
+        goto done;
+    }
 
     size_t width = ihdr.width, height = ihdr.height;
     unsigned depth = ihdr.bit_depth;
@@ -284,13 +312,22 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
     default: status = uform_fail(uform_status_corrupt_file_k, "image: PNG colour type %u", ihdr.color_type); goto done;
     }
     size_t bytes = uform_image_mode_bytes(mode), stride = width * bytes;
+    /* Where libspng's output is already our layout, it decodes straight into the pixels: 8 bits
+     * (not palette) as they lie; 16-bit RGB, RGBA and grey+alpha through its RGB8 and RGBA8
+     * formats, which keep each sample's high byte as PIL does (grey+alpha replicated into RGBA, as
+     * PIL's "LA;16B"; no tRNS applied, as PIL's convert("RGB") applies none); 16-bit grey as
+     * SPNG_FMT_PNG gives it, in host order ("I;16"). Palette images and 1, 2 and 4 bits of grey are
+     * converted below (PIL's black past the palette's end). */
+    int format = SPNG_FMT_PNG;
+    if (depth == 16 && ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR) format = SPNG_FMT_RGB8;
+    else if (depth == 16 && ihdr.color_type != SPNG_COLOR_TYPE_GRAYSCALE) format = SPNG_FMT_RGBA8;
+    bool direct = depth >= 8 && ihdr.color_type != SPNG_COLOR_TYPE_INDEXED;
     size_t raw_size = 0;
-    if ((error = spng_decoded_image_size(ctx, SPNG_FMT_PNG, &raw_size))) {
+    if ((error = spng_decoded_image_size(ctx, format, &raw_size))) {
         status = spng_failure(error, "size");
         goto done;
     }
     uint8_t *pixels = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PIXELS, stride * height);
-    bool direct = depth == 8 && ihdr.color_type != SPNG_COLOR_TYPE_INDEXED; /* the layout is already ours */
     uint8_t *raw = direct ? pixels : uform_image_scratch_reserve(scratch, UFORM_SCRATCH_RAW, raw_size);
     if (!pixels || !raw) {
         status = uform_fail(uform_status_out_of_memory_k, "image: no memory for %zu x %zu decoded pixels", width,
@@ -303,8 +340,8 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
         goto done;
     }
     /* libspng ORs the pixels of interlaced images of 1, 2 and 4 bits into place: start from zeros. */
-    if (!direct) memset(raw, 0, raw_size);
-    if ((error = spng_decode_image(ctx, raw, raw_size, SPNG_FMT_PNG, 0))) {
+    if (depth < 8) memset(raw, 0, raw_size);
+    if ((error = spng_decode_image(ctx, raw, raw_size, format, 0))) {
         status = spng_failure(error, "data");
         goto done;
     }
@@ -318,47 +355,22 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
         for (size_t y = 0; y < height; ++y) {
             uint8_t const *in = raw + y * raw_stride;
             uint8_t *row = pixels + y * stride;
-            if (depth == 16) {
-                /* SPNG_FMT_PNG gives 16-bit samples in host order; PIL keeps the high byte of each,
-                 * except for "I;16", which stays 16 bits. */
-                uint16_t sample;
-                size_t samples = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE ? 1
-                                 : ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR ? 3
-                                 : ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2 : 4;
-                for (size_t x = 0; x < width; ++x) {
-                    if (mode == uform_image_mode_i16_k) {
-                        memcpy(row + 2 * x, in + 2 * x, 2);
-                    } else if (samples == 2) { /* grey+alpha as RGBA */
-                        memcpy(&sample, in + 4 * x, 2);
-                        uint8_t grey = (uint8_t)(sample >> 8);
-                        memcpy(&sample, in + 4 * x + 2, 2);
-                        row[4 * x] = row[4 * x + 1] = row[4 * x + 2] = grey;
-                        row[4 * x + 3] = (uint8_t)(sample >> 8);
-                    } else {
-                        for (size_t c = 0; c < samples; ++c) {
-                            memcpy(&sample, in + 2 * (x * samples + c), 2);
-                            row[x * samples + c] = (uint8_t)(sample >> 8);
-                        }
+            unsigned mask = (1u << depth) - 1;
+            for (size_t x = 0; x < width; ++x) {
+                size_t bit = x * depth;
+                unsigned value = (in[bit / 8] >> (8 - depth - bit % 8)) & mask;
+                if (mode == uform_image_mode_palette_k) {
+                    if (value < plte.n_entries) {
+                        row[3 * x] = plte.entries[value].red;
+                        row[3 * x + 1] = plte.entries[value].green;
+                        row[3 * x + 2] = plte.entries[value].blue;
+                    } else { /* past the palette's end PIL gives black */
+                        row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = 0;
                     }
-                }
-            } else { /* 1, 2, 4 or 8 bits per sample, packed from the high bits */
-                unsigned mask = (1u << depth) - 1;
-                for (size_t x = 0; x < width; ++x) {
-                    size_t bit = x * depth;
-                    unsigned value = (in[bit / 8] >> (8 - depth - bit % 8)) & mask;
-                    if (mode == uform_image_mode_palette_k) {
-                        if (value < plte.n_entries) {
-                            row[3 * x] = plte.entries[value].red;
-                            row[3 * x + 1] = plte.entries[value].green;
-                            row[3 * x + 2] = plte.entries[value].blue;
-                        } else { /* past the palette's end PIL gives black */
-                            row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = 0;
-                        }
-                    } else if (mode == uform_image_mode_bilevel_k) {
-                        row[x] = value ? 255 : 0;
-                    } else { /* grey of 2 or 4 bits, scaled as PIL's "L;2" and "L;4" unpackers */
-                        row[x] = (uint8_t)(value * (255 / mask));
-                    }
+                } else if (mode == uform_image_mode_bilevel_k) {
+                    row[x] = value ? 255 : 0;
+                } else { /* grey of 2 or 4 bits, scaled as PIL's "L;2" and "L;4" unpackers */
+                    row[x] = (uint8_t)(value * (255 / mask));
                 }
             }
         }

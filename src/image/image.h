@@ -22,9 +22,11 @@
  *  - CORRUPT_FILE: empty data, neither JPEG nor PNG, a truncated file (a JPEG cut anywhere before
  *    its EOI marker: libjpeg's "premature end" warning, after which it would pad with grey, is an
  *    error here, as PIL raises "image file is truncated"), corrupt data libjpeg or libspng reject
- *    (a PNG's CRC or zlib checksum included, as PIL), zero width or height, 12-bit JPEG, 2-component
- *    JPEG, a progressive JPEG of more than 1000 scans. The message names what was wrong. Data after
- *    the image (after a JPEG's EOI or a PNG's IEND) is ignored, as PIL ignores it.
+ *    (a PNG's zlib Adler-32 included, as PIL), a wrong CRC on any PNG chunk before the first IDAT
+ *    (PIL refuses those; the CRCs of the IDATs and of the chunks after them PIL does not check, and
+ *    neither do we), zero width or height, 12-bit JPEG, 2-component JPEG, a progressive JPEG of
+ *    more than 1000 scans. The message names what was wrong. Data after the image (after a JPEG's
+ *    EOI or a PNG's IEND) is ignored, as PIL ignores it.
  *  - LIMIT_EXCEEDED: a header promising more than `max_pixels` pixels (a decompression bomb, such as
  *    a 100,000 x 100,000 PNG), checked against the header before anything is allocated; or a resize
  *    whose long side would pass 2^24 pixels (a 1 x 100,000 strip resized to 224 wide).

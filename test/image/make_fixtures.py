@@ -295,6 +295,11 @@ def main():
     write_png(os.path.join(HERE, "synth/rgba16.png"), np.dstack([wide, alpha.astype(np.uint16) * 257]), 6, 16); cases.append("rgba16.png")
     write_png(os.path.join(HERE, "synth/la16.png"), np.dstack([i16, alpha.astype(np.uint16) * 257 + 3]), 4, 16); cases.append("la16.png")
     write_png(os.path.join(HERE, "synth/rgb_adam7.png"), base, 2, 8, interlace=True); cases.append("rgb_adam7.png")
+    # 16 bits interlaced, with a tRNS PIL does not apply (libspng's RGB8 and RGBA8 formats decode these).
+    write_png(os.path.join(HERE, "synth/rgb16_trns_adam7.png"), wide, 2, 16, trns=struct.pack(">HHH", 5, 5, 5),
+              interlace=True); cases.append("rgb16_trns_adam7.png")
+    write_png(os.path.join(HERE, "synth/la16_adam7.png"), np.dstack([i16, alpha.astype(np.uint16) * 257 + 3]), 4, 16,
+              interlace=True); cases.append("la16_adam7.png")
     write_png(os.path.join(HERE, "synth/p2_adam7.png"), (grey[:, :, None] >> 6), 3, 2,
               palette=[[200, 10, 10], [10, 200, 10], [10, 10, 200], [240, 240, 0]], interlace=True); cases.append("p2_adam7.png")
     write_png(os.path.join(HERE, "synth/grey_trns.png"), grey[:, :, None], 0, 8, trns=struct.pack(">H", 128)); cases.append("grey_trns.png")
@@ -374,6 +379,41 @@ def main():
     m.bad("bad/corrupt_idat.png", "corrupt_file", "corrupt PNG")
     put("bad/bad_crc.png", png[:29] + bytes([png[29] ^ 1]) + png[30:])
     m.bad("bad/bad_crc.png", "corrupt_file", "corrupt PNG")
+    # Chunk CRCs and the zlib checksum as PIL checks them: every chunk before the first IDAT must
+    # have a right CRC; from the first IDAT on PIL compares none (it reads them unchecked); the
+    # Adler-32 of the image data is checked.
+    def chunks(blob):
+        pos, out = 8, []
+        while pos < len(blob):
+            n = struct.unpack(">I", blob[pos : pos + 4])[0]
+            out.append((blob[pos + 4 : pos + 8], blob[pos + 8 : pos + 8 + n]))
+            pos += 12 + n
+        return out
+
+    def assemble(parts):  # (type, data, crc_xor)
+        blob = b"\x89PNG\r\n\x1a\n"
+        for kind, body, flip in parts:
+            chunk = png_chunk(kind, body)
+            blob += chunk[:-4] + struct.pack(">I", struct.unpack(">I", chunk[-4:])[0] ^ flip)
+        return blob
+
+    rgb = chunks(open(os.path.join(HERE, "synth/rgb_97x61.png"), "rb").read())
+    header = [(k, d, 0) for k, d in rgb if k not in (b"IDAT", b"IEND")]
+    stream = b"".join(d for k, d in rgb if k == b"IDAT")
+    third = len(stream) // 3
+    put("synth/png_crc_after_idat.png", assemble(
+        header + [(b"IDAT", stream[:third], 1), (b"IDAT", stream[third : 2 * third], 0), (b"IDAT", stream[2 * third :], 0x100),
+                  (b"tEXt", b"Comment\0after the image", 0x10000), (b"IEND", b"", 1)]))
+    m.good("synth/png_crc_after_idat.png", [64], "wrong CRCs on IDATs, tEXt after them and IEND: PIL ignores them")
+    put("bad/png_text_crc.png", assemble(header + [(b"tEXt", b"Comment\0before the image", 1)] +
+                                          [(k, d, 0) for k, d in rgb if k in (b"IDAT", b"IEND")]))
+    m.bad("bad/png_text_crc.png", "corrupt_file", "corrupt PNG chunk", "a wrong CRC on a tEXt before IDAT")
+    palette = chunks(open(os.path.join(HERE, "synth/mode_p.png"), "rb").read())
+    put("bad/png_plte_crc.png", assemble([(k, d, 1 if k == b"PLTE" else 0) for k, d in palette]))
+    m.bad("bad/png_plte_crc.png", "corrupt_file", "corrupt PNG chunk", "a wrong CRC on PLTE")
+    adler = stream[:-4] + bytes([stream[-4] ^ 1]) + stream[-3:]
+    put("bad/png_adler.png", assemble(header + [(b"IDAT", adler, 0), (b"IEND", b"", 0)]))
+    m.bad("bad/png_adler.png", "corrupt_file", "corrupt PNG data", "a wrong zlib Adler-32, CRCs right")
     bomb = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0))
     bomb += png_chunk(b"IDAT", zlib.compress(b"\x00" * 1000)) + png_chunk(b"IEND", b"")
     put("bad/bomb.png", bomb)
