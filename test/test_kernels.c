@@ -234,7 +234,29 @@ static void test_fused_math(void) {
     CHECK(ran >= 1); /* SERIAL runs everywhere */
 }
 
+/** The step profiles' table: sums and counts per name, order of first sight, a 33rd name dropped. */
+static void test_step_profile(void) {
+    static uform_step_profile_t profile = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    static char names[33][8];
+    uform_step_profile_add(&profile, "gemm", 0.25);
+    uform_step_profile_add(&profile, "softmax", 0.5);
+    uform_step_profile_add(&profile, "gemm", 0.25);
+    for (int i = 0; i < 31; ++i) snprintf(names[i], sizeof names[i], "s%d", i), uform_step_profile_add(&profile, names[i], 0.0);
+    CHECK(profile.counts[0] == 2 && profile.seconds[0] == 0.5 && !strcmp(profile.names[0], "gemm"));
+    CHECK(profile.counts[1] == 1 && profile.seconds[1] == 0.5 && !strcmp(profile.names[1], "softmax"));
+    CHECK(!strcmp(profile.names[31], "s29")); /* "s30", the 33rd name, found no slot */
+    FILE *file = tmpfile();
+    CHECK_FATAL(file != NULL);
+    uform_step_profile_report(&profile, file, "cpu profile");
+    rewind(file);
+    char line[160];
+    CHECK(fgets(line, sizeof line, file) && strstr(line, "cpu profile gemm") && strstr(line, "2 runs") &&
+          strstr(line, "500.000 ms") && strstr(line, "50.0%"));
+    fclose(file);
+}
+
 int main(void) {
+    test_step_profile();
     test_groups();
     test_arenas();
     test_attention_products();

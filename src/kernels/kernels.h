@@ -19,6 +19,7 @@
 #include <uform.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>   // `pthread_mutex_t`
 #include <stdatomic.h> // `atomic_uint`
 
 /**
@@ -201,12 +202,26 @@ void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, 
                                 size_t ld, float *out, size_t out_ld, size_t rows, size_t length, size_t head,
                                 float scale, float *scores);
 
+/** @brief Time per named step, summed over calls and threads: the profiles of the CPU passes
+ *  (UFORM_CPU_PROFILE=1) and the VRAM towers (UFORM_GPU_PROFILE=1), for the benchmarks. Zero-
+ *  initialised but for `lock` (PTHREAD_MUTEX_INITIALIZER); names are string literals, 32 at most. */
+typedef struct uform_step_profile_t {
+    pthread_mutex_t lock;
+    char const *names[32];
+    double seconds[32];
+    size_t counts[32];
+} uform_step_profile_t;
+/** @brief Adds one run of `seconds` to step `step` (a step past the 32nd is dropped). */
+void uform_step_profile_add(uform_step_profile_t *profile, char const *step, double seconds);
+/** @brief Prints "`prefix` step  runs  ms  share" per step to `file` (a FILE *; nothing when empty). */
+void uform_step_profile_report(uform_step_profile_t *profile, void *file, char const *prefix);
+
 /** @brief Whether UFORM_CPU_PROFILE=1 is set (read once): the CPU forward passes then time their
  *  steps on every thread (`uform_cpu_profile_add`) for the benchmarks to report. */
 int uform_cpu_profiling(void);
-/** @brief Adds `seconds` of one thread's time to step `step` (a string literal; up to 32 steps). */
+/** @brief Adds `seconds` of one thread's time to step `step` of the CPU passes' profile. */
 void uform_cpu_profile_add(char const *step, double seconds);
-/** @brief Prints each step's summed thread time, count and share to `file` (nothing when empty). */
+/** @brief Prints the CPU passes' profile to `file` (a FILE *). */
 void uform_cpu_profile_report(void *file);
 
 /**

@@ -146,15 +146,31 @@ void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, 
     }
 }
 
-/* ---- Profiling (UFORM_CPU_PROFILE=1): each thread's time per step, summed; for the benchmarks ---- */
+/* ---- Step profiles: UFORM_CPU_PROFILE=1 here, UFORM_GPU_PROFILE=1 in vram_tower_exec.c ---- */
 
-#define UFORM_CPU_PROFILE_STEPS 32
+void uform_step_profile_add(uform_step_profile_t *profile, char const *step, double seconds) {
+    pthread_mutex_lock(&profile->lock);
+    for (size_t i = 0; i < 32; ++i)
+        if (!profile->names[i] || !strcmp(profile->names[i], step)) {
+            profile->names[i] = step, profile->seconds[i] += seconds, ++profile->counts[i];
+            break;
+        }
+    pthread_mutex_unlock(&profile->lock);
+}
+
+void uform_step_profile_report(uform_step_profile_t *profile, void *file, char const *prefix) {
+    pthread_mutex_lock(&profile->lock);
+    double total = 0;
+    for (size_t i = 0; i < 32 && profile->names[i]; ++i) total += profile->seconds[i];
+    for (size_t i = 0; i < 32 && profile->names[i]; ++i)
+        fprintf((FILE *)file, "%s %-28s %9zu runs %11.3f ms %5.1f%%\n", prefix, profile->names[i], profile->counts[i],
+                profile->seconds[i] * 1e3, total > 0 ? 100.0 * profile->seconds[i] / total : 0.0);
+    pthread_mutex_unlock(&profile->lock);
+}
+
 static pthread_once_t cpu_profile_once = PTHREAD_ONCE_INIT;
 static int cpu_profile_on;
-static pthread_mutex_t cpu_profile_lock = PTHREAD_MUTEX_INITIALIZER;
-static char const *cpu_profile_names[UFORM_CPU_PROFILE_STEPS];
-static double cpu_profile_seconds[UFORM_CPU_PROFILE_STEPS];
-static size_t cpu_profile_counts[UFORM_CPU_PROFILE_STEPS];
+static uform_step_profile_t cpu_profile = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void cpu_profile_read(void) {
     char const *value = getenv("UFORM_CPU_PROFILE");
@@ -166,22 +182,6 @@ int uform_cpu_profiling(void) {
     return cpu_profile_on;
 }
 
-void uform_cpu_profile_add(char const *step, double seconds) {
-    pthread_mutex_lock(&cpu_profile_lock);
-    for (size_t i = 0; i < UFORM_CPU_PROFILE_STEPS; ++i)
-        if (!cpu_profile_names[i] || !strcmp(cpu_profile_names[i], step)) {
-            cpu_profile_names[i] = step, cpu_profile_seconds[i] += seconds, ++cpu_profile_counts[i];
-            break;
-        }
-    pthread_mutex_unlock(&cpu_profile_lock);
-}
+void uform_cpu_profile_add(char const *step, double seconds) { uform_step_profile_add(&cpu_profile, step, seconds); }
 
-void uform_cpu_profile_report(void *file) {
-    pthread_mutex_lock(&cpu_profile_lock);
-    double total = 0;
-    for (size_t i = 0; i < UFORM_CPU_PROFILE_STEPS && cpu_profile_names[i]; ++i) total += cpu_profile_seconds[i];
-    for (size_t i = 0; i < UFORM_CPU_PROFILE_STEPS && cpu_profile_names[i]; ++i)
-        fprintf((FILE *)file, "cpu profile %-28s %9zu runs %11.3f ms %5.1f%%\n", cpu_profile_names[i],
-                cpu_profile_counts[i], cpu_profile_seconds[i] * 1e3, total > 0 ? 100.0 * cpu_profile_seconds[i] / total : 0.0);
-    pthread_mutex_unlock(&cpu_profile_lock);
-}
+void uform_cpu_profile_report(void *file) { uform_step_profile_report(&cpu_profile, file, "cpu profile"); }

@@ -6,7 +6,7 @@
  *          the jobs' planning are vram_tower.c's.
  */
 #define _GNU_SOURCE
-#include "models/vram_tower.h"
+#include "models/vram_tower.h" // and kernels/kernels.h: `uform_step_profile_t`
 
 #include <stdio.h>   // `fprintf`
 #include <stdlib.h>  // `getenv`
@@ -14,12 +14,8 @@
 
 /* ---- Profiling (UFORM_GPU_PROFILE=1): every step synchronised and timed, graphs off; for the benchmarks ---- */
 
-#define VRAM_PROFILE_STEPS 24
 static int vram_profile = -1;
-static pthread_mutex_t vram_profile_lock = PTHREAD_MUTEX_INITIALIZER;
-static char const *vram_profile_names[VRAM_PROFILE_STEPS];
-static double vram_profile_seconds[VRAM_PROFILE_STEPS];
-static size_t vram_profile_counts[VRAM_PROFILE_STEPS];
+static uform_step_profile_t vram_profile_steps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 int vram_profiling(void) {
     if (vram_profile < 0) {
@@ -29,23 +25,9 @@ int vram_profiling(void) {
     return vram_profile;
 }
 
-void vram_profile_add(char const *name, double seconds) {
-    pthread_mutex_lock(&vram_profile_lock);
-    for (size_t i = 0; i < VRAM_PROFILE_STEPS; ++i)
-        if (!vram_profile_names[i] || !strcmp(vram_profile_names[i], name)) {
-            vram_profile_names[i] = name, vram_profile_seconds[i] += seconds, ++vram_profile_counts[i];
-            break;
-        }
-    pthread_mutex_unlock(&vram_profile_lock);
-}
+void vram_profile_add(char const *name, double seconds) { uform_step_profile_add(&vram_profile_steps, name, seconds); }
 
-void uform_text_vram_profile_report(FILE *file) {
-    double total = 0;
-    for (size_t i = 0; i < VRAM_PROFILE_STEPS && vram_profile_names[i]; ++i) total += vram_profile_seconds[i];
-    for (size_t i = 0; i < VRAM_PROFILE_STEPS && vram_profile_names[i]; ++i)
-        fprintf(file, "profile %-16s %8zu runs %10.3f ms %5.1f%%\n", vram_profile_names[i], vram_profile_counts[i],
-                vram_profile_seconds[i] * 1e3, total > 0 ? 100.0 * vram_profile_seconds[i] / total : 0.0);
-}
+void uform_text_vram_profile_report(FILE *file) { uform_step_profile_report(&vram_profile_steps, file, "profile"); }
 
 /* ---- Launches and products ---- */
 
