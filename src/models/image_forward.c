@@ -1,519 +1,28 @@
 /**
  *  @file   image_forward.c
- *  @brief  The image verb's call: decoding and preprocessing per image on the executor's threads
- *          (each thread its own image scratch), then the pre-norm ViT of the `uform` package's
- *          `ImageEncoder` over chunks of images, with the text tower's kernels (src/kernels/).
- *
- *  Layout of one chunk of `n` images, each a sequence of S = 1 + R + P tokens ([CLS], R register
- *  tokens, P patches), packed without padding:
- *
- *      patches [n P][3 p p]   pixels of each patch, normalised, in (channel, row, column) order
- *      x       [n S][dim]     the residual stream
- *      h       [n S][dim]     LayerNorm(x)
- *      qkv     [n S][3 dim]   queries, keys, values side by side
- *      ctx     [n S][dim]     attention output, heads side by side
- *      tmp     [n S][dim]     a product before LayerScale (and the patch embedding)
- *      ffn     [n S][4 dim]   GELU(h W1^T + b1)
+ *  @brief  The image verb's call on host executors: decoding and preprocessing per image on the
+ *          executor's threads (each thread its own image scratch), then the tower over chunks of
+ *          images (image_pass.c).
  *
  *  Every thread decodes images from one counter (all images, before the chunks), meeting the others
  *  at the job's barrier. Then the threads split into groups (`uform_batch_groups`), each taking a
  *  run of consecutive images with its own activations (from the arena pool) and its own barrier, as
  *  the text pass does: one thread per group (no barrier at all, the images' rows in one GEMM per
  *  product) for batches of at least about as many images as threads, one group of every thread for
- *  batch 1. Within a group every thread walks the same phases, taking tiles from each phase's
- *  counter, meeting at the group's barrier after each: per chunk im2col, the patch
- *  GEMM, assembly (position embeddings added, then [CLS] and registers in front, as the package
- *  does), per block `x += ls1 * attn(norm1(x))`, `x += ls2 * mlp(norm2(x))`, the final LayerNorm
- *  with pooling, the projection and the output rows.
+ *  batch 1.
  */
 #define _GNU_SOURCE
-#include "models/image_forward.h"
+#include "models/image_pass.h"
 
-#include "image/image.h"
 #include "internal.h"
-#include "kernels/kernels.h"
 
-#include <math.h>      // `sqrt`
-#include <stdatomic.h>
-#include <stdio.h>     // `snprintf`
+#include <stdio.h>  // `snprintf`
 #include <stdlib.h>
 #include <string.h>
 
 #define IMAGE_CHUNK_FLOATS (4096u * 384u)
 /** A group's chunks take at least this many tokens (whole images, at least one). */
 #define IMAGE_GROUP_TOKENS_MIN 128u
-
-typedef struct image_thread_t {
-    uform_image_tower_t const *tower;
-    void *scratch; /**< An arena on the thread's node. */
-    size_t scratch_bytes;
-    int32_t node;
-    size_t group;
-    uform_image_scratch_t images; /**< Decoding and resize buffers, this thread's own. */
-    size_t failed_index;          /**< The lowest image this thread failed to decode, or SIZE_MAX. */
-    uform_status_t failed_status;
-    char failed_message[256];
-} image_thread_t;
-
-/** Threads [first_thread, + threads) encoding images [first_image, + images), `chunk_images` at a time. */
-typedef struct image_group_t {
-    _Alignas(64) uform_phase_barrier_t barrier; /**< On a cache line of its own (groups are 64-aligned). */
-    size_t first_thread, threads;
-    size_t first_image, images, chunk_images;
-    float *patches, *x, *h, *qkv, *ctx, *tmp, *ffn, *pooled, *projected;
-    /** Where the products multiply bf16 (`uform_gemm_takes_bf16`), A in bf16 as the phase before a
-     *  product writes it, for that product (else NULL): `a16` [tokens][dim] the LayerNorm phases'
-     *  output (for Q/K/V and the up product) or the attention's (for the output product), each until
-     *  the product that reads it; `ffn16` [tokens][intermediate] the MLP's hidden rows. */
-    uint16_t *a16, *ffn16;
-    uint16_t *qkv16; /**< [tokens][3 dim]: Q, K and V in bf16 for the attention, where `a16` is. */
-    void *arena;
-    size_t arena_bytes;
-    int32_t node;
-    atomic_size_t *counters;
-} image_group_t;
-
-typedef struct image_job_t {
-    struct uform_model_s const *model;
-    uform_image_tower_t const *tower0;
-    uform_embeddings_t out;
-    size_t out_dimensions, out_stride;
-    uform_gemm_t gemm;
-    uform_kernels_t const *kernels;
-    size_t threads;
-    image_thread_t *per_thread;
-    int caller_frees; /**< Blocking calls: the verb reads the failures, then frees. */
-
-    size_t count;
-    uform_image_t *images;        /**< [count] copies of the caller's (pixels borrowed). */
-    uint8_t *rgb;                 /**< [count][side side 3] preprocessed pixels. */
-    size_t rgb_bytes;
-    uform_status_t *item;         /**< [count] decoding status of each image. */
-    int predecoded;               /**< `rgb` and `item` were filled before submission. */
-    int strict;                   /**< No statuses: one failure fails the call. */
-    uform_status_t *statuses;
-    uform_image_preprocess_options_t preprocess;
-    float lut[3][256];            /**< `(v / 255 - mean) / std`, as `uform_image_normalize`. */
-
-    size_t chunk_images; /**< The most of any group. */
-    size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
-    size_t probs_offset; /**< Floats into each thread's scratch of its bf16 attention probabilities. */
-    /** The AVX-512 BF16 attention kernel for bf16 towers where the class has it (NULL: oneDNN's GEMM
-     *  functions); its scores and packed keys and values take the probabilities' place. */
-    uform_attention_bf16_t attention16;
-    int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
-    size_t groups_count;
-    image_group_t *groups;
-
-    atomic_size_t *counters; /**< [0]: decoding; then each group's, 8-aligned. */
-    size_t counters_count;
-    uform_phase_barrier_t barrier; /**< Every thread's, after decoding. */
-    atomic_size_t threads_left;
-} image_job_t;
-
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
-static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
-
-/** UFORM_CPU_PROFILE=1: the thread's time since `*since` goes to `step`, and `*since` moves to now. */
-static void profile_step(char const *step, double *since) {
-    if (!uform_cpu_profiling()) return;
-    double now = uform_now_seconds();
-    if (*since > 0) uform_cpu_profile_add(step, now - *since);
-    *since = now;
-}
-static double profile_start(void) { return uform_cpu_profiling() ? uform_now_seconds() : 0; }
-
-static void barrier(image_group_t *group) {
-    double since = profile_start();
-    uform_phase_barrier_wait(&group->barrier, group->threads);
-    profile_step("barrier wait", &since);
-}
-
-static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_dtype_t dtype, size_t m, size_t n) {
-    return uform_gemm_plan(&job->gemm, threads, dtype, m, n);
-}
-
-typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_layer_scale_k } epilogue_t;
-
-/** A LayerNorm that a product applies to the rows of A as it reads them. */
-typedef struct norm_t {
-    uform_tensor_t const *weight, *bias;
-    float epsilon;
-} norm_t;
-
-/** Rows [i0, i0 + rows) of `in` normalised into the thread's norm buffer, unless they are there. */
-static float const *normalised_rows(image_job_t *job, size_t thread, norm_t const *norm, float const *in, size_t cols,
-                                    size_t i0, size_t rows, size_t *cached) {
-    float *normed = (float *)job->per_thread[thread].scratch + job->norm_offset;
-    if (*cached != i0)
-        job->kernels->layer_norm(in + i0 * cols, cols, normed, cols, rows, cols, (float const *)norm->weight->data,
-                                 (float const *)norm->bias->data, norm->epsilon);
-    *cached = i0;
-    return normed;
-}
-
-/** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
- *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). `a16` (may be NULL,
- *  never with `a_norm`): A already in bf16, `k` wide; `c16` (may be NULL): C after the epilogue
- *  also written in bf16, `ldc` apart (the next product's `a16`). */
-static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, char const *const label[2], atomic_size_t *counter,
-                       size_t m, size_t n, size_t k, float const *a, size_t lda, uform_tensor_t const *weight, float *c,
-                       size_t ldc, epilogue_t epilogue, uform_tensor_t const *bias, uform_tensor_t const *gamma,
-                       float *residual, size_t residual_ld, norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
-    double since = profile_start();
-    uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
-    uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n); /* plain weights where columns split */
-    size_t tiles = plan.tiles_m * plan.tiles_n;
-    size_t element = dtype_size(weight->dtype);
-    float const *b = bias && bias->data ? (float const *)bias->data : NULL;
-    size_t cached = SIZE_MAX;
-    for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
-        size_t tm = tile / plan.tiles_n, tn = tile % plan.tiles_n;
-        size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
-        size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
-        size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
-        float *ct = c + i0 * ldc + j0;
-        if (a16 && !a_norm)
-            uform_gemm_tile_bf16(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k, ct, ldc);
-        else {
-            float const *at = a_norm ? normalised_rows(job, thread, a_norm, a, k, i0, rows, &cached) : a + i0 * lda;
-            uform_gemm_tile(&gemm, rows, cols, k, at, a_norm ? k : lda, (char const *)weight->data + j0 * k * element,
-                            weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
-        }
-        profile_step(label[0], &since);
-        switch (epilogue) {
-        case epilogue_none_k: break;
-        case epilogue_bias_k:
-            if (b) job->kernels->bias_residual(ct, ldc, rows, cols, b + j0, NULL, 0);
-            break;
-        case epilogue_bias_gelu_k: job->kernels->bias_gelu(ct, ldc, rows, cols, b + j0); break;
-        case epilogue_layer_scale_k: {
-            if (b) job->kernels->bias_residual(ct, ldc, rows, cols, b + j0, NULL, 0);
-            float const *g = (float const *)gamma->data + j0;
-            for (size_t i = 0; i < rows; ++i) {
-                float const *source = ct + i * ldc;
-                float *target = residual + (i0 + i) * residual_ld + j0;
-                for (size_t j = 0; j < cols; ++j) target[j] += g[j] * source[j];
-            }
-            break;
-        }
-        }
-        if (c16)
-            for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + j0, cols);
-        profile_step(label[1], &since);
-    }
-    barrier(group);
-}
-
-/** out = LayerNorm(in), in blocks of 16 rows; also into `out16` in bf16 unless it is NULL. */
-static void norm_phase(image_job_t *job, image_group_t *group, atomic_size_t *counter, size_t rows, float const *in, float *out, size_t cols,
-                       uform_tensor_t const *weight, uform_tensor_t const *bias, float epsilon, uint16_t *out16) {
-    size_t blocks = ceil_div(rows, 16);
-    double since = profile_start();
-    for (size_t block; (block = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < blocks;) {
-        size_t first = block * 16, count = rows - first < 16 ? rows - first : 16;
-        job->kernels->layer_norm(in + first * cols, cols, out + first * cols, cols, count, cols,
-                                 (float const *)weight->data, (float const *)bias->data, epsilon);
-        if (out16) job->kernels->f32_to_bf16(out + first * cols, out16 + first * cols, count * cols);
-    }
-    profile_step("layer norm", &since);
-    barrier(group);
-}
-
-/* ---- Per-thread scratch: [GEMM][scores S * max(S, head + 1)][row max(dim, E)] ---- */
-
-static size_t gemm_scratch_floats(image_job_t const *job) {
-    uform_image_config_t const *c = &job->tower0->config;
-    size_t n = job->chunk_images, tokens = n * c->sequence;
-    size_t shapes[5][3] = {{n * c->patches, c->dim, 3 * c->patch_size * c->patch_size},
-                           {tokens, c->dim, c->dim},
-                           {tokens, c->intermediate, c->dim},
-                           {tokens, c->dim, c->intermediate},
-                           {n, c->embedding_dimensions, c->dim}};
-    size_t bytes = 0;
-    for (size_t g = 0; g < job->groups_count; ++g)
-        for (size_t s = 0; s < 5; ++s) {
-            uform_gemm_plan_t plan = plan_for(job, job->groups[g].threads, job->tower0->weights_dtype, shapes[s][0],
-                                              shapes[s][1]);
-            size_t b = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, plan.rows_per_tile,
-                                                plan.cols_per_tile, shapes[s][2]);
-            if (b > bytes) bytes = b;
-        }
-    return round_up(bytes, 64) / sizeof(float);
-}
-
-static size_t scores_floats(uform_image_config_t const *c) {
-    size_t head = c->dim / c->heads, s = c->sequence;
-    return s * (s > head + 1 ? s : head + 1);
-}
-
-
-/* ---- The walk ---- */
-
-/** Decodes and preprocesses every image into `rgb`, recording statuses and this thread's first failure. */
-static void decode_phase(image_job_t *job, size_t thread, atomic_size_t *counter) {
-    image_thread_t *self = &job->per_thread[thread];
-    size_t side = job->preprocess.side, bytes = side * side * 3;
-    double since = profile_start();
-    for (size_t i; (i = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < job->count;) {
-        uform_status_t status =
-            uform_image_preprocess(&job->images[i], &job->preprocess, &self->images, NULL, job->rgb + i * bytes);
-        job->item[i] = status;
-        if (job->statuses) job->statuses[i] = status;
-        if (status != uform_status_ok_k && i < self->failed_index) {
-            self->failed_index = i, self->failed_status = status;
-            snprintf(self->failed_message, sizeof self->failed_message, "%s", uform_error_message());
-        }
-    }
-    profile_step("decode", &since);
-    uform_phase_barrier_wait(&job->barrier, job->threads);
-    profile_step("barrier wait", &since);
-}
-
-/** Blocks of query rows per (image, head) for `pairs` pairs of `S` tokens on `threads` threads: at
- *  least enough for two tasks per thread, at most blocks of 16 rows; among those, the fewest whose
- *  tasks fill nine tenths of the threads' rounds, else the best filling (ViT-B/16 at batch 1 on 28
- *  threads: 7 blocks, 84 tasks, 3 per thread; 5 gave 60 tasks, a third round for 4 threads). */
-static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
-    size_t least = ceil_div(2 * threads, pairs), most = ceil_div(S, 16);
-    if (threads <= 1 || least >= most) return least < 1 ? 1 : least > most ? most : least;
-    size_t best = least;
-    double best_fill = 0;
-    for (size_t b = least; b <= most; ++b) {
-        size_t tasks = pairs * ceil_div(S, ceil_div(S, b)); /* the blocks the rows make */
-        double fill = (double)tasks / (double)(threads * ceil_div(tasks, threads));
-        if (fill > best_fill + 1e-9) best = b, best_fill = fill;
-        if (fill >= 0.9) break; /* the fewest blocks that fill nine tenths of the rounds */
-    }
-    return best;
-}
-
-/** Attention of query rows [first, first + rows) of one (image, head) with Q, K and V in bf16 (`q16`
- *  the head's Q column, K and V `d` and `2 d` after it, rows `3 d` apart), as PyTorch's bf16 runs it:
- *  S = scale Q K^T in f32, softmax in f32, the probabilities rounded to bf16, O = P V in f32. Returns
- *  0 where the library refused (the caller then takes the f32 path). */
-static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
-                          size_t S, size_t head, float scale, float *scores, float *ob, double *since) {
-    uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
-    if (job->attention16) {
-        float *kernel_scores = (float *)job->per_thread[thread].scratch + job->probs_offset;
-        void *packed = kernel_scores + round_up(S * round_up(S, 16), 16);
-        if (job->attention16(q16 + first * 3 * d, q16 + d, q16 + 2 * d, 3 * d, rows, S, head, scale,
-                             kernel_scores, packed, ob, d)) {
-            profile_step("attention kernel", since);
-            return 1;
-        }
-    }
-    if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S))
-        return 0;
-    profile_step("attention gemm", since);
-    job->kernels->softmax_rows(scores, S, rows, S);
-    job->kernels->f32_to_bf16(scores, probs, rows * S);
-    profile_step("attention softmax", since);
-    int done = uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
-    profile_step("attention gemm", since);
-    return done;
-}
-
-static void forward_chunk(image_job_t *job, image_group_t *group, size_t thread, size_t first_image, size_t n,
-                          size_t *phase) {
-    uform_image_tower_t const *tower = job->per_thread[thread].tower;
-    uform_image_config_t const *c = &tower->config;
-    uform_kernels_t const *kernels = job->kernels;
-    size_t d = c->dim, f = c->intermediate, heads = c->heads, head = d / heads, p = c->patch_size;
-    size_t S = c->sequence, P = c->patches, R = c->reg_tokens, grid = c->grid, side = c->image_size;
-    size_t tokens = n * S, depth = 3 * p * p;
-    float epsilon = (float)c->layer_norm_epsilon;
-    float *scores = (float *)job->per_thread[thread].scratch + gemm_scratch_floats(job);
-    float *row = scores + scores_floats(c);
-
-    /* im2col: one task per (image, patch row); failed images get zero patches. */
-    {
-        atomic_size_t *counter = &group->counters[(*phase)++];
-        size_t tasks = n * grid;
-        double since = profile_start();
-        for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tasks;) {
-            size_t local = task / grid, gy = task % grid, index = first_image + local;
-            float *target = group->patches + (local * P + gy * grid) * depth;
-            if (job->item[index] != uform_status_ok_k) {
-                memset(target, 0, grid * depth * sizeof(float));
-                continue;
-            }
-            uint8_t const *rgb = job->rgb + index * side * side * 3;
-            for (size_t gx = 0; gx < grid; ++gx) {
-                float *patch = target + gx * depth;
-                for (size_t ch = 0; ch < 3; ++ch)
-                    for (size_t y = 0; y < p; ++y) {
-                        uint8_t const *pixels = rgb + ((gy * p + y) * side + gx * p) * 3 + ch;
-                        float *out = patch + (ch * p + y) * p;
-                        float const *lut = job->lut[ch];
-                        for (size_t xx = 0; xx < p; ++xx) out[xx] = lut[pixels[3 * xx]];
-                    }
-            }
-        }
-        profile_step("im2col and assembly", &since);
-        barrier(group);
-    }
-    /* Patch embedding into tmp (n P rows), bias added. */
-    static char const *const patch_label[2] = {"gemm patches", "epilogue patches"};
-    static char const *const out_label[2] = {"gemm out", "epilogue out"};
-    static char const *const up_label[2] = {"gemm up", "epilogue up (gelu)"};
-    static char const *const down_label[2] = {"gemm down", "epilogue down"};
-    static char const *const projection_label[2] = {"gemm projection", "epilogue projection"};
-    gemm_phase(job, group, thread, patch_label, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
-               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL, NULL, NULL);
-    /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
-    {
-        atomic_size_t *counter = &group->counters[(*phase)++];
-        float const *pos = (float const *)tower->pos_embed.data;
-        double since = profile_start();
-        for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
-            float *x = group->x + local * S * d;
-            memcpy(x, tower->cls_token.data, d * sizeof(float));
-            if (R) memcpy(x + d, tower->reg_token.data, R * d * sizeof(float));
-            float const *embedded = group->tmp + local * P * d;
-            for (size_t i = 0; i < P * d; ++i) x[(1 + R) * d + i] = embedded[i] + pos[i];
-        }
-        profile_step("im2col and assembly", &since);
-        barrier(group);
-    }
-
-    float scale = (float)(1.0 / sqrt((double)head));
-    for (size_t l = 0; l < c->layers_count; ++l) {
-        uform_image_layer_t const *layer = &tower->layers[l];
-        /* With several threads in the group, the two LayerNorms are not phases of their own: the
-         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take;
-         * unless those products split rows into more than two column tiles (few images on many
-         * threads), where every tile would normalise (and convert) its rows again: a phase is cheaper. */
-        int fuse = group->threads > 1 && !job->widens && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
-                   plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
-        norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
-        if (!fuse)
-            norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight,
-                       &layer->norm1_bias, epsilon, group->a16);
-        /* Q, K and V: one counter over the tiles of the three products. */
-        {
-            atomic_size_t *counter = &group->counters[(*phase)++];
-            uform_gemm_plan_t plan = plan_for(job, group->threads, layer->query_weight.dtype, tokens, d);
-            uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n);
-            size_t per = plan.tiles_m * plan.tiles_n;
-            uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
-            uform_tensor_t const *biases[3] = {&layer->query_bias, &layer->key_bias, &layer->value_bias};
-            size_t cached = SIZE_MAX;
-            double since = profile_start();
-            for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < 3 * per;) {
-                size_t which = tile / per, local = tile % per;
-                size_t tm = local / plan.tiles_n, tn = local % plan.tiles_n;
-                size_t i0 = tm * plan.rows_per_tile, j0 = tn * plan.cols_per_tile;
-                size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
-                size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
-                float *ct = group->qkv + i0 * 3 * d + which * d + j0;
-                if (!fuse && group->a16)
-                    uform_gemm_tile_bf16(&gemm, rows, cols, d, group->a16 + i0 * d, d,
-                                         (uint16_t const *)weights[which]->data + j0 * d, d, ct, 3 * d);
-                else {
-                    float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
-                    uform_gemm_tile(&gemm, rows, cols, d, at, d,
-                                    (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
-                                    weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
-                }
-                profile_step("gemm qkv", &since);
-                kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
-                if (group->qkv16)
-                    for (size_t i = 0; i < rows; ++i)
-                        kernels->f32_to_bf16(ct + i * 3 * d, group->qkv16 + (i0 + i) * 3 * d + which * d + j0, cols);
-                profile_step("epilogue qkv", &since);
-            }
-            barrier(group);
-        }
-        /* Attention per (image, head, block of query rows) through the library's GEMM: S = scale Q
-         * K^T, softmax, O = S V; the blocks split few images over many threads. SERIAL (or a refusal
-         * of the library) takes the fused kernel over whole (image, head) pairs. */
-        {
-            atomic_size_t *counter = &group->counters[(*phase)++];
-            size_t blocks = attention_blocks(job->gemm.use_library ? group->threads : 1, n * heads, S);
-            size_t block_rows = ceil_div(S, blocks);
-            blocks = ceil_div(S, block_rows);
-            double since = profile_start();
-            for (size_t task; (task = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n * heads * blocks;) {
-                size_t local = task / (heads * blocks), hh = task / blocks % heads, block = task % blocks;
-                size_t first = block * block_rows, rows = S - first < block_rows ? S - first : block_rows;
-                float const *q = group->qkv + local * S * 3 * d + hh * head;
-                float *o = group->ctx + local * S * d + hh * head;
-                float const *qb = q + first * 3 * d;
-                float *ob = o + first * d;
-                if (!job->gemm.use_library)
-                    kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
-                else if (!(group->qkv16 && attention_bf16(job, thread, group->qkv16 + local * S * 3 * d + hh * head, d,
-                                                          first, rows, S, head, scale, scores, ob, &since)) &&
-                         (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
-                         (kernels->softmax_rows(scores, S, rows, S),
-                          !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d))))
-                    uform_attention_rows_plain(kernels, qb, q + d, q + 2 * d, 3 * d, ob, d, rows, S, head, scale, scores);
-                if (group->a16) /* the output product's A (library path only: whole pairs otherwise) */
-                    for (size_t i = 0; i < rows; ++i)
-                        kernels->f32_to_bf16(ob + i * d, group->a16 + (local * S + first + i) * d + hh * head, head);
-                profile_step("attention (f32, conversions)", &since); /* what attention_bf16's steps left */
-            }
-            barrier(group);
-        }
-        gemm_phase(job, group, thread, out_label, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL);
-        if (!fuse)
-            norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
-                       &layer->norm2_bias, epsilon, group->a16);
-        gemm_phase(job, group, thread, up_label, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
-                   &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
-                   fuse ? &norm2 : NULL, fuse ? NULL : group->a16, group->ffn16);
-        gemm_phase(job, group, thread, down_label, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL);
-    }
-
-    /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
-    {
-        atomic_size_t *counter = &group->counters[(*phase)++];
-        for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
-            float const *x = group->x + local * S * d;
-            float *pooled = group->pooled + local * d;
-            if (c->pooling == uform_pooling_cls_k)
-                kernels->layer_norm(x, d, pooled, d, 1, d, (float const *)tower->norm_weight.data,
-                                    (float const *)tower->norm_bias.data, epsilon);
-            else {
-                float *h = group->h + local * S * d;
-                kernels->layer_norm(x, d, h, d, S, d, (float const *)tower->norm_weight.data,
-                                    (float const *)tower->norm_bias.data, epsilon);
-                kernels->mean_rows(h, d, S, d, pooled);
-            }
-        }
-        barrier(group);
-    }
-    gemm_phase(job, group, thread, projection_label, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
-               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL, NULL, NULL);
-    /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
-    {
-        atomic_size_t *counter = &group->counters[(*phase)++];
-        size_t width = c->embedding_dimensions, dims = job->out_dimensions;
-        for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
-            size_t index = first_image + local;
-            char *target = (char *)job->out.data + index * job->out_stride;
-            if (job->item[index] != uform_status_ok_k) {
-                memset(target, 0, dims * dtype_size(job->out.dtype));
-                continue;
-            }
-            memcpy(row, group->projected + local * width, width * sizeof(float));
-            if (job->out.normalize) kernels->l2_normalize(row, dims);
-            switch (job->out.dtype) {
-            case uform_dtype_bf16_k: kernels->f32_to_bf16(row, (uint16_t *)target, dims); break;
-            case uform_dtype_f16_k: kernels->f32_to_f16(row, (uint16_t *)target, dims); break;
-            default: memcpy(target, row, dims * sizeof(float)); break;
-            }
-        }
-        barrier(group);
-    }
-}
-
-static size_t phases_per_chunk(uform_image_config_t const *c) { return 6 + 7 * c->layers_count; }
 
 static void job_free(image_job_t *job) {
     if (!job) return;
@@ -538,7 +47,7 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
     (void)task, (void)domain;
     image_job_t *job = (image_job_t *)context;
     int previous = uform_gemm_thread_enter();
-    if (!job->predecoded) decode_phase(job, thread, &job->counters[0]);
+    if (!job->predecoded) image_pass_decode(job, thread, &job->counters[0]);
     int abandon = 0;
     if (job->strict)
         for (size_t i = 0; i < job->count && !abandon; ++i) abandon = job->item[i] != uform_status_ok_k;
@@ -546,7 +55,7 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
     size_t phase = 0;
     for (size_t first = 0; first < group->images && !abandon; first += group->chunk_images) {
         size_t n = group->images - first < group->chunk_images ? group->images - first : group->chunk_images;
-        forward_chunk(job, group, thread, group->first_image + first, n, &phase);
+        image_pass_chunk(job, group, thread, group->first_image + first, n, &phase);
     }
     uform_gemm_thread_leave(previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) job_free(job);
@@ -630,7 +139,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
             if (chunk > group->images) chunk = group->images ? group->images : 1;
             group->chunk_images = chunk;
             if (chunk > job->chunk_images) job->chunk_images = chunk;
-            size_t phases = round_up(ceil_div(group->images, chunk) * phases_per_chunk(c), 8);
+            size_t phases = round_up(ceil_div(group->images, chunk) * image_pass_phases_per_chunk(c), 8);
             per_group = phases > per_group ? phases : per_group;
         }
         job->counters_count = 8 + job->groups_count * per_group;
@@ -688,7 +197,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens;
     size_t chunk_tokens = job->chunk_images * c->sequence;
     size_t norm_floats = fused ? (chunk_tokens < 512 ? chunk_tokens : 512) * c->dim : 0;
-    job->norm_offset = round_up(gemm_scratch_floats(job) + scores_floats(c) + row_floats, 16);
+    job->norm_offset = round_up(image_pass_gemm_scratch_floats(job) + image_pass_scores_floats(c) + row_floats, 16);
     job->probs_offset = round_up(job->norm_offset + norm_floats, 16);
     size_t probs_floats = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype) ? ceil_div(c->sequence * c->sequence, 2) : 0;
     if (job->attention16 && job->tower0->weights_dtype == uform_dtype_bf16_k) { /* the kernel's scores, then its packing */
