@@ -2,7 +2,7 @@
  *  @file   image_tower.h
  *  @brief  The image tower (a pre-norm ViT, as the `uform` package's `ImageEncoder`): its config,
  *          its weights per replica, the loader (image_model.c) and the forward pass
- *          (image_forward.c). Internal only.
+ *          (image_forward.c, image_pass.c). Internal only.
  *
  *  Matrices keep PyTorch's `nn.Linear` layout (`weight[out][in]`); the patch embedding's
  *  `Conv2d` weight `[dim][3][p][p]` is read as the matrix `[dim][3 * p * p]`, so the patch

@@ -3,7 +3,7 @@
  *  @brief  VRAM-resident image towers: one weights copy per device (uploaded from the host tower that
  *          src/models/image_model.c read), and `uform_encode_images` on VRAM executors. Internal only.
  *
- *  The forward pass mirrors src/models/image_forward.c (the pre-norm ViT of the `uform` package's
+ *  The forward pass mirrors src/models/image_pass.c (the pre-norm ViT of the `uform` package's
  *  ImageEncoder) with the text towers' machinery (src/models/vram_tower.h): products through
  *  cuBLASLt with fused epilogues, LayerScale folded into the output and down projections at upload,
  *  the text towers' LayerNorm, GELU, attention, pooling and output kernels, and two kernels of its

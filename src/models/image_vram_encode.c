@@ -28,7 +28,7 @@
  *         h = LayerNorm2(tmp); ffn = GELU(h W1^T + b1)
  *         x = ffn (ls2 W2)^T + ls2 b2 + tmp
  *       final LayerNorm with pooling (the [CLS] row, or the mean of all S rows after the norm, as
- *       image_forward.c), the projection, and the text towers' `finish` (truncation, the caller's
+ *       image_pass.c), the projection, and the text towers' `finish` (truncation, the caller's
  *       normalisation, the output dtype) into the share's output rows.
  *     The last device's callback enqueues the copies of every device's rows into pinned host rows.
  *  When every wave finished, the rows are written in input order (`vram_write_rows`). Without the
