@@ -1,44 +1,79 @@
 /**
  *  @file   attention_bf16.c
- *  @brief  One head's attention over bf16 queries, keys and values with AVX-512 BF16 (`vdpbf16ps`):
- *          the genoa class's `attention_bf16` (AMD Zen 4, Intel Sapphire Rapids and later).
+ *  @brief  One head's attention over bf16 queries, keys and values on the CPU, for the classes with
+ *          native bf16: AVX-512 BF16 (`vdpbf16ps`; AMD Zen 4, Intel Sapphire Rapids and later) and
+ *          AMX-BF16 tiles (`tdpbf16ps`; Sapphire Rapids and later).
  *
- *  The image and text passes took two calls of oneDNN's bf16 GEMM function per (sequence, head,
- *  block of query rows) for this: that function never reaches AMX, packs both operands on every
- *  call, and on a 197-token ViT head ran at about 30 GFLOP/s, 42% of ViT-S/16's CPU pass on a
- *  Sapphire Rapids host (bench/RESULTS.md, "UFORM_CPU_PROFILE"). Here the head's keys and values are
- *  laid out once per call in the pairs `vdpbf16ps` multiplies, and register blocks of 4 query rows
- *  x 64 columns accumulate in f32:
+ *  The image pass took two calls of oneDNN's bf16 GEMM function per (image, head, block of query
+ *  rows) for this: that function never reaches AMX, packs both operands on every call, and on a
+ *  197-token ViT head ran at about 30 GFLOP/s, 42% of ViT-S/16's CPU pass on a Sapphire Rapids host
+ *  (bench/RESULTS.md, "UFORM_CPU_PROFILE"). Here the head's keys and values are laid out once per
+ *  call in the pairs both instructions multiply, in `packed`:
  *
- *      keys    [head / 2][L16]   32-bit pairs (k[j][2p], k[j][2p + 1]); keys past `length` are 0
- *      values  [Lp / 2][head]    32-bit pairs (v[2q][c], v[2q + 1][c]); a missing odd key is 0
- *      P       [rows][Lp]        the probabilities in bf16, a zero after an odd `length`
+ *      scores  [R][W] f32        R = rows rounded up to 16, W = keys rounded up to 32
+ *      keys    [head / 2][W]     32-bit pairs (k[j][2p], k[j][2p + 1]); keys past `length` are 0
+ *      values  [W / 2][head]     32-bit pairs (v[2q][c], v[2q + 1][c]); missing keys are 0
+ *      P       [R][W] bf16       the probabilities, zeros past `length` and in rows past `rows`
+ *      tails   16 query rows and 16 x 64 outputs for the last block of rows (AMX)
  *
- *  with L16 = `length` rounded up to 16 and Lp to 2. S = scale Q K^T in f32, the softmax in f32 (the
- *  kernels' Cephes exp in 16 lanes), P rounded to bf16 (nearest even, `vcvtne2ps2bf16`), O = P V in
- *  f32: the arithmetic PyTorch's bf16 attention does, as the GEMM path did.
+ *  S = Q K^T in f32 (AVX-512: register blocks of 4 rows x 64 keys; AMX: tiles of 16 rows x 16 keys
+ *  over 32 dimensions at a time), the softmax of scale S in f32 (the kernels' Cephes exp in 16
+ *  lanes), P rounded to bf16 (nearest even, `vcvtne2ps2bf16`), O = P V accumulated in f32 (4 x 64
+ *  register blocks, or 16 x 16 tiles over 32 keys at a time): the arithmetic PyTorch's bf16
+ *  attention does, as the GEMM path did.
  */
 #include "kernels/kernels.h"
 
-#include <pthread.h> // `pthread_once`
-#include <stdlib.h>  // `getenv`
-#include <string.h>  // `memcpy`
+#include <pthread.h>     // `pthread_once`
+#include <stdlib.h>      // `getenv`
+#include <string.h>      // `memcpy`, `memset`
+#include <sys/syscall.h> // `SYS_arch_prctl`
+#include <unistd.h>      // `syscall`
 
-static pthread_once_t enabled_once = PTHREAD_ONCE_INIT;
-static int enabled = 1;
-static void enabled_read(void) {
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+static int mode = 2;
+static void mode_read(void) {
     char const *value = getenv("UFORM_ATTENTION_BF16");
-    enabled = !(value && value[0] == '0' && !value[1]);
+    if (value && !strcmp(value, "0")) mode = 0;
+    else if (value && !strcmp(value, "avx512")) mode = 1;
 }
 
-int uform_attention_bf16_enabled(void) {
-    pthread_once(&enabled_once, enabled_read);
-    return enabled;
+int uform_attention_bf16_mode(void) {
+    pthread_once(&mode_once, mode_read);
+    return mode;
+}
+
+/** Where each part of `packed` lies (the file's comment); every part starts 64-byte aligned. */
+typedef struct attention_layout_t {
+    size_t width, rows16;
+    float *scores;
+    uint32_t *keys, *values;
+    uint16_t *probs, *query_tail;
+    float *out_tail;
+    size_t bytes;
+} attention_layout_t;
+
+static attention_layout_t attention_layout(void *packed, size_t rows, size_t length, size_t head) {
+    attention_layout_t layout = {.width = (length + 31) / 32 * 32, .rows16 = (rows + 15) / 16 * 16};
+    size_t const w = layout.width, r = layout.rows16;
+    size_t const parts[6] = {r * w * 4, head / 2 * w * 4, w / 2 * head * 4, r * w * 2, 16 * head * 2, 16 * 64 * 4};
+    size_t offsets[6], at = 0;
+    for (size_t i = 0; i < 6; ++i) offsets[i] = at, at += (parts[i] + 63) / 64 * 64;
+    unsigned char *base = (unsigned char *)packed;
+    if (base) {
+        layout.scores = (float *)(void *)(base + offsets[0]);
+        layout.keys = (uint32_t *)(void *)(base + offsets[1]);
+        layout.values = (uint32_t *)(void *)(base + offsets[2]);
+        layout.probs = (uint16_t *)(void *)(base + offsets[3]);
+        layout.query_tail = (uint16_t *)(void *)(base + offsets[4]);
+        layout.out_tail = (float *)(void *)(base + offsets[5]);
+    }
+    layout.bytes = at;
+    return layout;
 }
 
 size_t uform_attention_bf16_bytes(size_t rows, size_t length, size_t head) {
-    size_t const l16 = (length + 15) / 16 * 16, lp = (length + 1) / 2 * 2;
-    return (head / 2) * l16 * 4 + (lp / 2) * head * 4 + rows * lp * 2 + 64;
+    return attention_layout(NULL, rows, length, head).bytes;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -53,7 +88,7 @@ static inline uint32_t pair_at(uint16_t const *row, size_t p) {
     return value;
 }
 
-/** S[r][j0 .. j0 + 16 NJ) = scale q_r . k_j for rows r < 4 of `q` (rows past `rows` repeat the last). */
+/** S[r][j0 .. j0 + 16 NJ) = q_r . k_j for rows r < 4 of `q` (rows past `rows` repeat the last). */
 #define QK_BLOCK(NJ)                                                                                                   \
     do {                                                                                                               \
         __m512 acc[4][NJ];                                                                                             \
@@ -61,7 +96,7 @@ static inline uint32_t pair_at(uint16_t const *row, size_t p) {
             for (int t = 0; t < NJ; ++t) acc[r][t] = _mm512_setzero_ps();                                              \
         for (size_t p = 0; p < pairs; ++p) {                                                                           \
             __m512i keys_at[NJ];                                                                                       \
-            for (int t = 0; t < NJ; ++t) keys_at[t] = _mm512_loadu_si512(keys + p * l16 + j0 + 16 * t);               \
+            for (int t = 0; t < NJ; ++t) keys_at[t] = _mm512_loadu_si512(keys + p * w + j0 + 16 * t);                 \
             for (int r = 0; r < 4; ++r) {                                                                              \
                 __m512i const query = _mm512_set1_epi32((int)pair_at(query_rows[r], p));                                        \
                 for (int t = 0; t < NJ; ++t)                                                                           \
@@ -70,7 +105,7 @@ static inline uint32_t pair_at(uint16_t const *row, size_t p) {
         }                                                                                                              \
         for (size_t r = 0; r < live; ++r)                                                                              \
             for (int t = 0; t < NJ; ++t)                                                                               \
-                _mm512_storeu_ps(scores + (i0 + r) * l16 + j0 + 16 * t, _mm512_mul_ps(acc[r][t], scaled));             \
+                _mm512_storeu_ps(scores + (i0 + r) * w + j0 + 16 * t, acc[r][t]);                                      \
     } while (0)
 
 /** O[r][c0 .. c0 + 16 ND) = sum over keys of P[r][j] v[j] for rows r < 4 (as above). */
@@ -79,7 +114,7 @@ static inline uint32_t pair_at(uint16_t const *row, size_t p) {
         __m512 acc[4][ND];                                                                                             \
         for (int r = 0; r < 4; ++r)                                                                                    \
             for (int t = 0; t < ND; ++t) acc[r][t] = _mm512_setzero_ps();                                              \
-        for (size_t q = 0; q < lp / 2; ++q) {                                                                          \
+        for (size_t q = 0; q < w / 2; ++q) {                                                                           \
             __m512i values_at[ND];                                                                                     \
             for (int t = 0; t < ND; ++t) values_at[t] = _mm512_loadu_si512(values + q * head + c0 + 16 * t);          \
             for (int r = 0; r < 4; ++r) {                                                                              \
@@ -111,28 +146,27 @@ TARGET static inline __m512 exp16(__m512 x) {
 }
 
 static inline __mmask16 first16(size_t count) { return count >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << count) - 1u); }
-static inline __mmask32 first32(size_t count) { return count >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << count) - 1u); }
 
-/** A row of scores in place to exp(s - max), then P = exp / sum in bf16 into `probs` (`lp` wide,
- *  zeros past `length`): the softmax in f32 and P's rounding to nearest even. */
-TARGET static void softmax_to_bf16(float *row, size_t length, size_t lp, uint16_t *probs) {
+/** A row of raw scores in place to exp(scale s - scale max), then P = exp / sum in bf16 into `probs`
+ *  (`width` wide, zeros past `length`): the softmax in f32 and P's rounding to nearest even. */
+TARGET static void softmax_to_bf16(float *row, size_t length, float scale, size_t width, uint16_t *probs) {
     __m512 highest = _mm512_set1_ps(-3.402823466e38f);
     for (size_t j = 0; j < length; j += 16)
         highest = _mm512_max_ps(highest, _mm512_mask_loadu_ps(highest, first16(length - j), row + j));
-    __m512 const top = _mm512_set1_ps(_mm512_reduce_max_ps(highest));
+    __m512 const scaled = _mm512_set1_ps(scale), shift = _mm512_set1_ps(-scale * _mm512_reduce_max_ps(highest));
     __m512 sums = _mm512_setzero_ps();
     for (size_t j = 0; j < length; j += 16) {
         __mmask16 const mask = first16(length - j);
-        __m512 const e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + j), top));
+        __m512 const e = exp16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, row + j), scaled, shift));
         sums = _mm512_mask_add_ps(sums, mask, sums, e);
         _mm512_mask_storeu_ps(row + j, mask, e);
     }
     __m512 const inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sums));
-    for (size_t j = 0; j < lp; j += 32) {
+    for (size_t j = 0; j < width; j += 32) {
         __m512 const low = _mm512_mul_ps(_mm512_maskz_loadu_ps(first16(length > j ? length - j : 0), row + j), inverse);
         __m512 const high =
             _mm512_mul_ps(_mm512_maskz_loadu_ps(first16(length > j + 16 ? length - j - 16 : 0), row + j + 16), inverse);
-        _mm512_mask_storeu_epi16(probs + j, first32(lp - j), (__m512i)_mm512_cvtne2ps_pbh(high, low));
+        _mm512_storeu_si512(probs + j, (__m512i)_mm512_cvtne2ps_pbh(high, low)); /* width: a multiple of 32 */
     }
 }
 
@@ -143,8 +177,9 @@ TARGET static void pack_keys(uint16_t const *k, size_t ld, size_t length, size_t
         for (size_t j = length; j < l16; ++j) keys[p * l16 + j] = 0;
 }
 
-/** values[q][c] = (v[2q][c], v[2q + 1][c]): two rows' 32 columns interleaved by one permutation each half. */
-TARGET static void pack_values(uint16_t const *v, size_t ld, size_t length, size_t head, uint32_t *values) {
+/** values[q][c] = (v[2q][c], v[2q + 1][c]) for q < `width` / 2: two rows' 32 columns interleaved by
+ *  one permutation each half; keys past `length` are zeros. */
+TARGET static void pack_values(uint16_t const *v, size_t ld, size_t length, size_t head, size_t width, uint32_t *values) {
     __m512i const low = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
                                          37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     __m512i const high = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54,
@@ -159,21 +194,23 @@ TARGET static void pack_values(uint16_t const *v, size_t ld, size_t length, size
             _mm512_storeu_si512(target + c + 16, _mm512_permutex2var_epi16(a, high, b));
         }
     }
+    size_t const done = (length + 1) / 2;
+    memset(values + done * head, 0, (width / 2 - done) * head * sizeof(uint32_t));
 }
 
-TARGET static int attention_bf16_avx512(uint16_t const *q, uint16_t const *k,
-                                        uint16_t const *v, size_t ld, size_t rows, size_t length, size_t head,
-                                        float scale, float *scores, void *packed, float *out, size_t out_ld) {
+TARGET static int attention_bf16_avx512(uint16_t const *q, uint16_t const *k, uint16_t const *v, size_t ld, size_t rows,
+                                        size_t length, size_t head, float scale, void *packed, float *out,
+                                        size_t out_ld) {
     if (!rows || !length || head % 32 || head > 256) return 0;
-    size_t const pairs = head / 2, l16 = (length + 15) / 16 * 16, lp = (length + 1) / 2 * 2;
-    uint32_t *keys = (uint32_t *)packed;
-    uint32_t *values = keys + pairs * l16;
-    uint16_t *probs = (uint16_t *)(values + (lp / 2) * head);
-    pack_keys(k, ld, length, pairs, l16, keys);
-    pack_values(v, ld, length, head, values);
-    __m512 const scaled = _mm512_set1_ps(scale);
+    attention_layout_t const layout = attention_layout(packed, rows, length, head);
+    size_t const pairs = head / 2, w = layout.width, l16 = (length + 15) / 16 * 16;
+    float *scores = layout.scores;
+    uint32_t *keys = layout.keys, *values = layout.values;
+    uint16_t *probs = layout.probs;
+    pack_keys(k, ld, length, pairs, w, keys);
+    pack_values(v, ld, length, head, w, values);
 
-    /* S = scale Q K^T, 4 rows x 64 keys per block. */
+    /* S = Q K^T, 4 rows x 64 keys per block, over the keys rounded up to 16. */
     for (size_t i0 = 0; i0 < rows; i0 += 4) {
         size_t const live = rows - i0 < 4 ? rows - i0 : 4;
         uint16_t const *query_rows[4];
@@ -187,13 +224,13 @@ TARGET static int attention_bf16_avx512(uint16_t const *q, uint16_t const *k,
             }
         }
     }
-    for (size_t i = 0; i < rows; ++i) softmax_to_bf16(scores + i * l16, length, lp, probs + i * lp);
+    for (size_t i = 0; i < rows; ++i) softmax_to_bf16(scores + i * w, length, scale, w, probs + i * w);
 
     /* O = P V, 4 rows x 64 columns per block. */
     for (size_t i0 = 0; i0 < rows; i0 += 4) {
         size_t const live = rows - i0 < 4 ? rows - i0 : 4;
         uint16_t const *prob_rows[4];
-        for (size_t r = 0; r < 4; ++r) prob_rows[r] = probs + (i0 + (r < live ? r : live - 1)) * lp;
+        for (size_t r = 0; r < 4; ++r) prob_rows[r] = probs + (i0 + (r < live ? r : live - 1)) * w;
         for (size_t c0 = 0; c0 < head; c0 += 64) {
             switch ((head - c0) / 16) {
             case 2: PV_BLOCK(2); break;
@@ -204,12 +241,142 @@ TARGET static int attention_bf16_avx512(uint16_t const *q, uint16_t const *k,
     return 1;
 }
 
-uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16) {
-    return avx512_bf16 ? attention_bf16_avx512 : NULL;
+/* ---- AMX tiles ---- */
+
+#define AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+
+/** `ldtilecfg`'s 64 bytes: palette 1, then bytes per row and rows of each tile. */
+typedef struct tile_config_t {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t bytes_per_row[16];
+    uint8_t rows[16];
+} tile_config_t;
+
+/** Linux hands a process AMX's tile data only once asked (ARCH_REQ_XCOMP_PERM for XTILEDATA). */
+static pthread_once_t tiles_once = PTHREAD_ONCE_INIT;
+static int tiles_granted;
+static void tiles_request(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    tiles_granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#endif
+}
+
+/* The tile intrinsics of GCC are `asm` statements that do not tell the compiler they read memory:
+ * every tile load is preceded by a compiler barrier, so the stores it reads (packing, the softmax,
+ * the tail copies, the configuration) are made first. */
+#define MEMORY_BARRIER() __asm__ __volatile__("" ::: "memory")
+
+/** Tiles 0 .. NT-1 = 16 rows of A (tile 4, `a` + 32 k0, rows `a_stride` bytes apart) times the 16-column
+ *  blocks of B at `b` + 16 t (tile 5; its rows of pairs `b_stride` bytes apart, 16 pair rows per 32
+ *  of depth), over `depth` in steps of 32. */
+#define TILE_PRODUCT(NT, a, a_stride, b, b_stride, b_step, depth)                                                      \
+    do {                                                                                                               \
+        _tile_zero(0);                                                                                                 \
+        _tile_zero(1);                                                                                                 \
+        if (NT == 4) {                                                                                                 \
+            _tile_zero(2);                                                                                             \
+            _tile_zero(3);                                                                                             \
+        }                                                                                                              \
+        for (size_t k0 = 0; k0 < (depth); k0 += 32) {                                                                  \
+            _tile_loadd(4, (a) + k0, (a_stride));                                                                      \
+            uint32_t const *b_at = (b) + (k0 / 32) * (b_step);                                                         \
+            _tile_loadd(5, b_at, (b_stride));                                                                          \
+            _tile_dpbf16ps(0, 4, 5);                                                                                   \
+            _tile_loadd(5, b_at + 16, (b_stride));                                                                     \
+            _tile_dpbf16ps(1, 4, 5);                                                                                   \
+            if (NT == 4) {                                                                                             \
+                _tile_loadd(5, b_at + 32, (b_stride));                                                                 \
+                _tile_dpbf16ps(2, 4, 5);                                                                               \
+                _tile_loadd(5, b_at + 48, (b_stride));                                                                 \
+                _tile_dpbf16ps(3, 4, 5);                                                                               \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
+/** Stores tiles 0 .. NT-1 (16 x 16 f32 each) side by side at `c`, rows `c_stride` bytes apart. */
+#define TILE_STORE(NT, c, c_stride)                                                                                    \
+    do {                                                                                                               \
+        _tile_stored(0, (c), (c_stride));                                                                              \
+        _tile_stored(1, (c) + 16, (c_stride));                                                                         \
+        if (NT == 4) {                                                                                                 \
+            _tile_stored(2, (c) + 32, (c_stride));                                                                     \
+            _tile_stored(3, (c) + 48, (c_stride));                                                                     \
+        }                                                                                                              \
+    } while (0)
+
+AMX_TARGET static int attention_bf16_amx(uint16_t const *q, uint16_t const *k, uint16_t const *v, size_t ld, size_t rows,
+                                         size_t length, size_t head, float scale, void *packed, float *out,
+                                         size_t out_ld) {
+    if (!rows || !length || head % 32 || head > 256) return 0;
+    pthread_once(&tiles_once, tiles_request);
+    if (!tiles_granted) return attention_bf16_avx512(q, k, v, ld, rows, length, head, scale, packed, out, out_ld);
+    attention_layout_t const layout = attention_layout(packed, rows, length, head);
+    size_t const pairs = head / 2, w = layout.width;
+    pack_keys(k, ld, length, pairs, w, layout.keys);
+    pack_values(v, ld, length, head, w, layout.values);
+    tile_config_t config;
+    memset(&config, 0, sizeof config);
+    config.palette = 1;
+    for (int t = 0; t < 6; ++t) config.rows[t] = 16, config.bytes_per_row[t] = 64;
+    MEMORY_BARRIER();
+    _tile_loadconfig(&config);
+
+    /* S = Q K^T: 16 rows x 64 (or 32) keys per step; the last rows' queries copied, zero-padded. */
+    for (size_t i0 = 0; i0 < rows; i0 += 16) {
+        size_t const live = rows - i0 < 16 ? rows - i0 : 16;
+        uint16_t const *a = q + i0 * ld;
+        size_t a_stride = ld * 2;
+        if (live < 16) {
+            memset(layout.query_tail, 0, 16 * head * 2);
+            for (size_t r = 0; r < live; ++r) memcpy(layout.query_tail + r * head, a + r * ld, head * 2);
+            a = layout.query_tail, a_stride = head * 2;
+        }
+        MEMORY_BARRIER();
+        for (size_t j0 = 0; j0 < w; j0 += 64) {
+            float *c = layout.scores + i0 * w + j0;
+            if (w - j0 >= 64) {
+                TILE_PRODUCT(4, a, a_stride, layout.keys + j0, w * 4, 16 * w, head);
+                TILE_STORE(4, c, w * 4);
+            } else {
+                TILE_PRODUCT(2, a, a_stride, layout.keys + j0, w * 4, 16 * w, head);
+                TILE_STORE(2, c, w * 4);
+            }
+        }
+    }
+    for (size_t i = 0; i < rows; ++i) softmax_to_bf16(layout.scores + i * w, length, scale, w, layout.probs + i * w);
+    if (layout.rows16 > rows) memset(layout.probs + rows * w, 0, (layout.rows16 - rows) * w * 2);
+    MEMORY_BARRIER();
+
+    /* O = P V: 16 rows x 64 (or 32) columns per step over the keys, 32 at a time. */
+    for (size_t i0 = 0; i0 < rows; i0 += 16) {
+        size_t const live = rows - i0 < 16 ? rows - i0 : 16;
+        uint16_t const *a = layout.probs + i0 * w;
+        for (size_t c0 = 0; c0 < head; c0 += 64) {
+            size_t const columns = head - c0 >= 64 ? 64 : 32;
+            float *c = live == 16 ? out + i0 * out_ld + c0 : layout.out_tail;
+            size_t const c_stride = live == 16 ? out_ld * 4 : 64 * 4;
+            if (columns == 64) {
+                TILE_PRODUCT(4, a, w * 2, layout.values + c0, head * 4, 16 * head, w);
+                TILE_STORE(4, c, c_stride);
+            } else {
+                TILE_PRODUCT(2, a, w * 2, layout.values + c0, head * 4, 16 * head, w);
+                TILE_STORE(2, c, c_stride);
+            }
+            if (live < 16)
+                for (size_t r = 0; r < live; ++r)
+                    memcpy(out + (i0 + r) * out_ld + c0, layout.out_tail + r * 64, columns * sizeof(float));
+        }
+    }
+    _tile_release();
+    return 1;
+}
+
+uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16, int amx) {
+    return amx ? attention_bf16_amx : avx512_bf16 ? attention_bf16_avx512 : NULL;
 }
 #else
-uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16) {
-    (void)avx512_bf16;
+uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16, int amx) {
+    (void)avx512_bf16, (void)amx;
     return NULL;
 }
 #endif

@@ -74,3 +74,8 @@ int uform_kernels_native_bf16(uform_cpu_class_t cpu_class) {
     return cpu_class == uform_cpu_class_amd_genoa_k || cpu_class == uform_cpu_class_intel_sapphire_k ||
            cpu_class == uform_cpu_class_intel_granite_k || cpu_class == uform_cpu_class_intel_diamond_k;
 }
+
+int uform_kernels_amx_bf16(uform_cpu_class_t cpu_class) {
+    return cpu_class == uform_cpu_class_intel_sapphire_k || cpu_class == uform_cpu_class_intel_granite_k ||
+           cpu_class == uform_cpu_class_intel_diamond_k;
+}

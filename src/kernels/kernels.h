@@ -112,6 +112,9 @@ uform_kernels_t const *uform_kernels_for(uform_cpu_class_t cpu_class);
 
 /** @brief Whether a class runs oneDNN's bf16 GEMM natively (AVX-512 BF16 or AMX-BF16 classes). */
 int uform_kernels_native_bf16(uform_cpu_class_t cpu_class);
+/** @brief Whether a class has AMX-BF16 tiles (Sapphire Rapids, Granite Rapids, Diamond Rapids: the
+ *  class is detected only where the OS enables the tile state). */
+int uform_kernels_amx_bf16(uform_cpu_class_t cpu_class);
 
 /** @brief How a GEMM of one thread runs: which library path and its per-thread scratch. */
 typedef struct uform_gemm_t {
@@ -228,19 +231,21 @@ void uform_cpu_profile_report(void *file);
  *  @brief One head's attention over bf16 rows (src/kernels/attention_bf16.c): for query rows
  *  `q[0 .. rows)` and keys and values `k`, `v` [0 .. length) (every row `ld` elements apart, `head`
  *  wide), out[i] = softmax(scale q_i K^T) V in f32 (`out` rows `out_ld` floats apart), S and the
- *  softmax in f32, P rounded to bf16 before P V, as PyTorch's bf16 does.
- *  `scores` holds `rows` x (`length` rounded up to 16) floats; `packed` `uform_attention_bf16_bytes`
- *  bytes, 4-aligned. Returns 0 (nothing written) for a head width that is not a multiple of 32 up to
- *  256, or no rows or keys; the caller then takes another path.
+ *  softmax in f32, P rounded to bf16 before P V, as PyTorch's bf16 does. `packed` holds
+ *  `uform_attention_bf16_bytes` bytes, 4-aligned (64 for the fastest loads). Returns 0 (nothing
+ *  written) for a head width that is not a multiple of 32 up to 256, or no rows or keys; the
+ *  caller then takes another path.
  */
 typedef int (*uform_attention_bf16_t)(uint16_t const *q, uint16_t const *k, uint16_t const *v, size_t ld, size_t rows,
-                                      size_t length, size_t head, float scale, float *scores, void *packed, float *out,
-                                      size_t out_ld);
-/** @brief The kernel above where `avx512_bf16` (the class has AVX-512 BF16: `uform_kernels_native_bf16`)
- *  and this build has it (x86-64 with GCC or Clang), else NULL. */
-uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16);
-/** @brief 0 when UFORM_ATTENTION_BF16=0 (read once): the passes then keep oneDNN's GEMM functions. */
-int uform_attention_bf16_enabled(void);
+                                      size_t length, size_t head, float scale, void *packed, float *out, size_t out_ld);
+/** @brief The AMX kernel where `amx` (an AMX-BF16 class: `uform_kernels_amx_bf16`; it asks
+ *  Linux for the tile data once and takes the AVX-512 kernel if refused), else the AVX-512 BF16 one
+ *  where `avx512_bf16` (`uform_kernels_native_bf16`), when this build has them (x86-64, GCC or
+ *  Clang); else NULL. */
+uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16, int amx);
+/** @brief UFORM_ATTENTION_BF16, read once: 0 when it is `0` (the passes keep oneDNN's GEMM functions),
+ *  1 when it is `avx512` (no AMX kernel), else 2 (the best kernel of the class). */
+int uform_attention_bf16_mode(void);
 /** @brief Bytes of `packed` for `uform_attention_bf16_t` over `rows` queries and `length` keys. */
 size_t uform_attention_bf16_bytes(size_t rows, size_t length, size_t head);
 

@@ -90,8 +90,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
-    job->attention16 = uform_gemm_takes_bf16(&job->gemm, uform_dtype_bf16_k) && uform_attention_bf16_enabled()
-                           ? uform_attention_bf16_for(job->gemm.native_bf16)
+    int const attention_mode = uform_attention_bf16_mode();
+    job->attention16 = uform_gemm_takes_bf16(&job->gemm, uform_dtype_bf16_k) && attention_mode
+                           ? uform_attention_bf16_for(job->gemm.native_bf16, attention_mode == 2 && uform_kernels_amx_bf16(cpu_class))
                            : NULL;
     job->threads = threads;
     job->count = count;
@@ -201,8 +202,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->probs_offset = round_up(job->norm_offset + norm_floats, 16);
     size_t probs_floats = uform_gemm_takes_bf16(&job->gemm, job->tower0->weights_dtype) ? ceil_div(c->sequence * c->sequence, 2) : 0;
     if (job->attention16 && job->tower0->weights_dtype == uform_dtype_bf16_k) { /* the kernel's scores, then its packing */
-        size_t kernel_floats = round_up(c->sequence * round_up(c->sequence, 16), 16) +
-                               ceil_div(uform_attention_bf16_bytes(c->sequence, c->sequence, c->dim / c->heads), 4);
+        size_t kernel_floats = ceil_div(uform_attention_bf16_bytes(c->sequence, c->sequence, c->dim / c->heads), 4);
         probs_floats = probs_floats > kernel_floats ? probs_floats : kernel_floats;
     }
     size_t scratch_bytes = (job->probs_offset + probs_floats + 16) * sizeof(float);

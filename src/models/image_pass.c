@@ -212,10 +212,8 @@ static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, 
                           size_t S, size_t head, float scale, float *scores, float *ob, double *since) {
     uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
     if (job->attention16) {
-        float *kernel_scores = (float *)job->per_thread[thread].scratch + job->probs_offset;
-        void *packed = kernel_scores + round_up(S * round_up(S, 16), 16);
-        if (job->attention16(q16 + first * 3 * d, q16 + d, q16 + 2 * d, 3 * d, rows, S, head, scale,
-                             kernel_scores, packed, ob, d)) {
+        void *packed = (float *)job->per_thread[thread].scratch + job->probs_offset;
+        if (job->attention16(q16 + first * 3 * d, q16 + d, q16 + 2 * d, 3 * d, rows, S, head, scale, packed, ob, d)) {
             profile_step("attention kernel", since);
             return 1;
         }

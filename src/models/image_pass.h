@@ -68,8 +68,8 @@ typedef struct image_job_t {
     size_t chunk_images; /**< The most of any group. */
     size_t norm_offset;  /**< Floats into each thread's scratch of its norm buffer (fused LayerNorms). */
     size_t probs_offset; /**< Floats into each thread's scratch of its bf16 attention probabilities. */
-    /** The AVX-512 BF16 attention kernel for bf16 towers where the class has it (NULL: oneDNN's GEMM
-     *  functions); its scores and packed keys and values take the probabilities' place. */
+    /** The bf16 attention kernel of the class (AMX tiles, else AVX-512 BF16) for bf16 towers; NULL:
+     *  oneDNN's GEMM functions. Its packed keys, values and scores take the probabilities' place. */
     uform_attention_bf16_t attention16;
     int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
     size_t groups_count;
