@@ -20,12 +20,12 @@ import argparse
 import io
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
+from peer_process import measure
 
 SHAPES = {"vit-s16": (384, 6), "vit-b16": (768, 12)}
 PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "image", "photos")
@@ -112,15 +112,6 @@ def run_peer(system, shape, mode, batch, threads, seconds, min_calls):
     return {"system": system, "images_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
 
 
-def measure(command, environment=None):
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    _, status, usage = os.wait4(process.pid, 0)
-    out, err = process.stdout.read(), process.stderr.read()
-    if status != 0:
-        return {"error": (err or out).strip().splitlines()[-1:] or ["failed"]}
-    result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mib"] = usage.ru_maxrss / 1024.0
-    return result
 
 
 def main():

@@ -20,12 +20,12 @@ systems rotated each round, so load on a shared machine falls on every system al
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
+from peer_process import measure
 
 
 def build_torch(shape, dtype):
@@ -106,16 +106,6 @@ def run_peer(system, shape, tokens, batch, threads, seconds):
     return {"system": system, "texts_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
 
 
-def measure(command, environment=None):
-    """Runs one system in its own process; returns its JSON line and its peak RSS in MiB."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    _, status, usage = os.wait4(process.pid, 0)
-    out, err = process.stdout.read(), process.stderr.read()
-    if status != 0:
-        return {"error": (err or out).strip().splitlines()[-1:] or ["failed"]}
-    result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mib"] = usage.ru_maxrss / 1024.0
-    return result
 
 
 def main():
