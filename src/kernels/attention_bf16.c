@@ -88,43 +88,26 @@ static inline uint32_t pair_at(uint16_t const *row, size_t p) {
     return value;
 }
 
-/** S[r][j0 .. j0 + 16 NJ) = q_r . k_j for rows r < 4 of `q` (rows past `rows` repeat the last). */
-#define QK_BLOCK(NJ)                                                                                                   \
+/** For rows r < `live` of 4 (rows past them repeat the last): c[r][0 .. 16 N) (rows `c_ld` floats
+ *  apart) = the sum over `steps` of the bf16 pair a_rows[r][step], broadcast, times the 16 N pairs at
+ *  `b` + step `b_step` (32-bit pairs), in f32. S = Q K^T steps over the head's pairs of dimensions,
+ *  O = P V over pairs of keys. */
+#define PAIR_BLOCK(N, a_rows, live, steps, b, b_step, c, c_ld)                                                         \
     do {                                                                                                               \
-        __m512 acc[4][NJ];                                                                                             \
+        __m512 acc[4][N];                                                                                              \
         for (int r = 0; r < 4; ++r)                                                                                    \
-            for (int t = 0; t < NJ; ++t) acc[r][t] = _mm512_setzero_ps();                                              \
-        for (size_t p = 0; p < pairs; ++p) {                                                                           \
-            __m512i keys_at[NJ];                                                                                       \
-            for (int t = 0; t < NJ; ++t) keys_at[t] = _mm512_loadu_si512(keys + p * w + j0 + 16 * t);                 \
+            for (int t = 0; t < N; ++t) acc[r][t] = _mm512_setzero_ps();                                               \
+        for (size_t step = 0; step < (steps); ++step) {                                                                \
+            __m512i b_at[N];                                                                                           \
+            for (int t = 0; t < N; ++t) b_at[t] = _mm512_loadu_si512((b) + step * (b_step) + 16 * t);                  \
             for (int r = 0; r < 4; ++r) {                                                                              \
-                __m512i const query = _mm512_set1_epi32((int)pair_at(query_rows[r], p));                                        \
-                for (int t = 0; t < NJ; ++t)                                                                           \
-                    acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)query, (__m512bh)keys_at[t]);                   \
+                __m512i const a_pair = _mm512_set1_epi32((int)pair_at((a_rows)[r], step));                             \
+                for (int t = 0; t < N; ++t)                                                                            \
+                    acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)a_pair, (__m512bh)b_at[t]);                      \
             }                                                                                                          \
         }                                                                                                              \
-        for (size_t r = 0; r < live; ++r)                                                                              \
-            for (int t = 0; t < NJ; ++t)                                                                               \
-                _mm512_storeu_ps(scores + (i0 + r) * w + j0 + 16 * t, acc[r][t]);                                      \
-    } while (0)
-
-/** O[r][c0 .. c0 + 16 ND) = sum over keys of P[r][j] v[j] for rows r < 4 (as above). */
-#define PV_BLOCK(ND)                                                                                                   \
-    do {                                                                                                               \
-        __m512 acc[4][ND];                                                                                             \
-        for (int r = 0; r < 4; ++r)                                                                                    \
-            for (int t = 0; t < ND; ++t) acc[r][t] = _mm512_setzero_ps();                                              \
-        for (size_t q = 0; q < w / 2; ++q) {                                                                           \
-            __m512i values_at[ND];                                                                                     \
-            for (int t = 0; t < ND; ++t) values_at[t] = _mm512_loadu_si512(values + q * head + c0 + 16 * t);          \
-            for (int r = 0; r < 4; ++r) {                                                                              \
-                __m512i const weight = _mm512_set1_epi32((int)pair_at(prob_rows[r], q));                                        \
-                for (int t = 0; t < ND; ++t)                                                                           \
-                    acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)weight, (__m512bh)values_at[t]);                \
-            }                                                                                                          \
-        }                                                                                                              \
-        for (size_t r = 0; r < live; ++r)                                                                              \
-            for (int t = 0; t < ND; ++t) _mm512_storeu_ps(out + (i0 + r) * out_ld + c0 + 16 * t, acc[r][t]);          \
+        for (size_t r = 0; r < (live); ++r)                                                                            \
+            for (int t = 0; t < N; ++t) _mm512_storeu_ps((c) + r * (c_ld) + 16 * t, acc[r][t]);                        \
     } while (0)
 
 /** exp(x) in 16 lanes: the kernels' Cephes expf (fused.inc's `exp_lane`, the same constants and
@@ -170,11 +153,12 @@ TARGET static void softmax_to_bf16(float *row, size_t length, float scale, size_
     }
 }
 
-TARGET static void pack_keys(uint16_t const *k, size_t ld, size_t length, size_t pairs, size_t l16, uint32_t *keys) {
+/** keys[p][j] = (k[j][2p], k[j][2p + 1]) for j < `width`; keys past `length` are zeros. */
+TARGET static void pack_keys(uint16_t const *k, size_t ld, size_t length, size_t pairs, size_t width, uint32_t *keys) {
     for (size_t j = 0; j < length; ++j)
-        for (size_t p = 0; p < pairs; ++p) keys[p * l16 + j] = pair_at(k + j * ld, p);
+        for (size_t p = 0; p < pairs; ++p) keys[p * width + j] = pair_at(k + j * ld, p);
     for (size_t p = 0; p < pairs; ++p)
-        for (size_t j = length; j < l16; ++j) keys[p * l16 + j] = 0;
+        for (size_t j = length; j < width; ++j) keys[p * width + j] = 0;
 }
 
 /** values[q][c] = (v[2q][c], v[2q + 1][c]) for q < `width` / 2: two rows' 32 columns interleaved by
@@ -217,10 +201,10 @@ TARGET static int attention_bf16_avx512(uint16_t const *q, uint16_t const *k, ui
         for (size_t r = 0; r < 4; ++r) query_rows[r] = q + (i0 + (r < live ? r : live - 1)) * ld;
         for (size_t j0 = 0; j0 < l16; j0 += 64) {
             switch ((l16 - j0) / 16) {
-            case 1: QK_BLOCK(1); break;
-            case 2: QK_BLOCK(2); break;
-            case 3: QK_BLOCK(3); break;
-            default: QK_BLOCK(4); break;
+            case 1: PAIR_BLOCK(1, query_rows, live, pairs, keys + j0, w, scores + i0 * w + j0, w); break;
+            case 2: PAIR_BLOCK(2, query_rows, live, pairs, keys + j0, w, scores + i0 * w + j0, w); break;
+            case 3: PAIR_BLOCK(3, query_rows, live, pairs, keys + j0, w, scores + i0 * w + j0, w); break;
+            default: PAIR_BLOCK(4, query_rows, live, pairs, keys + j0, w, scores + i0 * w + j0, w); break;
             }
         }
     }
@@ -233,8 +217,8 @@ TARGET static int attention_bf16_avx512(uint16_t const *q, uint16_t const *k, ui
         for (size_t r = 0; r < 4; ++r) prob_rows[r] = probs + (i0 + (r < live ? r : live - 1)) * w;
         for (size_t c0 = 0; c0 < head; c0 += 64) {
             switch ((head - c0) / 16) {
-            case 2: PV_BLOCK(2); break;
-            default: PV_BLOCK(4); break;
+            case 2: PAIR_BLOCK(2, prob_rows, live, w / 2, values + c0, head, out + i0 * out_ld + c0, out_ld); break;
+            default: PAIR_BLOCK(4, prob_rows, live, w / 2, values + c0, head, out + i0 * out_ld + c0, out_ld); break;
             }
         }
     }

@@ -214,8 +214,7 @@ int uform_gemm_matmul_for(uform_cpu_class_t cpu_class) {
     char const *forced = getenv("UFORM_GEMM_MATMUL");
     if (forced && strcmp(forced, "1") == 0) return cpu_class != uform_cpu_class_serial_k;
     if (forced && strcmp(forced, "0") == 0) return 0;
-    return cpu_class == uform_cpu_class_intel_sapphire_k || cpu_class == uform_cpu_class_intel_granite_k ||
-           cpu_class == uform_cpu_class_intel_diamond_k;
+    return uform_kernels_amx_bf16(cpu_class);
 }
 
 char const *uform_gemm_matmul_impl(void) {
