@@ -5,11 +5,12 @@
  *          images (image_pass.c).
  *
  *  Every thread decodes images from one counter (all images, before the chunks), meeting the others
- *  at the job's barrier. Then the threads split into groups (`uform_batch_groups`), each taking a
- *  run of consecutive images with its own activations (from the arena pool) and its own barrier, as
- *  the text pass does: one thread per group (no barrier at all, the images' rows in one GEMM per
- *  product) for batches of at least about as many images as threads, one group of every thread for
- *  batch 1.
+ *  at the job's barrier. Then the threads split into groups (`uform_batch_groups`), each with its
+ *  own activations (from the arena pool) and its own barrier, as the text pass does: one thread per
+ *  group (no barrier at all, the images' rows in one GEMM per product) for batches of at least about
+ *  as many images as threads, one group of every thread for batch 1. Groups of several threads take
+ *  a run of consecutive images each; groups of one thread take the batch's chunks from one counter
+ *  (a slower core takes fewer).
  */
 #define _GNU_SOURCE
 #include "models/image_pass.h"
@@ -53,10 +54,23 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
         for (size_t i = 0; i < job->count && !abandon; ++i) abandon = job->item[i] != uform_status_ok_k;
     image_group_t *group = &job->groups[job->per_thread[thread].group];
     size_t phase = 0;
-    for (size_t first = 0; first < group->images && !abandon; first += group->chunk_images) {
-        size_t n = group->images - first < group->chunk_images ? group->images - first : group->chunk_images;
-        image_pass_chunk(job, group, thread, group->first_image + first, n, &phase);
-    }
+    if (job->chunks_shared)
+        /* One thread per group: every thread takes the next chunk of the batch from one counter, so
+         * a thread that runs slower (a busier core, a lower clock) takes fewer images instead of
+         * holding the call back with its dealt share. Its group's counters are its own: reset them. */
+        for (size_t chunk; !abandon && (chunk = atomic_fetch_add_explicit(&job->counters[1], 1, memory_order_relaxed)) *
+                                                   job->chunk_images < job->count;) {
+            size_t first = chunk * job->chunk_images;
+            size_t n = job->count - first < job->chunk_images ? job->count - first : job->chunk_images;
+            for (size_t i = 0; i < phase; ++i) atomic_store_explicit(&group->counters[i], 0, memory_order_relaxed);
+            phase = 0;
+            image_pass_chunk(job, group, thread, first, n, &phase);
+        }
+    else
+        for (size_t first = 0; first < group->images && !abandon; first += group->chunk_images) {
+            size_t n = group->images - first < group->chunk_images ? group->images - first : group->chunk_images;
+            image_pass_chunk(job, group, thread, group->first_image + first, n, &phase);
+        }
     uform_gemm_thread_leave(previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) job_free(job);
 }
@@ -143,6 +157,11 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
             size_t phases = round_up(ceil_div(group->images, chunk) * image_pass_phases_per_chunk(c), 8);
             per_group = phases > per_group ? phases : per_group;
         }
+        /* Groups of one thread each, all with images (so all with activations), take chunks from
+         * one counter (`job_thread`); chunks are then the same size in every group. */
+        job->chunks_shared = job->groups_count == threads && count >= threads;
+        if (job->chunks_shared)
+            for (size_t g = 0; g < job->groups_count; ++g) job->groups[g].chunk_images = job->chunk_images;
         job->counters_count = 8 + job->groups_count * per_group;
         job->counters = (atomic_size_t *)aligned_alloc(64, round_up(job->counters_count * sizeof(atomic_size_t), 64));
         lists_ok = job->counters != NULL;

@@ -72,10 +72,13 @@ typedef struct image_job_t {
      *  oneDNN's GEMM functions. Its packed keys, values and scores take the probabilities' place. */
     uform_attention_bf16_t attention16;
     int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
+    /** Every group is one thread, with images: the threads take chunks from `counters[1]` rather
+     *  than each its group's run (chunks of `chunk_images`, the same in every group). */
+    int chunks_shared;
     size_t groups_count;
     image_group_t *groups;
 
-    atomic_size_t *counters; /**< [0]: decoding; then each group's, 8-aligned. */
+    atomic_size_t *counters; /**< [0]: decoding; [1]: shared chunks; then each group's, 8-aligned. */
     size_t counters_count;
     uform_phase_barrier_t barrier; /**< Every thread's, after decoding. */
     atomic_size_t threads_left;
