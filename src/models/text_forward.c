@@ -426,8 +426,15 @@ void uform_text_job_thread(void *context, size_t task, size_t thread, size_t dom
     }
     forward_group_t *group = &job->groups[job->per_thread[thread].group];
     size_t phase = 0;
-    for (size_t c = 0; c < group->chunks_count; ++c)
-        forward_chunk(job, group, thread, &job->chunks[group->first_chunk + c], &phase);
+    if (job->chunks_shared) /* one thread per group: the next chunk of the job's; the group's counters reset */
+        for (size_t c; (c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed)) < job->chunks_count;) {
+            for (size_t i = 0; i < phase; ++i) atomic_store_explicit(&group->counters[i], 0, memory_order_relaxed);
+            phase = 0;
+            forward_chunk(job, group, thread, &job->chunks[c], &phase);
+        }
+    else
+        for (size_t c = 0; c < group->chunks_count; ++c)
+            forward_chunk(job, group, thread, &job->chunks[group->first_chunk + c], &phase);
     uform_gemm_thread_leave(previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1) uform_text_job_free(job);
 }

@@ -93,6 +93,11 @@ typedef struct forward_job_t {
     /* Chunks (each group's consecutive) and groups. */
     size_t chunks_count;
     forward_chunk_t *chunks;
+    /** Every group is one thread, each with texts: the chunks are the job's, cut from the texts in
+     *  order of cost (longest first), and every thread takes the next from `next_chunk` (a slower
+     *  core takes fewer); the groups' `first_chunk` and `chunks_count` are then unused. */
+    int chunks_shared;
+    atomic_size_t next_chunk;
     size_t chunk_tokens_max, chunk_texts_max, longest;
     size_t norm_offset; /**< Floats into each thread's scratch of its norm buffer (fused phases). */
     size_t groups_count;

@@ -148,7 +148,45 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
      * about the group's share of FORWARD_CHUNK_FLOATS / hidden tokens each. */
     job->offsets[0] = 0;
     size_t phases_per_chunk = FORWARD_PHASES_PER_CHUNK(tower0->layers_count);
-    for (size_t g = 0, e = 0, first_thread = 0; g < job->groups_count; ++g) {
+    job->chunks_shared = job->groups_count == threads && encoded >= threads;
+    if (job->chunks_shared) {
+        /* One thread per group: the job's chunks, packed longest first, of at most a one-thread
+         * group's chunk, but small enough for two per thread (down to 128 tokens), so that the
+         * threads that finish first take the last ones. */
+        size_t total = 0;
+        for (size_t n = 0; n < encoded; ++n) total += lengths[n];
+        size_t limit = FORWARD_CHUNK_FLOATS / hidden / threads, share = ceil_div(total, 2 * threads);
+        if (limit < FORWARD_GROUP_TOKENS_MIN) limit = FORWARD_GROUP_TOKENS_MIN;
+        if (share < 128) share = 128;
+        if (share < limit) limit = share;
+        if (limit < longest) limit = longest;
+        for (size_t n = 0; n < encoded; ++n) {
+            size_t i = originals[sorted[n]], length = lengths[sorted[n]], first = job->offsets[n];
+            for (size_t t = 0; t < length; ++t) {
+                size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
+                job->ids[first + t] = ids[offsets[i] + t];
+                job->positions[first + t] = (int32_t)position;
+            }
+            job->order[n] = i;
+            job->offsets[n + 1] = first + length;
+        }
+        for (size_t f = 0; f < encoded;) {
+            forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
+            *chunk = (forward_chunk_t){.first_text = f, .first_token = job->offsets[f]};
+            while (f < encoded && job->offsets[f + 1] - chunk->first_token <= limit) ++f;
+            chunk->end_text = f, chunk->tokens = job->offsets[f] - chunk->first_token;
+            chunk->longest = job->offsets[chunk->first_text + 1] - job->offsets[chunk->first_text]; /* longest first */
+            if (chunk->tokens > job->chunk_tokens_max) job->chunk_tokens_max = chunk->tokens;
+            if (f - chunk->first_text > job->chunk_texts_max) job->chunk_texts_max = f - chunk->first_text;
+        }
+        for (size_t g = 0; g < job->groups_count; ++g) {
+            forward_group_t *group = &job->groups[g];
+            group->first_thread = g, group->threads = 1;
+            group->chunk_tokens_max = job->chunk_tokens_max, group->chunk_texts_max = job->chunk_texts_max;
+            job->per_thread[g].group = g;
+        }
+    }
+    for (size_t g = 0, e = 0, first_thread = 0; g < job->groups_count && !job->chunks_shared; ++g) {
         forward_group_t *group = &job->groups[g];
         group->first_thread = first_thread, group->threads = group_threads[g];
         first_thread += group_threads[g];
@@ -188,7 +226,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     /* Phase counters: each group's on cache lines of their own. */
     size_t counters_per_group = 0;
     for (size_t g = 0; g < job->groups_count; ++g) {
-        size_t wanted = round_up(job->groups[g].chunks_count * phases_per_chunk, 8);
+        size_t wanted = round_up((job->chunks_shared ? 1 : job->groups[g].chunks_count) * phases_per_chunk, 8);
         counters_per_group = wanted > counters_per_group ? wanted : counters_per_group;
     }
     job->counters_count = job->groups_count * (counters_per_group ? counters_per_group : 8);
@@ -242,6 +280,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         }
     }
     atomic_init(&job->threads_left, threads);
+    atomic_init(&job->next_chunk, 0);
 
     uform_call_t call = {.residency = uform_residency_ram_k, .schedule = uform_schedule_threads_k, .task = uform_text_job_thread,
                          .context = job};
