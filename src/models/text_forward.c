@@ -115,6 +115,7 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             uform_tensor_t const *weight = product->weight;
             size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
             float *ct = product->c + i0 * ldc + j0;
+            size_t c_column = (size_t)(product->c - products[0].c); /* the product's columns among its neighbours' */
             if (a16 && !a_norm)
                 uform_gemm_tile_bf16(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k,
                                      ct, ldc);
@@ -125,7 +126,8 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             epilogue_apply(job, thread, epilogue, ct, ldc, i0, rows, j0, cols, product->cols, bias, residual, residual_ld,
                            residual_norm, &cached);
             if (c16)
-                for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + j0, cols);
+                for (size_t i = 0; i < rows; ++i)
+                    job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + c_column + j0, cols);
         }
     }
 }
@@ -162,15 +164,19 @@ static void add_row(forward_job_t const *job, float *row, uform_tensor_t const *
 /** Attention of `rows` queries from row `row0` of one (text, head): through the library, S = scale
  *  Q K^T, softmax, O = S V; the fused kernel over the whole sequence for SERIAL; plain loops should
  *  the library refuse. */
-static void attention_piece(forward_job_t *job, forward_group_t const *group, size_t hidden, size_t head, size_t h,
-                            size_t first, size_t length, size_t row0, size_t rows, float *scores) {
+static void attention_piece(forward_job_t *job, forward_group_t const *group, size_t thread, size_t hidden, size_t head,
+                            size_t h, size_t first, size_t length, size_t row0, size_t rows, float *scores) {
     uform_kernels_t const *kernels = job->kernels;
     float scale = (float)(1.0 / sqrt((double)head));
     float const *q = group->qkv + first * 3 * hidden + h * head;
     float *o = group->ctx + first * hidden + h * head;
     float const *qb = q + row0 * 3 * hidden;
     float *ob = o + row0 * hidden;
-    if (!job->gemm.use_library) /* whole sequences here (uform_text_attention_tasks) */
+    uint16_t const *q16 = group->qkv16 ? group->qkv16 + first * 3 * hidden + h * head : NULL;
+    if (q16 && job->attention16(q16 + row0 * 3 * hidden, q16 + hidden, q16 + 2 * hidden, 3 * hidden, rows, length, head,
+                                scale, thread_floats(job, thread, job->packed_offset), ob, hidden))
+        ; /* S and the softmax in f32, P in bf16, as PyTorch's bf16 runs it (and the image pass) */
+    else if (!job->gemm.use_library) /* whole sequences here (uform_text_attention_tasks) */
         kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
     else if (!uform_gemm_f32(1, rows, length, head, scale, qb, 3 * hidden, q + hidden, 3 * hidden, scores, length) ||
              (kernels->softmax_rows(scores, length, rows, length),
@@ -182,7 +188,7 @@ static void attention_piece(forward_job_t *job, forward_group_t const *group, si
 }
 
 /** Attention of one chunk's texts: per (text, head), or even ranges of query rows (text_plan.h). */
-static void attention_phase(forward_job_t *job, forward_group_t const *group, atomic_size_t *counter,
+static void attention_phase(forward_job_t *job, forward_group_t const *group, size_t thread, atomic_size_t *counter,
                             forward_chunk_t const *chunk, size_t hidden, size_t heads, float *scores) {
     size_t head = hidden / heads, texts = chunk->end_text - chunk->first_text;
     size_t const *offsets = job->offsets + chunk->first_text;
@@ -192,7 +198,7 @@ static void attention_phase(forward_job_t *job, forward_group_t const *group, at
     if (!tasks) {
         for (size_t task; next_task(counter, texts * heads, &task);) {
             size_t text = task / heads, length = offsets[text + 1] - offsets[text];
-            attention_piece(job, group, hidden, head, task % heads, offsets[text] - offsets[0], length, 0, length, scores);
+            attention_piece(job, group, thread, hidden, head, task % heads, offsets[text] - offsets[0], length, 0, length, scores);
         }
         return;
     }
@@ -207,7 +213,7 @@ static void attention_phase(forward_job_t *job, forward_group_t const *group, at
                 size_t taken = min_size(count, blocks - b0);
                 size_t row0 = b0 * UFORM_TEXT_QUERY_BLOCK;
                 size_t end = b0 + taken == blocks ? length : (b0 + taken) * UFORM_TEXT_QUERY_BLOCK;
-                attention_piece(job, group, hidden, head, h, offsets[text] - offsets[0], length, row0, end - row0, scores);
+                attention_piece(job, group, thread, hidden, head, h, offsets[text] - offsets[0], length, row0, end - row0, scores);
                 unit += taken, count -= taken;
             }
             base += heads * blocks;
@@ -269,9 +275,9 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
                             {&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
                             {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, qkv, 3,
-                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, NULL);
+                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, group->qkv16);
         forward_barrier(group);
-        attention_phase(job, group, &group->counters[(*phase)++], chunk, hidden, heads, scores);
+        attention_phase(job, group, thread, &group->counters[(*phase)++], chunk, hidden, heads, scores);
         forward_barrier(group);
         /* Output product + bias + residual into tmp. */
         product_t output = {&layer->attention_output_weight, &layer->attention_output_bias, group->tmp, hidden};

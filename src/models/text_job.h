@@ -64,6 +64,8 @@ typedef struct forward_group_t {
      *  (else NULL): `a16` [tokens][hidden] holds x (after a LayerNorm phase) or the attention's output,
      *  each until the product that reads it; `ffn16` [tokens][intermediate] the MLP's hidden rows. */
     uint16_t *a16, *ffn16;
+    /** [tokens][3 hidden]: Q, K and V in bf16 for the job's `attention16` kernel (else NULL). */
+    uint16_t *qkv16;
     void *arena; /**< The activations, from the pool, on the first thread's node. */
     size_t arena_bytes;
     int32_t node;
@@ -76,6 +78,10 @@ typedef struct forward_job_t {
     size_t out_dimensions, out_stride;
     uform_gemm_t gemm;
     uform_kernels_t const *kernels;
+    /** The bf16 attention kernel of the class (AMX tiles, else AVX-512 BF16) for bf16 towers (as the
+     *  image pass's), reading `qkv16`; NULL: attention's products in f32 through oneDNN. */
+    uform_attention_bf16_t attention16;
+    size_t packed_offset; /**< Floats into each thread's scratch of the kernel's packed keys and values. */
     size_t threads;
     forward_thread_t *per_thread;
 

@@ -57,6 +57,11 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
+    int const attention_mode = uform_attention_bf16_mode();
+    job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k && uform_gemm_takes_bf16(&job->gemm, uform_dtype_bf16_k) &&
+                               attention_mode
+                           ? uform_attention_bf16_for(job->gemm.native_bf16, attention_mode == 2 && uform_kernels_amx_bf16(cpu_class))
+                           : NULL;
     job->threads = threads;
     job->count = count;
 
@@ -246,6 +251,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         size_t floats = tokens * hidden * 6 + tokens * tower0->intermediate + texts * hidden + texts * tower0->embedding_dimensions;
         int takes_bf16 = uform_gemm_takes_bf16(&job->gemm, tower0->weights_dtype);
         size_t halves = takes_bf16 ? round_up(tokens * hidden, 32) + round_up(tokens * tower0->intermediate, 32) : 0;
+        if (job->attention16) halves += round_up(tokens * hidden * 3, 32);
         group->node = uform_model_thread_node(executor, description.kind, group->first_thread);
         group->arena = uform_arena_take(floats * sizeof(float) + halves * sizeof(uint16_t) + 64 * 8, group->node,
                                         &group->arena_bytes);
@@ -263,12 +269,15 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         group->projected = group->pooled + texts * hidden;
         group->a16 = takes_bf16 ? (uint16_t *)(group->projected + round_up(texts * tower0->embedding_dimensions, 16)) : NULL;
         group->ffn16 = takes_bf16 ? group->a16 + round_up(tokens * hidden, 32) : NULL;
+        group->qkv16 = job->attention16 ? group->ffn16 + round_up(tokens * tower0->intermediate, 32) : NULL;
     }
     size_t row_floats = hidden > tower0->embedding_dimensions ? hidden : tower0->embedding_dimensions;
     size_t attention_floats = longest * (longest > head + 1 ? longest : head + 1);
     size_t norm_floats = uform_text_norm_floats(job);
     job->norm_offset = round_up(uform_text_gemm_scratch_floats(job) + attention_floats + row_floats, 16);
-    size_t scratch_bytes = (job->norm_offset + norm_floats + 16) * sizeof(float);
+    job->packed_offset = round_up(job->norm_offset + norm_floats, 16);
+    size_t packed_floats = job->attention16 ? ceil_div(uform_attention_bf16_bytes(longest, longest, head), sizeof(float)) : 0;
+    size_t scratch_bytes = (job->packed_offset + packed_floats + 16) * sizeof(float);
     for (size_t t = 0; t < threads; ++t) {
         int32_t node = uform_model_thread_node(executor, description.kind, t);
         job->per_thread[t].tower = replica_on(model, node);
