@@ -286,7 +286,9 @@ size_t uform_arena_pooled_bytes(void);
  *  `g / (1 + UFORM_GROUP_PENALTY (g - 1))` threads of one (barriers, smaller tiles). `forced` > 0
  *  fixes the threads per group instead (the `UFORM_FORWARD_GROUP` environment variable, for
  *  benchmarks and tests). Fills `group_threads[g]` for g < the returned count and `group_of[i]` for
- *  every item; `order` is scratch of `count` entries. At least one group, even for no items. */
+ *  every item; `order` gets the items by cost, highest first. At least one group, even for no items.
+ *  Where every group is one thread, the passes ignore `group_of` and let the threads take chunks from
+ *  one counter instead (a slower core then takes fewer items). */
 size_t uform_batch_groups(size_t threads, size_t count, double const *costs, size_t forced, size_t *group_threads,
                           size_t *group_of, size_t *order);
 

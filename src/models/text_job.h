@@ -85,7 +85,7 @@ typedef struct forward_job_t {
     size_t threads;
     forward_thread_t *per_thread;
 
-    /* Texts, packed group after group. */
+    /* Texts, packed group after group (with shared chunks: all of them, longest first). */
     size_t count;            /**< All texts, skipped included (rows of the output). */
     size_t encoded;          /**< Texts that are encoded, in `order`. */
     size_t *order;           /**< [encoded] original index of each encoded text. */
