@@ -14,6 +14,7 @@
  *  natively (AMX on Sapphire Rapids through oneDNN's matmul primitive), else f32.
  */
 #define _GNU_SOURCE 1
+#include "internal.h" // `uform_now_seconds`
 #include "kernels/kernels.h"
 #include "../tools/strict_number.h"
 
@@ -22,13 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 enum { products_k = 4 };
 static char const *const product_names[products_k] = {"qkv", "out", "up", "down"};
@@ -79,7 +73,7 @@ static void *worker(void *argument) {
             for (size_t p = 0; p < products_k; ++p) {
                 size_t n, k;
                 product_shape(b, p, &n, &k);
-                double started = now();
+                double started = uform_now_seconds();
                 /* Q, K and V are three products of dim columns each, as the pass calls them. */
                 size_t parts = p == 0 ? 3 : 1, cols = n / parts;
                 for (size_t part = 0; part < parts; ++part) {
@@ -94,7 +88,7 @@ static void *worker(void *argument) {
                                             c + i0 * n + part * cols, n, scratch);
                     }
                 }
-                took[p] += now() - started;
+                took[p] += uform_now_seconds() - started;
             }
         if (round == 0) continue; /* warm-up: the packed slices are made on first use */
         for (size_t p = 0; p < products_k; ++p)

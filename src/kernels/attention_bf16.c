@@ -43,6 +43,12 @@ int uform_attention_bf16_mode(void) {
     return mode;
 }
 
+uform_attention_bf16_t uform_attention_bf16_for_gemm(uform_gemm_t const *gemm, uform_cpu_class_t cpu_class) {
+    int const allowed = uform_attention_bf16_mode();
+    if (!allowed || !uform_gemm_takes_bf16(gemm, uform_dtype_bf16_k)) return NULL;
+    return uform_attention_bf16_for(gemm->native_bf16, allowed == 2 && uform_kernels_amx_bf16(cpu_class));
+}
+
 /** Where each part of `packed` lies (the file's comment); every part starts 64-byte aligned. */
 typedef struct attention_layout_t {
     size_t width, rows16;

@@ -243,6 +243,10 @@ typedef int (*uform_attention_bf16_t)(uint16_t const *q, uint16_t const *k, uint
  *  where `avx512_bf16` (`uform_kernels_native_bf16`), when this build has them (x86-64, GCC or
  *  Clang); else NULL. */
 uform_attention_bf16_t uform_attention_bf16_for(int avx512_bf16, int amx);
+/** @brief The kernel the CPU passes use for bf16 towers' attention under `gemm` on `cpu_class`:
+ *  `uform_attention_bf16_for` as UFORM_ATTENTION_BF16 (`uform_attention_bf16_mode`) allows, where the
+ *  products multiply bf16 natively; else NULL (attention through oneDNN's GEMM functions). */
+uform_attention_bf16_t uform_attention_bf16_for_gemm(uform_gemm_t const *gemm, uform_cpu_class_t cpu_class);
 /** @brief UFORM_ATTENTION_BF16, read once: 0 when it is `0` (the passes keep oneDNN's GEMM functions),
  *  1 when it is `avx512` (no AMX kernel), else 2 (the best kernel of the class). */
 int uform_attention_bf16_mode(void);

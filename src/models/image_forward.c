@@ -104,10 +104,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
-    int const attention_mode = uform_attention_bf16_mode();
-    job->attention16 = uform_gemm_takes_bf16(&job->gemm, uform_dtype_bf16_k) && attention_mode
-                           ? uform_attention_bf16_for(job->gemm.native_bf16, attention_mode == 2 && uform_kernels_amx_bf16(cpu_class))
-                           : NULL;
+    job->attention16 = uform_attention_bf16_for_gemm(&job->gemm, cpu_class);
     job->threads = threads;
     job->count = count;
     job->statuses = statuses;

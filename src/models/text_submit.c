@@ -21,6 +21,35 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
+/** Copies text `i` of the caller's (`length` tokens) into the job's packed ids and positions as its
+ *  encoded text `e`, after the ones before it. */
+static void pack_text(forward_job_t *job, uform_text_tower_t const *tower0, int32_t const *ids, size_t const *offsets,
+                      size_t i, size_t length, size_t e) {
+    size_t first = job->offsets[e];
+    for (size_t t = 0; t < length; ++t) {
+        size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
+        job->ids[first + t] = ids[offsets[i] + t];
+        job->positions[first + t] = (int32_t)position;
+    }
+    job->order[e] = i;
+    job->offsets[e + 1] = first + length;
+}
+
+/** Cuts packed texts [first, end) into chunks of whole texts of at most `limit` tokens (a longer
+ *  text alone), raising `*tokens_max` and `*texts_max` to the largest chunk's. */
+static void cut_chunks(forward_job_t *job, size_t first, size_t end, size_t limit, size_t *tokens_max, size_t *texts_max) {
+    for (size_t f = first; f < end;) {
+        forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
+        *chunk = (forward_chunk_t){.first_text = f, .first_token = job->offsets[f]};
+        while (f < end && job->offsets[f + 1] - chunk->first_token <= limit) ++f;
+        chunk->end_text = f, chunk->tokens = job->offsets[f] - chunk->first_token;
+        for (size_t i = chunk->first_text; i < f; ++i)
+            if (job->offsets[i + 1] - job->offsets[i] > chunk->longest) chunk->longest = job->offsets[i + 1] - job->offsets[i];
+        if (chunk->tokens > *tokens_max) *tokens_max = chunk->tokens;
+        if (f - chunk->first_text > *texts_max) *texts_max = f - chunk->first_text;
+    }
+}
+
 uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
                                            size_t count) {
     return uform_embeddings_check("", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
@@ -57,11 +86,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
-    int const attention_mode = uform_attention_bf16_mode();
-    job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k && uform_gemm_takes_bf16(&job->gemm, uform_dtype_bf16_k) &&
-                               attention_mode
-                           ? uform_attention_bf16_for(job->gemm.native_bf16, attention_mode == 2 && uform_kernels_amx_bf16(cpu_class))
-                           : NULL;
+    job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k ? uform_attention_bf16_for_gemm(&job->gemm, cpu_class) : NULL;
     job->threads = threads;
     job->count = count;
 
@@ -165,25 +190,8 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         if (share < 128) share = 128;
         if (share < limit) limit = share;
         if (limit < longest) limit = longest;
-        for (size_t n = 0; n < encoded; ++n) {
-            size_t i = originals[sorted[n]], length = lengths[sorted[n]], first = job->offsets[n];
-            for (size_t t = 0; t < length; ++t) {
-                size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
-                job->ids[first + t] = ids[offsets[i] + t];
-                job->positions[first + t] = (int32_t)position;
-            }
-            job->order[n] = i;
-            job->offsets[n + 1] = first + length;
-        }
-        for (size_t f = 0; f < encoded;) {
-            forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
-            *chunk = (forward_chunk_t){.first_text = f, .first_token = job->offsets[f]};
-            while (f < encoded && job->offsets[f + 1] - chunk->first_token <= limit) ++f;
-            chunk->end_text = f, chunk->tokens = job->offsets[f] - chunk->first_token;
-            chunk->longest = job->offsets[chunk->first_text + 1] - job->offsets[chunk->first_text]; /* longest first */
-            if (chunk->tokens > job->chunk_tokens_max) job->chunk_tokens_max = chunk->tokens;
-            if (f - chunk->first_text > job->chunk_texts_max) job->chunk_texts_max = f - chunk->first_text;
-        }
+        for (size_t n = 0; n < encoded; ++n) pack_text(job, tower0, ids, offsets, originals[sorted[n]], lengths[sorted[n]], n);
+        cut_chunks(job, 0, encoded, limit, &job->chunk_tokens_max, &job->chunk_texts_max);
         for (size_t g = 0; g < job->groups_count; ++g) {
             forward_group_t *group = &job->groups[g];
             group->first_thread = g, group->threads = 1;
@@ -199,28 +207,10 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         if (chunk_limit < FORWARD_GROUP_TOKENS_MIN) chunk_limit = FORWARD_GROUP_TOKENS_MIN;
         if (chunk_limit < longest) chunk_limit = longest;
         size_t first_text = e;
-        for (size_t n = 0; n < encoded; ++n) {
-            if (group_of[n] != g) continue;
-            size_t i = originals[n], length = lengths[n], first = job->offsets[e];
-            for (size_t t = 0; t < length; ++t) {
-                size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
-                job->ids[first + t] = ids[offsets[i] + t];
-                job->positions[first + t] = (int32_t)position;
-            }
-            job->order[e] = i;
-            job->offsets[++e] = first + length;
-        }
+        for (size_t n = 0; n < encoded; ++n)
+            if (group_of[n] == g) pack_text(job, tower0, ids, offsets, originals[n], lengths[n], e), ++e;
         group->first_chunk = job->chunks_count;
-        for (size_t f = first_text; f < e;) {
-            forward_chunk_t *chunk = &job->chunks[job->chunks_count++];
-            *chunk = (forward_chunk_t){.first_text = f, .first_token = job->offsets[f]};
-            while (f < e && job->offsets[f + 1] - chunk->first_token <= chunk_limit) ++f;
-            chunk->end_text = f, chunk->tokens = job->offsets[f] - chunk->first_token;
-            for (size_t i = chunk->first_text; i < f; ++i)
-                if (job->offsets[i + 1] - job->offsets[i] > chunk->longest) chunk->longest = job->offsets[i + 1] - job->offsets[i];
-            if (chunk->tokens > group->chunk_tokens_max) group->chunk_tokens_max = chunk->tokens;
-            if (f - chunk->first_text > group->chunk_texts_max) group->chunk_texts_max = f - chunk->first_text;
-        }
+        cut_chunks(job, first_text, e, chunk_limit, &group->chunk_tokens_max, &group->chunk_texts_max);
         group->chunks_count = job->chunks_count - group->first_chunk;
         if (group->chunk_tokens_max > job->chunk_tokens_max) job->chunk_tokens_max = group->chunk_tokens_max;
         if (group->chunk_texts_max > job->chunk_texts_max) job->chunk_texts_max = group->chunk_texts_max;
