@@ -86,18 +86,20 @@ __device__ __forceinline__ float flash_exp2(float x) {
  *  `(query chunk * chunk + w % chunk) * 16` of the text (rows past its end are computed from zeros and never
  *  stored; a block whose first row is past the text's end returns at once). Q stays in registers as
  *  mma A fragments for the whole pass. The block stages keys and values of its heads in shared memory
- *  `flash_keys` rows at a time (cp.async, two buffers: the next tile loads while this one computes;
- *  rows past the text are zeros), each warp computes S = Q K^T for `STEP` keys of the tile at a
+ *  `flash_keys` rows at a time (cp.async; rows past the text are zeros): with `resident` 0 in two
+ *  buffers (the next tile loads while this one computes, two barriers a tile); with `resident` 1 every
+ *  tile of the text in a buffer of its own, all loaded up front, then one barrier, after which the
+ *  warps run without waiting for each other. Each warp computes S = Q K^T for `STEP` keys of the tile at a
  *  time (16 x STEP in f32 registers; 32 keeps a third fewer registers live than 64 for 32-wide
  *  heads, so more blocks fit an SM), masks keys past the text, keeps the running row maximum and sum (online softmax,
  *  base 2 with `scale log2 e` folded in), rescales its O accumulator and adds P V with P taken from
  *  the S registers as the A operand (no trip through shared memory). O / sum goes out as T.
  *  Padding never changes a text's result: every text reads only its own rows.
- *  Shared bytes: buffers (1, or 2 when the chunk's longest text spans more than one tile) x group x
- *  2 (K, V) x flash_keys x (HEAD + 8) x sizeof(T). */
+ *  Shared bytes: buffers (resident: the tiles of the chunk's longest text; else 1, or 2 when it spans
+ *  more than one tile) x group x 2 (K, V) x flash_keys x (HEAD + 8) x sizeof(T). */
 template <typename T, int HEAD, int STEP = flash_keys>
 __device__ void attention_flash(T *context, T const *qkv, int const *offsets, int heads, float scale, int group,
-                                int chunks) {
+                                int chunks, int resident) {
     static_assert(HEAD % 16 == 0 && HEAD <= 128, "heads of 16 .. 128 in steps of 16");
     static_assert(STEP % 16 == 0 && flash_keys % STEP == 0, "softmax steps of 16-key multiples dividing a tile");
     constexpr int ld = HEAD + 8;              // shared row pitch: 8 rows of an ldmatrix hit distinct banks
@@ -131,7 +133,10 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
         }
         copy_commit();
     };
-    stage(0, 0);
+    if (resident)
+        for (int tile = 0; tile < tiles; ++tile) stage(tile, tile);
+    else
+        stage(0, 0);
 
     /* Q as A fragments: rows g and g + 8 of the strip, columns 16 c + 2 t (+1) and + 8. */
     unsigned q[HEAD / 16][4];
@@ -153,14 +158,22 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
     float best_low = -INFINITY, best_high = -INFINITY, sum_low = 0.f, sum_high = 0.f;
     float const scale2 = scale * 1.4426950408889634f;
 
+    if (resident) {
+        copy_wait<0>();
+        __syncthreads(); // every tile landed: the only barrier
+        if (!busy) return;
+    }
     for (int tile = 0; tile < tiles; ++tile) {
-        if (tile + 1 < tiles) {
-            stage(tile + 1, (tile + 1) & 1);
-            copy_wait<1>();
-        } else copy_wait<0>();
-        __syncthreads();
+        if (!resident) {
+            if (tile + 1 < tiles) {
+                stage(tile + 1, (tile + 1) & 1);
+                copy_wait<1>();
+            } else copy_wait<0>();
+            __syncthreads();
+        }
         if (busy) {
-            T const *k = shared + ((size_t)((tile & 1) * group + h_local) * 2) * tile_elements;
+            int const buffer = resident ? tile : tile & 1;
+            T const *k = shared + ((size_t)(buffer * group + h_local) * 2) * tile_elements;
             T const *v = k + tile_elements;
             int const valid = length - tile * flash_keys; // >= 1
             /* STEP keys at a time (fewer live registers with 32: more blocks fit an SM). */
@@ -245,7 +258,7 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
                 }
             }
         }
-        __syncthreads(); // the buffer this tile used is the one the tile after next loads into
+        if (!resident) __syncthreads(); // the buffer this tile used is the one the tile after next loads into
     }
     if (!busy) return;
 #pragma unroll

@@ -458,11 +458,13 @@ extern "C" __global__ void uform_text_attention_mma_bf16(__nv_bfloat16 *context,
                                                          int padded) {
     uform_text::attention_mma<__nv_bfloat16>(context, qkv, offsets, heads, head, scale, padded);
 }
-/* The flash kernel per head width and softmax step (keys per step: 32 keeps fewer registers live). */
+/* The flash kernel per head width and softmax step (keys per step: 32 keeps fewer registers live).
+ * Held to 80 or 96 registers (three blocks per SM) it ran slower on an H200 (spills, step 32), so
+ * it is not built so (bench/RESULTS.md, 2026-12-01). */
 #define UFORM_TEXT_FLASH(T, suffix, head, step)                                                                        \
     extern "C" __global__ void __launch_bounds__(256) uform_text_attention_flash##head##x##step##_##suffix(             \
-        T *context, T const *qkv, int const *offsets, int heads, float scale, int group, int chunks) {                \
-        uform_text::attention_flash<T, head, step>(context, qkv, offsets, heads, scale, group, chunks);               \
+        T *context, T const *qkv, int const *offsets, int heads, float scale, int group, int chunks, int resident) {  \
+        uform_text::attention_flash<T, head, step>(context, qkv, offsets, heads, scale, group, chunks, resident);     \
     }
 #define UFORM_TEXT_FLASH_STEPS(T, suffix, head)                                                                        \
     UFORM_TEXT_FLASH(T, suffix, head, 32)                                                                              \

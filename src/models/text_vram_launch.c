@@ -153,6 +153,9 @@ static size_t attention_flash_warps = 8;
 /** Keys per softmax step of the flash kernel: 0 (by head width: 32 for 32-wide heads, where it
  *  saves a third of the registers, else 64), or UFORM_GPU_FLASH_STEP (32 or 64). */
 static int attention_flash_step = 0;
+/** Whether every key tile of a text gets its own shared buffer, loaded up front (one barrier per
+ *  block instead of two per tile) where they fit: 1, or UFORM_GPU_FLASH_RESIDENT=0 (two buffers). */
+static int attention_flash_resident = 1;
 static pthread_once_t attention_ceiling_once = PTHREAD_ONCE_INIT;
 
 static void attention_ceiling_read(void) {
@@ -164,6 +167,8 @@ static void attention_ceiling_read(void) {
     if (warps && *warps >= '1' && *warps <= '8' && !warps[1]) attention_flash_warps = (size_t)(*warps - '0');
     char const *step = getenv("UFORM_GPU_FLASH_STEP");
     if (step && (!strcmp(step, "32") || !strcmp(step, "64"))) attention_flash_step = atoi(step);
+    char const *resident = getenv("UFORM_GPU_FLASH_RESIDENT");
+    if (resident && (!strcmp(resident, "0") || !strcmp(resident, "1"))) attention_flash_resident = atoi(resident);
 }
 
 /** The most capable attention kernel the environment allows (UFORM_GPU_ATTENTION, read once). */
@@ -217,11 +222,13 @@ uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, 
         size_t const chunk = (strips + chunks - 1) / chunks;
         int group = 1;
         while (chunk * (size_t)group * 2 <= 4 && heads % (group * 2) == 0) group *= 2;
-        size_t const buffers = longest > 64 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */
-        size_t const shared = buffers * (size_t)group * 2 * 64 * ((size_t)head + 8) * element;
+        size_t const tiles = (longest + 63) / 64, tile_bytes = (size_t)group * 2 * 64 * ((size_t)head + 8) * element;
+        int resident = attention_flash_resident && tiles > 1 && tiles * tile_bytes <= optin;
+        size_t const buffers = resident ? tiles : tiles > 1 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */
+        size_t const shared = buffers * tile_bytes;
         if (shared <= optin) {
             int chunks_argument = (int)chunks;
-            void *arguments[] = {&context, &qkv, &offsets, &heads, &scale, &group, &chunks_argument};
+            void *arguments[] = {&context, &qkv, &offsets, &heads, &scale, &group, &chunks_argument, &resident};
             return vram_launch_grid(cuda, stream, copy->ordinal, "attention", flash, "attention_flash",
                                     (unsigned)(sequences * (size_t)(heads / group) * chunks), 1,
                                     (unsigned)(chunk * (size_t)group * 32), (unsigned)shared, arguments);

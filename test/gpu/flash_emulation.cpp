@@ -209,11 +209,15 @@ static float flash_exp2(float x) {
 /* ---- The launch, as text_vram_attention makes it ---- */
 
 template <typename T, int HEAD, int STEP>
-static void launch(T *context, T const *qkv, int const *offsets, int texts, int heads, int longest) {
-    int const strips = (longest + 15) / 16, chunks = (strips + 7) / 8, chunk = (strips + chunks - 1) / chunks;
+static void launch(T *context, T const *qkv, int const *offsets, int texts, int heads, int longest, int most,
+                   int resident_wanted) {
+    int const strips = (longest + 15) / 16, chunks = (strips + most - 1) / most;
+    int const chunk = (strips + chunks - 1) / chunks;
     int group = 1;
     while (chunk * group * 2 <= 4 && heads % (group * 2) == 0) group *= 2;
-    int const buffers = longest > 64 ? 2 : 1;
+    int const tiles = (longest + 63) / 64;
+    int const resident = resident_wanted && tiles > 1;
+    int const buffers = resident ? tiles : tiles > 1 ? 2 : 1;
     size_t const shared = (size_t)buffers * group * 2 * 64 * (HEAD + 8) * sizeof(T);
     float const scale = (float)(1.0 / std::sqrt((double)HEAD));
     int const threads = chunk * group * 32;
@@ -231,8 +235,10 @@ static void launch(T *context, T const *qkv, int const *offsets, int texts, int 
                     threadIdx.x = (unsigned)x, blockIdx.x = bx, blockIdx.y = 0;
                     this_warp = &warps[(size_t)x / 32], this_lane = x & 31, this_block = &block;
                     block_shared = memory.data();
-                    uform_text::attention_flash<T, HEAD, STEP>(context, qkv, offsets, heads, scale, group, chunks);
+                    uform_text::attention_flash<T, HEAD, STEP>(context, qkv, offsets, heads, scale, group, chunks, resident);
                     uform_text::committed.clear(), uform_text::open_group.clear();
+                    /* A thread that returns early leaves the block's barrier for good, as on the device. */
+                    block.arrive_and_drop();
                 });
             for (std::thread &lane : lanes) lane.join();
         }
@@ -240,7 +246,7 @@ static void launch(T *context, T const *qkv, int const *offsets, int texts, int 
 
 template <typename T, int HEAD, int STEP>
 static int check(char const *name, float (*widen)(uint16_t), uint16_t (*narrow)(float), std::vector<int> const &lengths,
-                 int heads, double tolerance, uint64_t seed) {
+                 int heads, double tolerance, uint64_t seed, int most = 8, int resident = 0) {
     int const texts = (int)lengths.size(), hidden = heads * HEAD;
     std::vector<int> offsets(1, 0);
     for (int length : lengths) offsets.push_back(offsets.back() + length);
@@ -253,7 +259,7 @@ static int check(char const *name, float (*widen)(uint16_t), uint16_t (*narrow)(
     for (T &x : qkv) x.bits = narrow(uniform(random));
     uint16_t const sentinel = 0x7bcd;
     for (T &x : context) x.bits = sentinel;
-    launch<T, HEAD, STEP>(context.data(), qkv.data(), offsets.data(), texts, heads, longest);
+    launch<T, HEAD, STEP>(context.data(), qkv.data(), offsets.data(), texts, heads, longest, most, resident);
 
     double worst = 0;
     int failures = 0;
@@ -309,6 +315,14 @@ int main() {
     failed += check<f16_t, 128, 64>("f16, 128-wide heads, 4 tiles, 7 warps", f16_float, float_f16, {200, 130, 64, 1}, 1, 0.002, 4);
     failed += check<bf16_t, 64, 64>("bf16, 64-wide heads, 197 tokens (ViT-B/16)", bf16_float, float_bf16, {197}, 1, 0.015, 5);
     failed += check<f16_t, 64, 32>("f16, 64-wide heads, 512 tokens, 32-key steps", f16_float, float_f16, {512}, 1, 0.002, 6);
+    /* Resident tiles (UFORM_GPU_FLASH_RESIDENT) in the launcher's geometries: 197 tokens in blocks of 7
+     * or 4 warps, texts of one and of several tiles in one launch, 32-wide heads several per block. */
+    failed += check<bf16_t, 64, 64>("bf16, 64-wide heads, 197 tokens, resident", bf16_float, float_bf16, {197, 5, 130}, 1, 0.015,
+                                    9, 8, 1);
+    failed += check<bf16_t, 64, 32>("bf16, 64-wide, 32-key steps, resident, 4 warps", bf16_float, float_bf16, {197, 64, 65, 17},
+                                    2, 0.015, 10, 4, 1);
+    failed += check<f16_t, 32, 64>("f16, 32-wide heads, 128 tokens, resident", f16_float, float_f16, {128, 100, 1}, 2, 0.002, 12,
+                                   8, 1);
     std::printf("%s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
 }
