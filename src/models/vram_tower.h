@@ -194,10 +194,10 @@ uform_status_t vram_launch(vram_exec_t const *e, CUfunction function, char const
                            unsigned shared, void **arguments);
 
 /** D[m][n] = A[m][k] W[n][k]^T (+ bias[n]) (+ C[m][n] when `residual`) (GELU with the GELU epilogue),
- *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. With
- *  UFORM_GPU_GEMM_TUNE=1, products of at least 2^30 multiply-adds time cuBLASLt's first 8 candidates
- *  on first sight (never while a graph is captured) and keep the fastest, once per shape and
- *  power-of-two bucket of m; by default the heuristic's first pick serves (timing measured no gain). */
+ *  through cuBLASLt with the copy's algorithm cache; timed under `label` when profiling. Products of
+ *  at least 2^30 multiply-adds time cuBLASLt's first 8 candidates on first sight (never while a graph
+ *  is captured) and keep the fastest, once per shape and power-of-two bucket of m (+1 to +4% for the
+ *  image towers on an H200); UFORM_GPU_GEMM_TUNE=0 takes the heuristic's first pick instead. */
 uform_status_t vram_gemm(vram_exec_t const *e, char const *label, size_t m, size_t n, size_t k, CUdeviceptr a,
                          CUdeviceptr w, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr d, int epilogue);
 

@@ -67,14 +67,15 @@ static _Thread_local int vram_tuned;
 #define VRAM_TUNE_MACS (1ull << 30)
 #define VRAM_TUNE_CANDIDATES 8
 
-/** Whether to time candidate algorithms: off unless UFORM_GPU_GEMM_TUNE=1 (read once). On the H200
- *  it gained nothing for the text towers at batch 1,024 and lost 23% for ViT-B/16 at batch 50
- *  (bench/logs/h200-attn-gpu-run1.txt, h200-image-gpu-run1.txt), so the heuristic's pick serves. */
-static int gemm_tune_value = 0;
+/** Whether to time candidate algorithms: on unless UFORM_GPU_GEMM_TUNE=0 (read once). On an H200 the
+ *  fastest of the first 8 ran the image towers 1.3-4.0% faster than the heuristic's first pick (ViT-S/16
+ *  and ViT-B/16 at batch 50 and 256; the output projection with its residual at batch 50 alone 37%
+ *  faster), bench/RESULTS.md, 2026-12-01 (sixth). */
+static int gemm_tune_value = 1;
 static pthread_once_t gemm_tune_once = PTHREAD_ONCE_INIT;
 static void gemm_tune_read(void) {
     char const *value = getenv("UFORM_GPU_GEMM_TUNE");
-    gemm_tune_value = value && *value == '1';
+    if (value && (!strcmp(value, "0") || !strcmp(value, "1"))) gemm_tune_value = *value == '1';
 }
 
 /** Times each of `count` candidate algorithms on the product itself (one run to warm up, then three
