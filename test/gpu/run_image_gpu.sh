@@ -115,7 +115,7 @@ for shape in vit-s16 vit-b16; do
     UFORM_GPU_PROFILE=1 timeout 60 "$BUILD/bench/bench_image_gpu" --shape "$shape" --batch 256 --seconds 0.3 --min-calls 2 2>&1 |
         sed "s/^/  profile $shape: /" | tee -a "$SUMMARY"
 done
-# cuBLASLt's first heuristic (UFORM_GPU_GEMM_TUNE=0, the default) against the fastest of its first 8 (=1), images and texts.
+# cuBLASLt's first heuristic (UFORM_GPU_GEMM_TUNE=0) against the fastest of its first 8 (=1, the default), images and texts.
 for shape in vit-s16 vit-b16; do
     for batch in 50 256; do
         for tune in 0 1; do
