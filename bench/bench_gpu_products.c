@@ -7,13 +7,14 @@
  *  out, f32 compute, D^T (n x m) = W (n x k) A^T (k x m) with W transposed, a bias epilogue (GELU_BIAS
  *  for the up projection) and, for the output and down projections, the residual as C with beta = 1,
  *  32 MiB of workspace. Each candidate runs 3 times to warm up, then `--runs` times between two events;
- *  the mean per product is reported with TFLOP/s at 2 FLOPs per multiply-add. Variants show what the
+ *  the mean per product is reported with TFLOP/s at 2 FLOPs per multiply-add (`--all`: every
+ *  candidate's). Operands are random bf16 in [-1, 1), or `--constant` bytes. Variants show what the
  *  epilogues cost: the up projection with BIAS alone, the output projection without the residual.
  *
  *  Build and run (on a machine with a GPU and the CUDA toolkit):
  *
  *      cc -O2 -I$CUDA_HOME/include bench/bench_gpu_products.c -L$CUDA_HOME/lib64 -lcublasLt -lcudart \
- *          -o /tmp/bench_gpu_products && /tmp/bench_gpu_products [--runs 20] [--candidates 64]
+ *          -o /tmp/bench_gpu_products && /tmp/bench_gpu_products [--runs 20] [--candidates 64] [--all] [--constant]
  */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -88,12 +89,16 @@ static void config_describe(cublasLtMatmulAlgo_t const *algo, char *text, size_t
 }
 
 int main(int argc, char **argv) {
-    int runs = 20, most = 64;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--candidates")) most = atoi(argv[i + 1]);
+    int runs = 20, most = 64, every = 0, constant = 0;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--all")) every = 1;
+        else if (!strcmp(argv[i], "--constant")) constant = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--runs")) runs = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--candidates")) most = atoi(argv[++i]);
+        else runs = 0;
     }
-    if (runs < 1 || most < 1 || most > 256) return fprintf(stderr, "usage: %s [--runs N] [--candidates 1..256]\n", argv[0]), 2;
+    if (runs < 1 || most < 1 || most > 256)
+        return fprintf(stderr, "usage: %s [--runs N] [--candidates 1..256] [--all] [--constant]\n", argv[0]), 2;
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) return printf("no GPU: skipped\n"), 0;
     struct cudaDeviceProp properties;
@@ -116,11 +121,31 @@ int main(int argc, char **argv) {
     CHECK_CUDA(cudaMalloc(&d, largest_d * 2));
     CHECK_CUDA(cudaMalloc(&bias, 4096 * 2));
     CHECK_CUDA(cudaMalloc(&workspace, workspace_bytes));
-    /* 0x3C00 is 1.0 in f16 and about 0.0078 as bf16's low half repeated: small finite values, no NaN. */
-    CHECK_CUDA(cudaMemset(a, 0x3C, largest_a * 2));
-    CHECK_CUDA(cudaMemset(w, 0x3C, largest_w * 2));
-    CHECK_CUDA(cudaMemset(c, 0x3C, largest_d * 2));
+    /* Random bf16 in [-1, 1) by default (tensor cores draw more power, and may run slower, on varied
+     * bits than on repeated ones); `--constant` fills every byte with 0x3C (about 0.0078 as bf16). */
     CHECK_CUDA(cudaMemset(bias, 0x3C, 4096 * 2));
+    if (constant) {
+        CHECK_CUDA(cudaMemset(a, 0x3C, largest_a * 2));
+        CHECK_CUDA(cudaMemset(w, 0x3C, largest_w * 2));
+        CHECK_CUDA(cudaMemset(c, 0x3C, largest_d * 2));
+    } else {
+        size_t largest = largest_a > largest_w ? largest_a : largest_w;
+        if (largest_d > largest) largest = largest_d;
+        unsigned short *values = malloc(largest * 2);
+        if (!values) return 1;
+        unsigned long long state = 0x9E3779B97F4A7C15ull;
+        for (size_t i = 0; i < largest; ++i) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            float value = (float)((state >> 40) & 0xFFFF) / 32768.f - 1.f;
+            unsigned bits;
+            memcpy(&bits, &value, sizeof bits);
+            values[i] = (unsigned short)(bits >> 16);
+        }
+        CHECK_CUDA(cudaMemcpy(a, values, largest_a * 2, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(w, values, largest_w * 2, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(c, values, largest_d * 2, cudaMemcpyHostToDevice));
+        free(values);
+    }
     cudaStream_t stream;
     CHECK_CUDA(cudaStreamCreate(&stream));
     cudaEvent_t start, stop;
@@ -174,6 +199,11 @@ int main(int argc, char **argv) {
             CHECK_CUDA(cudaEventSynchronize(stop));
             CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
             double us = ms * 1e3 / runs;
+            if (every) {
+                char config[160] = "";
+                config_describe(&candidates[i].algo, config, sizeof config);
+                printf("  %-26s candidate %2d %9.1f us %8.1f TFLOP/s  %s\n", q->name, i, us, flops / us * 1e-6, config);
+            }
             if (i == 0) first_us = us;
             if (best < 0 || us < best_us) best = i, best_us = us;
         }

@@ -1208,7 +1208,10 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  and run the tower. The scratch is planned before anything is decoded: under a `scratch_limit` the
  *  waves are cut into chunks of whole images, and LIMIT_EXCEEDED when even one image cannot fit.
  *  With or without `statuses`, bad images behave as above; the call returns once every row is
- *  written. UFORM_GPU_IMAGE_WAVE=N (images per wave, 0 for one) overrides the wave size.
+ *  written. UFORM_GPU_IMAGE_WAVE=N (images per wave, 0 for one) overrides the wave size. A device's
+ *  share of at least 128 images that fits one chunk runs as two chunks (a fifth, then the rest), the
+ *  second's crops uploading on a copy stream while the first's pass runs; UFORM_GPU_UPLOAD_SPLIT=N
+ *  sets that threshold (0: never).
  *
  *  @code{.c}
  *  uform_image_t images[2] = {{.data = jpeg, .size = jpeg_size}, {.data = png, .size = png_size}};

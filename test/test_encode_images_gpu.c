@@ -12,8 +12,10 @@
  *  executor; LIMIT_EXCEEDED when one image cannot fit `scratch_limit`; a batch split into chunks to
  *  fit a small limit; graphs (three calls of one shape give identical rows); deferred calls; waves
  *  (a batch decoded in parts while the device runs the part before: bad items, forced wave sizes, a
- *  one-entry ring, a deferred call, all against the CPU path); two
- *  devices when there are two. Without a GPU (here and in CI) it checks the refusals and exits 77
+ *  one-entry ring, a deferred call, all against the CPU path); two devices when there are two.
+ *  ctest runs it twice: as is, and with UFORM_GPU_UPLOAD_SPLIT=2, where every share of two or more
+ *  images is cut in two chunks with overlapped uploads (as shares of 128 images and more are by
+ *  default). Without a GPU (here and in CI) it checks the refusals and exits 77
  *  (skipped) naming the reason.
  *
  *      test_encode_images_gpu [--dump DIRECTORY]   keeps the towers, the photo list and the GPU

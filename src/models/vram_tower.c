@@ -61,6 +61,44 @@ void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3],
 
 /* ---- Copies ---- */
 
+static void uploader_release(uform_cuda_t const *cuda, vram_uploader_t *uploader) {
+    if (uploader->stream) cuda->StreamDestroy(uploader->stream);
+    if (uploader->start) cuda->EventDestroy(uploader->start);
+    for (size_t r = 0; r < 2; ++r)
+        if (uploader->ready[r]) cuda->EventDestroy(uploader->ready[r]);
+    memset(uploader, 0, sizeof *uploader);
+}
+
+vram_uploader_t *vram_uploader_take(vram_tower_t const *vram, vram_copy_t *copy, CUstream owner) {
+    uform_cuda_t const *cuda = vram->cuda;
+    vram_uploader_t *found = NULL, *free_slot = NULL;
+    pthread_mutex_lock(&copy->lock);
+    for (size_t u = 0; u < VRAM_UPLOADERS && !found; ++u) {
+        vram_uploader_t *uploader = &copy->uploaders[u];
+        if (uploader->owner == owner && uploader->stream) found = uploader;
+        else if (!uploader->stream && !free_slot) free_slot = uploader;
+    }
+    if (!found && free_slot) {
+        int made = cuda->StreamCreate(&free_slot->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+                   cuda->EventCreate(&free_slot->start, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                   cuda->EventCreate(&free_slot->ready[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                   cuda->EventCreate(&free_slot->ready[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+        if (made) free_slot->owner = owner, found = free_slot;
+        else uploader_release(cuda, free_slot);
+    }
+    if (found && found->busy) found = NULL;
+    if (found) found->busy = 1;
+    pthread_mutex_unlock(&copy->lock);
+    return found;
+}
+
+void vram_uploader_give(vram_copy_t *copy, vram_uploader_t *uploader) {
+    if (!uploader) return;
+    pthread_mutex_lock(&copy->lock);
+    uploader->busy = 0;
+    pthread_mutex_unlock(&copy->lock);
+}
+
 static void copy_release(vram_tower_t *vram, vram_copy_t *copy) {
     uform_cuda_t const *cuda = vram->cuda;
     if (copy->context) {
@@ -68,6 +106,7 @@ static void copy_release(vram_tower_t *vram, vram_copy_t *copy) {
         if (cuda->CtxPushCurrent(copy->context) == CUDA_SUCCESS) {
             for (size_t g = 0; g < VRAM_GRAPHS; ++g)
                 if (copy->graphs[g].exec) cuda->GraphExecDestroy(copy->graphs[g].exec);
+            for (size_t u = 0; u < VRAM_UPLOADERS; ++u) uploader_release(cuda, &copy->uploaders[u]);
             if (copy->lt) vram->lt->Destroy(copy->lt);
             if (copy->module) cuda->ModuleUnload(copy->module);
             if (copy->block) cuda->MemFree(copy->block);

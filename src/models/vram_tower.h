@@ -63,6 +63,18 @@ typedef struct vram_weights_t {
     CUdeviceptr projection;
 } vram_weights_t;
 
+/** A copy stream beside an executor's stream on one device, so uploads overlap the work enqueued
+ *  before them on that stream (image towers cut a large share in two chunks: the second's pixels
+ *  upload while the first runs). One per executor stream seen, up to `VRAM_UPLOADERS`, made on
+ *  first use and destroyed with the copy; `busy` while one device part uses it. */
+typedef struct vram_uploader_t {
+    CUstream owner, stream;
+    CUevent start;    /**< Recorded on `owner` before the first upload: the uploads wait for it. */
+    CUevent ready[2]; /**< Recorded on `stream` after each chunk's upload: `owner` waits for it. */
+    int busy;
+} vram_uploader_t;
+#define VRAM_UPLOADERS 8u
+
 typedef struct vram_copy_t {
     int32_t ordinal;
     CUdevice device;
@@ -90,6 +102,7 @@ typedef struct vram_copy_t {
     vram_algo_t tuned[VRAM_CACHE];
     vram_graph_t graphs[VRAM_GRAPHS];
     uint64_t graph_clock;
+    vram_uploader_t uploaders[VRAM_UPLOADERS]; /**< Guarded by `lock`. */
 } vram_copy_t;
 
 /** `model->vram` of a VRAM model, text or image. */
@@ -154,6 +167,12 @@ uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t
 void *vram_staging_take(vram_tower_t *vram, size_t bytes);
 /** @brief Returns the buffer `vram_staging_take` lent. */
 void vram_staging_give(vram_tower_t *vram, void *buffer);
+/** @brief The uploader of `owner` (the executor's stream on `copy`'s device, whose context is
+ *  current), made on first use; NULL when it is in use, the table is full or making it failed (then
+ *  uploads go on `owner`, in order). Return it with `vram_uploader_give`. */
+vram_uploader_t *vram_uploader_take(vram_tower_t const *vram, vram_copy_t *copy, CUstream owner);
+/** @brief Returns an uploader `vram_uploader_take` lent. */
+void vram_uploader_give(vram_copy_t *copy, vram_uploader_t *uploader);
 
 /* ---- One device's work ---- */
 

@@ -80,8 +80,9 @@ static void gemm_tune_read(void) {
 
 /** Times each of `count` candidate algorithms on the product itself (one run to warm up, then three
  *  between events; running it again is harmless, as D never aliases A, W or C) and returns the index
- *  of the fastest, 0 when timing is impossible. Candidates that fail are passed over. */
-static int gemm_fastest(vram_exec_t const *e, uform_lt_desc_t desc, uform_lt_layout_t la, uform_lt_layout_t lb,
+ *  of the fastest, 0 when timing is impossible. Candidates that fail are passed over. Profiling
+ *  (UFORM_GPU_PROFILE=1) prints each candidate's time to standard error. */
+static int gemm_fastest(vram_exec_t const *e, size_t m, size_t n, size_t k, int epilogue, uform_lt_desc_t desc, uform_lt_layout_t la, uform_lt_layout_t lb,
                         uform_lt_layout_t lc, CUdeviceptr a, CUdeviceptr w, CUdeviceptr residual, CUdeviceptr d,
                         uform_lt_heuristic_t const *candidates, int count) {
     uform_cuda_t const *cuda = e->vram->cuda;
@@ -109,6 +110,9 @@ static int gemm_fastest(vram_exec_t const *e, uform_lt_desc_t desc, uform_lt_lay
             if (cuda->StreamSynchronize(e->stream) != CUDA_SUCCESS) break; /* a fault: the caller's run reports it */
             continue;
         }
+        if (vram_profiling())
+            fprintf(stderr, "tune %zu x %zu x %zu epilogue %d%s: candidate %d %.1f us\n", m, n, k, epilogue,
+                    residual ? " +residual" : "", i, ms * 1e3 / 3);
         if (best_ms == 0.f || ms < best_ms) best = i, best_ms = ms;
     }
     if (stop) cuda->EventDestroy(stop);
@@ -162,7 +166,7 @@ static int gemm_pick(vram_exec_t const *e, size_t m, size_t n, size_t k, int epi
         return 0;
     }
     vram_tuned = 1;
-    int const pick = gemm_fastest(e, desc, la, lb, lc, a, w, residual, d, candidates, returned);
+    int const pick = gemm_fastest(e, m, n, k, epilogue, desc, la, lb, lc, a, w, residual, d, candidates, returned);
     key.algo = candidates[pick].algo;
     algo_store(copy, copy->tuned, key);
     return pick;
