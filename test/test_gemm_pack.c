@@ -5,6 +5,9 @@
  *          an unpin, new values at the same address are never multiplied through the old packed copy
  *          (the lifetime a model's close relies on); weights never pinned are read as they are now; and
  *          `uform_gemm_tile_bf16` (A already in bf16) equals `uform_gemm_tile` on the f32 A it came from.
+ *          Then the fused epilogues (`uform_gemm_tile_bf16_fused`: bias and bf16 C, bias + GELU, bias +
+ *          LayerScale summed into C), pinned and not, against double-precision references; and its
+ *          refusals (a strided C, a bf16 sum, fusing off, a class without native bf16) leave C untouched.
  *          Forced onto the matmul primitive on any library class (as UFORM_GEMM_MATMUL=1 would).
  */
 #include "check.h"
@@ -123,6 +126,73 @@ static void check_dtype(uform_gemm_t const *gemm, uform_dtype_t dtype) {
     free(a), free(w_f32), free(plain), free(c), free(a16), free(w), free(scratch);
 }
 
+static float from_bf16(uint16_t value) {
+    union { uint32_t u; float f; } bits = {.u = (uint32_t)value << 16};
+    return bits.f;
+}
+
+/* The fused epilogues against double-precision references on the same bf16 inputs. `required`: the
+ * class runs them (AMX); elsewhere a refusal is allowed, but must leave C untouched. */
+static void check_fused(uform_gemm_t const *gemm, int required) {
+    float *a = malloc(sizeof(float) * M * K), *w_f32 = malloc(sizeof(float) * N * K), *c = malloc(sizeof(float) * M * N);
+    float *before = malloc(sizeof(float) * M * N), bias[N], gamma[N];
+    uint16_t *a16 = malloc(sizeof(uint16_t) * M * K), *c16 = malloc(sizeof(uint16_t) * M * N);
+    void *w = NULL;
+    CHECK_FATAL(a && w_f32 && c && before && a16 && c16 && posix_memalign(&w, 4096, 2 * N * K) == 0);
+    for (size_t i = 0; i < (size_t)M * K; ++i) a[i] = uniform();
+    gemm->kernels->f32_to_bf16(a, a16, (size_t)M * K);
+    gemm->kernels->bf16_to_f32(a16, a, (size_t)M * K);
+    fill(gemm->kernels, uform_dtype_bf16_k, w, w_f32);
+    for (size_t j = 0; j < N; ++j) bias[j] = uniform(), gamma[j] = 0.5f + uniform();
+    for (int pinned = 0; pinned < 2; ++pinned) {
+        if (pinned) uform_gemm_pin(w, 2 * N * K);
+        for (int kind = 0; kind < 3; ++kind) { /* bias into bf16; bias + GELU into bf16; bias + LayerScale summed */
+            uform_gemm_epilogue_t epilogue = {.bias = bias, .gelu = kind == 1, .scale = kind == 2 ? gamma : NULL,
+                                              .accumulate = kind == 2, .bf16_out = kind != 2};
+            for (size_t i = 0; i < (size_t)M * N; ++i) c[i] = uniform(), c16[i] = 0x7FC1; /* a NaN: seen if untouched */
+            memcpy(before, c, sizeof(float) * M * N);
+            int done = uform_gemm_tile_bf16_fused(gemm, M, N, K, a16, K, (uint16_t const *)w, K, kind == 2 ? (void *)c : c16,
+                                                  N, &epilogue);
+            if (!done) {
+                printf("fused kind %d, pinned %d: refused by this class\n", kind, pinned);
+                CHECK(!required);
+                CHECK(memcmp(before, c, sizeof(float) * M * N) == 0);
+                for (size_t i = 0; i < (size_t)M * N; ++i) CHECK(c16[i] == 0x7FC1);
+                continue;
+            }
+            double worst = 0;
+            for (size_t i = 0; i < M; ++i)
+                for (size_t j = 0; j < N; ++j) {
+                    double sum = bias[j], magnitude = fabs(bias[j]);
+                    for (size_t p = 0; p < K; ++p)
+                        sum += (double)a[i * K + p] * (double)w_f32[j * K + p], magnitude += fabs(a[i * K + p] * w_f32[j * K + p]);
+                    double want = kind == 0 ? sum
+                                : kind == 1 ? 0.5 * sum * (1.0 + erf(sum / sqrt(2.0)))
+                                            : (double)before[i * N + j] + (double)gamma[j] * sum;
+                    if (kind == 2) magnitude = fabs(before[i * N + j]) + fabs(gamma[j]) * magnitude;
+                    double got = kind == 2 ? (double)c[i * N + j] : (double)from_bf16(c16[i * N + j]);
+                    /* f32 sums: 1e-5 of the terms' magnitude; a bf16 C also half an ulp of its 8 bits */
+                    double error = fabs(got - want), bound = 1e-5 * magnitude + (kind == 2 ? 0 : fabs(want) / 256);
+                    worst = error / (bound > 0 ? bound : 1) > worst ? error / (bound > 0 ? bound : 1) : worst;
+                    if (error > bound) CHECK(error <= bound);
+                }
+            printf("fused kind %d, pinned %d: worst error %.2f of its bound\n", kind, pinned, worst);
+        }
+        if (pinned) uform_gemm_unpin(w, 2 * N * K);
+    }
+    /* Refusals, C untouched: a strided C, a sum into bf16, fusing switched off. */
+    uform_gemm_epilogue_t sum16 = {.bias = bias, .accumulate = 1, .bf16_out = 1}, plain = {.bias = bias};
+    uform_gemm_t off = *gemm;
+    off.fused = 0;
+    for (size_t i = 0; i < (size_t)M * N; ++i) c[i] = uniform();
+    memcpy(before, c, sizeof(float) * M * N);
+    CHECK(uform_gemm_tile_bf16_fused(gemm, M, 32, K, a16, K, (uint16_t const *)w, K, c, N, &plain) == 0);
+    CHECK(uform_gemm_tile_bf16_fused(gemm, M, N, K, a16, K, (uint16_t const *)w, K, c, N, &sum16) == 0);
+    CHECK(uform_gemm_tile_bf16_fused(&off, M, N, K, a16, K, (uint16_t const *)w, K, c, N, &plain) == 0);
+    CHECK(memcmp(before, c, sizeof(float) * M * N) == 0);
+    free(a), free(w_f32), free(c), free(before), free(a16), free(c16), free(w);
+}
+
 int main(void) {
     uform_cpu_class_t cpu_class;
     CHECK_FATAL(uform_cpu_detect(&cpu_class, NULL) == uform_status_ok_k);
@@ -136,6 +206,15 @@ int main(void) {
     check_dtype(&gemm, uform_dtype_f32_k);
     if (uform_gemm_takes_bf16(&gemm, uform_dtype_bf16_k)) check_dtype(&gemm, uform_dtype_bf16_k);
     else printf("bf16: this class widens bf16 weights (never packed: not checked)\n");
+    gemm.fused = 1;
+    if (uform_gemm_takes_bf16(&gemm, uform_dtype_bf16_k)) check_fused(&gemm, uform_kernels_amx_bf16(cpu_class));
+    else { /* no native bf16: every fused call refused */
+        uint16_t a16[K] = {0}, w16[K] = {0};
+        float c[1] = {42.0f};
+        uform_gemm_epilogue_t plain = {0};
+        CHECK(uform_gemm_tile_bf16_fused(&gemm, 1, 1, K, a16, K, w16, K, c, 1, &plain) == 0 && c[0] == 42.0f);
+        printf("fused: refused without native bf16, as it must be\n");
+    }
     printf("matmul primitives: %s\n", uform_gemm_matmul_impl() ? uform_gemm_matmul_impl() : "none");
     uform_gemm_thread_leave(previous);
     return check_failures ? 1 : 0;

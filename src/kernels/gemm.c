@@ -99,6 +99,9 @@ int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, u
 static int matmul_run_as(dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a, size_t lda,
                          void const *w, size_t ldw, float *c, size_t ldc, int stable, int rows_k, float alpha);
 
+/* A fused epilogue's post-ops (`uform_gemm_epilogue_t`), as bits of a primitive's key. */
+enum { epilogue_bias_k = 1, epilogue_gelu_k = 2, epilogue_scale_k = 4, epilogue_sum_k = 8, epilogue_bf16_k = 16 };
+
 int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, size_t n, size_t k, float alpha,
                          uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, float *c, size_t ldc) {
     if (gemm->matmul && gemm->attention_matmul && m && n &&
@@ -131,8 +134,9 @@ typedef struct matmul_entry_t {
     int packed;                 /**< Weights in the layout the primitive chose (`weights`), packed once. */
     int rows_k;                 /**< B as [k][n] (`ab`, rows `ldw` apart: attention's V), not the weights' [n][k]. */
     float alpha;                /**< C = alpha A B (output scales where not 1). */
+    unsigned epilogue;          /**< `epilogue_*_k` bits: post-ops inside the primitive, C's dtype. */
     dnnl_primitive_t primitive; /**< NULL: oneDNN refused this shape. */
-    dnnl_memory_desc_t src, weights, dst;
+    dnnl_memory_desc_t src, weights, dst, columns; /**< `columns`: [1][n] f32 (the bias, the scale). */
     size_t scratchpad_bytes;
 } matmul_entry_t;
 
@@ -149,7 +153,7 @@ typedef struct packed_t {
 /* A shape this thread ran lately, with its memory objects (their data handles set per call). */
 typedef struct matmul_recent_t {
     matmul_entry_t const *entry;
-    dnnl_memory_t src, weights, dst, pad;
+    dnnl_memory_t src, weights, dst, pad, bias, scale;
 } matmul_recent_t;
 
 typedef struct matmul_thread_t {
@@ -181,8 +185,8 @@ static int matmul_ready;
 static pthread_once_t matmul_once = PTHREAD_ONCE_INIT;
 
 static void matmul_recent_clear(matmul_recent_t *recent) {
-    dnnl_memory_t memories[4] = {recent->src, recent->weights, recent->dst, recent->pad};
-    for (int i = 0; i < 4; ++i)
+    dnnl_memory_t memories[6] = {recent->src, recent->weights, recent->dst, recent->pad, recent->bias, recent->scale};
+    for (int i = 0; i < 6; ++i)
         if (memories[i]) dnnl_memory_destroy(memories[i]);
     *recent = (matmul_recent_t){0};
 }
@@ -240,11 +244,13 @@ static int plain_weights_md(dnnl_memory_desc_t *md, dnnl_data_type_t type, size_
  * `ab` with `rows_k`; `alpha` other than 1 scales C (output scales). */
 
 static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, size_t k, size_t lda, size_t ldw,
-                                     size_t ldc, int packed, int rows_k, float alpha) {
+                                     size_t ldc, int packed, int rows_k, float alpha, unsigned epilogue) {
     matmul_entry_t *entry = (matmul_entry_t *)calloc(1, sizeof *entry);
     if (!entry) return NULL;
     *entry = (matmul_entry_t){.type = type, .m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc, .packed = packed,
-                              .rows_k = rows_k, .alpha = alpha};
+                              .rows_k = rows_k, .alpha = alpha, .epilogue = epilogue};
+    dnnl_dims_t columns_dims = {1, (dnnl_dim_t)n};
+    dnnl_post_ops_t post_ops = NULL;
     dnnl_dims_t kn_strides = {(dnnl_dim_t)ldw, 1};
     dnnl_dims_t src_dims = {(dnnl_dim_t)m, (dnnl_dim_t)k}, src_strides = {(dnnl_dim_t)lda, 1};
     dnnl_dims_t w_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n};
@@ -257,11 +263,23 @@ static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, 
         !(packed   ? dnnl_memory_desc_init_by_tag(&entry->weights, 2, w_dims, type, dnnl_format_tag_any) == dnnl_success
           : rows_k ? dnnl_memory_desc_init_by_strides(&entry->weights, 2, w_dims, type, kn_strides) == dnnl_success
                    : plain_weights_md(&entry->weights, type, n, k, ldw)) ||
-        dnnl_memory_desc_init_by_strides(&entry->dst, 2, dst_dims, dnnl_f32, dst_strides) != dnnl_success ||
-        dnnl_matmul_desc_init(&desc, &entry->src, &entry->weights, NULL, &entry->dst) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&entry->dst, 2, dst_dims, epilogue & epilogue_bf16_k ? dnnl_bf16 : dnnl_f32,
+                                         dst_strides) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&entry->columns, 2, columns_dims, dnnl_f32, dnnl_ab) != dnnl_success ||
+        dnnl_matmul_desc_init(&desc, &entry->src, &entry->weights, epilogue & epilogue_bias_k ? &entry->columns : NULL,
+                              &entry->dst) != dnnl_success ||
         dnnl_primitive_attr_create(&attr) != dnnl_success)
         return entry;
-    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+    /* The epilogue's post-ops, in `uform_gemm_epilogue_t`'s order: GELU, the factor, the sum. */
+    int post_ops_ok = !epilogue || dnnl_post_ops_create(&post_ops) == dnnl_success;
+    if (post_ops_ok && (epilogue & epilogue_gelu_k))
+        post_ops_ok = dnnl_post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f) == dnnl_success;
+    if (post_ops_ok && (epilogue & epilogue_scale_k))
+        post_ops_ok = dnnl_post_ops_append_binary(post_ops, dnnl_binary_mul, &entry->columns) == dnnl_success;
+    if (post_ops_ok && (epilogue & epilogue_sum_k)) post_ops_ok = dnnl_post_ops_append_sum(post_ops, 1.0f) == dnnl_success;
+    if (post_ops_ok && post_ops) post_ops_ok = dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
+    if (post_ops) dnnl_post_ops_destroy(post_ops);
+    if (post_ops_ok && dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
         (alpha == 1.0f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success) &&
         dnnl_primitive_desc_create(&pd, &desc, attr, matmul_engine, NULL) == dnnl_success) {
         char const *impl = NULL;
@@ -276,7 +294,11 @@ static matmul_entry_t *matmul_create(dnnl_data_type_t type, size_t m, size_t n, 
         entry->scratchpad_bytes = pad ? dnnl_memory_desc_get_size(pad) : 0;
         dnnl_memory_desc_t const *chosen = packed ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
         if (chosen) entry->weights = *chosen;
-        if ((packed && !chosen) || dnnl_primitive_create(&entry->primitive, pd) != dnnl_success) entry->primitive = NULL;
+        /* A fused epilogue pays only inside brgemm: any other implementation is refused (the caller's
+         * own epilogue serves). */
+        int slow = epilogue && !(impl && strncmp(impl, "brg", 3) == 0);
+        if ((packed && !chosen) || slow || dnnl_primitive_create(&entry->primitive, pd) != dnnl_success)
+            entry->primitive = NULL;
         dnnl_primitive_desc_destroy(pd);
     }
     dnnl_primitive_attr_destroy(attr);
@@ -432,8 +454,15 @@ static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *
     return packed;
 }
 
+/* A fused product's epilogue: its bits and the columns' data. */
+typedef struct epilogue_args_t {
+    unsigned bits;
+    float const *bias, *scale;
+} epilogue_args_t;
+
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed, int rows_k, float alpha);
+                          size_t lda, void const *w, size_t ldw, void *c, size_t ldc, int packed, int rows_k, float alpha,
+                          epilogue_args_t const *epilogue);
 
 /* C = alpha A W^T (or alpha A W with `rows_k`: W as [k][n]) through the primitive of this shape; 0
  * where it is unavailable (the caller falls back). `stable`: `w` may be a pinned model's weights (not
@@ -479,8 +508,8 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
         }
         out = state->dense, ldo = n;
     }
-    if (!(stable && !rows_k && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1, 0, alpha)) &&
-        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0, rows_k, alpha))
+    if (!(stable && !rows_k && pack_budget && matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 1, 0, alpha, NULL)) &&
+        !matmul_execute(state, type, m, n, k, a, lda, w, ldw, out, ldo, 0, rows_k, alpha, NULL))
         return 0;
     if (out != c)
         for (size_t i = 0; i < m; ++i) memcpy(c + i * ldc, out + i * n, n * sizeof(float));
@@ -489,27 +518,30 @@ static int matmul_run_shape(dnnl_data_type_t type, size_t m, size_t n, size_t k,
 
 /* `packed`: through the primitive that reads packed weights, which `w` must have (else 0). */
 static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t m, size_t n, size_t k, void const *a,
-                          size_t lda, void const *w, size_t ldw, float *c, size_t ldc, int packed, int rows_k, float alpha) {
+                          size_t lda, void const *w, size_t ldw, void *c, size_t ldc, int packed, int rows_k, float alpha,
+                          epilogue_args_t const *fused) {
+    unsigned const epilogue = fused ? fused->bits : 0;
     /* Strides too: Q/K/V tiles (ldc 3 x hidden) and the output product's (ldc hidden) share m, n, k. */
     union { float f; uint32_t u; } scale = {.f = alpha};
-    uint64_t key = ((uint64_t)scale.u << 8) + (uint64_t)type * 4u + (uint64_t)(packed != 0) * 2u + (uint64_t)(rows_k != 0);
+    uint64_t key = ((uint64_t)scale.u << 16) + (uint64_t)epilogue * 256u + (uint64_t)type * 4u + (uint64_t)(packed != 0) * 2u +
+                   (uint64_t)(rows_k != 0);
     size_t const fields[6] = {m, n, k, lda, ldw, ldc};
     for (size_t f = 0; f < 6; ++f) key = key * 0x100000001B3ull + fields[f];
     matmul_recent_t *recent = &state->recent[slot_of(key, MATMUL_RECENT)];
     matmul_entry_t const *entry = recent->entry;
     if (!entry || entry->type != type || entry->m != m || entry->n != n || entry->k != k || entry->lda != lda ||
         entry->ldw != ldw || entry->ldc != ldc || entry->packed != packed || entry->rows_k != rows_k ||
-        entry->alpha != alpha) {
+        entry->alpha != alpha || entry->epilogue != epilogue) {
         entry = NULL;
         uform_global_lock(uform_global_lock_matmul_k);
         for (size_t i = 0; i < matmul_count && !entry; ++i) {
             matmul_entry_t const *e = matmul_entries[i];
             if (e->type == type && e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldw == ldw &&
-                e->ldc == ldc && e->packed == packed && e->rows_k == rows_k && e->alpha == alpha)
+                e->ldc == ldc && e->packed == packed && e->rows_k == rows_k && e->alpha == alpha && e->epilogue == epilogue)
                 entry = e;
         }
         if (!entry && matmul_count < MATMUL_ENTRIES_MAX) {
-            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed, rows_k, alpha);
+            matmul_entry_t *created = matmul_create(type, m, n, k, lda, ldw, ldc, packed, rows_k, alpha, epilogue);
             if (created) matmul_entries[matmul_count++] = created, entry = created;
         }
         uform_global_unlock(uform_global_lock_matmul_k);
@@ -521,7 +553,11 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
             dnnl_memory_create(&recent->weights, &entry->weights, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success ||
             dnnl_memory_create(&recent->dst, &entry->dst, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success ||
             dnnl_memory_desc_init_by_tag(&pad_md, 1, pad_dims, dnnl_u8, dnnl_a) != dnnl_success ||
-            dnnl_memory_create(&recent->pad, &pad_md, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success) {
+            dnnl_memory_create(&recent->pad, &pad_md, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            ((epilogue & epilogue_bias_k) &&
+             dnnl_memory_create(&recent->bias, &entry->columns, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success) ||
+            ((epilogue & epilogue_scale_k) &&
+             dnnl_memory_create(&recent->scale, &entry->columns, matmul_engine, DNNL_MEMORY_NONE) != dnnl_success)) {
             matmul_recent_clear(recent);
             return 0;
         }
@@ -542,11 +578,19 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
     if (dnnl_memory_set_data_handle(recent->src, (void *)a) != dnnl_success ||
         dnnl_memory_set_data_handle(recent->weights, (void *)weights) != dnnl_success ||
         dnnl_memory_set_data_handle(recent->dst, c) != dnnl_success ||
-        dnnl_memory_set_data_handle(recent->pad, entry->scratchpad_bytes ? state->scratchpad : NULL) != dnnl_success)
+        dnnl_memory_set_data_handle(recent->pad, entry->scratchpad_bytes ? state->scratchpad : NULL) != dnnl_success ||
+        ((epilogue & epilogue_bias_k) && dnnl_memory_set_data_handle(recent->bias, (void *)fused->bias) != dnnl_success) ||
+        ((epilogue & epilogue_scale_k) && dnnl_memory_set_data_handle(recent->scale, (void *)fused->scale) != dnnl_success))
         return 0;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, recent->src}, {DNNL_ARG_WEIGHTS, recent->weights},
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, recent->src}, {DNNL_ARG_WEIGHTS, recent->weights},
                                {DNNL_ARG_DST, recent->dst}, {DNNL_ARG_SCRATCHPAD, recent->pad}};
-    return dnnl_primitive_execute(entry->primitive, state->stream, 4, args) == dnnl_success &&
+    int count = 4;
+    if (epilogue & epilogue_bias_k) args[count++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, recent->bias};
+    /* The factor's binary post-op follows GELU's eltwise one where both are there. */
+    if (epilogue & epilogue_scale_k)
+        args[count++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP((epilogue & epilogue_gelu_k) ? 1 : 0) | DNNL_ARG_SRC_1,
+                                          recent->scale};
+    return dnnl_primitive_execute(entry->primitive, state->stream, count, args) == dnnl_success &&
            dnnl_stream_wait(state->stream) == dnnl_success;
 }
 
@@ -612,6 +656,26 @@ void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k
         }
 }
 
+int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                               uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue) {
+    if (!gemm->use_library || !gemm->matmul || !gemm->fused || !gemm->native_bf16 || m == 0 || n == 0 || ldc != n ||
+        (epilogue->accumulate && epilogue->bf16_out))
+        return 0;
+    pthread_once(&matmul_once, matmul_init);
+    if (!matmul_ready) return 0;
+    matmul_thread_t *state = matmul_thread();
+    if (!state) return 0;
+    epilogue_args_t args = {.bits = (epilogue->bias ? epilogue_bias_k : 0u) | (epilogue->gelu ? epilogue_gelu_k : 0u) |
+                                    (epilogue->scale ? epilogue_scale_k : 0u) | (epilogue->accumulate ? epilogue_sum_k : 0u) |
+                                    (epilogue->bf16_out ? epilogue_bf16_k : 0u),
+                            .bias = epilogue->bias, .scale = epilogue->scale};
+    /* One primitive of exactly these rows (no split at MATMUL_ROWS_STEP): a refusal then leaves C
+     * untouched, which the caller's fallback (with `accumulate`, a second sum) relies on. */
+    int stable = !gemm->plain_weights;
+    return (stable && pack_budget && matmul_execute(state, dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1, 0, 1.0f, &args)) ||
+           matmul_execute(state, dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 0, 0, 1.0f, &args);
+}
+
 uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
     uform_gemm_t gemm = {.kernels = uform_kernels_for(cpu_class),
                          .use_library = cpu_class != uform_cpu_class_serial_k,
@@ -620,5 +684,7 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
     char const *pack_split = getenv("UFORM_GEMM_PACK_SPLIT"), *attention = getenv("UFORM_ATTENTION_MATMUL");
     gemm.pack_split = !(pack_split && strcmp(pack_split, "0") == 0); /* packed by default: measured faster */
     gemm.attention_matmul = attention && strcmp(attention, "1") == 0;
+    char const *fused = getenv("UFORM_GEMM_FUSED");
+    gemm.fused = gemm.matmul && !(fused && strcmp(fused, "0") == 0);
     return gemm;
 }

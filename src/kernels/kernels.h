@@ -133,6 +133,9 @@ typedef struct uform_gemm_t {
      *  functions (which stop at AVX-512 BF16). Off by default until measured on the AMX host (through
      *  brgemm's AVX-512 BF16 kernels, without AMX, it was level to 1.5% slower than the functions). */
     int attention_matmul;
+    /** Epilogues inside the primitive (`uform_gemm_tile_bf16_fused`) where `matmul`; 0 when
+     *  `UFORM_GEMM_FUSED=0` as `uform_gemm_for` ran. */
+    int fused;
 } uform_gemm_t;
 
 /** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
@@ -196,6 +199,24 @@ int uform_gemm_takes_bf16(uform_gemm_t const *gemm, uform_dtype_t dtype);
  *  where `uform_gemm_takes_bf16`: the same values as `uform_gemm_tile` on the f32 A it came from. */
 void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                           uint16_t const *w16, size_t ldw, float *c, size_t ldc);
+
+/** @brief What a fused product applies to A W^T before it stores C (`uform_gemm_tile_bf16_fused`), in
+ *  this order: the bias, GELU, the per-column factor, then the sum with what C held. */
+typedef struct uform_gemm_epilogue_t {
+    float const *bias;  /**< [n] f32 added to every row, or NULL. */
+    int gelu;           /**< The exact (erf) GELU after the bias. */
+    float const *scale; /**< [n] f32 factor per column after the bias (LayerScale), or NULL. */
+    int accumulate;     /**< C (f32) += the result, else C = the result. */
+    int bf16_out;       /**< C in bf16 (`uint16_t`, rounded to nearest even), else f32 (never with `accumulate`). */
+} uform_gemm_epilogue_t;
+
+/** @brief C = epilogue(A W^T) for one tile with A and W in bf16, the epilogue inside the library's
+ *  kernel (oneDNN post-ops: no pass of ours over C, no f32 C where it is stored in bf16). Only on the
+ *  matmul primitive path (AMX classes) and for a dense C (`ldc` == `n`: brgemm's dst); returns 0
+ *  with C untouched where it does not apply or oneDNN refuses, and the caller then runs
+ *  `uform_gemm_tile_bf16` and its own epilogue. `UFORM_GEMM_FUSED=0` turns it off (A/B). */
+int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
+                               uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue);
 
 /** @brief Attention of `rows` queries over `length` keys in plain loops, for one head: scores
  *  (`rows` x `length` floats of `scores`) = q k^T x `scale`, softmax by `kernels->softmax_rows`,

@@ -71,7 +71,11 @@ static float const *normalised_rows(image_job_t *job, size_t thread, norm_t cons
 /** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
  *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). `a16` (may be NULL,
  *  never with `a_norm`): A already in bf16, `k` wide; `c16` (may be NULL): C after the epilogue
- *  also written in bf16, `ldc` apart (the next product's `a16`). */
+ *  also written in bf16, `ldc` apart (the next product's `a16`).
+ *
+ *  Where the library runs the epilogue inside its kernel (`uform_gemm_tile_bf16_fused`: AMX, A in
+ *  bf16, a tile of whole rows), a tile writes only what the next phase reads: with `c16`, C in bf16
+ *  alone; with LayerScale, the residual alone (C itself is then not written). */
 static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, char const *const label[2], atomic_size_t *counter,
                        size_t m, size_t n, size_t k, float const *a, size_t lda, uform_tensor_t const *weight, float *c,
                        size_t ldc, epilogue_t epilogue, uform_tensor_t const *bias, uform_tensor_t const *gamma,
@@ -89,6 +93,21 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, ch
         size_t rows = m - i0 < plan.rows_per_tile ? m - i0 : plan.rows_per_tile;
         size_t cols = n - j0 < plan.cols_per_tile ? n - j0 : plan.cols_per_tile;
         float *ct = c + i0 * ldc + j0;
+        if (a16 && !a_norm && epilogue != epilogue_none_k && job->gemm.fused) {
+            uform_gemm_epilogue_t fused = {.bias = b ? b + j0 : NULL, .gelu = epilogue == epilogue_bias_gelu_k};
+            void *target = ct;
+            size_t target_ld = ldc;
+            if (epilogue == epilogue_layer_scale_k) {
+                fused.scale = (float const *)gamma->data + j0, fused.accumulate = 1;
+                target = residual + i0 * residual_ld + j0, target_ld = residual_ld;
+            } else if (c16)
+                fused.bf16_out = 1, target = c16 + i0 * ldc + j0;
+            if (uform_gemm_tile_bf16_fused(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k,
+                                           k, target, target_ld, &fused)) {
+                profile_step(label[0], &since);
+                continue;
+            }
+        }
         if (a16 && !a_norm)
             uform_gemm_tile_bf16(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k, ct, ldc);
         else {
@@ -204,27 +223,28 @@ static size_t attention_blocks(size_t threads, size_t pairs, size_t S) {
     return best;
 }
 
-/** Attention of query rows [first, first + rows) of one (image, head) with Q, K and V in bf16 (`q16`
- *  the head's Q column, K and V `d` and `2 d` after it, rows `3 d` apart), as PyTorch's bf16 runs it:
- *  S = scale Q K^T in f32, softmax in f32, the probabilities rounded to bf16, O = P V in f32. Returns
- *  0 where the library refused (the caller then takes the f32 path). */
-static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, size_t d, size_t first, size_t rows,
-                          size_t S, size_t head, float scale, float *scores, float *ob, double *since) {
+/** Attention of query rows [first, first + rows) of one (image, head) with Q, K and V in bf16 (the
+ *  head's columns of its first token, rows `ld` apart), as PyTorch's bf16 runs it: S = scale Q K^T
+ *  in f32, softmax in f32, the probabilities rounded to bf16, O = P V in f32 (`ob`, rows `d` apart).
+ *  Returns 0 where the library refused (the caller then takes the f32 path). */
+static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, uint16_t const *k16, uint16_t const *v16,
+                          size_t ld, size_t d, size_t first, size_t rows, size_t S, size_t head, float scale, float *scores,
+                          float *ob, double *since) {
     uint16_t *probs = (uint16_t *)((float *)job->per_thread[thread].scratch + job->probs_offset);
     if (job->attention16) {
         void *packed = (float *)job->per_thread[thread].scratch + job->probs_offset;
-        if (job->attention16(q16 + first * 3 * d, q16 + d, q16 + 2 * d, 3 * d, rows, S, head, scale, packed, ob, d)) {
+        if (job->attention16(q16 + first * ld, k16, v16, ld, rows, S, head, scale, packed, ob, d)) {
             profile_step("attention kernel", since);
             return 1;
         }
     }
-    if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * 3 * d, 3 * d, q16 + d, 3 * d, scores, S))
+    if (!uform_gemm_bf16_with(&job->gemm, 1, rows, S, head, scale, q16 + first * ld, ld, k16, ld, scores, S))
         return 0;
     profile_step("attention gemm", since);
     job->kernels->softmax_rows(scores, S, rows, S);
     job->kernels->f32_to_bf16(scores, probs, rows * S);
     profile_step("attention softmax", since);
-    int done = uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, q16 + 2 * d, 3 * d, ob, d);
+    int done = uform_gemm_bf16_with(&job->gemm, 0, rows, head, S, 1.0f, probs, S, v16, ld, ob, d);
     profile_step("attention gemm", since);
     return done;
 }
@@ -302,6 +322,12 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
         int fuse = group->threads > 1 && !job->widens && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
                    plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
+        /* Q, K and V in bf16 as three planes [3][tokens][dim], each product's C dense (brgemm's dst, so
+         * the bias and the rounding to bf16 run inside the library's kernel), where the bf16
+         * attention kernel reads them and never refuses (head a multiple of 32 up to 256); else
+         * side by side, [tokens][3 dim]. */
+        int planes = !fuse && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
+                     head <= 256;
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm1_weight,
                        &layer->norm1_bias, epsilon, group->a16);
@@ -322,6 +348,16 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
                 size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
                 size_t cols = d - j0 < plan.cols_per_tile ? d - j0 : plan.cols_per_tile;
                 float *ct = group->qkv + i0 * 3 * d + which * d + j0;
+                uint16_t *plane = planes ? group->qkv16 + which * tokens * d : NULL;
+                if (planes) {
+                    uform_gemm_epilogue_t fused = {.bias = (float const *)biases[which]->data + j0, .bf16_out = 1};
+                    if (uform_gemm_tile_bf16_fused(&gemm, rows, cols, d, group->a16 + i0 * d, d,
+                                                   (uint16_t const *)weights[which]->data + j0 * d, d, plane + i0 * d + j0, d,
+                                                   &fused)) {
+                        profile_step("gemm qkv", &since);
+                        continue;
+                    }
+                }
                 if (!fuse && group->a16)
                     uform_gemm_tile_bf16(&gemm, rows, cols, d, group->a16 + i0 * d, d,
                                          (uint16_t const *)weights[which]->data + j0 * d, d, ct, 3 * d);
@@ -335,7 +371,9 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
                 kernels->bias_residual(ct, 3 * d, rows, cols, (float const *)biases[which]->data + j0, NULL, 0);
                 if (group->qkv16)
                     for (size_t i = 0; i < rows; ++i)
-                        kernels->f32_to_bf16(ct + i * 3 * d, group->qkv16 + (i0 + i) * 3 * d + which * d + j0, cols);
+                        kernels->f32_to_bf16(ct + i * 3 * d,
+                                             planes ? plane + (i0 + i) * d + j0 : group->qkv16 + (i0 + i) * 3 * d + which * d + j0,
+                                             cols);
                 profile_step("epilogue qkv", &since);
             }
             barrier(group);
@@ -358,8 +396,15 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
                 float *ob = o + first * d;
                 if (!job->gemm.use_library)
                     kernels->attention(q, q + d, q + 2 * d, 3 * d, o, d, S, head, scale, scores);
-                else if (!(group->qkv16 && attention_bf16(job, thread, group->qkv16 + local * S * 3 * d + hh * head, d,
-                                                          first, rows, S, head, scale, scores, ob, &since)) &&
+                else if (!(group->qkv16 &&
+                           (planes ? attention_bf16(job, thread, group->qkv16 + local * S * d + hh * head,
+                                                    group->qkv16 + (tokens + local * S) * d + hh * head,
+                                                    group->qkv16 + (2 * tokens + local * S) * d + hh * head, d, d, first,
+                                                    rows, S, head, scale, scores, ob, &since)
+                                   : attention_bf16(job, thread, group->qkv16 + local * S * 3 * d + hh * head,
+                                                    group->qkv16 + local * S * 3 * d + d + hh * head,
+                                                    group->qkv16 + local * S * 3 * d + 2 * d + hh * head, 3 * d, d, first,
+                                                    rows, S, head, scale, scores, ob, &since))) &&
                          (!uform_gemm_f32(1, rows, S, head, scale, qb, 3 * d, q + d, 3 * d, scores, S) ||
                          (kernels->softmax_rows(scores, S, rows, S),
                           !uform_gemm_f32(0, rows, head, S, 1.0f, scores, S, q + 2 * d, 3 * d, ob, d))))
