@@ -656,10 +656,18 @@ void uform_gemm_tile_bf16(uform_gemm_t const *gemm, size_t m, size_t n, size_t k
         }
 }
 
+/* One fused primitive call: packed weights where pinned, else as they lie. */
+static int fused_part(uform_gemm_t const *gemm, matmul_thread_t *state, size_t m, size_t n, size_t k, uint16_t const *a16,
+                      size_t lda, uint16_t const *w16, size_t ldw, void *c, size_t ldc, epilogue_args_t const *args) {
+    int stable = !gemm->plain_weights;
+    return (stable && pack_budget && matmul_execute(state, dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1, 0, 1.0f, args)) ||
+           matmul_execute(state, dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 0, 0, 1.0f, args);
+}
+
 int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                                uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue) {
     if (!gemm->use_library || !gemm->matmul || !gemm->fused || !gemm->native_bf16 || m == 0 || n == 0 || ldc != n ||
-        (epilogue->accumulate && epilogue->bf16_out))
+        (epilogue->accumulate && (epilogue->bf16_out || epilogue->rows_vary)))
         return 0;
     pthread_once(&matmul_once, matmul_init);
     if (!matmul_ready) return 0;
@@ -669,11 +677,14 @@ int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, siz
                                     (epilogue->scale ? epilogue_scale_k : 0u) | (epilogue->accumulate ? epilogue_sum_k : 0u) |
                                     (epilogue->bf16_out ? epilogue_bf16_k : 0u),
                             .bias = epilogue->bias, .scale = epilogue->scale};
-    /* One primitive of exactly these rows (no split at MATMUL_ROWS_STEP): a refusal then leaves C
-     * untouched, which the caller's fallback (with `accumulate`, a second sum) relies on. */
-    int stable = !gemm->plain_weights;
-    return (stable && pack_budget && matmul_execute(state, dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 1, 0, 1.0f, &args)) ||
-           matmul_execute(state, dnnl_bf16, m, n, k, a16, lda, w16, ldw, c, ldc, 0, 0, 1.0f, &args);
+    /* One primitive of exactly these rows (no split at MATMUL_ROWS_STEP) unless they vary: a refusal
+     * then leaves C untouched, which the caller's fallback (with `accumulate`, a second sum) relies on. */
+    size_t main_rows = epilogue->rows_vary ? m / MATMUL_ROWS_STEP * MATMUL_ROWS_STEP : m;
+    if (main_rows == 0) main_rows = m;
+    size_t element = epilogue->bf16_out ? 2 : 4;
+    return fused_part(gemm, state, main_rows, n, k, a16, lda, w16, ldw, c, ldc, &args) &&
+           (main_rows == m || fused_part(gemm, state, m - main_rows, n, k, a16 + main_rows * lda, lda, w16, ldw,
+                                         (char *)c + main_rows * ldc * element, ldc, &args));
 }
 
 uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {

@@ -208,13 +208,18 @@ typedef struct uform_gemm_epilogue_t {
     float const *scale; /**< [n] f32 factor per column after the bias (LayerScale), or NULL. */
     int accumulate;     /**< C (f32) += the result, else C = the result. */
     int bf16_out;       /**< C in bf16 (`uint16_t`, rounded to nearest even), else f32 (never with `accumulate`). */
+    /** The caller's row counts vary from call to call (texts of any length): the rows are cut at a
+     *  multiple of 32 and the rest, as `uform_gemm_tile` cuts them, so few primitives are made (never
+     *  with `accumulate`, whose refusal after a first part ran would leave C half summed). */
+    int rows_vary;
 } uform_gemm_epilogue_t;
 
 /** @brief C = epilogue(A W^T) for one tile with A and W in bf16, the epilogue inside the library's
  *  kernel (oneDNN post-ops: no pass of ours over C, no f32 C where it is stored in bf16). Only on the
  *  matmul primitive path (AMX classes) and for a dense C (`ldc` == `n`: brgemm's dst); returns 0
- *  with C untouched where it does not apply or oneDNN refuses, and the caller then runs
- *  `uform_gemm_tile_bf16` and its own epilogue. `UFORM_GEMM_FUSED=0` turns it off (A/B). */
+ *  where it does not apply or oneDNN refuses, and the caller then runs `uform_gemm_tile_bf16` and its
+ *  own epilogue over the whole tile. C is then untouched, but for `rows_vary`, where a first part of
+ *  the rows may have been written (never summed: `rows_vary` excludes `accumulate`). `UFORM_GEMM_FUSED=0` turns it off (A/B). */
 int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                                uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue);
 

@@ -84,11 +84,16 @@ static void epilogue_apply(forward_job_t *job, size_t thread, epilogue_t epilogu
  *  residual's (one product only, its `cols` wide). `a16` (may be NULL, never with `a_norm`): A as its
  *  producer already converted it to bf16, `k` wide, so no task converts it again; `c16` (may be
  *  NULL): where the tasks also write C in bf16 after the epilogue (`ldc` apart), for the next
- *  product's `a16`. */
+ *  product's `a16`; with `c16_planes`, each product's C in bf16 is a plane of its own, `m` rows of
+ *  its `cols` (Q, K and V for the bf16 attention kernel).
+ *
+ *  Where the library runs the epilogue inside its kernel (`uform_gemm_tile_bf16_fused`: AMX, A in
+ *  bf16, a task of a product's every column, bias or bias + GELU, and `c16`), a task writes C in
+ *  bf16 alone: the next phase reads nothing else. */
 static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t thread, atomic_size_t *counter, size_t m,
                        size_t k, float const *a, size_t lda, product_t const *products, size_t count, size_t ldc,
                        epilogue_t epilogue, float const *residual, size_t residual_ld, norm_t const *a_norm,
-                       norm_t const *residual_norm, uint16_t const *a16, uint16_t *c16) {
+                       norm_t const *residual_norm, uint16_t const *a16, uint16_t *c16, int c16_planes) {
     size_t widths[3];
     for (size_t p = 0; p < count; ++p) widths[p] = products[p].cols;
     uform_text_gemm_plan_t plan = uform_text_gemm_plan(&job->gemm, group->threads, products[0].weight->dtype, m, widths, count);
@@ -116,18 +121,28 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
             float *ct = product->c + i0 * ldc + j0;
             size_t c_column = (size_t)(product->c - products[0].c); /* the product's columns among its neighbours' */
+            /* Where this task's C goes in bf16: its rows `c16_ld` apart. */
+            uint16_t *c16t = !c16 ? NULL : c16_planes ? c16 + p * m * product->cols + i0 * product->cols + j0
+                                                      : c16 + i0 * ldc + c_column + j0;
+            size_t c16_ld = c16_planes ? product->cols : ldc;
+            float const *bias = product->bias && product->bias->data ? (float const *)product->bias->data : NULL;
+            if (c16t && a16 && !a_norm && (epilogue == epilogue_bias_k || epilogue == epilogue_bias_gelu_k) && gemm.fused) {
+                uform_gemm_epilogue_t fused = {.bias = bias ? bias + j0 : NULL, .gelu = epilogue == epilogue_bias_gelu_k,
+                                               .bf16_out = 1, .rows_vary = 1};
+                if (uform_gemm_tile_bf16_fused(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k,
+                                               k, c16t, c16_ld, &fused))
+                    continue;
+            }
             if (a16 && !a_norm)
                 uform_gemm_tile_bf16(&gemm, rows, cols, k, a16 + i0 * k, k, (uint16_t const *)weight->data + j0 * k, k,
                                      ct, ldc);
             else
                 uform_gemm_tile(&gemm, rows, cols, k, at, at_ld, (char const *)weight->data + j0 * k * element,
                                 weight->dtype, k, ct, ldc, job->per_thread[thread].scratch);
-            float const *bias = product->bias && product->bias->data ? (float const *)product->bias->data : NULL;
             epilogue_apply(job, thread, epilogue, ct, ldc, i0, rows, j0, cols, product->cols, bias, residual, residual_ld,
                            residual_norm, &cached);
-            if (c16)
-                for (size_t i = 0; i < rows; ++i)
-                    job->kernels->f32_to_bf16(ct + i * ldc, c16 + (i0 + i) * ldc + c_column + j0, cols);
+            if (c16t)
+                for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * ldc, c16t + i * c16_ld, cols);
         }
     }
 }
@@ -165,15 +180,17 @@ static void add_row(forward_job_t const *job, float *row, uform_tensor_t const *
  *  Q K^T, softmax, O = S V; the fused kernel over the whole sequence for SERIAL; plain loops should
  *  the library refuse. */
 static void attention_piece(forward_job_t *job, forward_group_t const *group, size_t thread, size_t hidden, size_t head,
-                            size_t h, size_t first, size_t length, size_t row0, size_t rows, float *scores) {
+                            size_t h, size_t first, size_t length, size_t row0, size_t rows, float *scores, size_t planes) {
     uform_kernels_t const *kernels = job->kernels;
     float scale = (float)(1.0 / sqrt((double)head));
     float const *q = group->qkv + first * 3 * hidden + h * head;
     float *o = group->ctx + first * hidden + h * head;
     float const *qb = q + row0 * 3 * hidden;
     float *ob = o + row0 * hidden;
-    uint16_t const *q16 = group->qkv16 ? group->qkv16 + first * 3 * hidden + h * head : NULL;
-    if (q16 && job->attention16(q16 + row0 * 3 * hidden, q16 + hidden, q16 + 2 * hidden, 3 * hidden, rows, length, head,
+    /* bf16 Q, K and V side by side, or (`planes`: the chunk's tokens) as three planes. */
+    size_t ld16 = planes ? hidden : 3 * hidden, k_offset = planes ? planes * hidden : hidden;
+    uint16_t const *q16 = group->qkv16 ? group->qkv16 + first * ld16 + h * head : NULL;
+    if (q16 && job->attention16(q16 + row0 * ld16, q16 + k_offset, q16 + 2 * k_offset, ld16, rows, length, head,
                                 scale, thread_floats(job, thread, job->packed_offset), ob, hidden))
         ; /* S and the softmax in f32, P in bf16, as PyTorch's bf16 runs it (and the image pass) */
     else if (!job->gemm.use_library) /* whole sequences here (uform_text_attention_tasks) */
@@ -189,7 +206,7 @@ static void attention_piece(forward_job_t *job, forward_group_t const *group, si
 
 /** Attention of one chunk's texts: per (text, head), or even ranges of query rows (text_plan.h). */
 static void attention_phase(forward_job_t *job, forward_group_t const *group, size_t thread, atomic_size_t *counter,
-                            forward_chunk_t const *chunk, size_t hidden, size_t heads, float *scores) {
+                            forward_chunk_t const *chunk, size_t hidden, size_t heads, float *scores, size_t planes) {
     size_t head = hidden / heads, texts = chunk->end_text - chunk->first_text;
     size_t const *offsets = job->offsets + chunk->first_text;
     size_t units = 0;
@@ -198,7 +215,8 @@ static void attention_phase(forward_job_t *job, forward_group_t const *group, si
     if (!tasks) {
         for (size_t task; next_task(counter, texts * heads, &task);) {
             size_t text = task / heads, length = offsets[text + 1] - offsets[text];
-            attention_piece(job, group, thread, hidden, head, task % heads, offsets[text] - offsets[0], length, 0, length, scores);
+            attention_piece(job, group, thread, hidden, head, task % heads, offsets[text] - offsets[0], length, 0, length, scores,
+                            planes);
         }
         return;
     }
@@ -213,7 +231,8 @@ static void attention_phase(forward_job_t *job, forward_group_t const *group, si
                 size_t taken = min_size(count, blocks - b0);
                 size_t row0 = b0 * UFORM_TEXT_QUERY_BLOCK;
                 size_t end = b0 + taken == blocks ? length : (b0 + taken) * UFORM_TEXT_QUERY_BLOCK;
-                attention_piece(job, group, thread, hidden, head, h, offsets[text] - offsets[0], length, row0, end - row0, scores);
+                attention_piece(job, group, thread, hidden, head, h, offsets[text] - offsets[0], length, row0, end - row0, scores,
+                                planes);
                 unit += taken, count -= taken;
             }
             base += heads * blocks;
@@ -274,26 +293,31 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         product_t qkv[3] = {{&layer->query_weight, &layer->query_bias, group->qkv, hidden},
                             {&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
                             {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
+        /* Q, K and V in bf16 as three planes where the bf16 attention kernel reads them and never
+         * refuses (a head a multiple of 32 up to 256), so each product's C is dense (brgemm's dst)
+         * and its epilogue runs inside the library's kernel. */
+        int planes = !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
+                     head <= 256;
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, qkv, 3,
-                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, group->qkv16);
+                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, group->qkv16, planes);
         forward_barrier(group);
-        attention_phase(job, group, thread, &group->counters[(*phase)++], chunk, hidden, heads, scores);
+        attention_phase(job, group, thread, &group->counters[(*phase)++], chunk, hidden, heads, scores, planes ? tokens : 0);
         forward_barrier(group);
         /* Output product + bias + residual into tmp. */
         product_t output = {&layer->attention_output_weight, &layer->attention_output_bias, group->tmp, hidden};
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->ctx, hidden, &output, 1,
-                   hidden, epilogue_bias_residual_k, group->x, hidden, NULL, x_norm, group->a16, NULL);
+                   hidden, epilogue_bias_residual_k, group->x, hidden, NULL, x_norm, group->a16, NULL, 0);
         forward_barrier(group);
         product_t up = {&layer->intermediate_weight, &layer->intermediate_bias, group->ffn, inter};
         if (fuse) {
             norm_t attention = {(float const *)layer->attention_norm_weight.data,
                                 (float const *)layer->attention_norm_bias.data, epsilon};
             gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->tmp, hidden, &up, 1,
-                       inter, epilogue_bias_gelu_k, NULL, 0, &attention, NULL, NULL, group->ffn16);
+                       inter, epilogue_bias_gelu_k, NULL, 0, &attention, NULL, NULL, group->ffn16, 0);
             forward_barrier(group);
             product_t down = {&layer->output_weight, &layer->output_bias, group->x, hidden};
             gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, group->ffn, inter, &down, 1,
-                       hidden, epilogue_bias_residual_k, group->tmp, hidden, NULL, &attention, group->ffn16, NULL);
+                       hidden, epilogue_bias_residual_k, group->tmp, hidden, NULL, &attention, group->ffn16, NULL, 0);
             forward_barrier(group);
             pending = (norm_t){(float const *)layer->output_norm_weight.data, (float const *)layer->output_norm_bias.data,
                                epsilon};
@@ -309,11 +333,11 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         forward_barrier(group);
         /* MLP: up + bias + GELU, down + bias + residual, LayerNorm into x. */
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, &up, 1, inter,
-                   epilogue_bias_gelu_k, NULL, 0, NULL, NULL, group->a16, group->ffn16);
+                   epilogue_bias_gelu_k, NULL, 0, NULL, NULL, group->a16, group->ffn16, 0);
         forward_barrier(group);
         product_t down = {&layer->output_weight, &layer->output_bias, group->tmp, hidden};
         gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, inter, group->ffn, inter, &down, 1, hidden,
-                   epilogue_bias_residual_k, group->x, hidden, NULL, NULL, group->ffn16, NULL);
+                   epilogue_bias_residual_k, group->x, hidden, NULL, NULL, group->ffn16, NULL, 0);
         forward_barrier(group);
         norm_phase(job, group, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden,
                    &layer->output_norm_weight, &layer->output_norm_bias, epsilon, group->a16);
@@ -337,7 +361,7 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         if (tower->projection.data) {
             product_t projection = {&tower->projection, NULL, group->projected, tower->embedding_dimensions};
             gemm_phase(job, group, thread, counter, texts, hidden, group->pooled, hidden, &projection, 1,
-                       tower->embedding_dimensions, epilogue_none_k, NULL, 0, NULL, NULL, NULL, NULL);
+                       tower->embedding_dimensions, epilogue_none_k, NULL, 0, NULL, NULL, NULL, NULL, 0);
             forward_barrier(group);
         }
     }
