@@ -204,6 +204,8 @@ int main(int argc, char **argv) {
             return 1;
         }
     size_t calls = 0;
+    struct timespec cpu_start, cpu_end;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
     double start = now(), elapsed, best = 1e30;
     do {
         double before = now();
@@ -216,6 +218,9 @@ int main(int argc, char **argv) {
         ++calls;
         elapsed = now() - start;
     } while (elapsed < seconds || calls < min_calls);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_end);
+    double cpu_per_call = ((double)(cpu_end.tv_sec - cpu_start.tv_sec) + (double)(cpu_end.tv_nsec - cpu_start.tv_nsec) * 1e-9) /
+                          (double)calls;
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
         fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
@@ -231,14 +236,16 @@ int main(int argc, char **argv) {
     if (json)
         printf("{\"system\": \"uform%s\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "
                "\"threads\": %zu, \"devices\": %zu, \"cpu_class\": \"%s\", \"images_per_second\": %.2f, "
-               "\"best_call_ms\": %.3f, \"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
+               "\"best_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, \"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
-               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, tflops, usage.ru_maxrss / 1024.0);
+               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, cpu_per_call * 1e3, tflops,
+               usage.ru_maxrss / 1024.0);
     else
         printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s), class %s: %.2f images/s, best call %.3f ms, "
-               "%.2f TFLOP/s, peak RSS %.1f MiB\n",
+               "CPU %.3f ms per call, %.2f TFLOP/s, peak RSS %.1f MiB\n",
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
-               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, tflops, usage.ru_maxrss / 1024.0);
+               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, cpu_per_call * 1e3, tflops,
+               usage.ru_maxrss / 1024.0);
     if (devices) uform_text_vram_profile_report(stderr);
     else if (uform_cpu_profiling()) uform_cpu_profile_report(stderr);
     uform_executor_free(executor);
