@@ -225,7 +225,19 @@ static void test_large_batch(void) {
     free(expected), free(rows), free(base), free_batch(&b), free(tower.layers), free_tensors();
 }
 
+/* Run with UFORM_GEMM_FUSED=refuse (ctest's *_fused_refused): every fused product refused, so the
+ * passes' fallbacks from their fused layouts run; only where the class fuses (AMX). */
+static int skip_refused_run(void) {
+    char const *fused = getenv("UFORM_GEMM_FUSED");
+    uform_cpu_class_t cpu_class;
+    if (!fused || strcmp(fused, "refuse") != 0 || uform_cpu_detect(&cpu_class, NULL) != uform_status_ok_k) return 0;
+    if (uform_gemm_for(cpu_class).fused) return 0;
+    printf("SKIP: UFORM_GEMM_FUSED=refuse, but class %s fuses no products\n", uform_cpu_class_name(cpu_class));
+    return 1;
+}
+
 int main(void) {
+    if (skip_refused_run()) return 77;
     config_t bert = {.hidden = 64, .heads = 4, .intermediate = 256, .layers = 2, .vocab = 97, .max_positions = 40,
                      .context = 32, .pooling = uform_pooling_mean_k, .positions = uform_position_ids_absolute_k,
                      .token_types = 1, .normalize = 1, .dtype = uform_dtype_f32_k};

@@ -667,7 +667,7 @@ static int fused_part(uform_gemm_t const *gemm, matmul_thread_t *state, size_t m
 int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                                uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue) {
     if (!gemm->use_library || !gemm->matmul || !gemm->fused || !gemm->native_bf16 || m == 0 || n == 0 || ldc != n ||
-        (epilogue->accumulate && (epilogue->bf16_out || epilogue->rows_vary)))
+        (epilogue->accumulate && (epilogue->bf16_out || epilogue->rows_vary)) || gemm->fused == 2)
         return 0;
     pthread_once(&matmul_once, matmul_init);
     if (!matmul_ready) return 0;
@@ -696,6 +696,8 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
     gemm.pack_split = !(pack_split && strcmp(pack_split, "0") == 0); /* packed by default: measured faster */
     gemm.attention_matmul = attention && strcmp(attention, "1") == 0;
     char const *fused = getenv("UFORM_GEMM_FUSED");
-    gemm.fused = gemm.matmul && !(fused && strcmp(fused, "0") == 0);
+    /* `refuse`: the passes take their fused layouts, and every fused call is refused (the tests of
+     * the fallbacks). */
+    gemm.fused = !gemm.matmul || (fused && strcmp(fused, "0") == 0) ? 0 : fused && strcmp(fused, "refuse") == 0 ? 2 : 1;
     return gemm;
 }

@@ -134,7 +134,8 @@ typedef struct uform_gemm_t {
      *  brgemm's AVX-512 BF16 kernels, without AMX, it was level to 1.5% slower than the functions). */
     int attention_matmul;
     /** Epilogues inside the primitive (`uform_gemm_tile_bf16_fused`) where `matmul`; 0 when
-     *  `UFORM_GEMM_FUSED=0` as `uform_gemm_for` ran. */
+     *  `UFORM_GEMM_FUSED=0` as `uform_gemm_for` ran; 2 when it is `refuse` (the passes take the
+     *  layouts of the fused path and every fused call is refused: the tests of their fallbacks). */
     int fused;
 } uform_gemm_t;
 
@@ -219,7 +220,8 @@ typedef struct uform_gemm_epilogue_t {
  *  matmul primitive path (AMX classes) and for a dense C (`ldc` == `n`: brgemm's dst); returns 0
  *  where it does not apply or oneDNN refuses, and the caller then runs `uform_gemm_tile_bf16` and its
  *  own epilogue over the whole tile. C is then untouched, but for `rows_vary`, where a first part of
- *  the rows may have been written (never summed: `rows_vary` excludes `accumulate`). `UFORM_GEMM_FUSED=0` turns it off (A/B). */
+ *  the rows may have been written (never summed: `rows_vary` excludes `accumulate`). `UFORM_GEMM_FUSED=0` turns it off (A/B),
+ *  `UFORM_GEMM_FUSED=refuse` refuses every call (the passes' fallbacks, tested so). */
 int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                                uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue);
 
