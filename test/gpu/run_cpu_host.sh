@@ -9,16 +9,17 @@
 #   0. build-device/: configured and built as run_session_device.sh's prepare_host_run does when it is
 #      missing (the carried Debian packages in build-gpu/device-deps unpacked first); when it exists,
 #      rebuilt incrementally (it may come from an earlier step's tree), only the benchmarks' targets;
-#   1. A/B, the engine alone, bf16, in alternation: the default (bf16 towers' attention on the
-#      AVX-512 BF16 kernel, src/kernels/attention_bf16.c) against UFORM_ATTENTION_BF16=0 (attention's
-#      products on oneDNN's GEMM functions, as before): ViT-S/16 and ViT-B/16 at batches 50 and 1;
-#      then one UFORM_CPU_PROFILE=1 run of each at batch 50 (where the pass's time goes);
-#   2. "the AVX2 machine", f32 only: the engine pinned to class intel_haswell (and its oneDNN to AVX2),
+#   1. A/B, the engine alone, bf16, in alternation: the default (epilogues inside oneDNN's brgemm,
+#      Q/K/V and the MLP's hidden activations in planes) against UFORM_GEMM_FUSED=0 (the passes' own
+#      epilogues, as before) and UFORM_MLP_PLANES=0 (fused, the MLP whole): ViT-S/16 and ViT-B/16,
+#      UForm3-small at 64 tokens and MiniLM at 128, batch 50 (UFORM_CPU_HOST_ARMS replaces the arms);
+#      then one UFORM_CPU_PROFILE=1 run of each image tower at batch 50 (where the pass's time goes);
+#   2. (only with UFORM_CPU_HOST_AVX2=1) "the AVX2 machine", f32 only: the engine pinned to class intel_haswell (and its oneDNN to AVX2),
 #      PyTorch bounded to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_/DNNL_MAX_CPU_ISA=AVX2,
 #      MKL_ENABLE_INSTRUCTIONS=AVX2), ONNX Runtime unrestricted (it has no such switch: the peer keeps
 #      AVX-512); bench_text.py for MiniLM at 128 tokens and UForm3-small at 64, batches 1 and 50;
 #      bench_image_model.py for ViT-S/16 and ViT-B/16, model only, batch 50;
-#   3. bench_text.py: UForm3-small at 64 tokens, batches 1 and 50 (engine f32/bf16, PyTorch f32/bf16,
+#   3. bench_text.py: UForm3-small at 64 tokens and MiniLM at 128, batches 1 and 50 (engine f32/bf16, PyTorch f32/bf16,
 #      ONNX Runtime f32), all at the machine's widest instructions (AMX);
 #   4. bench_image_model.py, model only, batch 50: ViT-S/16, then ViT-B/16 (one step each);
 #   5. UForm3-small bf16 at batch 1 on 1, half and all the threads (how the tile-split pass scales).
@@ -120,15 +121,20 @@ engine() {
 }
 export TMPDIR=${TMPDIR:-/tmp}
 
-# 1. The attention kernel A/B, alternating (A B A B).
-note "1. A/B, bf16, $THREADS threads: default (attention on the AVX-512 BF16 kernel) against UFORM_ATTENTION_BF16=0 (oneDNN's GEMM functions)"
+# 1. The fused products' A/B, alternating (A B C A B C).
+read -r -a ARMS <<<"${UFORM_CPU_HOST_ARMS:-default UFORM_GEMM_FUSED=0 UFORM_MLP_PLANES=0}"
+note "1. A/B, bf16, $THREADS threads, batch $BATCH: ${ARMS[*]}"
 for _ in 1 2; do
     for shape in vit-s16 vit-b16; do
-        for batch in "$BATCH" 1; do
-            for arm in default UFORM_ATTENTION_BF16=0; do
-                engine "$shape bf16 batch $batch" "$arm" "$BUILD/bench/bench_image_model" --shape "$shape" --mode model \
-                    --dtype bf16 --threads "$THREADS" --seconds "$TIME" --batch "$batch" --min-calls 2
-            done
+        for arm in "${ARMS[@]}"; do
+            engine "$shape bf16 batch $BATCH" "$arm" "$BUILD/bench/bench_image_model" --shape "$shape" --mode model \
+                --dtype bf16 --threads "$THREADS" --seconds "$TIME" --batch "$BATCH" --min-calls 2
+        done
+    done
+    for text in uform3:64 minilm:128; do
+        for arm in "${ARMS[@]}"; do
+            engine "${text%%:*} ${text##*:} tokens bf16 batch $BATCH" "$arm" "$BUILD/bench/bench_text" --shape "${text%%:*}" \
+                --tokens "${text##*:}" --batch "$BATCH" --dtype bf16 --threads "$THREADS" --seconds "$TIME" --min-calls 2
         done
     done
 done
@@ -139,6 +145,7 @@ for shape in vit-s16 vit-b16; do
 done
 
 # 2. The AVX2 machine, f32: the engine as intel_haswell, PyTorch bounded to AVX2, ONNX Runtime not.
+if [[ ${UFORM_CPU_HOST_AVX2:-0} == 1 ]]; then
 note "2. f32 as on an AVX2 machine: engine --cpu-class intel_haswell (oneDNN AVX2), PyTorch AVX2, ONNX Runtime unrestricted"
 boxed "avx2 bench_text" 120 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
     --seconds "$TIME" --cases minilm:128,uform3:64 --batches "1,$BATCH" --systems uform-f32,torch-f32,ort-f32 \
@@ -152,20 +159,21 @@ for shape in vit-s16 vit-b16; do
         --modes model --batches "$BATCH" --systems uform-f32,torch-f32,ort-f32 --cpu-class intel_haswell
     fresh | grep -E "^(case|vit)" | sed 's/^/  (avx2) /' >>"$SUMMARY"
 done
+fi
 
 # 3. Text towers against the peers, every system at the machine's widest instructions.
 note "3. bf16 and f32 at the machine's own class, $THREADS threads"
-boxed bench_text 85 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
-    --seconds "$TIME" --cases uform3:64 --batches "1,$BATCH"
-fresh | grep -E '^(case|uform3)' | sed 's/^/  /' >>"$SUMMARY"
+boxed bench_text 150 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
+    --seconds "$TIME" --cases uform3:64,minilm:128 --batches "1,$BATCH"
+fresh | grep -E '^(case|uform3|minilm)' | sed 's/^/  /' >>"$SUMMARY"
 
 # 4. Image towers against the peers, model only, batch 50: one step per shape.
 for shape in vit-s16 vit-b16; do
-    box=45
-    [[ $shape == vit-b16 ]] && box=75
+    box=70
+    [[ $shape == vit-b16 ]] && box=110
     boxed "bench_image_model $shape" $box python3 "$ROOT/bench/bench_image_model.py" \
         --binary "$BUILD/bench/bench_image_model" --threads "$THREADS" --seconds "$TIME" --min-calls 1 \
-        --shapes "$shape" --modes model --batches "$BATCH"
+        --shapes "$shape" --modes model --batches "1,$BATCH"
     fresh | grep -E "^(case|vit)" | sed 's/^/  /' >>"$SUMMARY"
 done
 
