@@ -8,6 +8,7 @@
  *          (`uform_encode_texts`): test_encode_verb.c; real models: test_encode_models.c.
  */
 #include "encode_harness.h"
+#include "fused_refused.h"
 
 /* ---- Tests ---- */
 
@@ -223,17 +224,6 @@ static void test_large_batch(void) {
     }
     uform_executor_free(executor);
     free(expected), free(rows), free(base), free_batch(&b), free(tower.layers), free_tensors();
-}
-
-/* Run with UFORM_GEMM_FUSED=refuse (ctest's *_fused_refused): every fused product refused, so the
- * passes' fallbacks from their fused layouts run; only where the class fuses (AMX). */
-static int skip_refused_run(void) {
-    char const *fused = getenv("UFORM_GEMM_FUSED");
-    uform_cpu_class_t cpu_class;
-    if (!fused || strcmp(fused, "refuse") != 0 || uform_cpu_detect(&cpu_class, NULL) != uform_status_ok_k) return 0;
-    if (uform_gemm_for(cpu_class).fused) return 0;
-    printf("SKIP: UFORM_GEMM_FUSED=refuse, but class %s fuses no products\n", uform_cpu_class_name(cpu_class));
-    return 1;
 }
 
 int main(void) {

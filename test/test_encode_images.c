@@ -15,7 +15,7 @@
 #include "encode_images/towers.h"
 #include "image/image.h"
 #include "internal.h"
-#include "kernels/kernels.h"
+#include "fused_refused.h"
 #include "models/model.h"
 
 #include <math.h>
@@ -421,17 +421,6 @@ static void remove_tree(char const *directory) {
         rmdir(path);
     }
     rmdir(directory);
-}
-
-/* Run with UFORM_GEMM_FUSED=refuse (ctest's *_fused_refused): every fused product refused, so the
- * passes' fallbacks from their fused layouts run; only where the class fuses (AMX). */
-static int skip_refused_run(void) {
-    char const *fused = getenv("UFORM_GEMM_FUSED");
-    uform_cpu_class_t cpu_class;
-    if (!fused || strcmp(fused, "refuse") != 0 || uform_cpu_detect(&cpu_class, NULL) != uform_status_ok_k) return 0;
-    if (uform_gemm_for(cpu_class).fused) return 0;
-    printf("SKIP: UFORM_GEMM_FUSED=refuse, but class %s fuses no products\n", uform_cpu_class_name(cpu_class));
-    return 1;
 }
 
 int main(void) {
