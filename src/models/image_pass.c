@@ -261,8 +261,10 @@ static size_t mlp_plane_width(size_t f) {
  *  planes of [tokens][width]: the up product one plane at a time (bias and GELU inside the library's
  *  kernel, each C dense), the down product as a sum over the planes (each part's A dense: oneDNN 2.6
  *  takes a strided A only through its slower GEMM, not brgemm) into `tmp`, then LayerScale into x.
- *  Cut this way, each product's operands fit a core's L2: on two Sapphire Rapids cores the down
- *  product ran 1.3-1.4 TFLOP/s as four parts of depth 768 against 0.7-0.85 at depth 3072. */
+ *  Cut this way, each product's operands fit a core's L2: on one Sapphire Rapids core (a stand-alone
+ *  oneDNN harness) the down product ran 1.3-1.4 TFLOP/s as four parts of depth 768 against 0.7-0.85
+ *  at depth 3072; in the pass on the 16-core host the planes measured level with the MLP whole, on
+ *  the 2-core VM faster (bench/RESULTS.md, 2026-12-02). */
 static void mlp_planes(image_job_t *job, image_group_t *group, atomic_size_t *up_counter, atomic_size_t *down_counter,
                        uform_image_layer_t const *layer, size_t tokens, size_t d, size_t f, double *since) {
     uform_gemm_plan_t plan = plan_for(job, 1, layer->hidden_weight.dtype, tokens, f);
