@@ -687,6 +687,36 @@ int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, siz
                                          (char *)c + main_rows * ldc * element, ldc, &args));
 }
 
+size_t uform_gemm_plane_width(size_t f) {
+    for (size_t width = 768; width >= 64; width -= 64)
+        if (f % width == 0) return width;
+    return f;
+}
+
+void uform_gemm_up_plane(uform_gemm_t const *gemm, size_t rows, size_t width, size_t k, uint16_t const *a16,
+                         uint16_t const *w16, float const *bias, uint16_t *plane, float *staging, size_t staging_ld) {
+    uform_gemm_epilogue_t fused = {.bias = bias, .gelu = 1, .bf16_out = 1};
+    if (uform_gemm_tile_bf16_fused(gemm, rows, width, k, a16, k, w16, k, plane, width, &fused)) return;
+    /* Refused: the f32 product, the class's GELU, then bf16. */
+    uform_gemm_tile_bf16(gemm, rows, width, k, a16, k, w16, k, staging, staging_ld);
+    gemm->kernels->bias_gelu(staging, staging_ld, rows, width, bias);
+    for (size_t i = 0; i < rows; ++i) gemm->kernels->f32_to_bf16(staging + i * staging_ld, plane + i * width, width);
+}
+
+void uform_gemm_down_planes(uform_gemm_t const *gemm, size_t rows, size_t n, size_t width, size_t parts,
+                            uint16_t const *planes, size_t plane_stride, uint16_t const *w16, size_t ldw, float *c,
+                            float *staging) {
+    for (size_t p = 0; p < parts; ++p) {
+        uint16_t const *plane = planes + p * plane_stride;
+        uform_gemm_epilogue_t fused = {.accumulate = p > 0};
+        if (uform_gemm_tile_bf16_fused(gemm, rows, n, width, plane, width, w16 + p * width, ldw, c, n, &fused)) continue;
+        /* Refused: this part's product apart, then summed (a refused call left C as it was). */
+        uform_gemm_tile_bf16(gemm, rows, n, width, plane, width, w16 + p * width, ldw, p ? staging : c, n);
+        if (p)
+            for (size_t i = 0; i < rows * n; ++i) c[i] += staging[i];
+    }
+}
+
 uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
     uform_gemm_t gemm = {.kernels = uform_kernels_for(cpu_class),
                          .use_library = cpu_class != uform_cpu_class_serial_k,
@@ -695,9 +725,10 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
     char const *pack_split = getenv("UFORM_GEMM_PACK_SPLIT"), *attention = getenv("UFORM_ATTENTION_MATMUL");
     gemm.pack_split = !(pack_split && strcmp(pack_split, "0") == 0); /* packed by default: measured faster */
     gemm.attention_matmul = attention && strcmp(attention, "1") == 0;
-    char const *fused = getenv("UFORM_GEMM_FUSED");
+    char const *fused = getenv("UFORM_GEMM_FUSED"), *planes = getenv("UFORM_MLP_PLANES");
     /* `refuse`: the passes take their fused layouts, and every fused call is refused (the tests of
      * the fallbacks). */
     gemm.fused = !gemm.matmul || (fused && strcmp(fused, "0") == 0) ? 0 : fused && strcmp(fused, "refuse") == 0 ? 2 : 1;
+    gemm.mlp_planes = gemm.fused && !(planes && strcmp(planes, "0") == 0);
     return gemm;
 }

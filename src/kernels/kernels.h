@@ -137,6 +137,10 @@ typedef struct uform_gemm_t {
      *  `UFORM_GEMM_FUSED=0` as `uform_gemm_for` ran; 2 when it is `refuse` (the passes take the
      *  layouts of the fused path and every fused call is refused: the tests of their fallbacks). */
     int fused;
+    /** Where `fused`: the passes run an MLP over planes of its hidden activations
+     *  (`uform_gemm_up_plane`, `uform_gemm_down_planes`); 0 when `UFORM_MLP_PLANES=0` as
+     *  `uform_gemm_for` ran (A/B). */
+    int mlp_planes;
 } uform_gemm_t;
 
 /** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
@@ -224,6 +228,30 @@ typedef struct uform_gemm_epilogue_t {
  *  `UFORM_GEMM_FUSED=refuse` refuses every call (the passes' fallbacks, tested so). */
 int uform_gemm_tile_bf16_fused(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, uint16_t const *a16, size_t lda,
                                uint16_t const *w16, size_t ldw, void *c, size_t ldc, uform_gemm_epilogue_t const *epilogue);
+
+/** @brief Columns of each plane an MLP's hidden activations (`f` wide) are cut into on the fused path:
+ *  the widest multiple of 64 up to 768 that divides `f` (ViT-B/16's 3,072: four of 768; 1,536: two),
+ *  else `f` itself. Cut this way, each product's operands fit a core's L2: on one Sapphire Rapids
+ *  core (a stand-alone oneDNN harness) a down product of depth 3,072 ran 1.3-1.4 TFLOP/s as four
+ *  parts of 768 against 0.7-0.85 whole (oneDNN 2.6 takes a strided A only through its slower GEMM,
+ *  so the parts' A must be planes of their own; bench/RESULTS.md, 2026-12-02). */
+size_t uform_gemm_plane_width(size_t f);
+
+/** @brief One row tile of an MLP's up product into one plane: GELU(A W^T + bias) in bf16, `rows` x
+ *  `width` (rows `width` apart), A (`k` wide, dense) and W (the plane's `width` rows of `k`) in bf16,
+ *  `bias` the plane's. Inside the library's kernel where `uform_gemm_tile_bf16_fused` runs; where it
+ *  refuses, the f32 product goes through `staging` (rows `staging_ld` apart), then the class's GELU. */
+void uform_gemm_up_plane(uform_gemm_t const *gemm, size_t rows, size_t width, size_t k, uint16_t const *a16,
+                         uint16_t const *w16, float const *bias, uint16_t *plane, float *staging, size_t staging_ld);
+
+/** @brief One row tile of an MLP's down product over `parts` planes: C (f32, `rows` x `n`, dense) =
+ *  sum over p of plane_p W_p^T, plane p at `planes + p * plane_stride` (rows `width` apart), W [n][ldw]
+ *  in bf16 whose columns [p width, (p + 1) width) multiply plane p. Each part is summed inside the
+ *  library's kernel where it can; a refused part goes through `staging` (`rows` x `n` floats). No
+ *  bias: the caller's epilogue adds it. */
+void uform_gemm_down_planes(uform_gemm_t const *gemm, size_t rows, size_t n, size_t width, size_t parts,
+                            uint16_t const *planes, size_t plane_stride, uint16_t const *w16, size_t ldw, float *c,
+                            float *staging);
 
 /** @brief Attention of `rows` queries over `length` keys in plain loops, for one head: scores
  *  (`rows` x `length` floats of `scores`) = q k^T x `scale`, softmax by `kernels->softmax_rows`,

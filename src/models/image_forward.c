@@ -105,8 +105,6 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
     job->attention16 = uform_attention_bf16_for_gemm(&job->gemm, cpu_class);
-    char const *mlp_planes = getenv("UFORM_MLP_PLANES");
-    job->mlp_planes = !(mlp_planes && strcmp(mlp_planes, "0") == 0);
     job->threads = threads;
     job->count = count;
     job->statuses = statuses;

@@ -249,58 +249,32 @@ static int attention_bf16(image_job_t *job, size_t thread, uint16_t const *q16, 
     return done;
 }
 
-/** Columns of each plane the MLP's hidden activations are cut into (`mlp_planes`): the widest multiple
- *  of 64 up to 768 that divides `f` (ViT-B/16: four of 768, ViT-S/16: two), or `f` itself. */
-static size_t mlp_plane_width(size_t f) {
-    for (size_t width = 768; width >= 64; width -= 64)
-        if (f % width == 0) return width;
-    return f;
-}
-
-/** The MLP of a one-thread group on the fused path, its hidden activations in bf16 as `f / width`
- *  planes of [tokens][width]: the up product one plane at a time (bias and GELU inside the library's
- *  kernel, each C dense), the down product as a sum over the planes (each part's A dense: oneDNN 2.6
- *  takes a strided A only through its slower GEMM, not brgemm) into `tmp`, then LayerScale into x.
- *  Cut this way, each product's operands fit a core's L2: on one Sapphire Rapids core (a stand-alone
- *  oneDNN harness) the down product ran 1.3-1.4 TFLOP/s as four parts of depth 768 against 0.7-0.85
- *  at depth 3072; in the pass on the 16-core host the planes measured level with the MLP whole, on
- *  the 2-core VM faster (bench/RESULTS.md, 2026-12-02). */
+/** The MLP of a one-thread group on the fused path, its hidden activations in bf16 as planes of
+ *  [tokens][`uform_gemm_plane_width`]: the up product a plane at a time (bias and GELU inside the
+ *  library's kernel), the down product as a sum over the planes into `tmp`, then bias and LayerScale
+ *  into x. */
 static void mlp_planes(image_job_t *job, image_group_t *group, atomic_size_t *up_counter, atomic_size_t *down_counter,
                        uform_image_layer_t const *layer, size_t tokens, size_t d, size_t f, double *since) {
     uform_gemm_plan_t plan = plan_for(job, 1, layer->hidden_weight.dtype, tokens, f);
     uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, 1);
-    size_t width = mlp_plane_width(f), parts = f / width;
+    size_t width = uform_gemm_plane_width(f), parts = f / width;
     uint16_t const *up_w = (uint16_t const *)layer->hidden_weight.data, *down_w = (uint16_t const *)layer->output_weight.data;
     float const *up_b = (float const *)layer->hidden_bias.data, *down_b = (float const *)layer->output_bias.data;
     float const *gamma = (float const *)layer->ls2.data;
     for (size_t task; (task = atomic_fetch_add_explicit(up_counter, 1, memory_order_relaxed)) < plan.tiles_m * parts;) {
         size_t i0 = task / parts * plan.rows_per_tile, p = task % parts;
         size_t rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
-        uint16_t *plane = group->ffn16 + p * tokens * width + i0 * width;
-        uform_gemm_epilogue_t fused = {.bias = up_b + p * width, .gelu = 1, .bf16_out = 1};
-        if (!uform_gemm_tile_bf16_fused(&gemm, rows, width, d, group->a16 + i0 * d, d, up_w + p * width * d, d, plane, width,
-                                        &fused)) { /* refused: the f32 product, our GELU, then bf16 */
-            float *ct = group->ffn + i0 * f + p * width;
-            uform_gemm_tile_bf16(&gemm, rows, width, d, group->a16 + i0 * d, d, up_w + p * width * d, d, ct, f);
-            job->kernels->bias_gelu(ct, f, rows, width, up_b + p * width);
-            for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * f, plane + i * width, width);
-        }
+        /* A refusal stages through the f32 activations, unused on this path. */
+        uform_gemm_up_plane(&gemm, rows, width, d, group->a16 + i0 * d, up_w + p * width * d, up_b + p * width,
+                            group->ffn16 + p * tokens * width + i0 * width, group->ffn + i0 * f + p * width, f);
         profile_step("gemm up", since);
     }
     barrier(group);
     for (size_t tile; (tile = atomic_fetch_add_explicit(down_counter, 1, memory_order_relaxed)) < plan.tiles_m;) {
         size_t i0 = tile * plan.rows_per_tile, rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
         float *ct = group->tmp + i0 * d;
-        for (size_t p = 0; p < parts; ++p) {
-            uint16_t const *plane = group->ffn16 + p * tokens * width + i0 * width;
-            uform_gemm_epilogue_t fused = {.accumulate = p > 0};
-            if (uform_gemm_tile_bf16_fused(&gemm, rows, d, width, plane, width, down_w + p * width, f, ct, d, &fused)) continue;
-            /* refused: this part's product apart (in the f32 activations, unused here), then summed */
-            float *part = group->ffn + i0 * f;
-            uform_gemm_tile_bf16(&gemm, rows, d, width, plane, width, down_w + p * width, f, p ? part : ct, d);
-            if (p)
-                for (size_t i = 0; i < rows * d; ++i) ct[i] += part[i];
-        }
+        uform_gemm_down_planes(&gemm, rows, d, width, parts, group->ffn16 + i0 * width, tokens * width, down_w, f, ct,
+                               group->ffn + i0 * f);
         profile_step("gemm down", since);
         job->kernels->bias_residual(ct, d, rows, d, down_b, NULL, 0);
         for (size_t i = 0; i < rows; ++i) {
@@ -485,7 +459,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
                        &layer->norm2_bias, epsilon, group->a16);
-        if (job->mlp_planes && group->threads == 1 && !fuse && group->a16 && group->ffn16 && job->gemm.fused) {
+        if (job->gemm.mlp_planes && group->threads == 1 && !fuse && group->a16 && group->ffn16) {
             atomic_size_t *up_counter = &group->counters[(*phase)++];
             double since = profile_start();
             mlp_planes(job, group, up_counter, &group->counters[(*phase)++], layer, tokens, d, f, &since);

@@ -60,9 +60,6 @@ typedef struct image_job_t {
     size_t rgb_bytes;
     uform_status_t *item;         /**< [count] decoding status of each image. */
     int predecoded;               /**< `rgb` and `item` were filled before submission. */
-    /** One-thread groups on the fused path run the MLP over planes of its hidden activations
-     *  (image_pass.c, `mlp_planes`); 0 when UFORM_MLP_PLANES=0 (A/B). */
-    int mlp_planes;
     int strict;                   /**< No statuses: one failure fails the call. */
     uform_status_t *statuses;
     uform_image_preprocess_options_t preprocess;

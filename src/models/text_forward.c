@@ -253,51 +253,28 @@ static int plane_tile(size_t tokens, size_t task, size_t *i0, size_t *rows) {
     return 0;
 }
 
-/** The MLP of a one-thread group on the fused path with its hidden activations in bf16 as `inter /
- *  width` planes of [tokens][width] (as the image pass's `mlp_planes`): the up product a plane at a
+/** The MLP of a one-thread group on the fused path with its hidden activations in bf16 as planes of
+ *  [tokens][`uform_gemm_plane_width`] (as the image pass's `mlp_planes`): the up product a plane at a
  *  time (bias and GELU inside the library's kernel), the down product as a sum over the planes into
  *  `tmp`, then bias and residual (x) added; the LayerNorm phase follows as before. */
 static void mlp_planes(forward_job_t *job, forward_group_t *group, atomic_size_t *up_counter, atomic_size_t *down_counter,
                        uform_text_layer_t const *layer, size_t tokens, size_t hidden, size_t inter) {
-    uform_gemm_t gemm = job->gemm;
-    size_t width = inter;
-    for (size_t w = 768; w >= 64; w -= 64)
-        if (inter % w == 0) {
-            width = w;
-            break;
-        }
-    size_t parts = inter / width;
+    size_t width = uform_gemm_plane_width(inter), parts = inter / width;
     uint16_t const *up_w = (uint16_t const *)layer->intermediate_weight.data, *down_w = (uint16_t const *)layer->output_weight.data;
     float const *up_b = (float const *)layer->intermediate_bias.data, *down_b = (float const *)layer->output_bias.data;
     for (size_t task, i0, rows; (task = atomic_fetch_add_explicit(up_counter, 1, memory_order_relaxed),
                                 plane_tile(tokens, task / parts, &i0, &rows));) {
-        size_t p = task % parts;
-        uint16_t *plane = group->ffn16 + p * tokens * width + i0 * width;
-        uform_gemm_epilogue_t fused = {.bias = up_b + p * width, .gelu = 1, .bf16_out = 1};
-        if (uform_gemm_tile_bf16_fused(&gemm, rows, width, hidden, group->a16 + i0 * hidden, hidden, up_w + p * width * hidden,
-                                       hidden, plane, width, &fused))
-            continue;
-        float *ct = group->ffn + i0 * inter + p * width; /* refused: the f32 product, our GELU, then bf16 */
-        uform_gemm_tile_bf16(&gemm, rows, width, hidden, group->a16 + i0 * hidden, hidden, up_w + p * width * hidden, hidden,
-                             ct, inter);
-        job->kernels->bias_gelu(ct, inter, rows, width, up_b + p * width);
-        for (size_t i = 0; i < rows; ++i) job->kernels->f32_to_bf16(ct + i * inter, plane + i * width, width);
+        size_t p = task % parts; /* a refusal stages through the f32 activations, unused on this path */
+        uform_gemm_up_plane(&job->gemm, rows, width, hidden, group->a16 + i0 * hidden, up_w + p * width * hidden,
+                            up_b + p * width, group->ffn16 + p * tokens * width + i0 * width,
+                            group->ffn + i0 * inter + p * width, inter);
     }
     forward_barrier(group);
     for (size_t task, i0, rows; (task = atomic_fetch_add_explicit(down_counter, 1, memory_order_relaxed),
                                 plane_tile(tokens, task, &i0, &rows));) {
         float *ct = group->tmp + i0 * hidden;
-        for (size_t p = 0; p < parts; ++p) {
-            uint16_t const *plane = group->ffn16 + p * tokens * width + i0 * width;
-            uform_gemm_epilogue_t fused = {.accumulate = p > 0};
-            if (uform_gemm_tile_bf16_fused(&gemm, rows, hidden, width, plane, width, down_w + p * width, inter, ct, hidden,
-                                           &fused))
-                continue;
-            float *part = group->ffn + i0 * inter; /* refused: this part apart (f32 activations unused here), then summed */
-            uform_gemm_tile_bf16(&gemm, rows, hidden, width, plane, width, down_w + p * width, inter, p ? part : ct, hidden);
-            if (p)
-                for (size_t i = 0; i < rows * hidden; ++i) ct[i] += part[i];
-        }
+        uform_gemm_down_planes(&job->gemm, rows, hidden, width, parts, group->ffn16 + i0 * width, tokens * width, down_w,
+                               inter, ct, group->ffn + i0 * inter);
         job->kernels->bias_residual(ct, hidden, rows, hidden, down_b, group->x + i0 * hidden, hidden);
     }
     forward_barrier(group);
@@ -395,7 +372,7 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
                    &layer->attention_norm_weight, &layer->attention_norm_bias, epsilon, group->a16);
         forward_barrier(group);
         /* MLP: up + bias + GELU, down + bias + residual, LayerNorm into x. */
-        if (job->mlp_planes && group->threads == 1 && group->a16 && group->ffn16 && job->gemm.fused) {
+        if (job->gemm.mlp_planes && group->threads == 1 && group->a16 && group->ffn16) {
             atomic_size_t *up_counter = &group->counters[(*phase)++];
             mlp_planes(job, group, up_counter, &group->counters[(*phase)++], layer, tokens, hidden, inter);
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->tmp, group->x, hidden,

@@ -81,9 +81,6 @@ typedef struct forward_job_t {
     /** The bf16 attention kernel of the class (AMX tiles, else AVX-512 BF16) for bf16 towers (as the
      *  image pass's), reading `qkv16`; NULL: attention's products in f32 through oneDNN. */
     uform_attention_bf16_t attention16;
-    /** One-thread groups on the fused path run the MLP over planes of its hidden activations
-     *  (text_forward.c, `mlp_planes`); 0 when UFORM_MLP_PLANES=0 (A/B). */
-    int mlp_planes;
     size_t packed_offset; /**< Floats into each thread's scratch of the kernel's packed keys and values. */
     size_t threads;
     forward_thread_t *per_thread;

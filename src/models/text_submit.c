@@ -87,8 +87,6 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
     job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k ? uform_attention_bf16_for_gemm(&job->gemm, cpu_class) : NULL;
-    char const *mlp_planes = getenv("UFORM_MLP_PLANES");
-    job->mlp_planes = !(mlp_planes && strcmp(mlp_planes, "0") == 0);
     job->threads = threads;
     job->count = count;
 
