@@ -28,6 +28,7 @@
 #include "../test/encode_images/towers.h"
 #include "../tools/strict_number.h"
 #include "bench_cpu_class.h"
+#include "call_times.h"
 
 #include <uform.h>
 #include "models/text_vram.h" // `uform_text_vram_profile_report`
@@ -204,6 +205,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     size_t calls = 0;
+    call_times_t times = {0};
     struct timespec cpu_start, cpu_end;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
     double start = now(), elapsed, best = 1e30;
@@ -215,6 +217,7 @@ int main(int argc, char **argv) {
         }
         double took = now() - before;
         if (took < best) best = took;
+        call_times_add(&times, took);
         ++calls;
         elapsed = now() - start;
     } while (elapsed < seconds || calls < min_calls);
@@ -228,6 +231,8 @@ int main(int argc, char **argv) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(calls * batch) / elapsed;
+    double median = call_times_quantile(&times, 0.5), p90 = call_times_quantile(&times, 0.9);
+    call_times_free(&times);
     /* FLOPs per image: the patch product, per layer the four d x d products, the MLP's two and attention's two. */
     double d = (double)spec->dim, S = 1.0 + (double)(spec->image_size / spec->patch) * (double)(spec->image_size / spec->patch);
     double per_image = 2.0 * (S - 1.0) * 3.0 * spec->patch * spec->patch * d +
@@ -236,15 +241,18 @@ int main(int argc, char **argv) {
     if (json)
         printf("{\"system\": \"uform%s\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "
                "\"threads\": %zu, \"devices\": %zu, \"cpu_class\": \"%s\", \"images_per_second\": %.2f, "
-               "\"best_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, \"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
+               "\"best_call_ms\": %.3f, \"median_call_ms\": %.3f, \"p90_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, "
+               "\"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
-               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, cpu_per_call * 1e3, tflops,
+               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, median * 1e3, p90 * 1e3, cpu_per_call * 1e3,
+               tflops,
                usage.ru_maxrss / 1024.0);
     else
-        printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s), class %s: %.2f images/s, best call %.3f ms, "
-               "CPU %.3f ms per call, %.2f TFLOP/s, peak RSS %.1f MiB\n",
+        printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s), class %s: %.2f images/s, best call %.3f ms "
+               "(median %.3f, p90 %.3f), CPU %.3f ms per call, %.2f TFLOP/s, peak RSS %.1f MiB\n",
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
-               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, cpu_per_call * 1e3, tflops,
+               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, median * 1e3, p90 * 1e3, cpu_per_call * 1e3,
+               tflops,
                usage.ru_maxrss / 1024.0);
     if (devices) uform_text_vram_profile_report(stderr);
     else if (uform_cpu_profiling()) uform_cpu_profile_report(stderr);

@@ -27,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "random_text_tower.h"
 #include "bench_cpu_class.h"
+#include "call_times.h"
 #include "../tools/strict_number.h"
 
 #include <stdio.h>
@@ -107,6 +108,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     size_t calls = 0;
+    call_times_t times = {0};
     struct timespec cpu_start, cpu_end;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
     double start = uform_now_seconds(), elapsed, best = 1e30;
@@ -118,6 +120,7 @@ int main(int argc, char **argv) {
         }
         double took = uform_now_seconds() - before;
         if (took < best) best = took;
+        call_times_add(&times, took);
         ++calls;
         elapsed = uform_now_seconds() - start;
     } while (elapsed < seconds || calls < min_calls);
@@ -131,17 +134,19 @@ int main(int argc, char **argv) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(calls * batch) / elapsed;
+    double median = call_times_quantile(&times, 0.5), p90 = call_times_quantile(&times, 0.9);
+    call_times_free(&times);
     char const *class_name = uform_cpu_class_name(description.cpu_class);
     if (json)
         printf("{\"system\": \"uform\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
                "\"threads\": %zu, \"cpu_class\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, "
-               "\"cpu_ms_per_call\": %.3f, \"peak_rss_mib\": %.1f}\n",
-               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3,
+               "\"median_call_ms\": %.3f, \"p90_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, \"peak_rss_mib\": %.1f}\n",
+               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3, median * 1e3, p90 * 1e3,
                cpu_per_call * 1e3, usage.ru_maxrss / 1024.0);
     else
-        printf("uform %s %s: %zu tokens, batch %zu, %zu threads, class %s: %.1f texts/s, best call %.3f ms, peak RSS "
-               "%.1f MiB\n",
-               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3,
+        printf("uform %s %s: %zu tokens, batch %zu, %zu threads, class %s: %.1f texts/s, best call %.3f ms "
+               "(median %.3f, p90 %.3f), peak RSS %.1f MiB\n",
+               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3, median * 1e3, p90 * 1e3,
                usage.ru_maxrss / 1024.0);
     if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
     uform_executor_free(executor);

@@ -309,13 +309,17 @@ int uform_attention_bf16_mode(void);
 /** @brief Bytes of `packed` for `uform_attention_bf16_t` over `rows` queries and `length` keys. */
 size_t uform_attention_bf16_bytes(size_t rows, size_t length, size_t head);
 
-/** @brief A barrier between the phases of a forward pass: spins briefly, then sleeps on a futex.
+/** @brief A barrier between the phases of a forward pass: spins `uform_phase_spin_seconds`, then
+ *  sleeps on a futex.
  *  Zero-initialised; every one of `threads` threads calls `uform_phase_barrier_wait` with the same
  *  count, and it is reusable phase after phase. */
 typedef struct uform_phase_barrier_t {
     atomic_uint arrived, generation, sleepers;
 } uform_phase_barrier_t;
 void uform_phase_barrier_wait(uform_phase_barrier_t *barrier, size_t threads);
+/** @brief How long a thread spins at a phase barrier before sleeping: UFORM_PHASE_SPIN_US
+ *  microseconds (0 to 100,000), read once, else 100 us. */
+double uform_phase_spin_seconds(void);
 
 /** @brief How a phase's GEMM of `m` x `n` splits into tiles that `threads` threads take one at a
  *  time: row tiles of 128 to 512 while each thread keeps two, columns split (in multiples of 16, at

@@ -10,14 +10,35 @@
 
 #include <limits.h>  // `INT_MAX`
 #include <pthread.h> // `pthread_mutex_t`
+#include <sched.h>   // `sched_yield`
 #include <stdio.h>   // `fprintf`
 #include <stdlib.h>  // `qsort_r`, `getenv`, `strtoul`
 #include <string.h>  // `strcmp`
 
-/** Spins at a barrier before sleeping on the futex. */
-#define UFORM_PHASE_BARRIER_SPINS 4096u
+/** How long a thread spins at a barrier before it sleeps on the futex, unless UFORM_PHASE_SPIN_US
+ *  says otherwise (microseconds, 0 to 100,000). */
+#define UFORM_PHASE_SPIN_SECONDS 100e-6
+/** How long a spin at a barrier runs before it yields its core at every look at the clock. */
+#define UFORM_PHASE_SPIN_YIELD_AFTER 20e-6
+/** Pauses between two looks at the clock while spinning at a barrier. */
+#define UFORM_PHASE_SPIN_CLOCK_EVERY 64u
 /** Rows per GEMM tile when rows are many; up to four times this while every thread keeps two tiles. */
 #define UFORM_GEMM_TILE_ROWS 128
+
+static double phase_spin_seconds = UFORM_PHASE_SPIN_SECONDS;
+static pthread_once_t phase_spin_once = PTHREAD_ONCE_INIT;
+
+static void phase_spin_init(void) {
+    char const *value = getenv("UFORM_PHASE_SPIN_US");
+    char *end = NULL;
+    unsigned long micros = value && *value ? strtoul(value, &end, 10) : 0;
+    if (end && *end == 0 && micros <= 100000) phase_spin_seconds = (double)micros * 1e-6;
+}
+
+double uform_phase_spin_seconds(void) {
+    pthread_once(&phase_spin_once, phase_spin_init);
+    return phase_spin_seconds;
+}
 
 void uform_phase_barrier_wait(uform_phase_barrier_t *barrier, size_t threads) {
     if (threads == 1) return;
@@ -28,8 +49,20 @@ void uform_phase_barrier_wait(uform_phase_barrier_t *barrier, size_t threads) {
         if (atomic_load(&barrier->sleepers)) uform_futex_wake((uint32_t *)&barrier->generation, INT_MAX);
         return;
     }
-    for (unsigned spin = 0; spin < UFORM_PHASE_BARRIER_SPINS; ++spin) {
+    /* Spin for a time, not a count: `pause` lasts from about 10 to 140 cycles by CPU. A thread that
+     * sleeps costs the phase its wake-up (a futex wake, and on a virtual machine the halted vCPU's
+     * return), so the spin outlasts the usual imbalance of a phase; past the first
+     * UFORM_PHASE_SPIN_YIELD_AFTER seconds it yields at every look at the clock, so that where threads
+     * outnumber cores a spinning thread does not hold the core a late one waits for. */
+    double spin = uform_phase_spin_seconds(), started = 0;
+    for (unsigned pauses = 0;; ++pauses) {
         if (atomic_load_explicit(&barrier->generation, memory_order_acquire) != generation) return;
+        if (pauses % UFORM_PHASE_SPIN_CLOCK_EVERY == 0) {
+            double now = uform_now_seconds();
+            if (pauses == 0) started = now;
+            else if (now - started >= spin) break;
+            else if (now - started >= UFORM_PHASE_SPIN_YIELD_AFTER) sched_yield();
+        }
         uform_spin_pause();
     }
     atomic_fetch_add(&barrier->sleepers, 1);
