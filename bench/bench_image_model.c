@@ -41,7 +41,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef UFORM_BENCH_PHOTOS
@@ -58,12 +57,6 @@ static tower_spec_t const bench_specs[] = {
     {"vit-s16", 384, 6, 12, 16, 224, 256, 0, "cls", 11},
     {"vit-b16", 768, 12, 12, 16, 224, 256, 0, "cls", 12},
 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static char *slurp(char const *path, size_t *size) {
     FILE *f = fopen(path, "rb");
@@ -83,6 +76,21 @@ static void remove_tower(char const *directory) {
     snprintf(path, sizeof path, "%s/config.json", directory), unlink(path);
     snprintf(path, sizeof path, "%s/image_encoder.safetensors", directory), unlink(path);
     rmdir(directory);
+}
+
+/** One timed call: the batch through the verb. */
+typedef struct image_call_t {
+    uform_executor_t executor;
+    uform_model_t model;
+    uform_image_t const *images;
+    size_t batch;
+    uform_embeddings_t *out;
+    uform_status_t *statuses;
+} image_call_t;
+
+static int encode_images(void *context) {
+    image_call_t const *c = (image_call_t const *)context;
+    return uform_encode_images(c->executor, c->model, c->images, c->batch, c->out, c->statuses, NULL) != uform_status_ok_k;
 }
 
 int main(int argc, char **argv) {
@@ -199,40 +207,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
-    for (int w = 0; w < 1; ++w) /* one warm-up call */
-        if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
-            fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
-            return 1;
-        }
-    size_t calls = 0;
-    call_times_t times = {0};
-    struct timespec cpu_start, cpu_end;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
-    double start = now(), elapsed, best = 1e30;
-    do {
-        double before = now();
-        if (uform_encode_images(executor, model, images, batch, &out, statuses, NULL) != uform_status_ok_k) {
-            fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
-            return 1;
-        }
-        double took = now() - before;
-        if (took < best) best = took;
-        call_times_add(&times, took);
-        ++calls;
-        elapsed = now() - start;
-    } while (elapsed < seconds || calls < min_calls);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_end);
-    double cpu_per_call = ((double)(cpu_end.tv_sec - cpu_start.tv_sec) + (double)(cpu_end.tv_nsec - cpu_start.tv_nsec) * 1e-9) /
-                          (double)calls;
+    /* One warm-up call, then as many as fit in `seconds`. */
+    image_call_t call = {executor, model, images, batch, &out, statuses};
+    call_summary_t timed;
+    if (encode_images(&call) != 0 || !call_times_run(encode_images, &call, seconds, min_calls, &timed)) {
+        fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
+        return 1;
+    }
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
         fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
-    double rate = (double)(calls * batch) / elapsed;
-    double median = call_times_quantile(&times, 0.5), p90 = call_times_quantile(&times, 0.9);
-    call_times_free(&times);
+    double rate = (double)(timed.calls * batch) / timed.elapsed;
     /* FLOPs per image: the patch product, per layer the four d x d products, the MLP's two and attention's two. */
     double d = (double)spec->dim, S = 1.0 + (double)(spec->image_size / spec->patch) * (double)(spec->image_size / spec->patch);
     double per_image = 2.0 * (S - 1.0) * 3.0 * spec->patch * spec->patch * d +
@@ -244,14 +232,14 @@ int main(int argc, char **argv) {
                "\"best_call_ms\": %.3f, \"median_call_ms\": %.3f, \"p90_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, "
                "\"tflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
-               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, median * 1e3, p90 * 1e3, cpu_per_call * 1e3,
+               uform_cpu_class_name(description.cpu_class), rate, timed.best * 1e3, timed.median * 1e3, timed.p90 * 1e3, timed.cpu_per_call * 1e3,
                tflops,
                usage.ru_maxrss / 1024.0);
     else
         printf("uform%s %s %s %s: batch %zu, %zu threads, %zu device(s), class %s: %.2f images/s, best call %.3f ms "
                "(median %.3f, p90 %.3f), CPU %.3f ms per call, %.2f TFLOP/s, peak RSS %.1f MiB\n",
                devices ? "-gpu" : "", shape, mode, dtype_name, batch, description.threads_count, devices,
-               uform_cpu_class_name(description.cpu_class), rate, best * 1e3, median * 1e3, p90 * 1e3, cpu_per_call * 1e3,
+               uform_cpu_class_name(description.cpu_class), rate, timed.best * 1e3, timed.median * 1e3, timed.p90 * 1e3, timed.cpu_per_call * 1e3,
                tflops,
                usage.ru_maxrss / 1024.0);
     if (devices) uform_text_vram_profile_report(stderr);

@@ -35,7 +35,6 @@
 #include <string.h>
 #include <math.h>
 #include <sys/resource.h>
-#include <time.h> // `clock_gettime`
 
 /** Pins (or unpins) the tower's matrices for the matmul primitive's packed weights (kernels.h). */
 static void pin_tower(uform_text_tower_t const *t, uform_dtype_t dtype, void (*pin)(void const *, size_t)) {
@@ -47,6 +46,22 @@ static void pin_tower(uform_text_tower_t const *t, uform_dtype_t dtype, void (*p
         for (size_t w = 0; w < 6; ++w) pin(weights[w]->data, weights[w]->rows * weights[w]->cols * element);
     }
     if (t->projection.data) pin(t->projection.data, t->projection.rows * t->projection.cols * element);
+}
+
+/** One timed call: the batch's ids through the verb. */
+typedef struct text_call_t {
+    uform_executor_t executor;
+    struct uform_model_s const *model;
+    int32_t const *ids;
+    size_t const *offsets;
+    size_t batch;
+    uform_embeddings_t *out;
+} text_call_t;
+
+static int encode_ids(void *context) {
+    text_call_t const *c = (text_call_t const *)context;
+    return uform_text_encode_ids(c->executor, c->model, c->ids, c->offsets, c->batch, NULL, NULL, c->out, NULL) !=
+           uform_status_ok_k;
 }
 
 int main(int argc, char **argv) {
@@ -101,52 +116,31 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_text: %s\n", uform_error_message());
         return 1;
     }
-    /* Warm-up, then as many calls as fit in `seconds`; batch 1 also reports its median latency. */
-    for (int w = 0; w < 2; ++w)
-        if (uform_text_encode_ids(executor, &model, ids, offsets, batch, NULL, NULL, &out, NULL) != uform_status_ok_k) {
-            fprintf(stderr, "bench_text: %s\n", uform_error_message());
-            return 1;
-        }
-    size_t calls = 0;
-    call_times_t times = {0};
-    struct timespec cpu_start, cpu_end;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
-    double start = uform_now_seconds(), elapsed, best = 1e30;
-    do {
-        double before = uform_now_seconds();
-        if (uform_text_encode_ids(executor, &model, ids, offsets, batch, NULL, NULL, &out, NULL) != uform_status_ok_k) {
-            fprintf(stderr, "bench_text: %s\n", uform_error_message());
-            return 1;
-        }
-        double took = uform_now_seconds() - before;
-        if (took < best) best = took;
-        call_times_add(&times, took);
-        ++calls;
-        elapsed = uform_now_seconds() - start;
-    } while (elapsed < seconds || calls < min_calls);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_end);
-    double cpu_per_call = ((double)(cpu_end.tv_sec - cpu_start.tv_sec) + (double)(cpu_end.tv_nsec - cpu_start.tv_nsec) * 1e-9) /
-                          (double)calls;
+    /* Two warm-up calls, then as many as fit in `seconds`. */
+    text_call_t call = {executor, &model, ids, offsets, batch, &out};
+    call_summary_t timed;
+    if (encode_ids(&call) != 0 || encode_ids(&call) != 0 || !call_times_run(encode_ids, &call, seconds, min_calls, &timed)) {
+        fprintf(stderr, "bench_text: %s\n", uform_error_message());
+        return 1;
+    }
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k) {
         fprintf(stderr, "bench_text: %s\n", uform_error_message());
         return 1;
     }
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
-    double rate = (double)(calls * batch) / elapsed;
-    double median = call_times_quantile(&times, 0.5), p90 = call_times_quantile(&times, 0.9);
-    call_times_free(&times);
+    double rate = (double)(timed.calls * batch) / timed.elapsed;
     char const *class_name = uform_cpu_class_name(description.cpu_class);
     if (json)
         printf("{\"system\": \"uform\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
                "\"threads\": %zu, \"cpu_class\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, "
                "\"median_call_ms\": %.3f, \"p90_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, \"peak_rss_mib\": %.1f}\n",
-               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3, median * 1e3, p90 * 1e3,
-               cpu_per_call * 1e3, usage.ru_maxrss / 1024.0);
+               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, timed.best * 1e3, timed.median * 1e3, timed.p90 * 1e3,
+               timed.cpu_per_call * 1e3, usage.ru_maxrss / 1024.0);
     else
         printf("uform %s %s: %zu tokens, batch %zu, %zu threads, class %s: %.1f texts/s, best call %.3f ms "
                "(median %.3f, p90 %.3f), peak RSS %.1f MiB\n",
-               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, best * 1e3, median * 1e3, p90 * 1e3,
+               shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, timed.best * 1e3, timed.median * 1e3, timed.p90 * 1e3,
                usage.ru_maxrss / 1024.0);
     if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
     uform_executor_free(executor);
