@@ -51,6 +51,27 @@ void uform_failure_save(uform_failure_t *failure, uform_status_t status);
 uform_status_t uform_failure_raise(uform_failure_t const *failure);
 
 
+/* ---- A model's files (files.c) ---- */
+
+struct stat;
+
+/**
+ *  @brief Opens `path` for reading when it is a regular file, without blocking on a FIFO or a
+ *  device: its descriptor (close-on-exec) and its `fstat` in `info`; else -1 with SYSTEM_ERROR
+ *  recorded, naming the path and what it is (a directory, a FIFO, ...). With `missing` not NULL, a
+ *  path that does not exist gives -1 with `*missing` set and nothing recorded.
+ */
+int uform_open_regular_file(char const *path, struct stat *info, int *missing);
+
+/**
+ *  @brief Reads a whole regular file of at most `max_bytes` (`too_large` past that, naming the path
+ *  and both sizes) into `*text`, NUL-terminated (free it), its size in `*length`. Refuses what
+ *  `uform_open_regular_file` refuses; with `missing` not NULL an absent file is OK with `*missing`
+ *  set and `*text` NULL.
+ */
+uform_status_t uform_read_regular_file(char const *path, size_t max_bytes, uform_status_t too_large, char **text,
+                                       size_t *length, int *missing);
+
 /* ---- Fork tracking and waiting (sync.c) ---- */
 
 /** @brief Incremented in every child process after `fork()`; executors, meshes and outcomes record

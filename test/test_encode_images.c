@@ -385,7 +385,16 @@ static void test_loader(void) {
     write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
                      "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
                      "\"normalization_deviations\": [0.5, 0, 0.5]}}");
-    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_deviations' must hold 3 positive numbers");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_deviations' must hold 3 positive numbers, not 0");
+    /* A deviation that rounds to a float32 denormal (or zero) would divide the pixels into infinity. */
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+                     "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
+                     "\"normalization_deviations\": [1e-45, 0.5, 0.5]}}");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_deviations' must hold 3 positive numbers, not 1e-45");
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+                     "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 1e300, 0.5], "
+                     "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_means' must hold 3 numbers, not 1e+300");
     write_text(path, "{\"text_encoder\": {}}");
     expect_open(directory, uform_status_corrupt_file_k, "missing key 'image_encoder'");
     write_text(path, "{\"image_encoder\": {\"dim\": 64}}");

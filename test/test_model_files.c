@@ -2,7 +2,9 @@
  *  @file   test_model_files.c
  *  @brief  Model files that must not open: the safetensors reader against hostile files, broken
  *          safetensors inside model directories, and both configuration layouts' broken configs,
- *          every error with its status and a message naming the file and tensor or key.
+ *          every error with its status and a message naming the file and tensor or key; and files
+ *          that are not regular files (FIFOs, devices, directories, symbolic-link loops) in a
+ *          model's place, refused without waiting on them or reading them.
  */
 #include "model_harness.h"
 
@@ -347,12 +349,59 @@ static void test_uform3_configs(void) {
     free(text);
 }
 
+/* Special files in a model's place: refused at once (a FIFO is never waited on, a device never
+ * read), naming the file and what it is; vocab.txt stands in only for a tokenizer.json that does
+ * not exist, never for one that cannot be read. */
+static void test_special_files(void) {
+    char const *dir = fixture_copy("tiny-bert", "special-bert");
+    char const *names[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+        char file[4096], saved[4096], needle[256];
+        snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
+        snprintf(saved, sizeof(saved), "%s/%s.saved", dir, names[i]);
+        CHECK_FATAL(rename(file, saved) == 0);
+        CHECK_FATAL(mkfifo(file, 0600) == 0);
+        snprintf(needle, sizeof(needle), "special-bert/%s: not a regular file (a FIFO)", names[i]);
+        EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, needle, NULL, NULL);
+        CHECK_FATAL(unlink(file) == 0);
+        CHECK_FATAL(symlink("/dev/zero", file) == 0);
+        snprintf(needle, sizeof(needle), "special-bert/%s: not a regular file (a character device)", names[i]);
+        EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, needle, NULL, NULL);
+        CHECK_FATAL(unlink(file) == 0);
+        CHECK_FATAL(mkdir(file, 0700) == 0);
+        snprintf(needle, sizeof(needle), "special-bert/%s: not a regular file (a directory)", names[i]);
+        EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, needle, NULL, NULL);
+        CHECK_FATAL(rmdir(file) == 0);
+        CHECK_FATAL(symlink(names[i], file) == 0); /* a link to itself */
+        snprintf(needle, sizeof(needle), "special-bert/%s: cannot open: Too many levels of symbolic links", names[i]);
+        EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, needle, NULL, NULL);
+        CHECK_FATAL(unlink(file) == 0);
+        CHECK_FATAL(rename(saved, file) == 0);
+    }
+    /* Without tokenizer.json, vocab.txt serves; without either, both are named. */
+    char file[4096], saved[4096];
+    snprintf(file, sizeof(file), "%s/tokenizer.json", dir);
+    CHECK_FATAL(unlink(file) == 0);
+    uform_model_t model = NULL;
+    CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), uform_status_ok_k);
+    uform_model_free(model);
+    snprintf(file, sizeof(file), "%s/vocab.txt", dir);
+    snprintf(saved, sizeof(saved), "%s/vocab.saved", dir);
+    CHECK_FATAL(rename(file, saved) == 0);
+    EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, "special-bert: neither tokenizer.json nor vocab.txt exists", NULL,
+                        NULL);
+    CHECK_FATAL(mkfifo(file, 0600) == 0);
+    EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, "special-bert/vocab.txt: not a regular file (a FIFO)", NULL, NULL);
+    CHECK_FATAL(unlink(file) == 0);
+}
+
 int main(void) {
     model_scratch_begin();
     test_safetensors_hostile();
     test_broken_safetensors_in_models();
     test_bert_configs();
     test_uform3_configs();
+    test_special_files();
     remove_tree(scratch);
     CHECK_DONE();
 }

@@ -257,7 +257,7 @@ static void test_errors(void) {
     uform_tokenizer_t *tokenizer = (uform_tokenizer_t *)1;
     // Missing files.
     CHECK_STATUS(uform_tokenizer_open("/nonexistent/uform", 1, &tokenizer), uform_status_system_error_k);
-    CHECK_MESSAGE("/nonexistent/uform: neither tokenizer.json nor vocab.txt can be opened");
+    CHECK_MESSAGE("/nonexistent/uform: neither tokenizer.json nor vocab.txt exists");
     CHECK(tokenizer == NULL);
     CHECK_STATUS(uform_tokenizer_open(NULL, 1, &tokenizer), uform_status_invalid_argument_k);
     CHECK_MESSAGE("directory is NULL");

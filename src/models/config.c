@@ -8,15 +8,11 @@
 
 #include <cjson/cJSON.h>
 
-#include <errno.h>    // `errno`
-#include <fcntl.h>    // `open`
 #include <math.h>     // `isfinite`, `floor`
 #include <stddef.h>   // `offsetof`
 #include <stdio.h>    // `snprintf`
 #include <stdlib.h>   // `malloc`, `free`
-#include <string.h>   // `strcmp`, `strerror`, `memset`
-#include <sys/stat.h> // `fstat`
-#include <unistd.h>   // `read`, `close`
+#include <string.h>   // `strcmp`, `memset`
 
 /* ---- JSON helpers ---- */
 
@@ -41,44 +37,7 @@ uform_status_t uform_json_parse(char const *label, char const *text, size_t leng
 void uform_json_free(void *root) { cJSON_Delete((cJSON *)root); }
 
 uform_status_t uform_read_small_file(char const *path, char **text, size_t *length, int *missing) {
-    *text = NULL, *length = 0;
-    if (missing) *missing = 0;
-    int const fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int const error = errno;
-        if (error == ENOENT && missing) {
-            *missing = 1;
-            return uform_status_ok_k;
-        }
-        return uform_fail(uform_status_system_error_k, "%s: cannot open: %s", path, strerror(error));
-    }
-    struct stat info;
-    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-        close(fd);
-        return uform_fail(uform_status_system_error_k, "%s: not a readable regular file", path);
-    }
-    if ((size_t)info.st_size > UFORM_CONFIG_MAX_BYTES) {
-        close(fd);
-        return uform_fail(uform_status_corrupt_file_k, "%s: %lld bytes, more than the %zu a configuration may have", path,
-                          (long long)info.st_size, UFORM_CONFIG_MAX_BYTES);
-    }
-    size_t const size = (size_t)info.st_size;
-    char *buffer = malloc(size + 1);
-    if (!buffer) {
-        close(fd);
-        return uform_fail(uform_status_out_of_memory_k, "%s: out of memory for %zu bytes", path, size);
-    }
-    size_t done = 0;
-    while (done < size) {
-        ssize_t const got = read(fd, buffer + done, size - done);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break; /* shrank while reading: take what there is */
-        done += (size_t)got;
-    }
-    close(fd);
-    buffer[done] = '\0';
-    *text = buffer, *length = done;
-    return uform_status_ok_k;
+    return uform_read_regular_file(path, UFORM_CONFIG_MAX_BYTES, uform_status_corrupt_file_k, text, length, missing);
 }
 
 /** A key's value: `present` false when absent or JSON null. */

@@ -50,9 +50,10 @@ static uform_status_t json_triple(char const *label, cJSON const *object, char c
     for (int i = 0; i < 3; ++i) {
         cJSON const *item = cJSON_GetArrayItem(list, i);
         double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-        if (!isfinite(number) || (positive && !(number > 0)))
-            return uform_fail(uform_status_corrupt_file_k, "%s: 'image_encoder.%s' must hold 3 %snumbers", label, key,
-                              positive ? "positive " : "");
+        /* Bounded so that (x - mean) / deviation stays finite in float32 for every 8-bit x. */
+        if (!isfinite(number) || (positive ? !(number >= 1e-6 && number <= 1e6) : !(fabs(number) <= 1e6)))
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'image_encoder.%s' must hold 3 %snumbers, not %g", label,
+                              key, positive ? "positive " : "", number);
         values[i] = (float)number; /* torchvision's Normalize holds them as float32 tensors */
     }
     return uform_status_ok_k;

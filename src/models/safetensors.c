@@ -9,13 +9,12 @@
 #include <cjson/cJSON.h>
 
 #include <errno.h>    // `errno`
-#include <fcntl.h>    // `open`
 #include <math.h>     // `isfinite`, `floor`
 #include <stdio.h>    // `snprintf`
 #include <stdlib.h>   // `malloc`, `calloc`, `free`, `qsort`
 #include <string.h>   // `strcmp`, `strlen`, `memcpy`, `strerror`
 #include <sys/mman.h> // `mmap`, `munmap`
-#include <sys/stat.h> // `fstat`
+#include <sys/stat.h> // `struct stat`
 #include <unistd.h>   // `close`
 
 /* JSON numbers are doubles: integers above 2^53 are not exact, so they are refused. */
@@ -268,21 +267,9 @@ uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *ind
     if (!index) return uform_fail(uform_status_invalid_argument_k, "safetensors index is NULL");
     memset(index, 0, sizeof(*index));
     if (!path) return uform_fail(uform_status_invalid_argument_k, "safetensors path is NULL");
-    int const fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int const error = errno;
-        return uform_fail(uform_status_system_error_k, "%s: cannot open: %s", path, strerror(error));
-    }
     struct stat info;
-    if (fstat(fd, &info) != 0) {
-        int const error = errno;
-        close(fd);
-        return uform_fail(uform_status_system_error_k, "%s: cannot stat: %s", path, strerror(error));
-    }
-    if (!S_ISREG(info.st_mode)) {
-        close(fd);
-        return uform_fail(uform_status_system_error_k, "%s: not a regular file", path);
-    }
+    int const fd = uform_open_regular_file(path, &info, NULL);
+    if (fd < 0) return uform_status_system_error_k;
     size_t const size = (size_t)info.st_size;
     if (size < 8) {
         close(fd);

@@ -6,10 +6,12 @@
  */
 #include "text/tokenizer_private.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/** The largest tokenizer.json or vocab.txt read (the largest real ones are tens of MiB). */
+#define UFORM_TOKENIZER_MAX_BYTES ((size_t)1 << 30)
 
 /* ---- Loading ---- */
 
@@ -35,39 +37,6 @@ uform_status_t tokenizer_blob_add(loader_t *loader, char const *bytes, size_t le
     return uform_status_ok_k;
 }
 
-static uform_status_t read_file(char const *path, char **data, size_t *size) {
-    FILE *file = fopen(path, "rb");
-    if (!file) return uform_fail(uform_status_system_error_k, "%s: cannot open: %s", path, strerror(errno));
-    char *buffer = NULL;
-    size_t used = 0, capacity = 0;
-    for (;;) {
-        if (used == capacity) {
-            if (capacity >= ((size_t)1 << 30)) {
-                free(buffer), fclose(file);
-                return uform_fail(uform_status_limit_exceeded_k, "%s: larger than 1 GiB", path);
-            }
-            capacity = capacity ? capacity * 2 : 1 << 20;
-            char *grown = realloc(buffer, capacity + 1);
-            if (!grown) {
-                free(buffer), fclose(file);
-                return uform_fail(uform_status_out_of_memory_k, "%s: out of memory reading it", path);
-            }
-            buffer = grown;
-        }
-        size_t got = fread(buffer + used, 1, capacity - used, file);
-        used += got;
-        if (got == 0) break;
-    }
-    bool failed = ferror(file);
-    fclose(file);
-    if (failed) {
-        free(buffer);
-        return uform_fail(uform_status_system_error_k, "%s: read error", path);
-    }
-    buffer[used] = 0;
-    *data = buffer, *size = used;
-    return uform_status_ok_k;
-}
 
 /** A JSON string decoded to code points (malloc'd); NULL `*out` for the empty string. */
 uform_status_t tokenizer_to_code_points(loader_t const *loader, char const *text, char const *key, uint32_t **out,
@@ -162,18 +131,17 @@ uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, 
     char *data = NULL;
     size_t size = 0;
     bool json = true;
-    uform_status_t status = read_file(path, &data, &size);
-    if (status == uform_status_system_error_k) {
+    /* vocab.txt serves only where tokenizer.json does not exist: one that cannot be read fails. */
+    int missing = 0;
+    uform_status_t status = uform_read_regular_file(path, UFORM_TOKENIZER_MAX_BYTES, uform_status_limit_exceeded_k, &data,
+                                                    &size, &missing);
+    if (status == uform_status_ok_k && missing) {
         snprintf(path, directory_length + 32, "%s/vocab.txt", directory);
-        FILE *probe = fopen(path, "rb");
-        if (probe) {
-            fclose(probe);
-            json = false;
-            status = read_file(path, &data, &size);
-        } else {
-            status = uform_fail(uform_status_system_error_k, "%s: neither tokenizer.json nor vocab.txt can be opened",
-                                directory);
-        }
+        json = false;
+        status = uform_read_regular_file(path, UFORM_TOKENIZER_MAX_BYTES, uform_status_limit_exceeded_k, &data, &size,
+                                         &missing);
+        if (status == uform_status_ok_k && missing)
+            status = uform_fail(uform_status_system_error_k, "%s: neither tokenizer.json nor vocab.txt exists", directory);
     }
     if (status != uform_status_ok_k) {
         free(path);
