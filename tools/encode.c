@@ -12,13 +12,22 @@
  *  are encoded in batches of 256 on a RAM executor. `jsonl`, the default, writes one JSON array of
  *  numbers per text, in input order; `f32` raw little-endian rows; `npy` one NumPy array [texts,
  *  dimensions] of float32. A progress bar goes to standard error when it is a terminal and there
- *  are more than 256 texts. Errors print the status name and the engine's message and exit 1; usage
- *  errors exit 2.
+ *  are more than 256 texts. Errors print the status name and the engine's message and exit 1,
+ *  naming the first text (its index, and its line when read from standard input) or image file that
+ *  failed; usage errors exit 2. `--output FILE` is written beside it under a temporary name and
+ *  renamed over FILE only when every item was encoded, so a failure leaves FILE as it was (a FILE
+ *  that is not a regular file, such as /dev/stdout or a FIFO, is written in place); standard output
+ *  is written batch by batch, so a failure leaves the batches before it there. An embedding that is
+ *  not finite (weights that hold NaN) fails the run rather than print invalid JSON.
  */
+#define _GNU_SOURCE // `mkostemp`
 #include <uform.h>
 
 #include <dirent.h>  // `opendir`
 #include <errno.h>   // `errno`
+#include <fcntl.h>   // `open`, `O_NONBLOCK`
+#include <limits.h>  // `PATH_MAX`
+#include <math.h>    // `isfinite`
 #include <strings.h> // `strcasecmp`
 #include <sys/stat.h> // `stat`
 #include <stdint.h>  // `uint8_t`
@@ -28,6 +37,10 @@
 #include <unistd.h>  // `isatty`
 
 #define ENCODE_BATCH 256
+/** The largest image file read: larger ones are refused before anything is allocated. */
+#define ENCODE_IMAGE_MAX_BYTES ((size_t)1 << 30)
+/** The most threads `--threads` takes. */
+#define ENCODE_THREADS_MAX 65536
 
 static char const encode_usage[] =
     "usage: uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]\n"
@@ -67,6 +80,13 @@ static int texts_push(texts_t *texts, char *text, size_t length) {
     }
     texts->items[texts->count] = text, texts->lengths[texts->count++] = length;
     return 1;
+}
+
+/** Frees the lists of the command line: the strings `owned` holds, and both arrays. */
+static void lists_free(texts_t *texts, texts_t *owned) {
+    for (size_t k = 0; k < owned->count; ++k) free(owned->items[k]);
+    free(owned->items), free(owned->lengths), free(texts->items), free(texts->lengths);
+    *texts = (texts_t){0}, *owned = (texts_t){0};
 }
 
 static int is_image_name(char const *name) {
@@ -112,30 +132,37 @@ static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
         }
     }
     closedir(directory);
-    qsort(paths->items + first, paths->count - first, sizeof(char *), compare_names);
+    if (paths->count > first) qsort(paths->items + first, paths->count - first, sizeof(char *), compare_names);
     for (size_t i = first; i < paths->count; ++i) paths->lengths[i] = strlen(paths->items[i]);
     return 1;
 }
 
-static char *read_whole(char const *path, size_t *size) {
-    FILE *file = fopen(path, "rb");
-    if (!file) return NULL;
-    char *data = NULL;
-    size_t used = 0, capacity = 0;
-    for (;;) {
-        if (used == capacity) {
-            capacity = capacity ? capacity * 2 : 1 << 16;
-            char *grown = realloc(data, capacity);
-            if (!grown) return free(data), fclose(file), NULL;
-            data = grown;
-        }
-        size_t got = fread(data + used, 1, capacity - used, file);
-        used += got;
-        if (got == 0) break;
+/** Reads a whole image file: a regular file of at most ENCODE_IMAGE_MAX_BYTES (never a FIFO or a
+ *  device, which could block or never end). NULL with the reason printed. */
+static char *read_image_file(char const *path, size_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat info;
+    char const *problem = NULL;
+    if (fd < 0) problem = strerror(errno);
+    else if (fstat(fd, &info) != 0) problem = strerror(errno);
+    else if (!S_ISREG(info.st_mode)) problem = "not a regular file";
+    else if ((unsigned long long)info.st_size > ENCODE_IMAGE_MAX_BYTES) problem = "larger than 1 GiB";
+    char *data = problem ? NULL : malloc((size_t)info.st_size + 1);
+    if (!problem && !data) problem = "out of memory";
+    size_t used = 0;
+    while (!problem && used < (size_t)info.st_size) {
+        ssize_t got = read(fd, data + used, (size_t)info.st_size - used);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) problem = strerror(errno);
+        if (got <= 0) break;
+        used += (size_t)got;
     }
-    int bad = ferror(file);
-    fclose(file);
-    if (bad) return free(data), NULL;
+    if (fd >= 0) close(fd);
+    if (problem) {
+        fprintf(stderr, "uform encode: cannot read %s: %s\n", path, problem);
+        free(data);
+        return NULL;
+    }
     *size = used;
     return data;
 }
@@ -169,8 +196,89 @@ static void write_npy_header(FILE *out, size_t rows, size_t cols) {
     fputc('\n', out);
 }
 
+/** Where the embeddings go: standard output, FILE in place (not a regular file), or a temporary
+ *  file beside FILE renamed over it on success. */
+typedef struct output_t {
+    FILE *file;
+    char const *path;  /**< FILE, or NULL for standard output. */
+    char *temporary;   /**< The temporary's path while one is written, else NULL. */
+} output_t;
+
+static int output_open(output_t *output, char const *path) {
+    *output = (output_t){.file = stdout, .path = path};
+    if (!path) return 1;
+    struct stat info;
+    if (stat(path, &info) == 0 && !S_ISREG(info.st_mode)) {
+        if (S_ISDIR(info.st_mode)) {
+            fprintf(stderr, "uform encode: cannot write %s: Is a directory\n", path);
+            return 0;
+        }
+        if (!(output->file = fopen(path, "wb"))) {
+            fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+            output->file = stdout;
+            return 0;
+        }
+        return 1;
+    }
+    size_t length = strlen(path) + 16;
+    output->temporary = malloc(length);
+    if (!output->temporary) return fputs("uform encode: out of memory\n", stderr), 0;
+    snprintf(output->temporary, length, "%s.XXXXXX", path);
+    int fd = mkostemp(output->temporary, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+        free(output->temporary), output->temporary = NULL;
+        return 0;
+    }
+    /* The mode a new file would get (0666 less the umask), or the replaced file's. */
+    mode_t mask = umask(0);
+    umask(mask);
+    mode_t mode = stat(path, &info) == 0 ? (info.st_mode & 07777) : (0666 & ~mask);
+    if (fchmod(fd, mode) != 0 || !(output->file = fdopen(fd, "wb"))) {
+        fprintf(stderr, "uform encode: cannot write %s: %s\n", output->temporary, strerror(errno));
+        close(fd), unlink(output->temporary);
+        free(output->temporary), output->temporary = NULL, output->file = stdout;
+        return 0;
+    }
+    return 1;
+}
+
+/** Flushes and closes the output; on success renames the temporary over FILE, on failure removes it.
+ *  Returns `code`, or 1 where writing failed. */
+static int output_close(output_t *output, int code) {
+    if (output->file == stdout) {
+        if (code == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+            fprintf(stderr, "uform encode: could not write the output: %s\n", strerror(errno));
+            code = 1;
+        }
+        return code;
+    }
+    if (fclose(output->file) != 0 && code == 0) {
+        fprintf(stderr, "uform encode: could not write %s: %s\n", output->path, strerror(errno));
+        code = 1;
+    }
+    if (output->temporary) {
+        if (code == 0 && rename(output->temporary, output->path) != 0) {
+            fprintf(stderr, "uform encode: could not write %s: %s\n", output->path, strerror(errno));
+            code = 1;
+        }
+        if (code != 0) unlink(output->temporary);
+        free(output->temporary);
+    }
+    output->file = stdout;
+    return code;
+}
+
+/** Names the item `index` of the run: its file for images, its index (and line of standard input)
+ *  for texts. */
+static void item_name(char *name, size_t size, int images, texts_t const *texts, size_t index, int from_stdin) {
+    if (images) snprintf(name, size, "%s", texts->items[index]);
+    else if (from_stdin) snprintf(name, size, "text %zu (line %zu of standard input)", index, index + 1);
+    else snprintf(name, size, "text %zu", index);
+}
+
 int uform_command_encode(int argc, char **argv) {
-    char const *model_path = NULL, *format = "jsonl", *output = NULL, *dtype = "f32";
+    char const *model_path = NULL, *format = "jsonl", *output_path = NULL, *dtype = "f32";
     long threads = 0, device = -1;
     texts_t texts = {0}, owned = {0};
     int from_arguments = 0, images = 0;
@@ -179,49 +287,53 @@ int uform_command_encode(int argc, char **argv) {
         int has_value = i + 1 < argc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(encode_usage, stdout);
-            free(texts.items), free(texts.lengths);
+            lists_free(&texts, &owned);
             return 0;
         }
         else if (!strcmp(a, "--model") && has_value) model_path = argv[++i];
         else if (!strcmp(a, "--format") && has_value) format = argv[++i];
-        else if (!strcmp(a, "--output") && has_value) output = argv[++i];
+        else if (!strcmp(a, "--output") && has_value) output_path = argv[++i];
         else if (!strcmp(a, "--dtype") && has_value) dtype = argv[++i];
-        else if (!strcmp(a, "--threads") && has_value) {
+        else if ((!strcmp(a, "--threads") || !strcmp(a, "--device")) && has_value) {
+            int is_threads = a[2] == 't';
             char *end = NULL;
-            threads = strtol(argv[++i], &end, 10);
-            if (!*argv[i] || *end || threads < 0) {
-                fprintf(stderr, "uform encode: --threads takes a count, not '%s'\n%s", argv[i], encode_usage);
-                free(texts.items), free(texts.lengths);
+            errno = 0;
+            long value = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || errno == ERANGE || value < 0 || value > (is_threads ? ENCODE_THREADS_MAX : 4095)) {
+                fprintf(stderr, "uform encode: %s takes %s, not '%s'\n%s", a,
+                        is_threads ? "a count from 0 to 65536" : "a GPU ordinal from 0 to 4095", argv[i], encode_usage);
+                lists_free(&texts, &owned);
                 return 2;
             }
-        }
-        else if (!strcmp(a, "--device") && has_value) {
-            char *end = NULL;
-            device = strtol(argv[++i], &end, 10);
-            if (!*argv[i] || *end || device < 0 || device > 4095) {
-                fprintf(stderr, "uform encode: --device takes a GPU ordinal, not '%s'\n%s", argv[i], encode_usage);
-                free(texts.items), free(texts.lengths);
-                return 2;
-            }
+            *(is_threads ? &threads : &device) = value;
         }
         else if (!strcmp(a, "--image")) images = 1, from_arguments = 1;
-        else if (images && a[0] != '-') {
+        else if (!strcmp(a, "--")) {
+            for (++i; i < argc; ++i) {
+                if (images ? !push_image_path(&texts, &owned, argv[i]) : !texts_push(&texts, argv[i], strlen(argv[i]))) {
+                    if (!images) fputs("uform encode: out of memory\n", stderr);
+                    lists_free(&texts, &owned);
+                    return 1;
+                }
+                from_arguments = 1;
+            }
+        }
+        /* "--name" and "-x" are options; a text that starts so goes after "--". */
+        else if (a[0] == '-' && (a[1] == '-' || (((a[1] | 32) >= 'a' && (a[1] | 32) <= 'z') && !a[2]))) {
+            fprintf(stderr, "uform encode: unknown option or missing value: '%s' (texts that start with '-' go after '--')\n%s",
+                    a, encode_usage);
+            lists_free(&texts, &owned);
+            return 2;
+        }
+        else if (images) {
             if (!push_image_path(&texts, &owned, a)) {
-                for (size_t k = 0; k < owned.count; ++k) free(owned.items[k]);
-                free(owned.items), free(owned.lengths), free(texts.items), free(texts.lengths);
+                lists_free(&texts, &owned);
                 return 1;
             }
         }
-        else if (!strcmp(a, "--")) {
-            for (++i; i < argc; ++i) texts_push(&texts, argv[i], strlen(argv[i])), from_arguments = 1;
-        }
-        else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "uform encode: unknown option or missing value: '%s'\n%s", a, encode_usage);
-            free(texts.items), free(texts.lengths);
-            return 2;
-        }
         else if (!texts_push(&texts, argv[i], strlen(argv[i]))) {
             fputs("uform encode: out of memory\n", stderr);
+            lists_free(&texts, &owned);
             return 1;
         }
         else from_arguments = 1;
@@ -235,9 +347,7 @@ int uform_command_encode(int argc, char **argv) {
     if (images && !texts.count) fputs("uform encode: --image needs at least one image file\n", stderr), bad_usage = 1;
     if (bad_usage) {
         fputs(encode_usage, stderr);
-        for (size_t k = 0; k < owned.count; ++k) free(owned.items[k]);
-        free(owned.items), free(owned.lengths);
-        free(texts.items), free(texts.lengths);
+        lists_free(&texts, &owned);
         return 2;
     }
 
@@ -252,6 +362,7 @@ int uform_command_encode(int argc, char **argv) {
                 if (!grown) {
                     fputs("uform encode: out of memory reading standard input\n", stderr);
                     free(buffer);
+                    lists_free(&texts, &owned);
                     return 1;
                 }
                 buffer = grown;
@@ -263,6 +374,7 @@ int uform_command_encode(int argc, char **argv) {
         if (ferror(stdin)) {
             fprintf(stderr, "uform encode: cannot read standard input: %s\n", strerror(errno));
             free(buffer);
+            lists_free(&texts, &owned);
             return 1;
         }
         buffer[size] = '\0';
@@ -274,6 +386,7 @@ int uform_command_encode(int argc, char **argv) {
             if (!texts_push(&texts, buffer + start, length)) {
                 fputs("uform encode: out of memory\n", stderr);
                 free(buffer);
+                lists_free(&texts, &owned);
                 return 1;
             }
             start = end + 1;
@@ -284,8 +397,9 @@ int uform_command_encode(int argc, char **argv) {
     uform_model_t model = NULL;
     uform_executor_t executor = NULL;
     float *rows = NULL, *all = NULL;
-    FILE *out = stdout;
+    output_t output = {.file = stdout};
     uform_image_t *batch_images = NULL;
+    uform_status_t *statuses = NULL;
     int32_t const ordinal[1] = {(int32_t)device};
     uform_vram_options_t vram = {.devices = ordinal, .devices_count = 1};
     uform_model_options_t options = {.path = model_path, .modality = images ? uform_modality_image_k : uform_modality_text_k,
@@ -309,17 +423,14 @@ int uform_command_encode(int argc, char **argv) {
         code = fail_engine(status, "starting the threads");
         goto done;
     }
-    if (output && !(out = fopen(output, "wb"))) {
-        fprintf(stderr, "uform encode: cannot write %s: %s\n", output, strerror(errno));
-        out = stdout;
-        goto done;
-    }
+    if (!output_open(&output, output_path)) goto done;
     size_t dims = description.dimensions;
     int npy = !strcmp(format, "npy"), jsonl = !strcmp(format, "jsonl");
     rows = malloc(ENCODE_BATCH * dims * sizeof(float));
+    statuses = malloc(ENCODE_BATCH * sizeof(uform_status_t));
     if (npy) all = malloc((texts.count ? texts.count : 1) * dims * sizeof(float));
     if (images) batch_images = calloc(ENCODE_BATCH, sizeof(uform_image_t)), progress_unit = "images";
-    if (!rows || (npy && !all) || (images && !batch_images)) {
+    if (!rows || !statuses || (npy && !all) || (images && !batch_images)) {
         fputs("uform encode: out of memory for the embeddings\n", stderr);
         goto done;
     }
@@ -331,66 +442,74 @@ int uform_command_encode(int argc, char **argv) {
         if (images) {
             for (size_t i = 0; i < count; ++i) {
                 size_t size = 0;
-                void *data = read_whole(texts.items[first + i], &size);
+                void *data = read_image_file(texts.items[first + i], &size);
                 if (!data) {
                     if (show) fputc('\n', stderr);
-                    fprintf(stderr, "uform encode: cannot read %s: %s\n", texts.items[first + i], strerror(errno));
                     for (size_t k = 0; k < i; ++k) free((void *)batch_images[k].data);
                     goto done;
                 }
                 batch_images[i] = (uform_image_t){.data = data, .size = size};
             }
-            uform_status_t *statuses = malloc(count * sizeof(uform_status_t));
-            status = statuses ? uform_encode_images(executor, model, batch_images, count, &embeddings, statuses, NULL)
-                              : uform_status_out_of_memory_k;
-            for (size_t i = 0; i < count; ++i) free((void *)batch_images[i].data);
-            /* Name the first image that failed, by its file. */
-            for (size_t i = 0; status == uform_status_ok_k && i < count; ++i)
-                if (statuses[i] != uform_status_ok_k) {
-                    if (show) fputc('\n', stderr);
-                    fprintf(stderr, "uform encode: %s: %s: the image cannot be decoded\n", texts.items[first + i],
-                            uform_status_name(statuses[i]));
-                    free(statuses);
-                    goto done;
-                }
-            free(statuses);
+            status = uform_encode_images(executor, model, batch_images, count, &embeddings, statuses, NULL);
         }
         else
             status = uform_encode_texts(executor, model, (char const *const *)texts.items + first, texts.lengths + first,
-                                        count, &embeddings, NULL, NULL);
+                                        count, &embeddings, statuses, NULL);
+        char name[PATH_MAX + 64];
         if (status != uform_status_ok_k) {
             if (show) fputc('\n', stderr);
-            char what[64];
-            snprintf(what, sizeof what, "%s %zu to %zu", images ? "images" : "texts", first, first + count - 1);
-            code = fail_engine(status, what);
-            goto done;
+            snprintf(name, sizeof name, "%s %zu to %zu", images ? "images" : "texts", first, first + count - 1);
+            code = fail_engine(status, name);
         }
+        /* The first item that failed, by its index and line or its file, with the engine's reason:
+         * the item again alone, without statuses, so that the engine says why. */
+        for (size_t i = 0; status == uform_status_ok_k && i < count; ++i) {
+            if (statuses[i] == uform_status_ok_k) continue;
+            if (show) fputc('\n', stderr);
+            item_name(name, sizeof name, images, &texts, first + i, !from_arguments);
+            uform_status_t alone =
+                images ? uform_encode_images(executor, model, batch_images + i, 1, &embeddings, NULL, NULL)
+                       : uform_model_tokenize(model, texts.items[first + i], texts.lengths[first + i], NULL, 0, &(size_t){0});
+            char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
+            if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
+            fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(statuses[i]), reason);
+            status = statuses[i];
+        }
+        if (images)
+            for (size_t i = 0; i < count; ++i) free((void *)batch_images[i].data), batch_images[i].data = NULL;
+        if (status != uform_status_ok_k) goto done;
+        for (size_t i = 0; i < count; ++i)
+            for (size_t j = 0; j < dims; ++j)
+                if (!isfinite(target[i * dims + j])) {
+                    if (show) fputc('\n', stderr);
+                    item_name(name, sizeof name, images, &texts, first + i, !from_arguments);
+                    fprintf(stderr, "uform encode: %s: the embedding is not finite (the model's weights hold NaN or "
+                                    "infinity)\n", name);
+                    goto done;
+                }
         if (jsonl)
             for (size_t i = 0; i < count; ++i) {
-                fputc('[', out);
-                for (size_t j = 0; j < dims; ++j) fprintf(out, j ? ", %.9g" : "%.9g", (double)target[i * dims + j]);
-                fputs("]\n", out);
+                fputc('[', output.file);
+                for (size_t j = 0; j < dims; ++j) fprintf(output.file, j ? ", %.9g" : "%.9g", (double)target[i * dims + j]);
+                fputs("]\n", output.file);
             }
-        else if (!npy) fwrite(target, sizeof(float), count * dims, out);
+        else if (!npy) fwrite(target, sizeof(float), count * dims, output.file);
         if (show) progress(first + count, texts.count);
     }
     if (npy) {
-        write_npy_header(out, texts.count, dims);
-        fwrite(all, sizeof(float), texts.count * dims, out);
+        write_npy_header(output.file, texts.count, dims);
+        fwrite(all, sizeof(float), texts.count * dims, output.file);
     }
-    if (fflush(out) != 0 || ferror(out)) {
+    if (fflush(output.file) != 0 || ferror(output.file)) {
         fprintf(stderr, "uform encode: could not write the output: %s\n", strerror(errno));
         goto done;
     }
     code = 0;
 done:
-    if (out != stdout && fclose(out) != 0 && code == 0) {
-        fprintf(stderr, "uform encode: could not write %s: %s\n", output, strerror(errno));
-        code = 1;
-    }
-    for (size_t k = 0; k < owned.count; ++k) free(owned.items[k]);
-    free(owned.items), free(owned.lengths), free(batch_images);
-    free(rows), free(all), free(buffer), free(texts.items), free(texts.lengths);
+    code = output_close(&output, code);
+    free(batch_images), free(statuses);
+    free(rows), free(all), free(buffer);
+    lists_free(&texts, &owned);
     uform_executor_free(executor);
     uform_model_free(model);
     return code;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `uform encode --image`: a directory expands to its images in name order, files keep the order
-# given, jsonl/f32/npy have the right shapes, an undecodable image exits 1 naming the file.
+# given, jsonl/f32/npy have the right shapes, an undecodable image exits 1 naming the file and the
+# reason (and leaves --output as it was), a FIFO or device as an image is refused, an empty directory
+# is a usage error.
 #   cli_test.sh UFORM_BINARY MAKE_TOWER TEST_SOURCE_DIR
 set -u
 uform=$1 make_tower=$2 source=$3
@@ -30,7 +32,22 @@ head -c 128 "$tmp/out.npy" | grep -q "'shape': ($count, 32)" || fail "npy header
 [[ $(stat -c %s "$tmp/out.f32") == 128 ]] || fail "f32 size $(stat -c %s "$tmp/out.f32")"
 "$uform" encode --model "$tmp/tiny" --image "$photos/${names[0]}" "$source/image/bad/truncated.jpg" >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 1 ]] || fail "truncated image: exit $code, expected 1"
-grep -q "truncated.jpg: corrupt_file" "$tmp/err" || fail "truncated image: $(cat "$tmp/err")"
+grep -q "truncated.jpg: corrupt_file: [a-zA-Z]" "$tmp/err" || fail "truncated image: $(cat "$tmp/err")"
+echo keep >"$tmp/keep.jsonl"
+"$uform" encode --model "$tmp/tiny" --output "$tmp/keep.jsonl" --image "$photos/${names[0]}" "$source/image/bad/truncated.jpg" \
+  >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 && $(cat "$tmp/keep.jsonl") == keep ]] || fail "a failed run changed --output (exit $code)"
+mkfifo "$tmp/fifo.jpg"
+timeout 20 "$uform" encode --model "$tmp/tiny" --image "$tmp/fifo.jpg" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 ]] || fail "a FIFO as an image: exit $code, expected 1"
+grep -q "cannot read $tmp/fifo.jpg: not a regular file" "$tmp/err" || fail "FIFO image: $(cat "$tmp/err")"
+timeout 20 "$uform" encode --model "$tmp/tiny" --image /dev/zero >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 ]] || fail "/dev/zero as an image: exit $code, expected 1"
+mkdir "$tmp/empty"
+"$uform" encode --model "$tmp/tiny" --image "$tmp/empty" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 2 ]] || fail "an empty directory: exit $code, expected 2"
+"$uform" encode --model "$tmp/tiny" --image -- "$photos" >"$tmp/after.jsonl" 2>"$tmp/err" || fail "--image -- DIR: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/after.jsonl") == "$count" ]] || fail "--image -- DIR: $(wc -l <"$tmp/after.jsonl") lines, expected $count"
 "$uform" encode --model "$tmp/tiny" --image "$tmp/missing.jpg" >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 1 ]] || fail "missing image: exit $code, expected 1"
 grep -q "cannot read $tmp/missing.jpg" "$tmp/err" || fail "missing image: $(cat "$tmp/err")"
