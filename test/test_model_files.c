@@ -395,6 +395,26 @@ static void test_special_files(void) {
     CHECK_FATAL(unlink(file) == 0);
 }
 
+/* JSON nested past cJSON's limit is named as such; brackets inside strings do not count. */
+static void test_json_depth(void) {
+    size_t const deep = 1500;
+    char *text = (char *)malloc(2 * deep + 32);
+    CHECK_FATAL(text);
+    memset(text, '[', deep), memset(text + deep, ']', deep);
+    void *root = NULL;
+    CHECK_STATUS(uform_json_parse("deep.json", text, 2 * deep, &root), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("deep.json: JSON nested deeper than 1000 levels, at byte");
+    CHECK(root == NULL);
+    memset(text, '[', 999), memset(text + 999, ']', 999);
+    CHECK_STATUS(uform_json_parse("fine.json", text, 2 * 999, &root), uform_status_ok_k);
+    uform_json_free(root);
+    int const prefix = snprintf(text, 32, "{\"a\": \"");
+    memset(text + prefix, '[', deep); /* an unterminated string of brackets: malformed, not deep */
+    CHECK_STATUS(uform_json_parse("string.json", text, (size_t)prefix + deep, &root), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("string.json: malformed JSON near byte");
+    free(text);
+}
+
 int main(void) {
     model_scratch_begin();
     test_safetensors_hostile();
@@ -402,6 +422,7 @@ int main(void) {
     test_bert_configs();
     test_uform3_configs();
     test_special_files();
+    test_json_depth();
     remove_tree(scratch);
     CHECK_DONE();
 }

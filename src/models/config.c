@@ -22,6 +22,19 @@ uform_status_t uform_json_parse(char const *label, char const *text, size_t leng
     cJSON *parsed = cJSON_ParseWithLengthOpts(text, length, &end, 0);
     if (!parsed) {
         size_t const at = end && end >= text ? (size_t)(end - text) : 0;
+        /* cJSON stops at CJSON_NESTING_LIMIT levels: say so rather than "malformed". */
+        size_t depth = 0;
+        int in_string = 0;
+        for (size_t i = 0; i < at && i < length; ++i) {
+            char const c = text[i];
+            if (in_string) in_string = !(c == '"' && text[i - 1] != '\\');
+            else if (c == '"') in_string = 1;
+            else if (c == '[' || c == '{') ++depth;
+            else if ((c == ']' || c == '}') && depth) --depth;
+        }
+        if (depth >= CJSON_NESTING_LIMIT)
+            return uform_fail(uform_status_corrupt_file_k, "%s: JSON nested deeper than %d levels, at byte %zu", label,
+                              CJSON_NESTING_LIMIT, at);
         return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON near byte %zu", label, at);
     }
     size_t const consumed = end && end >= text ? (size_t)(end - text) : length;
