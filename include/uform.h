@@ -1114,15 +1114,18 @@ UFORM_API void uform_model_free(uform_model_t model);
  *  @brief Tokenizes one UTF-8 text as the model's encoder sees it: specials added, truncated to
  *  the model's context. `*count` receives the number of ids, the first `min(capacity, count)` are
  *  written (`ids` may be NULL when `capacity` is zero). INVALID_ARGUMENT for invalid UTF-8 (the
- *  message gives the byte offset) or NULL pointers; UNSUPPORTED for an image model.
+ *  message gives the byte offset) or NULL pointers; UNSUPPORTED for an image model. On any failure
+ *  after `model` and `count` were checked, `*count` is 0 (no ids).
  */
 UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t model, char const *text, size_t length,
                                                               int32_t *ids, size_t capacity, size_t *count);
 
-/** @brief Where a verb writes its embeddings: row `i` at `data + i * stride` bytes. */
+/** @brief Where a verb writes its embeddings: row `i` at `data + i * stride` bytes. Rows need no
+ *  alignment (a bf16 row may start at an odd address); every row must lie inside the address space
+ *  (INVALID_ARGUMENT where `data + (count - 1) * stride + row` would wrap). */
 typedef struct uform_embeddings_t {
     void *data;          /**< Rows of `dimensions` elements of `dtype`. */
-    size_t stride;       /**< Bytes between rows; 0 packs them. */
+    size_t stride;       /**< Bytes between rows, at least a row's; 0 packs them. */
     size_t dimensions;   /**< 0 takes the model's width; fewer truncates (Matryoshka). */
     uform_dtype_t dtype; /**< f32, f16 or bf16. */
     int normalize;       /**< Nonzero L2-normalises each row after truncation; the layout's own

@@ -227,7 +227,10 @@ static uform_status_t uform_outcome_result(uform_outcome_t *outcome) {
     return outcome->status;
 }
 
-uform_status_t uform_outcome_poll(uform_outcome_t *outcome) { return uform_outcome_wait(outcome, 0); }
+uform_status_t uform_outcome_poll(uform_outcome_t *outcome) {
+    if (!outcome) return uform_fail(uform_status_invalid_argument_k, "uform_outcome_poll: outcome is NULL");
+    return uform_outcome_wait(outcome, 0);
+}
 
 /** The longest single futex wait: a longer (or infinite) timeout waits in slices of it, so the
  *  conversion to `time_t` never overflows. */

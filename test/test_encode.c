@@ -111,6 +111,12 @@ static void test_outputs(void) {
             CHECK(worst < (dtype == 1 ? 1e-2 : 1e-3));
             CHECK(narrow[i * 20 + 16] == 0xABAB); /* past the row: untouched */
         }
+        /* The same rows at an odd address, 41 bytes apart: no alignment asked, the same bytes. */
+        unsigned char *odd = calloc(count * 41 + 1, 1);
+        out.data = odd + 1, out.stride = 41;
+        CHECK_STATUS(uform_text_encode_ids(NULL, &model, b.ids, b.offsets, count, NULL, NULL, &out, NULL), uform_status_ok_k);
+        for (size_t i = 0; i < count; ++i) CHECK(memcmp(odd + 1 + i * 41, narrow + i * 20, 32) == 0);
+        free(odd);
     }
 
     /* Skipped items get zero rows; the others equal the full batch. */
@@ -168,6 +174,14 @@ static void test_outputs(void) {
     CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.stride is 100 bytes; a row of 48 f32 values takes 192");
+    bad = out, bad.stride = SIZE_MAX; /* row 1 would wrap around to the byte before `rows` */
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
+                 uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_texts: embeddings: 7 rows 18446744073709551615 bytes apart run past the end of the address space");
+    bad = out, bad.stride = SIZE_MAX / 4;
+    CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
+                 uform_status_invalid_argument_k);
+    CHECK_MESSAGE("run past the end of the address space");
     bad = out, bad.data = NULL;
     CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &bad, NULL),
                  uform_status_invalid_argument_k);

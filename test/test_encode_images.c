@@ -310,6 +310,17 @@ static void test_verb(void) {
     uform_embeddings_t too_wide = {.data = rows, .dimensions = 300, .dtype = uform_dtype_f32_k};
     CHECK_STATUS(uform_encode_images(executor, model, four, 1, &too_wide, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.dimensions is 300; the model's embeddings are 256 wide");
+    uform_embeddings_t wrapping = {.data = rows, .stride = SIZE_MAX, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 2, &wrapping, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_images: embeddings: 2 rows 18446744073709551615 bytes apart run past the end of the address space");
+    /* bf16 rows at an odd address: the same bytes as aligned ones. */
+    uint16_t aligned[2][256];
+    unsigned char odd[2 * 513 + 1];
+    uform_embeddings_t even_rows = {.data = aligned, .dtype = uform_dtype_bf16_k};
+    uform_embeddings_t odd_rows = {.data = odd + 1, .stride = 513, .dtype = uform_dtype_bf16_k};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 2, &even_rows, NULL, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_encode_images(executor, model, four, 2, &odd_rows, NULL, NULL), uform_status_ok_k);
+    CHECK(memcmp(odd + 1, aligned[0], 512) == 0 && memcmp(odd + 1 + 513, aligned[1], 512) == 0);
     CHECK_STATUS(uform_encode_images(executor, model, four, 1, NULL, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_STATUS(uform_encode_images(executor, model, four, 0, &out, NULL, NULL), uform_status_ok_k);
     char const *texts[] = {"a cat"};

@@ -244,6 +244,7 @@ static void test_bad_input(void) {
     CHECK_MESSAGE("mood 5");
     CHECK_STATUS(uform_executor_describe(ram, NULL), uform_status_invalid_argument_k);
     CHECK_STATUS(uform_outcome_poll(NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_outcome_poll: outcome is NULL");
     CHECK_STATUS(uform_executor_thread_placement(NULL, 0, NULL, NULL), uform_status_unsupported_k);
     uform_executor_free(ram);  // from here `ram` is gone: passing it anywhere is undefined
     uform_executor_free(NULL); // a no-op

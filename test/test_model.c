@@ -98,6 +98,9 @@ static void test_arguments(void) {
     bad.path = NULL;
     CHECK_STATUS(uform_model_open(&bad, &model), uform_status_invalid_argument_k);
     CHECK_MESSAGE("options.path is NULL");
+    bad.path = ""; /* not the root directory */
+    CHECK_STATUS(uform_model_open(&bad, &model), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("options.path is empty");
     bad = options, bad.modality = (uform_modality_t)7;
     CHECK_STATUS(uform_model_open(&bad, &model), uform_status_invalid_argument_k);
     CHECK_MESSAGE("modality 7 is not a modality");

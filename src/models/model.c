@@ -15,6 +15,7 @@
 #include "models/text_vram.h"
 #include "internal.h"
 
+#include <stdint.h> // `uintptr_t`
 #include <stdio.h>  // `snprintf`
 #include <stdlib.h> // `calloc`, `free`
 #include <string.h> // `memset`, `strlen`
@@ -144,6 +145,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     *result = NULL;
     if (!options) return uform_fail(uform_status_invalid_argument_k, "options are NULL");
     if (!options->path) return uform_fail(uform_status_invalid_argument_k, "options.path is NULL");
+    if (!options->path[0]) return uform_fail(uform_status_invalid_argument_k, "options.path is empty");
     if ((unsigned)options->modality > uform_modality_image_k)
         return uform_fail(uform_status_invalid_argument_k, "options.modality %d is not a modality", (int)options->modality);
     if ((unsigned)options->residency > uform_residency_vram_k)
@@ -301,6 +303,15 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
                           dtype == uform_dtype_f32_k ? "f32" : dtype == uform_dtype_bf16_k ? "bf16" : "f16", row);
     if (!embeddings->data && count)
         return uform_fail(uform_status_invalid_argument_k, "%sembeddings.data is NULL for %zu %s", prefix, count, items);
+    /* The last row must end inside the address space: a huge stride would wrap around to memory
+     * before `data`. */
+    size_t span = 0;
+    uintptr_t end = 0;
+    if (count && (__builtin_mul_overflow(count - 1, embeddings->stride ? embeddings->stride : row, &span) ||
+                  __builtin_add_overflow(span, row, &span) || __builtin_add_overflow((uintptr_t)embeddings->data, span, &end)))
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings: %zu rows %zu bytes apart run past the end of the address space", prefix, count,
+                          embeddings->stride ? embeddings->stride : row);
     return uform_status_ok_k;
 }
 

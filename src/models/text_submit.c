@@ -52,7 +52,7 @@ static void cut_chunks(forward_job_t *job, size_t first, size_t end, size_t limi
 
 uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
                                            size_t count) {
-    return uform_embeddings_check("", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
+    return uform_embeddings_check("uform_encode_texts: ", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
 }
 
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
