@@ -10,6 +10,7 @@ module it built from tests/helpers.c; without it the helpers are compiled here w
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -168,3 +169,51 @@ class Collector:
     @property
     def threads(self) -> set:
         return {item[1] for item in self.items}
+
+
+@contextlib.contextmanager
+def held_inside(model: uform.Model, function: str):
+    """Until the block ends, a call of ``model``'s C function ``function`` (a key of its function
+    table, shared by the library's models) from any thread waits just before it runs; yields an
+    event set once a call waits there."""
+    functions = model._functions
+    real = functions[function]
+    entered, release = threading.Event(), threading.Event()
+
+    def held(*arguments):
+        entered.set()
+        release.wait(60)
+        return real(*arguments)
+
+    functions[function] = held
+    try:
+        yield entered
+    finally:
+        release.set()
+        functions[function] = real
+
+
+def close_during(model: uform.Model, function: str, verb) -> tuple:
+    """Runs ``verb()`` on another thread, held inside ``model``'s C ``function`` while this thread
+    calls ``model.close()``; returns (what ``close`` raised, or None; what ``verb`` returned or
+    raised)."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(verb())
+        except BaseException as error:  # noqa: B036 - handed to the test
+            outcome.append(error)
+
+    thread = threading.Thread(target=run)
+    with held_inside(model, function) as entered:
+        thread.start()
+        if not entered.wait(60):
+            raise AssertionError(f"{function} was never called")
+        try:
+            model.close()
+            refusal = None
+        except uform.Error as error:
+            refusal = error
+    thread.join(60)
+    return refusal, outcome[0] if outcome else None

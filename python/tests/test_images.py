@@ -14,7 +14,7 @@ import unittest
 
 import uform
 
-from _support import REPOSITORY, library
+from _support import REPOSITORY, close_during, library
 
 PHOTOS = os.path.join(REPOSITORY, "test", "image", "photos")
 BAD = os.path.join(REPOSITORY, "test", "image", "bad")
@@ -131,6 +131,75 @@ class Images(unittest.TestCase):
         self.assertIn("image 1", str(caught.exception))
         with self.assertRaises(uform.Error):
             self.model.encode_images(self.executor, [3.5])
+
+    @unittest.skipIf(np is None, "NumPy is needed")
+    def test_numpy_layouts_c_cannot_read_are_copied(self):
+        pixels = np.random.default_rng(7).integers(0, 256, (60, 80, 3), dtype=np.uint8)
+        row = pixels[:1]
+        base = pixels.reshape(-1)
+        layouts = {
+            "broadcast rows (row stride 0)": np.broadcast_to(row, (50, 80, 3)),
+            "overlapping rows (row stride 3)": np.lib.stride_tricks.as_strided(base, (50, 80, 3), (3, 3, 1)),
+            "upside down (negative row stride)": pixels[::-1],
+            "a crop (row stride above a row)": pixels[5:45, 10:70],
+            "one row": pixels[:1],
+            "one column": pixels[:, :1],
+        }
+        for name, image in layouts.items():
+            with self.subTest(name):
+                expected = self.model.encode_images(self.executor, np.ascontiguousarray(image))
+                self.assertEqual(list(self.model.encode_images(self.executor, image)[0]), list(expected[0]))
+        batch = np.stack([pixels, pixels[::-1]])  # [images, height, width, 3]: one row each
+        rows = self.model.encode_images(self.executor, batch)
+        self.assertEqual(len(rows), 2)
+        self.assertTrue(rows_close(rows[1], self.model.encode_images(self.executor, pixels[::-1])[0]))
+
+    @unittest.skipIf(np is None, "NumPy is needed")
+    def test_numpy_shapes_c_cannot_take_are_named(self):
+        for shape, side in (((10, 0, 3), "width"), ((0, 10, 3), "height")):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.encode_images(self.executor, [self.bytes[0], np.zeros(shape, np.uint8)], statuses=True)
+            self.assertEqual(caught.exception.message, f"image 1: a NumPy image of shape {shape} has zero {side}")
+        gray = np.zeros((64, 64), np.uint8)  # not a batch of 64 rows
+        processor = uform.models.ImageProcessor(self.model)
+        for call in (lambda: self.model.encode_images(self.executor, gray), lambda: processor(gray)):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                call()
+            self.assertIn("not an array of shape (64, 64) uint8", caught.exception.message)
+            self.assertIn("[height, width, 3]", caught.exception.message)
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            self.model.encode_images(self.executor, [self.bytes[0], gray])
+        self.assertEqual(caught.exception.message,
+                         "image 1: a NumPy image must be [height, width, 3] uint8 RGB, not (64, 64) uint8")
+
+    def test_arguments_of_the_wrong_type(self):
+        for executor in ("x", 42):
+            with self.assertRaises(TypeError) as caught:
+                self.model.encode_images(executor, self.bytes[0])
+            self.assertEqual(str(caught.exception),
+                             f"executor must be a uform.Executor or None (inline), not {executor!r}")
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_images(self.executor, 3.5)
+        self.assertEqual(str(caught.exception), "images must be an image or a sequence of images, not float")
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            self.model.encode_images(self.executor, [self.bytes[0], 3.5])
+        self.assertEqual(caught.exception.message,
+                         "image 1: an image is bytes, a path, a NumPy array or a PIL image, not float")
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_images(self.executor, self.bytes[0], dimensions=1.5)
+        self.assertEqual(str(caught.exception), "dimensions must be an integer, not 1.5")
+
+    def test_close_while_another_thread_encodes_is_contended(self):
+        model = uform.Model.open(self.library, self.directory.name, uform.Modality.IMAGE_ENCODER)
+        expected = self.model.encode_images(self.executor, self.bytes[0])
+        refusal, rows = close_during(model, "uform_encode_images",
+                                     lambda: model.encode_images(self.executor, self.bytes[0]))
+        self.assertIsInstance(refusal, uform.ContendedError)
+        self.assertEqual(refusal.message, "another thread is inside a call on this model; close it after")
+        self.assertEqual(list(rows[0]), list(expected[0]))
+        self.assertFalse(model.closed)
+        model.close()
+        self.assertTrue(model.closed)
 
     def test_matryoshka_and_dtypes(self):
         full = self.model.encode_images(self.executor, self.bytes[:1])

@@ -197,22 +197,56 @@ class MeshLifetime(unittest.TestCase):
 
 
 class ModelLifetime(unittest.TestCase):
-    def test_a_dropped_model_is_freed_once(self):
+    def open_minilm(self, tokenizer: bool = False) -> uform.Model:
+        """all-MiniLM-L6-v2 from $UFORM_TEST_MINILM, or a skip (also without a real tokenizer
+        when ``tokenizer``)."""
         path = os.environ.get("UFORM_TEST_MINILM", "")
         if not path or not os.path.isdir(path):
             self.skipTest("$UFORM_TEST_MINILM names no model directory")
         try:
             model = uform.Model.open(_support.library(), path)
+            if tokenizer:
+                model.tokenize("probe")
         except Error as error:
             if error.kind is Status.UNSUPPORTED:
                 self.skipTest(error.message)
             raise
+        return model
+
+    def test_close_while_another_thread_is_inside_a_verb_is_contended(self):
+        model = self.open_minilm(tokenizer=True)
+        verbs = [
+            ("uform_model_describe", lambda: model.describe().dimensions, 384),
+            ("uform_model_tokenize", lambda: model.tokenize("hi")[0], 101),  # [CLS]
+            ("uform_encode_texts", lambda: len(model.encode_texts(None, ["hi", "there"])), 2),
+        ]
+        with some_threads() as executor:
+            verbs.append(("uform_encode_texts", lambda: len(model.encode_texts(executor, "hi")), 1))
+            for function, verb, expected in verbs:
+                with self.subTest(function):
+                    refusal, result = _support.close_during(model, function, verb)
+                    self.assertIsInstance(refusal, uform.ContendedError)
+                    self.assertIs(refusal.kind, Status.CONTENDED)
+                    self.assertEqual(refusal.message, "another thread is inside a call on this model; close it after")
+                    self.assertEqual(result, expected)  # the call ran to its end on the live model
+                    self.assertFalse(model.closed)
+        with counting_frees(model._functions, "uform_model_free") as log:
+            handle = model._handle
+            model.close()  # no call now: freed
+            self.assertEqual(log, [("uform_model_free", handle)])
+        self.assertTrue(model.closed)
+        with self.assertRaises(Error) as caught:
+            model.tokenize("hi")
+        self.assertEqual(caught.exception.message, "the model is closed")
+
+    def test_a_dropped_model_is_freed_once(self):
+        model = self.open_minilm()
         functions = model._functions
         with counting_frees(functions, "uform_model_free") as log:
             handle = model._handle
             del model
             self.assertEqual(log, [("uform_model_free", handle)])
-            closed = uform.Model.open(_support.library(), path)
+            closed = uform.Model.open(_support.library(), os.environ["UFORM_TEST_MINILM"])
             second = closed._handle
             closed.close()
             closed.close()
@@ -249,6 +283,43 @@ node = library.memory_domains[0].node
 """
 
 
+# The main thread ends while a daemon thread encodes on EXECUTOR (a RAM one is older than the model,
+# so freed after it); every free says how many encodes had returned from C by then.
+EXIT_DURING_ENCODE = """
+import threading, uform
+from uform import Executor, RamOptions
+library = uform.Library()
+native = library._native
+node = library.memory_domains[0].node
+executor = EXECUTOR
+model = uform.Model.open(library, PATH)
+idle = Executor.for_ram(library, RamOptions.on([node]), threads=1)
+functions = model._functions
+encode, free_model = functions["uform_encode_texts"], functions["uform_model_free"]
+free_executor = native.uform_executor_free
+entered, returned = threading.Event(), []
+def encoding(*arguments):
+    entered.set()
+    status = encode(*arguments)
+    returned.append(status)
+    return status
+def model_freed(handle):
+    free_model(handle)
+    print(f"model freed after {len(returned)} returned", flush=True)
+def executor_freed(handle):
+    free_executor(handle)
+    freed = "idle executor freed" if handle == idle_handle else f"executor freed after {len(returned)} returned"
+    print(freed, flush=True)
+idle_handle = idle.address
+functions["uform_encode_texts"], functions["uform_model_free"] = encoding, model_freed
+native.uform_executor_free = executor_freed
+texts = ["the quick brown fox jumps " * 20] * 16  # some 0.4 s on one core
+threading.Thread(target=model.encode_texts, args=(executor, texts), daemon=True).start()
+entered.wait(60)
+print("exiting", flush=True)
+"""
+
+
 class ExitAndFork(unittest.TestCase):
     def test_interpreter_exit_with_live_handles_is_clean(self):
         result = run_script(
@@ -269,6 +340,20 @@ class ExitAndFork(unittest.TestCase):
         self.assertTrue(lines[1].startswith("uform_executor_free"), lines[1])
         self.assertTrue(lines[2].startswith("uform_executor_free"), lines[2])
         self.assertTrue(lines[2].endswith("[0, 1, 2, 3, 4, 5, 6, 7, 100, 101, 102]"), lines[2])  # both drained
+
+    def test_exit_waits_for_a_daemon_threads_encode_before_freeing(self):
+        path = os.environ.get("UFORM_TEST_MINILM", "")
+        if not path or not os.path.isdir(path):
+            self.skipTest("$UFORM_TEST_MINILM names no model directory")
+        for executor in ("None", "Executor.for_ram(library, RamOptions.on([node]), threads=1)"):
+            with self.subTest(executor=executor):
+                result = run_script(EXIT_DURING_ENCODE.replace("EXECUTOR", executor).replace("PATH", repr(path)))
+                self.assertEqual(result.returncode, 0, result.stderr)  # -11: freed under the running call
+                self.assertEqual(result.stderr, "")
+                expected = ["exiting", "idle executor freed", "model freed after 1 returned"]  # newest first
+                if executor != "None":
+                    expected.append("executor freed after 1 returned")
+                self.assertEqual(result.stdout.splitlines(), expected, result.stdout)
 
     def test_a_forked_child_frees_what_it_inherited_and_the_parent_keeps_working(self):
         if "tsan" in os.environ.get("LD_PRELOAD", ""):

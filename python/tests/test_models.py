@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import math
 import os
+import pathlib
 import struct
 import unittest
 
 import uform
 
 from _support import REPOSITORY, library
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None
 
 MINILM = os.environ.get("UFORM_TEST_MINILM", "")
 ENCODE = os.path.join(REPOSITORY, "test", "encode")
@@ -58,6 +64,45 @@ class ModelErrors(unittest.TestCase):
             uform.get_model("/nonexistent", device="cuda")
         if not has_gpu:  # with a GPU the directory's absence is the error
             self.assertEqual(caught.exception.kind, uform.Status.UNSUPPORTED)
+
+
+    def test_paths_of_every_kind_and_none_empty_or_cut(self):
+        with self.assertRaises(uform.Error) as caught:  # os.PathLike is a path, as for open()
+            uform.Model.open(library(), pathlib.Path("/nonexistent/uform-model"))
+        self.assertIn("/nonexistent/uform-model", caught.exception.message)
+        for empty in ("", b""):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                uform.Model.open(library(), empty)
+            self.assertEqual(caught.exception.message, "path is empty; name a model directory")
+        directory = MINILM or "/nonexistent"
+        for cut in (directory + "\0/does/not/exist", os.fsencode(directory) + b"\0"):  # C would read up to the NUL
+            with self.assertRaises(ValueError) as caught:
+                uform.Model.open(library(), cut)
+            self.assertIsInstance(caught.exception, uform.InvalidArgumentError)
+            self.assertIn("embedded null byte", caught.exception.message)
+        with self.assertRaises(TypeError) as caught:
+            uform.Model.open(library(), 5)
+        self.assertEqual(str(caught.exception), "path must be a str, bytes or os.PathLike, not 5")
+
+    def test_arguments_of_the_wrong_type_are_type_errors(self):
+        with self.assertRaises(TypeError) as caught:
+            uform.Model.open(None, "/nonexistent")
+        self.assertEqual(str(caught.exception), "library must be a uform.Library, not None")
+        with self.assertRaises(TypeError) as caught:
+            uform.Model.open(library(), "/nonexistent", ram="x")
+        self.assertEqual(str(caught.exception), "ram must be a uform.RamOptions, not 'x'")
+        with self.assertRaises(TypeError) as caught:
+            uform.Model.open(library(), "/nonexistent", vram=[0])
+        self.assertEqual(str(caught.exception), "vram must be a uform.VramOptions, not [0]")
+        with self.assertRaises(TypeError) as caught:
+            uform.Model.open(library(), "/nonexistent", weights_dtype="f16")
+        self.assertEqual(str(caught.exception),
+                         "weights_dtype must be one of DType.F32, DType.BF16, DType.F16, not 'f16'")
+        with self.assertRaises(TypeError) as caught:
+            uform.Model.open(library(), "/nonexistent", residency="ram")
+        self.assertEqual(str(caught.exception), "residency must be one of Residency.RAM, Residency.VRAM, not 'ram'")
+        with self.assertRaises(TypeError):
+            uform.Model.open(library(), "/nonexistent", residency=uform.DType.F32)  # another enumeration
 
 
 @unittest.skipUnless(os.path.isfile(os.path.join(MINILM, "config.json")), "no all-MiniLM-L6-v2 ($UFORM_TEST_MINILM)")
@@ -117,6 +162,83 @@ class MiniLM(unittest.TestCase):
             self.model.encode_texts(None, [texts[0], b"\xff\xfe bad"])
         self.assertEqual(caught.exception.kind, uform.Status.INVALID_ARGUMENT)
         self.assertIn("text 1", caught.exception.message)
+
+    def test_texts_are_str_or_bytes_like_only(self):
+        bad = [([5], "texts[0]", "int"), ([[104, 105]], "texts[0]", "list"), ([None], "texts[0]", "NoneType"),
+               ([2 * 10**9], "texts[0]", "int"), (["ok", -1], "texts[1]", "int"), ([b"ok", 3.5], "texts[1]", "float")]
+        if np is not None:
+            bad.append(([np.int64(3)], "texts[0]", "int64"))
+        for texts, name, kind in bad:
+            with self.assertRaises(TypeError) as caught:
+                self.model.encode_texts(None, texts)
+            self.assertEqual(str(caught.exception),
+                             f"{name} must be a str or bytes-like (bytes, bytearray, memoryview), not {kind}")
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_texts(None, 5)
+        self.assertEqual(str(caught.exception), "texts must be a str, bytes-like or a sequence of them, not int")
+        with self.assertRaises(TypeError) as caught:
+            self.model.tokenize(5)
+        self.assertEqual(str(caught.exception),
+                         "text must be a str or bytes-like (bytes, bytearray, memoryview), not int")
+
+    def test_one_bytes_like_is_one_text(self):
+        expected = self.model.encode_texts(None, "hi there")
+        for one in (b"hi there", bytearray(b"hi there"), memoryview(b"hi there")):
+            rows = self.model.encode_texts(None, one)
+            self.assertEqual(len(rows), 1, type(one).__name__)
+            self.assertEqual(list(rows[0]), list(expected[0]), type(one).__name__)
+            self.assertEqual(self.model.tokenize(one), self.model.tokenize("hi there"))
+        processed = uform.models.TextProcessor(self.model)(bytearray(b"hi there"))
+        self.assertEqual(len(processed["texts"]), 1)
+
+    def test_lone_surrogates_are_invalid_utf8_per_text(self):
+        texts = ["a cat", "\ud800 high", "low \udc80", "\udcc3\udca9", b"\xff"]  # not escaped bytes either
+        rows, statuses = self.model.encode_texts(None, texts, statuses=True)
+        self.assertEqual(statuses, [uform.Status.OK] + [uform.Status.INVALID_ARGUMENT] * 4)
+        self.assertTrue(all(float(x) == 0.0 for row in rows[1:] for x in row))
+        self.assertTrue(any(float(x) != 0.0 for x in rows[0]))
+        for position in (1, 2, 3):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.encode_texts(None, ["a cat", texts[position]])
+            self.assertIn("text 1", caught.exception.message)
+            self.assertIn("invalid UTF-8", caught.exception.message)
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.tokenize(texts[position])
+            self.assertIn("invalid UTF-8", caught.exception.message)
+
+    def test_arguments_of_the_wrong_type_or_value(self):
+        for executor in ("x", 42, self.model):
+            with self.assertRaises(TypeError) as caught:
+                self.model.encode_texts(executor, ["a cat"])
+            self.assertEqual(str(caught.exception),
+                             f"executor must be a uform.Executor or None (inline), not {executor!r}")
+        for dimensions in (1.5, "a", None):
+            with self.assertRaises(TypeError) as caught:
+                self.model.encode_texts(None, ["a cat"], dimensions=dimensions)
+            self.assertEqual(str(caught.exception), f"dimensions must be an integer, not {dimensions!r}")
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            self.model.encode_texts(None, ["a cat"], dimensions=-1)
+        self.assertEqual(caught.exception.message, "dimensions must be in [0, 2**64), got -1")
+        with self.assertRaises(uform.InvalidArgumentError) as caught:  # refused by the engine; no huge buffer first
+            self.model.encode_texts(None, ["a cat"], dimensions=2**40)
+        self.assertIn("384 wide", caught.exception.message)
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_texts(None, ["a cat"], dtype="f16")
+        self.assertEqual(str(caught.exception), "dtype must be one of DType.F32, DType.BF16, DType.F16, not 'f16'")
+        for dtype in (uform.DType.F64, uform.DType.I32, 9):  # the buffer's element size is unknown for them
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.encode_texts(None, ["a cat"], dtype=dtype)
+            self.assertIn("expected DType.F32, DType.BF16 or DType.F16", caught.exception.message)
+
+    def test_get_model_takes_a_path_like_and_one_modality(self):
+        texts, expected = reference(1)
+        for modalities in ("text", uform.Modality.TEXT_ENCODER, "text_encoder"):
+            processors, models = uform.get_model(pathlib.Path(MINILM), modalities=modalities, threads=1)
+            self.assertEqual(set(models), {uform.Modality.TEXT_ENCODER}, modalities)
+            encoder = models[uform.Modality.TEXT_ENCODER]
+            self.assertGreaterEqual(cosine(encoder.encode(texts)[0], expected[0]), 0.99999)
+            encoder.executor.close()
+            encoder.model.close()
 
     def test_get_model_like_the_uform_package(self):
         texts, expected = reference(2)

@@ -27,7 +27,8 @@ them from ``uform``; the modules are private):
 - ``_options``: `RamOptions`, `VramOptions`, `MeshOptions` and the descriptions;
 - ``_calls``: callbacks, `DeviceSlot`, `Outcome`;
 - ``_lifetime``: how executors, meshes and models free their handles (``weakref.finalize``);
-- ``_executor``: `Executor`; ``_mesh``: `Mesh`; ``models``: `Model`, `get_model` and the encoders.
+- ``_executor``: `Executor`; ``_mesh``: `Mesh`; ``models``: `Model`, `get_model` and the encoders;
+- ``_inputs``: the model verbs' texts, images and paths as C reads them, checked.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .models import Model, Modality, _is_single_image, _modality, _np
+from ._inputs import _image_list, _np, _text_list
+from .models import Model, Modality, _modality
 
 
 class TextProcessor:
@@ -19,10 +20,9 @@ class TextProcessor:
         self._model = model
 
     def __call__(self, texts):
-        """``{"input_ids", "attention_mask", "texts"}`` for one text or a sequence of them."""
-        if isinstance(texts, (str, bytes)):
-            texts = [texts]
-        texts = list(texts)
+        """``{"input_ids", "attention_mask", "texts"}`` for one text (a ``str`` or bytes-like) or a
+        sequence of them."""
+        texts = _text_list(texts)
         ids = [self._model.tokenize(t) for t in texts]
         width = max((len(i) for i in ids), default=0)
         padded = [i + [0] * (width - len(i)) for i in ids]
@@ -74,9 +74,7 @@ class ImageProcessor:
 
     def __call__(self, images):
         """``{"images": [...]}`` for one image or a sequence of them."""
-        if _is_single_image(images):
-            images = [images]
-        return {"images": list(images)}
+        return {"images": _image_list(images)}
 
 
 class ImageEncoder:
@@ -102,21 +100,26 @@ class ImageEncoder:
     forward = encode
 
 
-def get_model(path: str, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
+def get_model(path, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
               threads: int = 0, weights_dtype=None):
     """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`.
-    ``path`` is a local model directory (nothing is downloaded; ``token`` is accepted and ignored).
-    ``device`` "cpu" runs the encoders on a RAM executor of ``threads`` (0: 7/8 of the cores);
-    "cuda" (one free GPU) or "cuda:N" (GPU N) holds the towers in that GPU's memory and encodes on a
-    VRAM executor there (tokenising and decoding images on its host threads); "cuda" on a machine
-    without a usable GPU is UNSUPPORTED (the message says why)."""
+    ``path`` is a local model directory, a ``str`` or ``os.PathLike`` (nothing is downloaded;
+    ``token`` is accepted and ignored); ``modalities`` is one `Modality` (or its name), a sequence
+    of them, or None for the text encoder. ``device`` "cpu" runs the encoders on a RAM executor of
+    ``threads`` (0: 7/8 of the cores); "cuda" (one free GPU) or "cuda:N" (GPU N) holds the towers
+    in that GPU's memory and encodes on a VRAM executor there (tokenising and decoding images on its
+    host threads); "cuda" on a machine without a usable GPU is UNSUPPORTED (the message says why)."""
     from . import Error, Executor, Library, Residency, Status, VramOptions
 
     if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or
                                            (device.startswith("cuda:") and device[5:].isdigit())):
         raise Error(Status.UNSUPPORTED, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     library = library or Library()
-    wanted = [Modality.TEXT_ENCODER] if modalities is None else [_modality(m) for m in modalities]
+    if modalities is None:
+        modalities = [Modality.TEXT_ENCODER]
+    elif isinstance(modalities, (str, Modality)):
+        modalities = [modalities]
+    wanted = [_modality(m) for m in modalities]
     vram = None
     if device != "cpu":
         library.gpu_status()

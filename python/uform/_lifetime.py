@@ -12,11 +12,15 @@ whichever comes first:
   by its own finalizer, and nothing is freed twice: the release takes the handle under the lock);
 - interpreter exit: ``weakref.finalize`` calls the finalizers still registered from its ``atexit``
   hook, newest first (a mesh before the executor it was made over), while Python callbacks of
-  deferred calls can still run.
+  deferred calls can still run. A verb a thread is still inside then (a daemon thread's, which
+  exit does not join) is waited for, as ``uform_executor_free`` drains the deferred calls: freeing
+  the handle under it, or leaving it running into the C library's own exit handlers, crashes the
+  process (see `_Handle.take`).
 
 A forked child inherits the states and their finalizers, exactly as it inherits the objects: it may
 free them (the engine's ``*_free`` releases only host memory there), and every other verb on them
-reports FORKED. Nothing here runs inside ``__del__``.
+reports FORKED; one a parent's thread was inside a verb on at the fork is left unfreed (leaked)
+there. Nothing here runs inside ``__del__``.
 
 One reference does lead back: an executor's state holds the records of its deferred calls until a
 drain, a wait, the next call or the release sees them finished, and a record holds the call's
@@ -26,6 +30,7 @@ then (at the latest until exit), where the cycle collector used to free it earli
 
 from __future__ import annotations
 
+import os
 import threading
 
 from ._codes import Status
@@ -37,35 +42,52 @@ class _Handle:
     nothing that refers back to the Python object.
 
     ``active`` counts threads inside a C function on the handle (see `_Using`), ``closed`` is set
-    once ``close`` or the finalizer took the handle. An executor's state also holds its pending
+    once ``close`` or the finalizer took the handle, ``leaked`` when a forked child's finalizer
+    left it to a parent's call (`take`). An executor's state also holds its pending
     deferred calls (``pending``: the records that keep their callbacks alive until they finish)
     and the states of its meshes (``meshes``), freed before it; a mesh's state names its
     executor's (``parent``)."""
 
-    __slots__ = ("noun", "native", "handle", "lock", "active", "closed", "pending", "meshes", "parent", "__weakref__")
+    __slots__ = ("noun", "native", "handle", "lock", "idle", "active", "closed", "leaked", "process", "pending",
+                 "meshes", "parent", "__weakref__")
 
     def __init__(self, noun: str, native, handle: int, *, closed: bool = False):
         self.noun = noun
         self.native = native
         self.handle = handle
         self.lock = threading.Lock()
+        self.idle = threading.Condition(self.lock)  # notified when ``active`` drops to 0
         self.active = 0
         self.closed = closed
+        self.leaked = False
+        self.process = os.getpid()
         self.pending: list = []
         self.meshes: set = set()
         self.parent = None
 
     def take(self) -> int:
-        """Marks the state closed and returns its handle, once; 0 on every later call."""
+        """Marks the state closed, so no verb starts on it, and returns its handle, once; 0 on every
+        later call. A verb still running on it is waited for first (the lock released meanwhile),
+        so the handle is never freed under a call. Only the release at interpreter exit meets one:
+        a daemon thread's, since ``close`` refuses and a running verb keeps its object reachable.
+        In a forked child such a count is a parent's thread's, which will never finish here: the
+        handle is left (``leaked``) instead, and 0 returned."""
         with self.lock:
             self.closed = True
+            if self.active and self.process != os.getpid():
+                self.leaked = True
+            while self.active and not self.leaked:
+                self.idle.wait()
+            if self.leaked:
+                return 0
             handle, self.handle = self.handle, 0
         return handle
 
 
 class _Using:
-    """``with _Using(state):`` marks a Python thread inside a C function on an executor or mesh, so
-    `close` from another thread refuses (CONTENDED) instead of freeing the handle under it.
+    """``with _Using(state):`` marks a Python thread inside a C function on an executor, mesh or
+    model, so `close` from another thread refuses (CONTENDED) and the release at exit waits for it
+    (`_Handle.take`) instead of freeing the handle under it.
     ``allow_closed`` turns the refusal of a closed handle into a False result of ``__enter__``."""
 
     __slots__ = ("state", "allow_closed", "open")
@@ -88,15 +110,19 @@ class _Using:
 
     def __exit__(self, *exc) -> bool:
         if self.open:
-            with self.state.lock:
-                self.state.active -= 1
+            state = self.state
+            with state.lock:
+                state.active -= 1
+                if not state.active:
+                    state.idle.notify_all()
         return False
 
 
 class _Owner:
-    """What `Executor` and `Mesh` share as owners of a `_Handle` in ``self._state``, made with
-    ``self._library``: the handle's properties, `_Using` over it, and ``with`` support (the block's
-    end calls ``close``). Freeing at garbage collection and at exit is their ``weakref.finalize``."""
+    """What `Executor`, `Mesh` and `Model` share as owners of a `_Handle` in ``self._state``, made
+    with ``self._library``: the handle's properties, `_Using` over it, and ``with`` support (the
+    block's end calls ``close``). Freeing at garbage collection and at exit is their
+    ``weakref.finalize``."""
 
     _state: _Handle
 
@@ -119,9 +145,9 @@ class _Owner:
 
     @property
     def address(self) -> int:
-        """The opaque handle (`uform_executor_t`, `uform_mesh_t`) as an integer; `NULL_ADDRESS` for
-        the inline executor. Raises `Error(INVALID_ARGUMENT)` once closed, so it never hands out a
-        dangling pointer."""
+        """The opaque handle (`uform_executor_t`, `uform_mesh_t`, `uform_model_t`) as an integer;
+        `NULL_ADDRESS` for the inline executor. Raises `Error(INVALID_ARGUMENT)` once closed, so it
+        never hands out a dangling pointer."""
         if self._closed:
             raise Error(Status.INVALID_ARGUMENT, f"the {self._state.noun} is closed")
         return self._handle
@@ -159,8 +185,12 @@ def _release_executor(state: _Handle) -> None:
     """The finalizer of an `Executor`: frees the meshes made over it that are not freed yet (a
     mesh's finalizer may run after its executor's when both die in one garbage cycle), then
     `uform_executor_free`, which drains every call, so each pending outcome is final; its
-    executor is gone, so the record reads the struct itself rather than `uform_outcome_poll`."""
+    executor is gone, so the record reads the struct itself rather than `uform_outcome_poll`.
+    An executor left to a parent's call in a forked child is left whole, meshes and pending
+    calls included."""
     handle = state.take()
+    if state.leaked:
+        return
     for mesh in list(state.meshes):
         _release_mesh(mesh)
     if handle:
@@ -175,7 +205,7 @@ def _release_executor(state: _Handle) -> None:
 
 def _release_model(state: _Handle) -> None:
     """The finalizer of a `Model`: `uform_model_free` (through ``state.native``, the model
-    functions), once."""
+    functions), once, after any call still using it (see `_Handle.take`)."""
     handle = state.take()
     if handle:
         state.native["uform_model_free"](handle)

@@ -30,12 +30,24 @@ from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
 
 from . import _native
-from ._lifetime import _Handle, _release_model
-
-try:  # NumPy is optional: without it embeddings are lists of lists.
-    import numpy as _np
-except ImportError:  # pragma: no cover - exercised where NumPy is absent
-    _np = None
+from ._arguments import _require, _size
+from ._codes import DType, Residency, Status
+from ._errors import Error, _check
+from ._executor import Executor
+from ._hardware import Library
+from ._inputs import (
+    _EMBEDDING_BYTES,
+    _embedding_dtype,
+    _image_fields,
+    _image_list,
+    _member,
+    _model_path,
+    _np,
+    _text_bytes,
+    _text_list,
+)
+from ._lifetime import _Handle, _Owner, _release_model
+from ._options import RamOptions, VramOptions
 
 c_enum = c_int
 
@@ -116,8 +128,6 @@ _declared_lock = threading.Lock()
 
 def _functions(library):
     """The model functions of a loaded library, their prototypes declared once."""
-    from . import Error, Status
-
     native = library._native
     functions = getattr(native, "_model_functions", None)
     if functions is not None:
@@ -156,8 +166,6 @@ def _modality(value) -> Modality:
                 return m
     if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return Modality.TEXT_ENCODER if value == 0 else Modality.IMAGE_ENCODER
-    from . import Error, Status
-
     raise Error(Status.INVALID_ARGUMENT, f"modality must be TEXT_ENCODER or IMAGE_ENCODER, not {value!r}")
 
 
@@ -177,12 +185,14 @@ class ModelDescription:
     replicas: int
 
 
-class Model:
+class Model(_Owner):
     """One open tower (`uform_model_t`), immutable, freed by `close`, a ``with`` block or the
-    garbage collector. Any number of executors on any threads may use it at once."""
+    garbage collector. Any number of executors on any threads may use it at once; `close` waits for
+    none of them: it refuses (CONTENDED) while a call uses the model."""
 
     def __init__(self, library, handle: int):
         """Adopts a handle `uform_model_open` just returned; `Model.open` is how one is made."""
+        _require(library, Library, "library")
         self._library = library
         self._functions = _functions(library)
         self._state = _Handle("model", self._functions, handle, closed=not handle)
@@ -190,28 +200,31 @@ class Model:
         self._finalizer = weakref.finalize(self, _release_model, self._state) if handle else None
 
     @classmethod
-    def open(cls, library, path: str, modality=Modality.TEXT_ENCODER, *, residency=None, ram=None,
+    def open(cls, library, path, modality=Modality.TEXT_ENCODER, *, residency=None, ram=None,
              weights_dtype=None, vram=None) -> "Model":
-        """`uform_model_open`: ``path`` a model directory (UForm3 or sentence-transformers);
-        ``residency`` RAM (default) or VRAM; ``ram`` a `RamOptions` (replicas per NUMA node);
-        ``vram`` a `VramOptions` (one weights copy per device; None derives one free device);
-        ``weights_dtype`` F32 (default), BF16 or F16. Raises `Error` (CORRUPT_FILE, UNSUPPORTED, ...)."""
-        from . import DType, Error, Residency, Status, _check
-
+        """`uform_model_open`: ``path`` a model directory (UForm3 or sentence-transformers; a
+        ``str``, ``bytes`` or ``os.PathLike``); ``residency`` RAM (default) or VRAM; ``ram`` a
+        `RamOptions` (replicas per NUMA node); ``vram`` a `VramOptions` (one weights copy per
+        device; None derives one free device); ``weights_dtype`` F32 (default), BF16 or F16.
+        Raises `Error` (CORRUPT_FILE, UNSUPPORTED, ...; INVALID_ARGUMENT for an empty path or one
+        with a NUL byte), and `TypeError` for an argument of the wrong type."""
+        _require(library, Library, "library")
         functions = _functions(library)
         options = ModelOptionsStruct()
-        if not isinstance(path, (str, bytes)):
-            raise TypeError(f"path must be a string, not {path!r}")
-        encoded_path = path.encode() if isinstance(path, str) else path
+        encoded_path = _model_path(path)
         options.path = encoded_path
         options.modality = _modality(modality).code
-        options.residency = int(Residency(int(residency))) if residency is not None else int(Residency.RAM)
-        options.weights_dtype = int(DType(int(weights_dtype))) if weights_dtype is not None else int(DType.F32)
-        ram_struct = ram.arguments() if ram is not None else None
-        if ram_struct is not None:
+        options.residency = _member(Residency, Residency.RAM if residency is None else residency, "residency",
+                                    (Residency.RAM, Residency.VRAM))
+        options.weights_dtype = _member(DType, DType.F32 if weights_dtype is None else weights_dtype,
+                                        "weights_dtype", _EMBEDDING_BYTES)
+        if ram is not None:
+            _require(ram, RamOptions, "ram")
+            ram_struct = ram.arguments()
             options.ram = ctypes.pointer(ram_struct)
-        vram_struct = vram.arguments() if vram is not None else None
-        if vram_struct is not None:
+        if vram is not None:
+            _require(vram, VramOptions, "vram")
+            vram_struct = vram.arguments()
             options.vram = ctypes.pointer(vram_struct)
         handle = c_void_p()
         _check(library._native, functions["uform_model_open"](ctypes.byref(options), ctypes.byref(handle)))
@@ -219,41 +232,26 @@ class Model:
             raise Error(Status.INVALID_ARGUMENT, "uform_model_open returned no model")
         return cls(library, handle.value)
 
-    @property
-    def closed(self) -> bool:
-        """Whether `close` ran (or the release at exit)."""
-        return not self._state.handle
-
-    @property
-    def _handle(self) -> int:
-        return self._state.handle
-
     def close(self) -> None:
-        """`uform_model_free`; the model must not be in use by a call. Closing twice is harmless.
-        Without `close`, the same happens when the model is garbage-collected or at exit."""
+        """`uform_model_free`. Closing twice is harmless. Raises `Error(CONTENDED)`, freeing
+        nothing, while another thread is inside a call that uses the model (`encode_texts`,
+        `encode_images`, `tokenize`, `describe`). Without `close`, the same happens when the model
+        is garbage-collected or at exit."""
+        state = self._state
+        with state.lock:
+            if state.closed:
+                return
+            if state.active:
+                raise Error(Status.CONTENDED, "another thread is inside a call on this model; close it after")
+            state.closed = True  # from here no call can start on it
         if self._finalizer is not None:
             self._finalizer()  # `_release_model`, once
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.close()
-        return False
-
-    def _live(self) -> int:
-        if not self._handle:
-            from . import Error, Status
-
-            raise Error(Status.INVALID_ARGUMENT, "the model is closed")
-        return self._handle
-
     def describe(self) -> ModelDescription:
         """`uform_model_describe`."""
-        from . import DType, Residency, _check
-
         d = ModelDescriptionStruct()
-        _check(self._library._native, self._functions["uform_model_describe"](self._live(), ctypes.byref(d)))
+        with self._using():
+            _check(self._library._native, self._functions["uform_model_describe"](self._handle, ctypes.byref(d)))
         return ModelDescription(
             modality=Modality.TEXT_ENCODER if d.modality == 0 else Modality.IMAGE_ENCODER,
             residency=Residency(d.residency), weights_dtype=DType(d.weights_dtype), dimensions=d.dimensions,
@@ -261,98 +259,97 @@ class Model:
             image_size=d.image_size, layers=d.layers, parameters=d.parameters, replicas=d.replicas)
 
     def tokenize(self, text) -> list:
-        """`uform_model_tokenize`: the ids the encoder sees (specials included, truncated)."""
-        from . import _check
-
-        data = text.encode() if isinstance(text, str) else bytes(text)
+        """`uform_model_tokenize`: the ids the encoder sees (specials included, truncated). ``text``
+        is a ``str`` or bytes-like (UTF-8); invalid UTF-8, a lone surrogate included, raises
+        `Error(INVALID_ARGUMENT)`."""
+        data = _text_bytes(text, "text")
         count = c_size_t()
-        handle = self._live()
         tokenize = self._functions["uform_model_tokenize"]
-        _check(self._library._native, tokenize(handle, data, len(data), None, 0, ctypes.byref(count)))
-        ids = (ctypes.c_int32 * max(count.value, 1))()
-        _check(self._library._native, tokenize(handle, data, len(data), ids, count.value, ctypes.byref(count)))
+        native = self._library._native
+        with self._using():
+            _check(native, tokenize(self._handle, data, len(data), None, 0, ctypes.byref(count)))
+            ids = (ctypes.c_int32 * max(count.value, 1))()
+            _check(native, tokenize(self._handle, data, len(data), ids, count.value, ctypes.byref(count)))
         return list(ids[: count.value])
 
     def encode_texts(self, executor, texts, *, dimensions: int = 0, normalize: bool = False, dtype=None,
                      statuses: bool = False):
         """`uform_encode_texts`, blocking, on ``executor`` (an `Executor`; None runs inline on this
-        thread). ``texts`` is a string or a sequence of strings (or bytes, passed as they are).
-        Returns an array [texts, dimensions] (NumPy when importable: float32, float16, or uint16 bits
-        for BF16), and with ``statuses=True`` also the per-text `Status` list, invalid UTF-8 getting
-        INVALID_ARGUMENT and a zero row; without it a bad text raises `Error` naming its index."""
-        from . import DType, Error, Executor, Status, _check
-
-        if executor is None:
-            executor = Executor(self._library)
-        if isinstance(texts, (str, bytes)):
-            texts = [texts]
-        encoded = [t.encode("utf-8", "surrogateescape") if isinstance(t, str) else bytes(t) for t in texts]
+        thread). ``texts`` is one text or a sequence of them, each a ``str`` or bytes-like
+        (``bytes``, ``bytearray``, ``memoryview``: UTF-8, passed as they are); anything else is a
+        `TypeError` naming its index. Returns an array [texts, dimensions] (NumPy when importable:
+        float32, float16, or uint16 bits for BF16), and with ``statuses=True`` also the per-text
+        `Status` list, invalid UTF-8 (a lone surrogate in a ``str`` too) getting INVALID_ARGUMENT
+        and a zero row; without it a bad text raises `Error` naming its index."""
+        executor = self._executor(executor)
+        encoded = [_text_bytes(text, f"texts[{index}]") for index, text in enumerate(_text_list(texts))]
         count = len(encoded)
-        dtype = DType.F32 if dtype is None else DType(int(dtype))
-        width = dimensions or self.describe().dimensions
-        element = 4 if dtype == DType.F32 else 2
-        buffer = (ctypes.c_char * max(count * width * element, 1))()
-        out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+        dtype, element = _embedding_dtype(dtype)
+        dimensions = _size(dimensions, "dimensions")
         pointers = (c_char_p * max(count, 1))(*encoded)
         lengths = (c_size_t * max(count, 1))(*[len(t) for t in encoded])
         items = (c_enum * max(count, 1))() if statuses else None
         native = self._library._native
-        with executor._using():
-            status = self._functions["uform_encode_texts"](
-                executor._handle, self._live(), pointers, lengths, count, ctypes.byref(out), items, None)
-            _check(native, status)
-        raw = bytes(buffer)[: count * width * element]
-        if _np is not None:
-            kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
-            array = _np.frombuffer(raw, dtype=kind).reshape(count, width).copy()
-        else:
-            code = {DType.F32: "f", DType.F16: "e", DType.BF16: "H"}[dtype]
-            flat = struct.unpack(f"<{count * width}{code}", raw)
-            array = [list(flat[i * width:(i + 1) * width]) for i in range(count)]
-        if statuses:
-            return array, [Status(items[i]) for i in range(count)]
-        return array
+        with self._using():
+            width = self._width(dimensions)
+            buffer = (ctypes.c_char * max(count * width * element, 1))()
+            out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+            with executor._using():
+                status = self._functions["uform_encode_texts"](
+                    executor._handle, self._handle, pointers, lengths, count, ctypes.byref(out), items, None)
+                _check(native, status)
+        return self._rows(buffer, count, width, element, dtype, items if statuses else None)
 
     def encode_images(self, executor, images, *, dimensions: int = 0, normalize: bool = False, dtype=None,
                       statuses: bool = False):
         """`uform_encode_images`, blocking, on ``executor`` (an `Executor`; None runs inline on this
-        thread). ``images`` is one image or a sequence of them, each encoded JPEG or PNG ``bytes``
-        (or ``bytearray``, ``memoryview``), a file path (``str`` or ``os.PathLike``), a NumPy array
-        [height, width, 3] of uint8 RGB, or a PIL image. Decoding and preprocessing run in C on the
-        executor's threads, as PIL and the ``uform`` package's processor do. A PIL image in mode RGB
-        is passed as its pixels; in other modes it travels as an uncompressed PNG, so it is resized
-        in its own mode as the package's processor does (CMYK and other modes PNG cannot hold are
-        converted to RGB first). Returns an array [images, dimensions] as `encode_texts`, and with
-        ``statuses=True`` also the per-image `Status` list (an undecodable image gets CORRUPT_FILE
-        and a zero row); without it an undecodable image raises `Error` naming its index."""
-        from . import DType, Executor, _check
-
-        if executor is None:
-            executor = Executor(self._library)
-        if _is_single_image(images):
-            images = [images]
+        thread). ``images`` is one image or a sequence of them (a NumPy array [images, height,
+        width, 3] too), each encoded JPEG or PNG ``bytes`` (or ``bytearray``, ``memoryview``), a
+        file path (``str`` or ``os.PathLike``), a NumPy array [height, width, 3] of uint8 RGB, or a
+        PIL image. Decoding and preprocessing run in C on the executor's threads, as PIL and the
+        ``uform`` package's processor do. A PIL image in mode RGB is passed as its pixels; in other
+        modes it travels as an uncompressed PNG, so it is resized in its own mode as the package's
+        processor does (CMYK and other modes PNG cannot hold are converted to RGB first). Returns
+        an array [images, dimensions] as `encode_texts`, and with ``statuses=True`` also the
+        per-image `Status` list (an undecodable image gets CORRUPT_FILE and a zero row); without it
+        an undecodable image raises `Error` naming its index. A NumPy image of another shape or
+        dtype, or of zero width or height, raises `Error(INVALID_ARGUMENT)` naming its index."""
+        executor = self._executor(executor)
         keep = []
-        items = [_image_struct(image, keep) for image in images]
+        items = [ImageStruct(*_image_fields(image, keep, index)) for index, image in enumerate(_image_list(images))]
         count = len(items)
-        dtype = DType.F32 if dtype is None else DType(int(dtype))
-        width = dimensions or self.describe().dimensions
-        element = 4 if dtype == DType.F32 else 2
-        buffer = (ctypes.c_char * max(count * width * element, 1))()
-        out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+        dtype, element = _embedding_dtype(dtype)
+        dimensions = _size(dimensions, "dimensions")
         array_of_images = (ImageStruct * max(count, 1))(*items)
         codes = (c_enum * max(count, 1))() if statuses else None
         native = self._library._native
-        with executor._using():
-            status = self._functions["uform_encode_images"](
-                executor._handle, self._live(), array_of_images, count, ctypes.byref(out), codes, None)
-            _check(native, status)
+        with self._using():
+            width = self._width(dimensions)
+            buffer = (ctypes.c_char * max(count * width * element, 1))()
+            out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+            with executor._using():
+                status = self._functions["uform_encode_images"](
+                    executor._handle, self._handle, array_of_images, count, ctypes.byref(out), codes, None)
+                _check(native, status)
         del keep
         return self._rows(buffer, count, width, element, dtype, codes if statuses else None)
 
+    def _executor(self, executor) -> Executor:
+        """The executor an encode runs on: ``executor``, or the inline one for None."""
+        if executor is None:
+            return Executor(self._library)
+        if not isinstance(executor, Executor):
+            raise TypeError(f"executor must be a uform.Executor or None (inline), not {executor!r}")
+        return executor
+
+    def _width(self, dimensions: int) -> int:
+        """Elements per row the output holds: ``dimensions``, 0 taking the model's width; a wider
+        request is sized as the model's width, and the engine refuses it, naming both."""
+        full = self.describe().dimensions
+        return min(dimensions, full) if dimensions else full
+
     @staticmethod
     def _rows(buffer, count, width, element, dtype, codes):
-        from . import DType, Status
-
         raw = bytes(buffer)[: count * width * element]
         if _np is not None:
             kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
@@ -366,57 +363,7 @@ class Model:
         return array
 
     def __repr__(self) -> str:
-        return f"uform.Model(0x{self._handle:x})" if self._handle else "uform.Model(closed)"
-
-
-def _is_pil(image) -> bool:
-    return any(c.__module__.startswith("PIL.") and c.__name__ == "Image" for c in type(image).__mro__)
-
-
-def _is_single_image(images) -> bool:
-    import os
-
-    if isinstance(images, (bytes, bytearray, memoryview, str, os.PathLike)) or _is_pil(images):
-        return True
-    return _np is not None and isinstance(images, _np.ndarray) and images.ndim == 3
-
-
-def _image_struct(image, keep: list) -> ImageStruct:
-    """One `uform_image_t` for a supported Python image; what its pointer refers to goes to ``keep``."""
-    import io
-    import os
-
-    from . import Error, Status
-
-    if _is_pil(image):
-        if image.mode == "RGB" and _np is not None:
-            image = _np.asarray(image)
-        else:
-            if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"):
-                image = image.convert("RGB")
-            stream = io.BytesIO()
-            image.save(stream, format="PNG", compress_level=0)
-            image = stream.getvalue()
-    if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as file:
-            image = file.read()
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        data = bytes(image)
-        holder = ctypes.create_string_buffer(data, max(len(data), 1))
-        keep.append(holder)
-        return ImageStruct(ctypes.cast(holder, c_void_p), len(data), 0, 0, 0)
-    if _np is not None and isinstance(image, _np.ndarray):
-        if image.dtype != _np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise Error(Status.INVALID_ARGUMENT,
-                        f"a NumPy image must be [height, width, 3] uint8 RGB, not {image.shape} {image.dtype}")
-        if image.strides[2] != 1 or image.strides[1] != 3 or image.strides[0] < 0:
-            image = _np.ascontiguousarray(image)
-        keep.append(image)
-        height, width = image.shape[0], image.shape[1]
-        return ImageStruct(image.ctypes.data, image.strides[0] * (height - 1) + 3 * width if height else 0, width,
-                           height, image.strides[0])
-    raise Error(Status.INVALID_ARGUMENT,
-                f"an image is bytes, a path, a NumPy array or a PIL image, not {type(image).__name__}")
+        return "uform.Model(closed)" if self.closed else f"uform.Model(0x{self._handle:x})"
 
 
 # The `uform` package's shapes over `Model` (processors, encoders, `get_model`), last: they use it.

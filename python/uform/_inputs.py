@@ -1,0 +1,149 @@
+"""The model verbs' Python inputs as what C reads, checked first: model paths, texts (a ``str`` or
+bytes-like each) and images (bytes, paths, NumPy arrays, PIL images), the embeddings' dtype. A
+Python type mistake raises `TypeError`, a value C cannot take `Error(INVALID_ARGUMENT)` naming it.
+Used by `uform.models`."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+
+from ._codes import DType, Status, _enum
+from ._errors import Error
+
+try:  # NumPy is optional: without it embeddings are lists of lists.
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised where NumPy is absent
+    _np = None
+
+#: The embeddings' element types and their sizes in bytes; also the weights' dtypes.
+_EMBEDDING_BYTES = {DType.F32: 4, DType.BF16: 2, DType.F16: 2}
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _member(cls, value, name: str, valid):
+    """``value`` as a member of the enumeration ``cls`` (`_enum`'s rules: a plain integer out of
+    range is left for the engine to refuse), its `TypeError` naming the ``valid`` members."""
+    try:
+        return _enum(cls, value, name)
+    except TypeError:
+        names = ", ".join(f"{cls.__name__}.{member.name}" for member in valid)
+        raise TypeError(f"{name} must be one of {names}, not {value!r}") from None
+
+
+def _embedding_dtype(dtype) -> tuple:
+    """The output's `DType` (None: F32) and its element size; INVALID_ARGUMENT for another dtype,
+    before a buffer is sized for it."""
+    dtype = _member(DType, DType.F32 if dtype is None else dtype, "dtype", _EMBEDDING_BYTES)
+    if dtype not in _EMBEDDING_BYTES:
+        raise Error(Status.INVALID_ARGUMENT, f"dtype is {dtype!s}; expected DType.F32, DType.BF16 or DType.F16")
+    return dtype, _EMBEDDING_BYTES[dtype]
+
+
+def _model_path(path) -> bytes:
+    """A model directory as the bytes `uform_model_open` reads: a ``str``, ``bytes`` or
+    ``os.PathLike``, neither empty nor holding a NUL byte (C would stop reading there)."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"path must be a str, bytes or os.PathLike, not {path!r}") from None
+    encoded = os.fsencode(path)
+    if not encoded:
+        raise Error(Status.INVALID_ARGUMENT, "path is empty; name a model directory")
+    if b"\0" in encoded:
+        raise Error(Status.INVALID_ARGUMENT, f"path {path!r} has an embedded null byte")
+    return encoded
+
+
+def _text_list(texts) -> list:
+    """One text (a ``str`` or bytes-like) as a list of one, or a sequence of texts as a list."""
+    if isinstance(texts, (str, *_BYTES_LIKE)):
+        return [texts]
+    try:
+        return list(texts)
+    except TypeError:
+        raise TypeError(f"texts must be a str, bytes-like or a sequence of them, not {type(texts).__name__}") from None
+
+
+def _text_bytes(text, name: str) -> bytes:
+    """One text as the bytes the engine reads: a ``str`` in UTF-8 (a lone surrogate as its three
+    bytes, which the engine refuses as invalid UTF-8, as it would from ``bytes``), a bytes-like
+    object as it is; anything else is a `TypeError` naming ``name``."""
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    if isinstance(text, _BYTES_LIKE):
+        return bytes(text)
+    raise TypeError(f"{name} must be a str or bytes-like (bytes, bytearray, memoryview), not {type(text).__name__}")
+
+
+def _is_pil(image) -> bool:
+    return any(c.__module__.startswith("PIL.") and c.__name__ == "Image" for c in type(image).__mro__)
+
+
+def _is_single_image(images) -> bool:
+    if isinstance(images, (*_BYTES_LIKE, str, os.PathLike)) or _is_pil(images):
+        return True
+    return _np is not None and isinstance(images, _np.ndarray) and images.ndim == 3
+
+
+def _image_list(images) -> list:
+    """One image as a list of one, or a sequence of images (a NumPy batch [images, height, width,
+    3] too) as a list; a NumPy array of another rank is INVALID_ARGUMENT, naming its shape."""
+    if _is_single_image(images):
+        return [images]
+    if _np is not None and isinstance(images, _np.ndarray) and images.ndim != 4:
+        raise Error(Status.INVALID_ARGUMENT,
+                    f"images must be a NumPy image [height, width, 3] or batch [images, height, width, 3] of "
+                    f"uint8 RGB, or a sequence of images, not an array of shape {images.shape} {images.dtype}")
+    try:
+        return list(images)
+    except TypeError:
+        raise TypeError(f"images must be an image or a sequence of images, not {type(images).__name__}") from None
+
+
+def _rows_as_c_reads(image) -> bool:
+    """Whether a [height, width, 3] uint8 array lies as `uform_image_t` reads pixels: each row's
+    bytes contiguous, and rows ascending at least a row apart (a row stride of 0, as
+    `numpy.broadcast_to` makes, would mean "packed" to C, and a smaller one overlaps rows)."""
+    height, width = image.shape[0], image.shape[1]
+    strides = image.strides
+    return strides[2] == 1 and (width == 1 or strides[1] == 3) and (height == 1 or strides[0] >= 3 * width)
+
+
+def _image_fields(image, keep: list, index: int) -> tuple:
+    """The fields of one `uform_image_t` (data, size, width, height, stride) for a supported
+    Python image (``images[index]``); what ``data`` points to goes to ``keep``."""
+    if _is_pil(image):
+        if image.mode == "RGB" and _np is not None:
+            image = _np.asarray(image)
+        else:
+            if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"):
+                image = image.convert("RGB")
+            stream = io.BytesIO()
+            image.save(stream, format="PNG", compress_level=0)
+            image = stream.getvalue()
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as file:
+            image = file.read()
+    if isinstance(image, _BYTES_LIKE):
+        data = bytes(image)
+        holder = ctypes.create_string_buffer(data, max(len(data), 1))
+        keep.append(holder)
+        return ctypes.addressof(holder), len(data), 0, 0, 0
+    if _np is not None and isinstance(image, _np.ndarray):
+        if image.dtype != _np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: a NumPy image must be [height, width, 3] uint8 RGB, "
+                                                 f"not {image.shape} {image.dtype}")
+        height, width = image.shape[0], image.shape[1]
+        if not width or not height:
+            side = "width" if not width else "height"
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: a NumPy image of shape {image.shape} has zero {side}")
+        if not _rows_as_c_reads(image):
+            image = _np.ascontiguousarray(image)
+        keep.append(image)
+        stride = image.strides[0] if height > 1 else 3 * width
+        return image.ctypes.data, stride * (height - 1) + 3 * width, width, height, stride
+    raise Error(Status.INVALID_ARGUMENT,
+                f"image {index}: an image is bytes, a path, a NumPy array or a PIL image, not {type(image).__name__}")
