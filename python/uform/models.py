@@ -292,8 +292,8 @@ class Model(_Owner):
         native = self._library._native
         with self._using():
             width = self._width(dimensions)
-            buffer = (ctypes.c_char * max(count * width * element, 1))()
-            out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+            buffer, address = self._output(count, width, element, dtype)
+            out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0)
             with executor._using():
                 status = self._functions["uform_encode_texts"](
                     executor._handle, self._handle, pointers, lengths, count, ctypes.byref(out), items, None)
@@ -325,8 +325,8 @@ class Model(_Owner):
         native = self._library._native
         with self._using():
             width = self._width(dimensions)
-            buffer = (ctypes.c_char * max(count * width * element, 1))()
-            out = EmbeddingsStruct(ctypes.cast(buffer, c_void_p), 0, dimensions, int(dtype), 1 if normalize else 0)
+            buffer, address = self._output(count, width, element, dtype)
+            out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0)
             with executor._using():
                 status = self._functions["uform_encode_images"](
                     executor._handle, self._handle, array_of_images, count, ctypes.byref(out), codes, None)
@@ -349,14 +349,23 @@ class Model(_Owner):
         return min(dimensions, full) if dimensions else full
 
     @staticmethod
-    def _rows(buffer, count, width, element, dtype, codes):
-        raw = bytes(buffer)[: count * width * element]
+    def _output(count, width, element, dtype) -> tuple:
+        """Where the engine writes the rows, and its address: with NumPy the array returned itself
+        (no copy afterwards), else a ctypes buffer `_rows` unpacks."""
         if _np is not None:
             kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
-            array = _np.frombuffer(raw, dtype=kind).reshape(count, width).copy()
+            array = _np.empty((count, width), dtype=kind)
+            return array, c_void_p(array.ctypes.data if array.size else None)
+        buffer = (ctypes.c_char * max(count * width * element, 1))()
+        return buffer, ctypes.cast(buffer, c_void_p)
+
+    @staticmethod
+    def _rows(buffer, count, width, element, dtype, codes):
+        if _np is not None:
+            array = buffer
         else:
             code = {DType.F32: "f", DType.F16: "e", DType.BF16: "H"}[dtype]
-            flat = struct.unpack(f"<{count * width}{code}", raw)
+            flat = struct.unpack(f"<{count * width}{code}", bytes(buffer)[: count * width * element])
             array = [list(flat[i * width:(i + 1) * width]) for i in range(count)]
         if codes is not None:
             return array, [Status(codes[i]) for i in range(count)]
