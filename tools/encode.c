@@ -16,7 +16,8 @@
  *  naming the first text (its index, and its line when read from standard input) or image file that
  *  failed; usage errors exit 2. `--output FILE` is written beside it under a temporary name and
  *  renamed over FILE only when every item was encoded, so a failure leaves FILE as it was (a FILE
- *  that is not a regular file, such as /dev/stdout or a FIFO, is written in place); standard output
+ *  that is not a regular file, such as /dev/stdout or a FIFO, or a symbolic link, is written in
+ *  place); standard output
  *  is written batch by batch, so a failure leaves the batches before it there. An embedding that is
  *  not finite (weights that hold NaN) fails the run rather than print invalid JSON.
  */
@@ -208,7 +209,9 @@ static int output_open(output_t *output, char const *path) {
     *output = (output_t){.file = stdout, .path = path};
     if (!path) return 1;
     struct stat info;
-    if (stat(path, &info) == 0 && !S_ISREG(info.st_mode)) {
+    /* A symbolic link is written through (renaming over it would replace the link itself). */
+    int link = lstat(path, &info) == 0 && S_ISLNK(info.st_mode);
+    if (stat(path, &info) == 0 && (link || !S_ISREG(info.st_mode))) {
         if (S_ISDIR(info.st_mode)) {
             fprintf(stderr, "uform encode: cannot write %s: Is a directory\n", path);
             return 0;
