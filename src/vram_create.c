@@ -109,6 +109,11 @@ uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_r
                                        uform_executor_t *executor) {
     uform_status_t status = vram_check_arguments(vram, streams, deferred_limit, executor);
     if (status != uform_status_ok_k) return status;
+    /* The decoders' RAM options too, before the driver: the same answer with and without GPUs. */
+    uform_placement_t decoders_placement;
+    status = uform_placement_resolve(ram, &decoders_placement);
+    if (status != uform_status_ok_k) return status;
+    uform_placement_free(&decoders_placement);
     uform_cuda_t const *cuda;
     uform_cuda_device_t const *listing;
     size_t listed = 0;

@@ -37,6 +37,14 @@ static void test_arguments(void) {
     CHECK_STATUS(uform_executor_for_vram(NULL, NULL, NULL, 0, ((size_t)1 << 20) + 1, &executor),
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("deferred_limit 1048577");
+    // The decoders' RAM options, too, are checked before the driver is looked for.
+    uform_ram_options_t bad_class = {.cpu_class = (uform_cpu_class_t)55};
+    CHECK_STATUS(uform_executor_for_vram(NULL, &bad_class, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("cpu_class 55 is out of range");
+    int32_t const absent_node[] = {4095};
+    uform_ram_options_t bad_node = {.memory_domains = absent_node, .memory_domains_count = 1};
+    CHECK_STATUS(uform_executor_for_vram(NULL, &bad_node, NULL, 0, 0, &executor), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("NUMA node 4095");
     CHECK(executor == sentinel); // untouched by every failure
 
     size_t bytes = 77;

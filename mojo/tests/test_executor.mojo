@@ -106,6 +106,15 @@ def test_for_ram_errors() raises:
         raise Error(Status.OK, "for_ram on node 4095 succeeded")
     except e:
         expect_error(Status.INVALID_ARGUMENT, "4095", e)
+    # A negative count would reach C as about 2^64 entries, past the caller's array.
+    var node: List[Int32] = [0]
+    var negative_count = RamOptions.on(node)
+    negative_count.memory_domains_count = -1
+    try:
+        _ = Executor.for_ram(library, negative_count, threads=1)
+        raise Error(Status.OK, "for_ram with memory_domains_count -1 succeeded")
+    except e:
+        expect_error(Status.INVALID_ARGUMENT, "memory_domains_count must be zero or more, got -1", e)
     var twice: List[Int32] = [0, 0]
     try:
         _ = Executor.for_ram(library, RamOptions.on(twice))
@@ -177,6 +186,19 @@ def test_for_vram_argument_errors() raises:
         raise Error(Status.OK, "for_vram(scratch_limit=-1) succeeded")
     except e:
         expect_error(Status.INVALID_ARGUMENT, "scratch_limit", e)
+    var negative_count = VramOptions()
+    negative_count.devices_count = -1
+    try:
+        _ = Executor.for_vram(library, negative_count)
+        raise Error(Status.OK, "for_vram with devices_count -1 succeeded")
+    except e:
+        expect_error(Status.INVALID_ARGUMENT, "devices_count must be zero or more, got -1", e)
+    # The decoders' RAM options are checked before the driver too.
+    try:
+        _ = Executor.for_vram(library, ram=RamOptions(cpu_class=CPUClass(Int32(55))))
+        raise Error(Status.OK, "for_vram with a RAM class of 55 succeeded")
+    except e:
+        expect_error(Status.INVALID_ARGUMENT, "cpu_class 55", e)
 
 
 def test_drain_and_moods() raises:
@@ -323,6 +345,13 @@ def test_deferred_full_and_pending_outcome() raises:
     gate.release.store(1)
     held.result()
     assert_equal(Int(gate.entered.load()), 1)
+    # An outcome no call was handed has no result: PENDING, saying why, not an empty message.
+    var unused = Outcome(library)
+    try:
+        unused.result()
+        raise Error(Status.OK, "result() of an unused outcome returned")
+    except e:
+        expect_error(Status.PENDING, "no call was handed this outcome", e)
 
 
 def main() raises:

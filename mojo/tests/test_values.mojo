@@ -116,6 +116,20 @@ def test_library_loading() raises:
     except e:
         assert_true(e.kind == Status.UNSUPPORTED)
         assert_true(e.message.find("/nonexistent/libuform.so") >= 0, e.message)
+    # A file that loads but is not libuform, and an empty path (dlopen's program itself): refused,
+    # never a call of a missing symbol (which aborts the process).
+    try:
+        _ = Library("libm.so.6")
+        raise Error(Status.OK, "libm loaded as libuform")
+    except e:
+        assert_true(e.kind == Status.UNSUPPORTED, String(e))
+        assert_true(e.message.find("libm.so.6 loads but is not libuform") >= 0, e.message)
+    try:
+        _ = Library("")
+        raise Error(Status.OK, "an empty path loaded")
+    except e:
+        assert_true(e.kind == Status.UNSUPPORTED, String(e))
+        assert_true(e.message.find("empty") >= 0, e.message)
     # $UFORM_LIBRARY alone, when set: a wrong one names itself and is not passed over.
     var saved = getenv("UFORM_LIBRARY")
     _ = setenv("UFORM_LIBRARY", "/nonexistent/elsewhere.so")

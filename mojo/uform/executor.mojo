@@ -7,7 +7,7 @@ from std.memory import ArcPointer
 from .classes import CPUClass, ExecutorKind, GPUClass, Mood, Schedule
 from .errors import Error, Status
 from .library import Address, Library, NULL_ADDRESS
-from .options import RamOptions, RamOptionsArguments, VramOptions, VramOptionsArguments
+from .options import RamOptions, RamOptionsArguments, VramOptions, VramOptionsArguments, _checked_ram, _checked_vram
 
 comptime DEFERRED_LIMIT_DEFAULT = 1024
 """What `deferred_limit=0` takes, `UFORM_DEFERRED_LIMIT_DEFAULT`."""
@@ -202,8 +202,11 @@ struct Outcome(Movable):
         """Waits for the call, then raises its failure.
 
         Raises:
-            Error: With the call's status and message, unless it succeeded.
+            Error: With the call's status and message, unless it succeeded; PENDING, saying so,
+                for an outcome no call was handed.
         """
+        if not self._submitted:
+            raise Error(Status.PENDING, "no call was handed this outcome, so it has no result to wait for")
         var status = self.wait()
         if status != Status.OK:
             raise Error(status, self.message())
@@ -270,7 +273,7 @@ struct Executor(Movable):
         Raises:
             Error: If the domains cannot be resolved or the OS refuses the threads.
         """
-        var arguments = ram.arguments()
+        var arguments = _checked_ram(ram)
         var threads_count = _size(threads, "threads")
         var limit = _size(deferred_limit, "deferred_limit")
         var handle = 0
@@ -306,7 +309,7 @@ struct Executor(Movable):
         Raises:
             Error: If the pool or the domains are refused.
         """
-        var arguments = ram.arguments()
+        var arguments = _checked_ram(ram)
         var limit = _size(deferred_limit, "deferred_limit")
         var handle = 0
         library.check(
@@ -347,8 +350,8 @@ struct Executor(Movable):
         Raises:
             Error: If a device cannot be selected, or with `UNSUPPORTED` in a build without one.
         """
-        var vram_arguments = vram.arguments()
-        var ram_arguments = ram.arguments()
+        var vram_arguments = _checked_vram(vram)
+        var ram_arguments = _checked_ram(ram)
         var scratch = _size(scratch_limit, "scratch_limit")
         var limit = _size(deferred_limit, "deferred_limit")
         var handle = 0

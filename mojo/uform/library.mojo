@@ -98,11 +98,17 @@ struct Library(Copyable, Movable):
         Raises:
             Error: UNSUPPORTED when the file does not load or speaks another ABI.
         """
+        if not path:
+            # dlopen("") is the program itself, not a library.
+            raise Error(Status.UNSUPPORTED, "the library path is empty")
         try:
             self._handle = ArcPointer(OwnedDLHandle(path))
         except e:
             raise Error(Status.UNSUPPORTED, String(path, " (", e, ")"))
         self.path = path
+        # Calling a symbol the file lacks aborts the process: look before the first call.
+        if not self._handle[].check_symbol("uform_version"):
+            raise Error(Status.UNSUPPORTED, String(path, " loads but is not libuform (no uform_version)"))
         var version = self.version()
         var major = version.split(".")[0]
         if major != String(ABI_MAJOR):

@@ -3,6 +3,24 @@
 from std.ffi import c_int, c_size_t
 
 from .classes import CPUClass, GPUClass
+from .errors import Error, Status
+
+
+def _checked_ram[origin: ImmOrigin, //](ram: RamOptions[origin]) raises Error -> RamOptionsArguments:
+    """`ram.arguments()`, or `Error(INVALID_ARGUMENT)` for a negative `memory_domains_count` (which C
+    would read as about 2^64 entries, past the caller's array)."""
+    if ram.memory_domains_count < 0:
+        raise Error(
+            Status.INVALID_ARGUMENT, String("memory_domains_count must be zero or more, got ", ram.memory_domains_count)
+        )
+    return ram.arguments()
+
+
+def _checked_vram[origin: ImmOrigin, //](vram: VramOptions[origin]) raises Error -> VramOptionsArguments:
+    """`vram.arguments()`, or `Error(INVALID_ARGUMENT)` for a negative `devices_count`."""
+    if vram.devices_count < 0:
+        raise Error(Status.INVALID_ARGUMENT, String("devices_count must be zero or more, got ", vram.devices_count))
+    return vram.arguments()
 
 
 @fieldwise_init
@@ -86,7 +104,8 @@ struct RamOptions[origin: ImmOrigin = ImmUntrackedOrigin](Copyable, ImplicitlyCo
         return options
 
     def arguments(self) -> RamOptionsArguments:
-        """The C layout, erased only inside a verb so the borrow lives through the call.
+        """The C layout, erased only inside a verb so the borrow lives through the call. The verbs
+        check the count first (`_checked_ram`): a negative one would reach C as about 2^64.
 
         Returns:
             The `uform_ram_options_t` fields.
@@ -145,7 +164,8 @@ struct VramOptions[origin: ImmOrigin = ImmUntrackedOrigin](Copyable, ImplicitlyC
         return options
 
     def arguments(self) -> VramOptionsArguments:
-        """The C layout, erased only inside a verb so the borrow lives through the call.
+        """The C layout, erased only inside a verb so the borrow lives through the call. The verbs
+        check the count first (`_checked_vram`): a negative one would reach C as about 2^64.
 
         Returns:
             The `uform_vram_options_t` fields.
