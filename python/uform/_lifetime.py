@@ -143,6 +143,19 @@ class _Owner:
         the handle lives."""
         return self._library
 
+    def _close_state(self) -> bool:
+        """Marks the handle closed, so no verb starts on it: False when it already was, and
+        `Error(CONTENDED)`, changing nothing, while another thread is inside a verb on it. The
+        caller then runs the finalizer, which frees it once."""
+        state = self._state
+        with state.lock:
+            if state.closed:
+                return False
+            if state.active:
+                raise Error(Status.CONTENDED, f"another thread is inside a call on this {state.noun}; close it after")
+            state.closed = True
+        return True
+
     @property
     def address(self) -> int:
         """The opaque handle (`uform_executor_t`, `uform_mesh_t`, `uform_model_t`) as an integer;

@@ -253,13 +253,8 @@ class Mesh(_Owner):
         """Leaves the mesh (`uform_mesh_free`): waits for the executor's calls on it, releases the
         communicators. Idempotent; `Error(CONTENDED)` while another thread is inside one of its
         verbs. Without `close`, the same happens when the mesh is garbage-collected or at exit."""
-        state = self._state
-        with state.lock:
-            if state.closed:
-                return
-            if state.active:
-                raise Error(Status.CONTENDED, "another thread is inside a call on this mesh; close it after")
-            state.closed = True
+        if not self._close_state():
+            return
         if self._executor is not None:
             self._executor._meshes.discard(self)
         if self._finalizer is not None:

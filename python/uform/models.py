@@ -237,13 +237,8 @@ class Model(_Owner):
         nothing, while another thread is inside a call that uses the model (`encode_texts`,
         `encode_images`, `tokenize`, `describe`). Without `close`, the same happens when the model
         is garbage-collected or at exit."""
-        state = self._state
-        with state.lock:
-            if state.closed:
-                return
-            if state.active:
-                raise Error(Status.CONTENDED, "another thread is inside a call on this model; close it after")
-            state.closed = True  # from here no call can start on it
+        if not self._close_state():
+            return
         if self._finalizer is not None:
             self._finalizer()  # `_release_model`, once
 
