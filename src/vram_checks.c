@@ -5,8 +5,8 @@
 #define _GNU_SOURCE
 #include "vram_private.h"
 
-uform_status_t vram_check_arguments(uform_vram_options_t const *vram, void *const *streams,
-                                           size_t deferred_limit, uform_executor_t *executor) {
+uform_status_t vram_check_arguments(uform_vram_options_t const *vram, uform_ram_options_t const *ram,
+                                   void *const *streams, size_t deferred_limit, uform_executor_t *executor) {
     if (!executor) return uform_fail(uform_status_invalid_argument_k, "uform_executor_for_vram: executor is NULL");
     if (vram) {
         if (vram->devices_count && !vram->devices)
@@ -35,7 +35,13 @@ uform_status_t vram_check_arguments(uform_vram_options_t const *vram, void *cons
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_for_vram: borrowed streams are not wired yet; pass streams as NULL and "
                           "the executor opens its own");
-    return uform_ring_check_limit(deferred_limit, "uform_executor_for_vram");
+    uform_status_t status = uform_ring_check_limit(deferred_limit, "uform_executor_for_vram");
+    if (status != uform_status_ok_k) return status;
+    /* The decoders' RAM options too, before the driver: the same answer with and without GPUs. */
+    uform_placement_t decoders;
+    status = uform_placement_resolve(ram, &decoders);
+    if (status == uform_status_ok_k) uform_placement_free(&decoders);
+    return status;
 }
 
 uform_status_t vram_check_launch(uform_device_slot_t const *slot, uform_kernel_t kernel) {

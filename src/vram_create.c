@@ -107,13 +107,8 @@ static uform_status_t vram_open_device(vram_executor_t *self, vram_device_t *dev
 uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_ram_options_t const *ram,
                                        void *const *streams, size_t scratch_limit, size_t deferred_limit,
                                        uform_executor_t *executor) {
-    uform_status_t status = vram_check_arguments(vram, streams, deferred_limit, executor);
+    uform_status_t status = vram_check_arguments(vram, ram, streams, deferred_limit, executor);
     if (status != uform_status_ok_k) return status;
-    /* The decoders' RAM options too, before the driver: the same answer with and without GPUs. */
-    uform_placement_t decoders_placement;
-    status = uform_placement_resolve(ram, &decoders_placement);
-    if (status != uform_status_ok_k) return status;
-    uform_placement_free(&decoders_placement);
     uform_cuda_t const *cuda;
     uform_cuda_device_t const *listing;
     size_t listed = 0;

@@ -15,9 +15,10 @@
 
 #include <pthread.h> // `pthread_mutex_t`
 
-/** Argument checks shared by the CUDA build and the stub (vram_checks.c). */
-uform_status_t vram_check_arguments(uform_vram_options_t const *vram, void *const *streams, size_t deferred_limit,
-                                    uform_executor_t *executor);
+/** Argument checks shared by the CUDA build and the stub (vram_checks.c), the decoders' RAM options
+ *  included: all before the driver is looked for. */
+uform_status_t vram_check_arguments(uform_vram_options_t const *vram, uform_ram_options_t const *ram,
+                                    void *const *streams, size_t deferred_limit, uform_executor_t *executor);
 uform_status_t vram_check_launch(uform_device_slot_t const *slot, uform_kernel_t kernel);
 
 #if UFORM_WITH_CUDA

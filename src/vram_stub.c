@@ -8,8 +8,8 @@
 uform_status_t uform_executor_for_vram(uform_vram_options_t const *vram, uform_ram_options_t const *ram,
                                        void *const *streams, size_t scratch_limit, size_t deferred_limit,
                                        uform_executor_t *executor) {
-    (void)ram, (void)scratch_limit;
-    uform_status_t status = vram_check_arguments(vram, streams, deferred_limit, executor);
+    (void)scratch_limit;
+    uform_status_t status = vram_check_arguments(vram, ram, streams, deferred_limit, executor);
     if (status != uform_status_ok_k) return status;
     return uform_fail(uform_status_unsupported_k, "uform_executor_for_vram: %s", UFORM_NO_GPU_REASON);
 }
