@@ -211,7 +211,8 @@ static int output_open(output_t *output, char const *path) {
     struct stat info;
     /* A symbolic link is written through (renaming over it would replace the link itself). */
     int link = lstat(path, &info) == 0 && S_ISLNK(info.st_mode);
-    if (stat(path, &info) == 0 && (link || !S_ISREG(info.st_mode))) {
+    int exists = stat(path, &info) == 0;
+    if (exists && (link || !S_ISREG(info.st_mode))) {
         if (S_ISDIR(info.st_mode)) {
             fprintf(stderr, "uform encode: cannot write %s: Is a directory\n", path);
             return 0;
@@ -236,7 +237,7 @@ static int output_open(output_t *output, char const *path) {
     /* The mode a new file would get (0666 less the umask), or the replaced file's. */
     mode_t mask = umask(0);
     umask(mask);
-    mode_t mode = stat(path, &info) == 0 ? (info.st_mode & 07777) : (0666 & ~mask);
+    mode_t mode = exists ? (info.st_mode & 07777) : (0666 & ~mask);
     if (fchmod(fd, mode) != 0 || !(output->file = fdopen(fd, "wb"))) {
         fprintf(stderr, "uform encode: cannot write %s: %s\n", output->temporary, strerror(errno));
         close(fd), unlink(output->temporary);
