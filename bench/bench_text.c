@@ -134,9 +134,9 @@ int main(int argc, char **argv) {
     if (json)
         printf("{\"system\": \"uform\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
                "\"threads\": %zu, \"cpu_class\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, "
-               "\"median_call_ms\": %.3f, \"p90_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, \"peak_rss_mib\": %.1f}\n",
+               "\"median_call_ms\": %.3f, \"p90_call_ms\": %.3f, \"cpu_ms_per_call\": %.3f, \"peak_rss_mib\": %.1f, \"packed_mib\": %.1f}\n",
                shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, timed.best * 1e3, timed.median * 1e3, timed.p90 * 1e3,
-               timed.cpu_per_call * 1e3, usage.ru_maxrss / 1024.0);
+               timed.cpu_per_call * 1e3, usage.ru_maxrss / 1024.0, (double)uform_gemm_packed_bytes() / (1024.0 * 1024.0));
     else
         printf("uform %s %s: %zu tokens, batch %zu, %zu threads, class %s: %.1f texts/s, best call %.3f ms "
                "(median %.3f, p90 %.3f), peak RSS %.1f MiB\n",

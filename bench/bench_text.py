@@ -69,15 +69,15 @@ def inputs(batch, tokens):
 
 def timed(run, seconds):
     run(), run()
-    calls, best, start = 0, float("inf"), time.perf_counter()
+    calls, durations, start = 0, [], time.perf_counter()
     while True:
         before = time.perf_counter()
         run()
-        best = min(best, time.perf_counter() - before)
+        durations.append(time.perf_counter() - before)
         calls += 1
         elapsed = time.perf_counter() - start
         if elapsed >= seconds and calls >= 3:
-            return calls, elapsed, best
+            return calls, elapsed, sorted(durations)
 
 
 def run_peer(system, shape, tokens, batch, threads, seconds):
@@ -88,7 +88,7 @@ def run_peer(system, shape, tokens, batch, threads, seconds):
     if system in ("torch-f32", "torch-bf16"):
         model = build_torch(shape, "bf16" if system == "torch-bf16" else "f32")
         with torch.inference_mode():
-            calls, elapsed, best = timed(lambda: model(ids, mask), seconds)
+            calls, elapsed, durations = timed(lambda: model(ids, mask), seconds)
     else:
         import onnxruntime as ort
         model = build_torch(shape, "f32")
@@ -102,8 +102,10 @@ def run_peer(system, shape, tokens, batch, threads, seconds):
             options.inter_op_num_threads = 1
             session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
             feed = {"ids": ids.numpy(), "mask": mask.numpy()}
-            calls, elapsed, best = timed(lambda: session.run(None, feed), seconds)
-    return {"system": system, "texts_per_second": calls * batch / elapsed, "best_call_ms": best * 1e3}
+            calls, elapsed, durations = timed(lambda: session.run(None, feed), seconds)
+    return {"system": system, "texts_per_second": calls * batch / elapsed, "best_call_ms": durations[0] * 1e3,
+            "median_call_ms": durations[len(durations) // 2] * 1e3,
+            "p90_call_ms": durations[min(len(durations) - 1, len(durations) * 9 // 10)] * 1e3}
 
 
 

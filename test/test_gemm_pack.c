@@ -9,11 +9,16 @@
  *          LayerScale summed into C), pinned and not, against double-precision references; and its
  *          refusals (a strided C, a bf16 sum, fusing off, a class without native bf16) leave C untouched.
  *          Forced onto the matmul primitive on any library class (as UFORM_GEMM_MATMUL=1 would).
+ *          Then the f32 path off the primitive (`uform_gemm_sgemm_packs`: oneDNN's packed GEMM): the
+ *          same values packed and plain, for 1 to 600 rows and strided A and C, whole products and
+ *          slices, narrow slices left plain, the unpin lifetime, and 8 threads racing to pack and
+ *          multiply the same weights.
  */
 #include "check.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +198,108 @@ static void check_fused(uform_gemm_t const *gemm, int required) {
     free(a), free(w_f32), free(c), free(before), free(a16), free(c16), free(w);
 }
 
+/* ---- f32 through oneDNN's packed GEMM ---- */
+
+enum { SN = 1152, SK = 96, SM = 600, SLDA = SK + 8, SLDC = SN + 16 };
+
+/* The worst |got - want| over |want|'s largest, of `rows` rows of C = A W^T over columns [j0, j0 + n). */
+static double sgemm_error(float const *a, float const *w, size_t rows, size_t j0, size_t n, float const *c) {
+    double worst = 0, scale = 1e-30;
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double want = 0;
+            for (size_t p = 0; p < SK; ++p) want += (double)a[i * SLDA + p] * (double)w[(j0 + j) * SK + p];
+            worst = fmax(worst, fabs(want - (double)c[i * SLDC + j]));
+            scale = fmax(scale, fabs(want));
+        }
+    return worst / scale;
+}
+
+typedef struct racer_t {
+    uform_gemm_t const *gemm;
+    float const *a, *w;
+    float *c;
+    size_t j0, n;
+} racer_t;
+
+static void *race(void *opaque) {
+    racer_t *r = (racer_t *)opaque;
+    int previous = uform_gemm_thread_enter();
+    for (int round = 0; round < 20; ++round)
+        uform_gemm_tile(r->gemm, 64, r->n, SK, r->a, SLDA, r->w + r->j0 * SK, uform_dtype_f32_k, SK, r->c, SLDC, NULL);
+    uform_gemm_thread_leave(previous);
+    return NULL;
+}
+
+static void check_sgemm_packed(uform_gemm_t const *gemm) {
+    float *a = malloc(sizeof(float) * SM * SLDA), *w = NULL, *c = malloc(sizeof(float) * SM * SLDC);
+    CHECK_FATAL(a && c && posix_memalign((void **)&w, 4096, sizeof(float) * SN * SK) == 0);
+    for (size_t i = 0; i < (size_t)SM * SLDA; ++i) a[i] = uniform();
+    for (size_t i = 0; i < (size_t)SN * SK; ++i) w[i] = uniform();
+    size_t const rows[] = {1, 7, 64, 512, 600};
+    /* Not pinned: the plain path, nothing packed. */
+    uform_gemm_tile(gemm, 64, SN, SK, a, SLDA, w, uform_dtype_f32_k, SK, c, SLDC, NULL);
+    CHECK(sgemm_error(a, w, 64, 0, SN, c) < 1e-5);
+    CHECK(uform_gemm_packed_bytes() == 0);
+    /* Pinned: packed on first use, the same values for any rows, twice. */
+    uform_gemm_pin(w, sizeof(float) * SN * SK);
+    for (int call = 0; call < 2; ++call)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r) {
+            for (size_t i = 0; i < (size_t)SM * SLDC; ++i) c[i] = NAN;
+            uform_gemm_tile(gemm, rows[r], SN, SK, a, SLDA, w, uform_dtype_f32_k, SK, c, SLDC, NULL);
+            double error = sgemm_error(a, w, rows[r], 0, SN, c);
+            if (call) printf("sgemm packed, %zu rows: worst relative error %.2e\n", rows[r], error);
+            CHECK(error < 1e-5);
+            CHECK(isnan(c[rows[r] * SLDC]) || rows[r] == SM); /* nothing past the rows, nor between (below) */
+            CHECK(isnan(c[SN]));
+        }
+    size_t whole = uform_gemm_packed_bytes();
+    printf("sgemm packed: %zu bytes for %zu of weights\n", whole, sizeof(float) * SN * SK);
+    CHECK(whole >= sizeof(float) * SN * SK && whole <= 2 * sizeof(float) * SN * SK);
+    /* A slice of 576 columns: a copy of its own; one of 64: left plain (its layout would pad 8 times). */
+    uform_gemm_tile(gemm, 64, 576, SK, a, SLDA, w + 576 * SK, uform_dtype_f32_k, SK, c, SLDC, NULL);
+    CHECK(sgemm_error(a, w, 64, 576, 576, c) < 1e-5);
+    size_t sliced = uform_gemm_packed_bytes();
+    CHECK(sliced > whole);
+    uform_gemm_tile(gemm, 64, 64, SK, a, SLDA, w + 128 * SK, uform_dtype_f32_k, SK, c, SLDC, NULL);
+    CHECK(sgemm_error(a, w, 64, 128, 64, c) < 1e-5);
+    CHECK(uform_gemm_packed_bytes() == sliced);
+    /* Unpinned, new values at the same address, pinned again: the new values, never the old copy. */
+    uform_gemm_unpin(w, sizeof(float) * SN * SK);
+    CHECK(uform_gemm_packed_bytes() == 0);
+    for (size_t i = 0; i < (size_t)SN * SK; ++i) w[i] = uniform();
+    uform_gemm_pin(w, sizeof(float) * SN * SK);
+    uform_gemm_tile(gemm, 64, SN, SK, a, SLDA, w, uform_dtype_f32_k, SK, c, SLDC, NULL);
+    CHECK(sgemm_error(a, w, 64, 0, SN, c) < 1e-5);
+    uform_gemm_unpin(w, sizeof(float) * SN * SK);
+    CHECK(uform_gemm_packed_bytes() == 0);
+
+    /* 8 threads at once, first use included: 4 on the whole product, 4 on the two halves. */
+    for (size_t i = 0; i < (size_t)SN * SK; ++i) w[i] = uniform();
+    uform_gemm_pin(w, sizeof(float) * SN * SK);
+    enum { RACERS = 8 };
+    float *outs[RACERS];
+    racer_t racers[RACERS];
+    pthread_t threads[RACERS];
+    for (size_t t = 0; t < RACERS; ++t) {
+        outs[t] = malloc(sizeof(float) * 64 * SLDC);
+        CHECK_FATAL(outs[t] != NULL);
+        size_t half = t % 4 == 3 ? 1 : 0;
+        racers[t] = (racer_t){gemm, a, w, outs[t], t < 4 ? 0 : half * 576, t < 4 ? SN : 576};
+        CHECK_FATAL(pthread_create(&threads[t], NULL, race, &racers[t]) == 0);
+    }
+    for (size_t t = 0; t < RACERS; ++t) {
+        pthread_join(threads[t], NULL);
+        CHECK(sgemm_error(a, w, 64, racers[t].j0, racers[t].n, outs[t]) < 1e-5);
+        free(outs[t]);
+    }
+    printf("sgemm packed: 8 racing threads, %zu bytes packed\n", uform_gemm_packed_bytes());
+    CHECK(uform_gemm_packed_bytes() > whole); /* the whole product and a half: one copy each */
+    uform_gemm_unpin(w, sizeof(float) * SN * SK);
+    CHECK(uform_gemm_packed_bytes() == 0);
+    free(a), free(c), free(w);
+}
+
 int main(void) {
     uform_cpu_class_t cpu_class;
     CHECK_FATAL(uform_cpu_detect(&cpu_class, NULL) == uform_status_ok_k);
@@ -216,6 +323,14 @@ int main(void) {
         printf("fused: refused without native bf16, as it must be\n");
     }
     printf("matmul primitives: %s\n", uform_gemm_matmul_impl() ? uform_gemm_matmul_impl() : "none");
+    uform_gemm_t functions = uform_gemm_for(cpu_class);
+    functions.matmul = 0, functions.fused = 0, functions.mlp_planes = 0;
+    char const *budget = getenv("UFORM_GEMM_PACK_MIB");
+    if (uform_gemm_sgemm_packs()) check_sgemm_packed(&functions);
+    else {
+        printf("sgemm packed: not here (%s)\n", budget && !strcmp(budget, "0") ? "UFORM_GEMM_PACK_MIB=0" : "libdnnl lacks it");
+        CHECK(budget && !strcmp(budget, "0")); /* Debian's libdnnl 2.6 exports it */
+    }
     uform_gemm_thread_leave(previous);
     return check_failures ? 1 : 0;
 }

@@ -117,6 +117,7 @@ int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, siz
 #define PACKED_RECENT 2048 /* a thread's recent (weights, primitive) pairs and their packed weights */
 #define PACKED_MAX 8192    /* packed slices of the process */
 #define PINS_MAX 1024      /* pinned weight ranges of the process */
+#define SGEMM_RECENT 512   /* a thread's recent slices packed for oneDNN's packed f32 GEMM */
 
 /* A slot of a thread's direct-mapped tables: the keys (weight slices 16 columns apart, shapes 16
  * columns apart) differ in few, regular bits, which a plain sum of multiples folded onto a few slots
@@ -145,6 +146,7 @@ typedef struct packed_t {
     void const *plain; /**< The slice's first weight row, [n][ldw] in the tower's layout. */
     size_t n, k, ldw;
     dnnl_data_type_t type;
+    int sgemm;                 /**< oneDNN's packed-GEMM format (`sgemm_pack`), not a primitive's `layout`. */
     dnnl_memory_desc_t layout;
     void *data; /**< NULL: packing failed (the plain path serves). */
     size_t bytes;
@@ -164,6 +166,8 @@ typedef struct matmul_thread_t {
     size_t dense_bytes;
     matmul_recent_t recent[MATMUL_RECENT];
     struct { void const *plain; matmul_entry_t const *entry; packed_t const *packed; size_t generation; } packs[PACKED_RECENT];
+    /* The slices this thread multiplied lately through oneDNN's packed GEMM (`sgemm_packed_run`). */
+    struct { void const *plain; size_t n, k, ldw; packed_t const *packed; size_t generation; } sgemm_packs[SGEMM_RECENT];
     struct matmul_thread_t *prev, *next;
 } matmul_thread_t;
 
@@ -433,8 +437,8 @@ static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *
     generation = atomic_load_explicit(&pins_generation, memory_order_relaxed);
     for (size_t i = 0; i < packed_count && !found; ++i) {
         packed_t *p = packed_entries[i];
-        if (p->plain == w && p->n == entry->n && p->k == entry->k && p->ldw == entry->ldw && p->type == entry->type &&
-            dnnl_memory_desc_equal(&p->layout, &entry->weights))
+        if (!p->sgemm && p->plain == w && p->n == entry->n && p->k == entry->k && p->ldw == entry->ldw &&
+            p->type == entry->type && dnnl_memory_desc_equal(&p->layout, &entry->weights))
             found = p;
     }
     if (!found && packed_count < PACKED_MAX && pinned_slice(w, entry->n, entry->k, entry->ldw, element) &&
@@ -594,10 +598,120 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
            dnnl_stream_wait(state->stream) == dnnl_success;
 }
 
+/* ---- f32 weights packed once for oneDNN's packed GEMM (classes off the primitive path) ----
+ *
+ * Where f32 products go through oneDNN's GEMM functions (AVX2 and AVX-512 classes without AMX: its
+ * matmul primitive has no brgemm for f32 below AVX-512 in oneDNN 2.6, so it could not keep weights
+ * packed), `dnnl_sgemm` copies every call's weights into its blocked layout before it multiplies.
+ * oneDNN also has the packed GEMM that its RNN primitives use (`sgemm_pack_get_size`, `sgemm_pack`,
+ * `sgemm_compute`, as MKL's `cblas_sgemm_pack`): exported by libdnnl 2.6 but declared in no public
+ * header, so found at run time by their (C++) names in the libdnnl this library loaded; where they
+ * are missing (another oneDNN), `dnnl_sgemm` serves as before. Pinned weights (`uform_gemm_pin`) are
+ * packed once per slice, with the pinned-primitive slices' budget and lifetime (packed_t with
+ * `sgemm`), and multiplied packed. Column-major for oneDNN: C^T[n][m] = W[n][k] A^T, so the weights
+ * are its A ("T", packed) and our A its B ("N"). Measured on an AVX2-only AMD EPYC (2 cores), one
+ * thread, the 8 products of UForm3-small's two layers with weights cold: 64 rows 41.7 ms median with
+ * `dnnl_sgemm`, 29.9 ms packed; 512 rows 251.7 against 216.7 ms (bench/RESULTS.md). The layout is
+ * chosen for SGEMM_PACK_ROWS rows (its blocks then pad least); any rows multiply through it. */
+
+#define SGEMM_PACK_ROWS 512
+/* The layout pads a slice's columns to its blocks: 8.3 times the slice's bytes for 64 columns, 1.0
+ * for 576 and more (over 512 rows). Slices it would pad past this factor stay plain. */
+#define SGEMM_PACK_PAD_MAX 1.5
+
+typedef dnnl_status_t (*sgemm_pack_get_size_t)(char const *, char const *, char const *, dnnl_dim_t const *,
+                                                dnnl_dim_t const *, dnnl_dim_t const *, dnnl_dim_t const *,
+                                                dnnl_dim_t const *, size_t *, _Bool *);
+typedef dnnl_status_t (*sgemm_pack_t)(char const *, char const *, char const *, dnnl_dim_t const *, dnnl_dim_t const *,
+                                      dnnl_dim_t const *, dnnl_dim_t const *, dnnl_dim_t const *, float const *, float *);
+typedef dnnl_status_t (*sgemm_compute_t)(char const *, char const *, dnnl_dim_t const *, dnnl_dim_t const *,
+                                         dnnl_dim_t const *, float const *, dnnl_dim_t const *, float const *,
+                                         dnnl_dim_t const *, float const *, float *, dnnl_dim_t const *);
+static sgemm_pack_get_size_t sgemm_pack_get_size_fn;
+static sgemm_pack_t sgemm_pack_fn;
+static sgemm_compute_t sgemm_compute_fn;
+static pthread_once_t sgemm_pack_once = PTHREAD_ONCE_INIT;
+
+static void sgemm_pack_resolve(void) {
+    /* The libdnnl that `dnnl_sgemm` came from, whatever scope this library was loaded in. */
+    Dl_info info;
+    void *library = NULL;
+    if (dladdr((void *)dnnl_sgemm, &info) && info.dli_fname) library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (!library) return;
+    sgemm_pack_get_size_t get_size =
+        (sgemm_pack_get_size_t)dlsym(library, "_ZN4dnnl4impl3cpu19sgemm_pack_get_sizeEPKcS3_S3_PKlS5_S5_S5_S5_PmPb");
+    sgemm_pack_t pack = (sgemm_pack_t)dlsym(library, "_ZN4dnnl4impl3cpu10sgemm_packEPKcS3_S3_PKlS5_S5_S5_S5_PKfPf");
+    sgemm_compute_t compute =
+        (sgemm_compute_t)dlsym(library, "_ZN4dnnl4impl3cpu13sgemm_computeEPKcS3_PKlS5_S5_PKfS5_S7_S5_S7_PfS5_");
+    if (get_size && pack && compute) sgemm_pack_get_size_fn = get_size, sgemm_pack_fn = pack, sgemm_compute_fn = compute;
+    dlclose(library); /* NOLOAD took a reference of a library that stays loaded (this one needs it) */
+}
+
+int uform_gemm_sgemm_packs(void) {
+    pthread_once(&sgemm_pack_once, sgemm_pack_resolve);
+    pthread_once(&matmul_once, matmul_init);
+    return sgemm_compute_fn != NULL && matmul_ready && pack_budget != 0;
+}
+
+/* The packed copy of the slice `w` ([n][ldw], k used), from the thread's table, else the process's
+ * (packing it on first use, under the lock); NULL where `w` is not pinned, packing failed or is over
+ * budget. */
+static packed_t const *sgemm_packed_for(matmul_thread_t *state, float const *w, size_t n, size_t k, size_t ldw) {
+    size_t generation = atomic_load_explicit(&pins_generation, memory_order_acquire);
+    size_t slot = slot_of((uint64_t)(uintptr_t)w * 0x9E3779B97F4A7C15ull + n * 0x100000001B3ull + k * 31u + ldw, SGEMM_RECENT);
+    if (state->sgemm_packs[slot].plain == w && state->sgemm_packs[slot].n == n && state->sgemm_packs[slot].k == k &&
+        state->sgemm_packs[slot].ldw == ldw && state->sgemm_packs[slot].generation == generation)
+        return state->sgemm_packs[slot].packed;
+    packed_t *found = NULL;
+    uform_global_lock(uform_global_lock_matmul_k);
+    generation = atomic_load_explicit(&pins_generation, memory_order_relaxed);
+    for (size_t i = 0; i < packed_count && !found; ++i) {
+        packed_t *p = packed_entries[i];
+        if (p->sgemm && p->plain == w && p->n == n && p->k == k && p->ldw == ldw) found = p;
+    }
+    if (!found && packed_count < PACKED_MAX && pinned_slice(w, n, k, ldw, sizeof(float)) &&
+        (found = (packed_t *)calloc(1, sizeof *found)) != NULL) {
+        *found = (packed_t){.plain = w, .n = n, .k = k, .ldw = ldw, .type = dnnl_f32, .sgemm = 1};
+        dnnl_dim_t rows = (dnnl_dim_t)n, columns = SGEMM_PACK_ROWS, depth = (dnnl_dim_t)k, ld = (dnnl_dim_t)ldw;
+        _Bool worth = 1;
+        size_t bytes = 0;
+        if (sgemm_pack_get_size_fn("A", "T", "N", &rows, &columns, &depth, &ld, &depth, &bytes, &worth) == dnnl_success &&
+            bytes && bytes <= SGEMM_PACK_PAD_MAX * (double)(n * k * sizeof(float)) && packed_bytes + bytes <= pack_budget &&
+            posix_memalign(&found->data, 4096, bytes) == 0) {
+            found->bytes = bytes;
+            if (sgemm_pack_fn("A", "T", "N", &rows, &columns, &depth, &ld, &depth, w, (float *)found->data) != dnnl_success)
+                free(found->data), found->data = NULL;
+        }
+        if (found->data) packed_bytes += found->bytes;
+        packed_entries[packed_count++] = found;
+    }
+    uform_global_unlock(uform_global_lock_matmul_k);
+    packed_t const *packed = found && found->data ? found : NULL;
+    state->sgemm_packs[slot].plain = w, state->sgemm_packs[slot].n = n, state->sgemm_packs[slot].k = k;
+    state->sgemm_packs[slot].ldw = ldw, state->sgemm_packs[slot].packed = packed;
+    state->sgemm_packs[slot].generation = generation;
+    return packed;
+}
+
+/* C = A W^T through the packed copy of pinned `w`; 0 where there is none (the caller falls back). */
+static int sgemm_packed_run(size_t m, size_t n, size_t k, float const *a, size_t lda, float const *w, size_t ldw, float *c,
+                            size_t ldc) {
+    if (!uform_gemm_sgemm_packs()) return 0;
+    matmul_thread_t *state = matmul_thread();
+    packed_t const *packed = state ? sgemm_packed_for(state, w, n, k, ldw) : NULL;
+    if (!packed) return 0;
+    dnnl_dim_t rows = (dnnl_dim_t)n, columns = (dnnl_dim_t)m, depth = (dnnl_dim_t)k, ld_packed = (dnnl_dim_t)ldw;
+    dnnl_dim_t ld_a = (dnnl_dim_t)lda, ld_c = (dnnl_dim_t)ldc;
+    float const beta = 0.0f;
+    return sgemm_compute_fn("P", "N", &rows, &columns, &depth, (float const *)packed->data, &ld_packed, a, &ld_a, &beta, c,
+                            &ld_c) == dnnl_success;
+}
+
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc, int stable) {
     int packs = stable && !gemm->plain_weights;
     if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs)) return;
+    if (gemm->use_library && packs && sgemm_packed_run(m, n, k, a, lda, w, ldw, c, ldc)) return;
     if (gemm->use_library &&
         dnnl_sgemm('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a, (dnnl_dim_t)lda, w,
                    (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
@@ -730,5 +844,6 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
      * the fallbacks). */
     gemm.fused = !gemm.matmul || (fused && strcmp(fused, "0") == 0) ? 0 : fused && strcmp(fused, "refuse") == 0 ? 2 : 1;
     gemm.mlp_planes = gemm.fused && !(planes && strcmp(planes, "0") == 0);
+    gemm.sgemm_packed = gemm.use_library && !gemm.matmul && uform_gemm_sgemm_packs();
     return gemm;
 }

@@ -141,6 +141,10 @@ typedef struct uform_gemm_t {
      *  (`uform_gemm_up_plane`, `uform_gemm_down_planes`); 0 when `UFORM_MLP_PLANES=0` as
      *  `uform_gemm_for` ran (A/B). */
     int mlp_planes;
+    /** f32 products of pinned weights multiply through oneDNN's packed GEMM (`uform_gemm_sgemm_packs`,
+     *  off the matmul path): the plans then cut one column tile per thread where rows are few, since
+     *  the packed layout pads narrow slices (see gemm.c). */
+    int sgemm_packed;
 } uform_gemm_t;
 
 /** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
@@ -173,7 +177,8 @@ char const *uform_gemm_matmul_impl(void);
 
 /** @brief Declares `bytes` bytes from `begin` as weights that stay put until `uform_gemm_unpin`: on
  *  the matmul primitive path (AMX) `uform_gemm_tile` may then keep their slices packed in the
- *  primitive's layout, once, instead of oneDNN packing them on every call. model.c and
+ *  primitive's layout, once, instead of oneDNN packing them on every call; off it, f32 slices are
+ *  kept packed for oneDNN's packed GEMM (`uform_gemm_sgemm_packs`). model.c and
  *  image_model.c pin each replica's block for the model's lifetime; weights not pinned are never
  *  packed (a tower built by hand and freed, whose memory may come back with other values). The
  *  packed copies (one per slice and layout in use: about one more copy of the weights per way the
@@ -185,6 +190,10 @@ void uform_gemm_pin(void const *begin, size_t bytes);
 void uform_gemm_unpin(void const *begin, size_t bytes);
 /** @brief Bytes of packed weights the process holds now, for tests and benchmarks. */
 size_t uform_gemm_packed_bytes(void);
+/** @brief Whether f32 products off the matmul primitive path (AVX2 and AVX-512 classes without AMX)
+ *  multiply pinned weights through oneDNN's packed GEMM (`sgemm_pack` / `sgemm_compute`, found at run
+ *  time in libdnnl 2.6; see gemm.c): 0 where the library lacks them or `UFORM_GEMM_PACK_MIB=0`. */
+int uform_gemm_sgemm_packs(void);
 
 /** @brief Bytes of per-thread scratch `uform_gemm_tile` needs for tiles up to `rows` x `cols` over
  *  depth `depth` with weights of `dtype`. */

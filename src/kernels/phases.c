@@ -83,6 +83,13 @@ uform_gemm_plan_t uform_gemm_plan(uform_gemm_t const *gemm, size_t threads, ufor
     while (rows < 4 * UFORM_GEMM_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
     plan.rows_per_tile = widens ? (m ? m : 1) : rows;
     plan.tiles_m = m ? ceil_div(m, plan.rows_per_tile) : 0;
+    /* Where slices of packed f32 weights would pad (gemm.c), rows too few for two tiles per thread
+     * split evenly into one tile per thread, of every column, while a tile keeps 32 rows. */
+    if (gemm->sgemm_packed && dtype == uform_dtype_f32_k && threads > 1 && plan.tiles_m < wanted && m >= 32 * threads) {
+        plan.rows_per_tile = ceil_div(m, threads), plan.tiles_m = ceil_div(m, plan.rows_per_tile);
+        plan.cols_per_tile = n, plan.tiles_n = n ? 1 : 0;
+        return plan;
+    }
     size_t splits = plan.tiles_m >= wanted || !plan.tiles_m ? 1 : ceil_div(wanted, plan.tiles_m);
     plan.cols_per_tile = ceil_div(ceil_div(n, splits), 16) * 16;
     if (plan.cols_per_tile < 64 && !widens) plan.cols_per_tile = 64;

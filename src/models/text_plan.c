@@ -37,7 +37,9 @@ uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t thr
     while (rows < 4 * TEXT_GEMM_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
     size_t tiles_m = widens ? 1 : ceil_div(m, rows), tiles_n = 1;
     if (threads > 1 && tiles_m < wanted) {
-        tiles_n = ceil_div(wanted, tiles_m);
+        /* Two tasks per thread balance a shared core's delays, but where slices of packed f32 weights
+         * would pad (gemm.c) the columns split for one per thread. */
+        tiles_n = ceil_div(gemm->sgemm_packed && dtype == uform_dtype_f32_k ? threads : wanted, tiles_m);
         if (plan.units * UFORM_TEXT_COLUMN_UNIT < TEXT_GEMM_COLUMNS_WIDE * tiles_n) {
             /* Two tasks per thread would be narrower than 64 columns: one task per thread is enough. */
             tiles_n = ceil_div(threads, tiles_m);
