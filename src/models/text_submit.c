@@ -50,6 +50,41 @@ static void cut_chunks(forward_job_t *job, size_t first, size_t end, size_t limi
     }
 }
 
+/** The tokens of the busiest of `threads` threads taking, in turn, the chunks `cut_chunks` would cut
+ *  from packed texts [0, end) at `limit`; `sizes` holds `end` entries. */
+static size_t chunks_busiest(size_t const *offsets, size_t end, size_t limit, size_t threads, size_t *sizes) {
+    size_t chunks = 0, busiest = 0;
+    for (size_t f = 0; f < end;) {
+        size_t first = offsets[f];
+        while (f < end && offsets[f + 1] - first <= limit) ++f;
+        sizes[chunks++] = offsets[f] - first;
+    }
+    for (size_t t = 0; t < threads && t < chunks; ++t) {
+        size_t load = 0;
+        for (size_t c = t; c < chunks; c += threads) load += sizes[c];
+        busiest = load > busiest ? load : busiest;
+    }
+    return busiest;
+}
+
+/** Of `limit` and the limits that cut about k chunks per thread (k = 2, 3, ...: never under
+ *  `least`), the one whose busiest thread ends soonest (ties: the larger). 50 texts of 128 tokens on
+ *  2 threads cut at 1,600 tokens (12 texts) leave one thread 26 texts and the other 24; at 640, 25 each. */
+static size_t even_limit(size_t const *offsets, size_t end, size_t threads, size_t limit, size_t least) {
+    size_t *sizes = (size_t *)malloc((end ? end : 1) * sizeof(size_t));
+    if (!sizes) return limit;
+    size_t total = offsets[end], best = limit, best_busiest = chunks_busiest(offsets, end, limit, threads, sizes);
+    for (size_t k = 2; k <= 64; ++k) {
+        size_t candidate = ceil_div(total, k * threads);
+        if (candidate < least) break;
+        if (candidate >= limit) continue;
+        size_t busiest = chunks_busiest(offsets, end, candidate, threads, sizes);
+        if (busiest < best_busiest) best = candidate, best_busiest = busiest;
+    }
+    free(sizes);
+    return best;
+}
+
 uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
                                            size_t count) {
     return uform_embeddings_check("uform_encode_texts: ", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
@@ -191,6 +226,10 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
         if (share < limit) limit = share;
         if (limit < longest) limit = longest;
         for (size_t n = 0; n < encoded; ++n) pack_text(job, tower0, ids, offsets, originals[sorted[n]], lengths[sorted[n]], n);
+        /* Chunks of fewer than 512 tokens multiply slower (the products' row tiles reach 512): the
+         * even cut goes no lower than that, or than the limit it had. */
+        size_t floor = limit < 512 ? limit : 512;
+        limit = even_limit(job->offsets, encoded, threads, limit, longest > floor ? longest : floor);
         cut_chunks(job, 0, encoded, limit, &job->chunk_tokens_max, &job->chunk_texts_max);
         for (size_t g = 0; g < job->groups_count; ++g) {
             forward_group_t *group = &job->groups[g];
