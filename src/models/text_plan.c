@@ -14,6 +14,9 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 #define TEXT_GEMM_TILE_ROWS 128u
 /** Fewest rows of a row tile where rows are split to give narrow products' threads a task each. */
 #define TEXT_GEMM_ROWS_MIN 16u
+/** Columns a task of packed f32 weights keeps at least for one task per thread (gemm.c: the packed
+ *  layout pads 384 columns by a third, 64 by eight times). */
+#define TEXT_PACKED_COLUMNS_MIN 384u
 /** Columns a task keeps at least while it splits for two tasks per thread (else one per thread). */
 #define TEXT_GEMM_COLUMNS_WIDE 64u
 
@@ -37,9 +40,13 @@ uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t thr
     while (rows < 4 * TEXT_GEMM_TILE_ROWS && m / (rows * 2) >= wanted) rows *= 2;
     size_t tiles_m = widens ? 1 : ceil_div(m, rows), tiles_n = 1;
     if (threads > 1 && tiles_m < wanted) {
-        /* Two tasks per thread balance a shared core's delays, but where slices of packed f32 weights
-         * would pad (gemm.c) the columns split for one per thread. */
-        tiles_n = ceil_div(gemm->sgemm_packed && dtype == uform_dtype_f32_k ? threads : wanted, tiles_m);
+        /* Two tasks per thread balance a shared core's delays; but packed f32 weights (gemm.c) pad
+         * narrow slices or leave them plain, so there the columns split for one task per thread while
+         * each keeps TEXT_PACKED_COLUMNS_MIN of them. */
+        size_t per_thread = ceil_div(threads, tiles_m);
+        int wide = gemm->sgemm_packed && dtype == uform_dtype_f32_k && plan.units * UFORM_TEXT_COLUMN_UNIT >=
+                                                                           TEXT_PACKED_COLUMNS_MIN * per_thread;
+        tiles_n = wide ? per_thread : ceil_div(wanted, tiles_m);
         if (plan.units * UFORM_TEXT_COLUMN_UNIT < TEXT_GEMM_COLUMNS_WIDE * tiles_n) {
             /* Two tasks per thread would be narrower than 64 columns: one task per thread is enough. */
             tiles_n = ceil_div(threads, tiles_m);
