@@ -26,7 +26,8 @@
  *  replicas: `uform_gemm_pin`) are also kept packed in the primitive's own layout, once per slice,
  *  so oneDNN does not pack them again on every call (see "Pinned weights" below).
  *  `UFORM_GEMM_MATMUL=1` forces the primitive on every library class (bf16 where the class
- *  multiplies bf16 natively, else f32).
+ *  multiplies bf16 natively, else f32). Off the primitive (every class without AMX), pinned f32
+ *  weights are kept packed for oneDNN's packed GEMM instead ("f32 weights packed once" below).
  *
  *  Where bf16 multiplies natively, a pass may hand A over in bf16 (`uform_gemm_tile_bf16`), converted
  *  once by the phase that produced it, instead of every tile converting the rows it reads. The image
