@@ -129,6 +129,32 @@ static void test_large_tasks(void) {
     CHECK(!uform_text_fuse_norms(&genoa, 1, uform_dtype_f32_k, 3200, 768, 3072));
 }
 
+/** Packed f32 weights (gemm.c's oneDNN packed GEMM pads narrow slices): a column-split product takes
+ *  one task per thread while each keeps 384 columns, else two per thread as without packing; the
+ *  image plan splits few rows evenly over the threads, every column in each tile. */
+static void test_packed_f32_plans(void) {
+    uform_gemm_t gemm = uform_gemm_for(uform_cpu_class_intel_haswell_k);
+    gemm.matmul = 0, gemm.sgemm_packed = 1;
+    uform_gemm_t plain = gemm;
+    plain.sgemm_packed = 0;
+    size_t qkv[3] = {768, 768, 768}, hidden = 768, narrow = 384;
+    CHECK(uform_text_gemm_plan(&gemm, 2, uform_dtype_f32_k, 64, qkv, 3).tiles_n == 2);      /* 1,152 columns a task */
+    CHECK(uform_text_gemm_plan(&gemm, 2, uform_dtype_f32_k, 64, &hidden, 1).tiles_n == 2);  /* 384 */
+    CHECK(uform_text_gemm_plan(&plain, 2, uform_dtype_f32_k, 64, qkv, 3).tiles_n == 4);
+    CHECK(uform_text_gemm_plan(&gemm, 2, uform_dtype_f32_k, 64, &narrow, 1).tiles_n == 4);  /* 192 < 384: as plain */
+    CHECK(uform_text_gemm_plan(&gemm, 14, uform_dtype_f32_k, 64, qkv, 3).tiles_n == 28);    /* 165 < 384: as plain */
+    CHECK(uform_text_gemm_plan(&gemm, 2, uform_dtype_bf16_k, 64, qkv, 3).tiles_n ==
+          uform_text_gemm_plan(&plain, 2, uform_dtype_bf16_k, 64, qkv, 3).tiles_n);           /* bf16: never packed so */
+    uform_gemm_plan_t rows = uform_gemm_plan(&gemm, 2, uform_dtype_f32_k, 197, 1152);
+    CHECK(rows.tiles_m == 2 && rows.rows_per_tile == 99 && rows.tiles_n == 1 && rows.cols_per_tile == 1152);
+    uform_gemm_plan_t before = uform_gemm_plan(&plain, 2, uform_dtype_f32_k, 197, 1152);
+    CHECK(before.tiles_m * before.tiles_n == 4 && before.tiles_n == 2);
+    uform_gemm_plan_t many = uform_gemm_plan(&gemm, 14, uform_dtype_f32_k, 197, 1152); /* 197 < 32 x 14: as plain */
+    uform_gemm_plan_t many_plain = uform_gemm_plan(&plain, 14, uform_dtype_f32_k, 197, 1152);
+    CHECK(many.tiles_m == many_plain.tiles_m && many.tiles_n == many_plain.tiles_n);
+    printf("packed f32 plans: 2 threads 2 column tasks (plain 4), 197 image rows as 99 + 98\n");
+}
+
 /** Every column of every product in exactly one task, pieces within their product. */
 static void test_columns_exact(void) {
     uform_gemm_t genoa = uform_gemm_for(uform_cpu_class_amd_genoa_k);
@@ -385,6 +411,7 @@ static void test_identical_across_threads(uform_dtype_t dtype, uform_cpu_class_t
 int main(void) {
     test_batch1_plan();
     test_large_tasks();
+    test_packed_f32_plans();
     test_columns_exact();
     void *library = dlopen(UFORM_FU_STANDIN_PATH, RTLD_NOW | RTLD_GLOBAL);
     CHECK_FATAL(library != NULL);
