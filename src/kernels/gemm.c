@@ -616,8 +616,10 @@ static int matmul_execute(matmul_thread_t *state, dnnl_data_type_t type, size_t 
  * chosen for SGEMM_PACK_ROWS rows (its blocks then pad least); any rows multiply through it. */
 
 #define SGEMM_PACK_ROWS 512
-/* The layout pads a slice's columns to its blocks: 8.3 times the slice's bytes for 64 columns, 1.0
- * for 576 and more (over 512 rows). Slices it would pad past this factor stay plain. */
+/* The layout pads a slice's columns to its blocks, differently by ISA (over 512 rows, depth 768):
+ * AVX2 8.3 times the slice's bytes for 64 columns, 1.0 for 576 and more; AVX-512 pads to blocks of
+ * 512 columns (384: 1.38, 576: 1.81, 768: 1.36, 1,024: 1.02). Slices it would pad past this factor
+ * stay plain. */
 #define SGEMM_PACK_PAD_MAX 1.5
 
 typedef dnnl_status_t (*sgemm_pack_get_size_t)(char const *, char const *, char const *, dnnl_dim_t const *,
