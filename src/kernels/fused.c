@@ -75,6 +75,11 @@ int uform_kernels_native_bf16(uform_cpu_class_t cpu_class) {
            cpu_class == uform_cpu_class_intel_granite_k || cpu_class == uform_cpu_class_intel_diamond_k;
 }
 
+int uform_kernels_avx512(uform_cpu_class_t cpu_class) {
+    return cpu_class == uform_cpu_class_intel_skylake_k || cpu_class == uform_cpu_class_intel_icelake_k ||
+           uform_kernels_native_bf16(cpu_class);
+}
+
 int uform_kernels_amx_bf16(uform_cpu_class_t cpu_class) {
     return cpu_class == uform_cpu_class_intel_sapphire_k || cpu_class == uform_cpu_class_intel_granite_k ||
            cpu_class == uform_cpu_class_intel_diamond_k;

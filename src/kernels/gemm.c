@@ -223,7 +223,9 @@ int uform_gemm_matmul_for(uform_cpu_class_t cpu_class) {
     char const *forced = getenv("UFORM_GEMM_MATMUL");
     if (forced && strcmp(forced, "1") == 0) return cpu_class != uform_cpu_class_serial_k;
     if (forced && strcmp(forced, "0") == 0) return 0;
-    return uform_kernels_amx_bf16(cpu_class);
+    /* AVX-512 classes: brgemm (f32, and bf16 where native) with weights packed once and epilogues
+     * fused; below AVX-512 oneDNN 2.6 has no f32 brgemm, so the packed GEMM functions serve there. */
+    return uform_kernels_avx512(cpu_class);
 }
 
 char const *uform_gemm_matmul_impl(void) {

@@ -112,6 +112,8 @@ uform_kernels_t const *uform_kernels_for(uform_cpu_class_t cpu_class);
 
 /** @brief Whether a class runs oneDNN's bf16 GEMM natively (AVX-512 BF16 or AMX-BF16 classes). */
 int uform_kernels_native_bf16(uform_cpu_class_t cpu_class);
+/** @brief Whether a class has the AVX-512 foundation (Skylake-class and every x86 class above it). */
+int uform_kernels_avx512(uform_cpu_class_t cpu_class);
 /** @brief Whether a class has AMX-BF16 tiles (Sapphire Rapids, Granite Rapids, Diamond Rapids: the
  *  class is detected only where the OS enables the tile state). */
 int uform_kernels_amx_bf16(uform_cpu_class_t cpu_class);
@@ -160,8 +162,10 @@ static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size
     return product;
 }
 
-/** @brief Whether a class multiplies through oneDNN's matmul primitive: AMX-BF16 classes (Sapphire
- *  Rapids and above), where only the primitive API reaches AMX. The environment variable
+/** @brief Whether a class multiplies through oneDNN's matmul primitive: AVX-512 classes, where the
+ *  primitive runs brgemm on weights packed once, with epilogues fused (and is the only API that
+ *  reaches AMX). Below AVX-512, oneDNN 2.6 has no f32 brgemm, and the GEMM functions (f32 weights
+ *  packed once, `uform_gemm_sgemm_packs`) serve. The environment variable
  *  `UFORM_GEMM_MATMUL` overrides it: `1` forces the primitive on every library class (bf16 where the
  *  class has native bf16, else f32 on widened weights), `0` keeps the GEMM functions everywhere. */
 int uform_gemm_matmul_for(uform_cpu_class_t cpu_class);
