@@ -223,8 +223,8 @@ int uform_gemm_matmul_for(uform_cpu_class_t cpu_class) {
     char const *forced = getenv("UFORM_GEMM_MATMUL");
     if (forced && strcmp(forced, "1") == 0) return cpu_class != uform_cpu_class_serial_k;
     if (forced && strcmp(forced, "0") == 0) return 0;
-    /* AVX-512 classes: brgemm (f32, and bf16 where native) with weights packed once and epilogues
-     * fused; below AVX-512 oneDNN 2.6 has no f32 brgemm, so the packed GEMM functions serve there. */
+    /* AVX-512 classes: brgemm with weights packed once (bf16 with epilogues fused, where native);
+     * below AVX-512 oneDNN 2.6 has no f32 brgemm. */
     return uform_kernels_avx512(cpu_class);
 }
 
@@ -715,8 +715,12 @@ static int sgemm_packed_run(size_t m, size_t n, size_t k, float const *a, size_t
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc, int stable) {
     int packs = stable && !gemm->plain_weights;
-    if (gemm->use_library && gemm->matmul && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs)) return;
+    if (gemm->use_library && gemm->matmul && !gemm->sgemm_packed && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs))
+        return;
     if (gemm->use_library && packs && sgemm_packed_run(m, n, k, a, lda, w, ldw, c, ldc)) return;
+    /* A slice the packed GEMM leaves plain (too narrow for its layout: the batch-1 plan's column
+     * tiles) goes through brgemm on its own packed copy where the class has it (AVX-512). */
+    if (gemm->use_library && gemm->matmul && packs && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, 1)) return;
     if (gemm->use_library &&
         dnnl_sgemm('N', 'T', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a, (dnnl_dim_t)lda, w,
                    (dnnl_dim_t)ldw, 0.0f, c, (dnnl_dim_t)ldc) == dnnl_success)
@@ -849,6 +853,12 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
      * the fallbacks). */
     gemm.fused = !gemm.matmul || (fused && strcmp(fused, "0") == 0) ? 0 : fused && strcmp(fused, "refuse") == 0 ? 2 : 1;
     gemm.mlp_planes = gemm.fused && !(planes && strcmp(planes, "0") == 0);
-    gemm.sgemm_packed = gemm.use_library && !gemm.matmul && uform_gemm_sgemm_packs();
+    /* f32 through the packed GEMM functions first, off AMX classes (and unless UFORM_GEMM_MATMUL=1
+     * forces the primitive first): on the 16-core host, 14 threads, brgemm first lost 17-25% on
+     * ViT-B/16 f32 at batch 50 (many rows a product) while it gained 20-55% at batch 1, where the
+     * slices are narrow; such slices, which the packed GEMM leaves plain, still take brgemm (sgemm). */
+    char const *forced = getenv("UFORM_GEMM_MATMUL");
+    int primitive_first = uform_kernels_amx_bf16(cpu_class) || (forced && strcmp(forced, "1") == 0);
+    gemm.sgemm_packed = gemm.use_library && !(gemm.matmul && primitive_first) && uform_gemm_sgemm_packs();
     return gemm;
 }

@@ -143,9 +143,10 @@ typedef struct uform_gemm_t {
      *  (`uform_gemm_up_plane`, `uform_gemm_down_planes`); 0 when `UFORM_MLP_PLANES=0` as
      *  `uform_gemm_for` ran (A/B). */
     int mlp_planes;
-    /** f32 products of pinned weights multiply through oneDNN's packed GEMM (`uform_gemm_sgemm_packs`,
-     *  off the matmul path): the plans then cut one column tile per thread where rows are few, since
-     *  the packed layout pads narrow slices (see gemm.c). */
+    /** f32 products of pinned weights multiply through oneDNN's packed GEMM (`uform_gemm_sgemm_packs`)
+     *  first, not the primitive (classes without AMX); slices its layout would pad too much take the
+     *  primitive where `matmul`, else `dnnl_sgemm`. The plans then cut one column tile per thread
+     *  where rows are few, since the packed layout pads narrow slices (see gemm.c). */
     int sgemm_packed;
 } uform_gemm_t;
 
@@ -163,9 +164,10 @@ static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size
 }
 
 /** @brief Whether a class multiplies through oneDNN's matmul primitive: AVX-512 classes, where the
- *  primitive runs brgemm on weights packed once, with epilogues fused (and is the only API that
- *  reaches AMX). Below AVX-512, oneDNN 2.6 has no f32 brgemm, and the GEMM functions (f32 weights
- *  packed once, `uform_gemm_sgemm_packs`) serve. The environment variable
+ *  primitive runs brgemm on weights packed once (bf16 with epilogues fused where native; the only
+ *  API that reaches AMX). Off AMX, f32 goes through the packed GEMM functions first (`sgemm_packed`)
+ *  and through the primitive where they leave a slice plain; below AVX-512, oneDNN 2.6 has no f32
+ *  brgemm, and the GEMM functions alone serve. The environment variable
  *  `UFORM_GEMM_MATMUL` overrides it: `1` forces the primitive on every library class (bf16 where the
  *  class has native bf16, else f32 on widened weights), `0` keeps the GEMM functions everywhere. */
 int uform_gemm_matmul_for(uform_cpu_class_t cpu_class);
