@@ -715,7 +715,10 @@ static int sgemm_packed_run(size_t m, size_t n, size_t k, float const *a, size_t
 static void sgemm(uform_gemm_t const *gemm, size_t m, size_t n, size_t k, float const *a, size_t lda,
                   float const *w, size_t ldw, float *c, size_t ldc, int stable) {
     int packs = stable && !gemm->plain_weights;
-    if (gemm->use_library && gemm->matmul && !gemm->sgemm_packed && matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs))
+    /* Off AMX, a tile of few rows goes through brgemm too: the packed GEMM functions' fixed cost per
+     * call outweighs their kernel there (MiniLM at 16 tokens, batch 1). */
+    if (gemm->use_library && gemm->matmul && (!gemm->sgemm_packed || m < UFORM_GEMM_SGEMM_ROWS_MIN) &&
+        matmul_run(dnnl_f32, m, n, k, a, lda, w, ldw, c, ldc, packs))
         return;
     if (gemm->use_library && packs && sgemm_packed_run(m, n, k, a, lda, w, ldw, c, ldc)) return;
     /* A slice the packed GEMM leaves plain (too narrow for its layout: the batch-1 plan's column

@@ -172,6 +172,10 @@ static inline uform_gemm_t uform_gemm_for_product(uform_gemm_t const *gemm, size
  *  class has native bf16, else f32 on widened weights), `0` keeps the GEMM functions everywhere. */
 int uform_gemm_matmul_for(uform_cpu_class_t cpu_class);
 
+/** @brief Fewest rows of an f32 tile that goes through the packed GEMM functions where the class also
+ *  has the primitive (`sgemm_packed` and `matmul`: AVX-512 without AMX); fewer go through brgemm. */
+#define UFORM_GEMM_SGEMM_ROWS_MIN 32u
+
 /** @brief How a forward pass dispatching as `cpu_class` multiplies: its kernels, the library or the
  *  portable loops (SERIAL), native bf16, and the matmul primitive per `uform_gemm_matmul_for`. */
 uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class);

@@ -44,8 +44,9 @@ uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t thr
          * narrow slices or leave them plain, so there the columns split for one task per thread while
          * each keeps TEXT_PACKED_COLUMNS_MIN of them. */
         size_t per_thread = ceil_div(threads, tiles_m);
-        int wide = gemm->sgemm_packed && dtype == uform_dtype_f32_k && plan.units * UFORM_TEXT_COLUMN_UNIT >=
-                                                                           TEXT_PACKED_COLUMNS_MIN * per_thread;
+        int packed = gemm->sgemm_packed && dtype == uform_dtype_f32_k &&
+                     !(gemm->matmul && ceil_div(m, tiles_m) < UFORM_GEMM_SGEMM_ROWS_MIN); /* else brgemm (gemm.c) */
+        int wide = packed && plan.units * UFORM_TEXT_COLUMN_UNIT >= TEXT_PACKED_COLUMNS_MIN * per_thread;
         tiles_n = wide ? per_thread : ceil_div(wanted, tiles_m);
         if (plan.units * UFORM_TEXT_COLUMN_UNIT < TEXT_GEMM_COLUMNS_WIDE * tiles_n) {
             /* Two tasks per thread would be narrower than 64 columns: one task per thread is enough. */
