@@ -152,7 +152,15 @@ static void test_packed_f32_plans(void) {
     uform_gemm_plan_t many = uform_gemm_plan(&gemm, 14, uform_dtype_f32_k, 197, 1152); /* 197 < 32 x 14: as plain */
     uform_gemm_plan_t many_plain = uform_gemm_plan(&plain, 14, uform_dtype_f32_k, 197, 1152);
     CHECK(many.tiles_m == many_plain.tiles_m && many.tiles_n == many_plain.tiles_n);
-    printf("packed f32 plans: 2 threads 2 column tasks (plain 4), 197 image rows as 99 + 98\n");
+    /* With the primitive beside them (AVX-512 without AMX), tiles of under 32 rows go through brgemm
+     * (gemm.c), so they are cut as without packing; 32 rows and more keep the packed plan. */
+    uform_gemm_t both = gemm;
+    both.matmul = 1;
+    CHECK(uform_text_gemm_plan(&both, 2, uform_dtype_f32_k, 16, qkv, 3).tiles_n == 4);
+    CHECK(uform_text_gemm_plan(&both, 2, uform_dtype_f32_k, UFORM_GEMM_SGEMM_ROWS_MIN - 1, qkv, 3).tiles_n == 4);
+    CHECK(uform_text_gemm_plan(&both, 2, uform_dtype_f32_k, UFORM_GEMM_SGEMM_ROWS_MIN, qkv, 3).tiles_n == 2);
+    CHECK(uform_text_gemm_plan(&gemm, 2, uform_dtype_f32_k, 16, qkv, 3).tiles_n == 2); /* no primitive: packed */
+    printf("packed f32 plans: 2 threads 2 column tasks (plain 4), 197 image rows as 99 + 98, 16 rows beside brgemm 4\n");
 }
 
 /** Every column of every product in exactly one task, pieces within their product. */
