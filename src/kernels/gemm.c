@@ -15,9 +15,12 @@
  *  (AVX-512 BF16, AMX); elsewhere, and for f16 weights (oneDNN 2.6 has no f16 GEMM), a tile of
  *  weights widens to f32 in the thread's scratch first.
  *
- *  On AMX classes (Sapphire Rapids and above) the same products go through oneDNN's matmul primitive
- *  instead (`gemm->matmul`), the only API of oneDNN 2.6 that reaches AMX tiles (brgemm); its GEMM
- *  functions stop at AVX-512 BF16. A primitive has fixed M, N, K and strides (a runtime M makes
+ *  On AVX-512 classes the same products go through oneDNN's matmul primitive instead (`gemm->matmul`):
+ *  on AMX classes (Sapphire Rapids and above) every product, the primitive being the only API of
+ *  oneDNN 2.6 that reaches AMX tiles (brgemm; its GEMM functions stop at AVX-512 BF16); without AMX,
+ *  bf16 products and the f32 ones the packed GEMM functions serve worse (tiles of under
+ *  UFORM_GEMM_SGEMM_ROWS_MIN rows, and slices their layout would pad: the batch-1 plan's), measured
+ *  on a Zen 4 and on the host with lower classes pinned (bench/RESULTS.md). A primitive has fixed M, N, K and strides (a runtime M makes
  *  oneDNN fall back from brgemm to its GEMM), so primitives are created lazily per tile shape, kept
  *  in a process-wide cache behind a mutex (bounded: past `MATMUL_ENTRIES_MAX` shapes, or where oneDNN
  *  refuses, the GEMM functions serve), and executed concurrently by every thread on its own stream
@@ -25,9 +28,10 @@
  *  tower's [out][in] layout, described as the transposed B by strides; pinned weights (a model's
  *  replicas: `uform_gemm_pin`) are also kept packed in the primitive's own layout, once per slice,
  *  so oneDNN does not pack them again on every call (see "Pinned weights" below).
- *  `UFORM_GEMM_MATMUL=1` forces the primitive on every library class (bf16 where the class
- *  multiplies bf16 natively, else f32). Off the primitive (every class without AMX), pinned f32
- *  weights are kept packed for oneDNN's packed GEMM instead ("f32 weights packed once" below).
+ *  `UFORM_GEMM_MATMUL=1` forces the primitive first for every product on every library class (bf16
+ *  where the class multiplies bf16 natively, else f32), `=0` keeps it off. Off AMX, pinned f32
+ *  weights are kept packed for oneDNN's packed GEMM ("f32 weights packed once" below), which takes
+ *  the f32 products of 32 rows and more first.
  *
  *  Where bf16 multiplies natively, a pass may hand A over in bf16 (`uform_gemm_tile_bf16`), converted
  *  once by the phase that produced it, instead of every tile converting the rows it reads. The image
