@@ -309,11 +309,11 @@ static uform_tensor_t tensor(size_t rows, size_t cols, float scale, float offset
     return (uform_tensor_t){.data = data, .dtype = dtype, .rows = rows, .cols = cols};
 }
 
-static uform_text_tower_t tower_of(uform_dtype_t dtype) {
+static uform_text_tower_t tower_of(uform_dtype_t dtype, uform_pooling_t pooling) {
     size_t h = 128, in = 512, layers = 2;
     uform_text_tower_t t = {.vocab_size = 200, .hidden = h, .heads = 4, .intermediate = in, .max_positions = 80,
                             .layers_count = layers, .context = 72, .embedding_dimensions = 64, .layer_norm_epsilon = 1e-12,
-                            .pooling = uform_pooling_mean_k, .normalize = 1, .weights_dtype = dtype};
+                            .pooling = pooling, .normalize = 1, .weights_dtype = dtype};
     float ws = 1.7f / sqrtf((float)h), wi = 1.7f / sqrtf((float)in);
     t.word_embeddings = tensor(200, h, 1.0f, 0, dtype), t.position_embeddings = tensor(80, h, 0.5f, 0, dtype);
     t.embedding_norm_weight = tensor(1, h, 0.3f, 1, uform_dtype_f32_k), t.embedding_norm_bias = tensor(1, h, 0.2f, 0, uform_dtype_f32_k);
@@ -358,7 +358,7 @@ static int tiles_exact(uform_cpu_class_t cpu_class) {
 static void test_identical_across_threads(uform_dtype_t dtype, uform_cpu_class_t cpu_class) {
     uform_ram_options_t ram = {.cpu_class = cpu_class};
     int exact = tiles_exact(cpu_class);
-    uform_text_tower_t tower = tower_of(dtype);
+    uform_text_tower_t tower = tower_of(dtype, uform_pooling_mean_k);
     struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_ram_k,
                                   .weights_dtype = dtype, .replicas_count = 1, .replica_nodes = &node_zero,
                                   .text_replicas = &tower};
@@ -416,6 +416,73 @@ static void test_identical_across_threads(uform_dtype_t dtype, uform_cpu_class_t
     free(tower.layers);
 }
 
+/** A CLS-pooled tower's last layer runs for each text's first token alone (text_forward.c's
+ *  `forward_cls_tail`); `UFORM_CLS_TAIL=0` runs it for every token. Both give the same embeddings
+ *  within the products' rounding (the tail's rows are multiplied in tiles of other shapes) on 1, 2, 3
+ *  and 7 threads: batch 1, five texts of mixed lengths (1 to 70 tokens) dealt to groups and in one
+ *  group, and 48 texts in one group of 4 threads (2,800 tokens: the LayerNorms fused into the
+ *  products, so the tail's gather applies the last LayerNorm itself). */
+static void test_cls_tail(uform_dtype_t dtype, uform_cpu_class_t cpu_class) {
+    uform_ram_options_t ram = {.cpu_class = cpu_class};
+    uform_text_tower_t tower = tower_of(dtype, uform_pooling_cls_k);
+    struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_ram_k,
+                                  .weights_dtype = dtype, .replicas_count = 1, .replica_nodes = &node_zero,
+                                  .text_replicas = &tower};
+    enum { texts_most = 55 };
+    size_t lengths[texts_most] = {64, 70, 3, 33, 1, 17, 13};
+    for (size_t i = 7; i < texts_most; ++i) lengths[i] = 50 + (i * 7) % 19;
+    size_t offsets[texts_most + 1] = {0};
+    for (size_t i = 0; i < texts_most; ++i) offsets[i + 1] = offsets[i] + lengths[i];
+    int32_t *ids = malloc(offsets[texts_most] * sizeof(int32_t));
+    float *tail = malloc(48 * 64 * sizeof(float)), *whole = malloc(48 * 64 * sizeof(float));
+    CHECK_FATAL(ids && tail && whole);
+    for (size_t t = 0; t < offsets[texts_most]; ++t) ids[t] = (int32_t)((t * 37 + 11) % 200);
+    struct { size_t begin, end, one_group; } const batches[4] = {{0, 1, 0}, {1, 6, 0}, {1, 6, 99}, {7, 55, 4}};
+    size_t const thread_counts[4] = {1, 2, 3, 7};
+    double tolerance = dtype == uform_dtype_f32_k ? 1e-5 : 2e-3, worst = 0;
+    for (size_t b = 0; b < 4; ++b) {
+        size_t begin = batches[b].begin, count = batches[b].end - begin;
+        size_t local[texts_most + 1];
+        for (size_t i = 0; i <= count; ++i) local[i] = offsets[begin + i] - offsets[begin];
+        for (size_t c = 0; c < 4; ++c) {
+            size_t threads = batches[b].one_group == 4 ? 4 : thread_counts[c];
+            void *pool = pool_new("tail");
+            CHECK_FATAL(pool && pool_spawn(pool, threads, 0));
+            uform_executor_t executor = NULL;
+            CHECK_FATAL(uform_executor_on_pool(pool, &ram, 0, &executor) == uform_status_ok_k);
+            char group[8];
+            snprintf(group, sizeof group, "%zu", threads);
+            if (batches[b].one_group) setenv("UFORM_FORWARD_GROUP", group, 1);
+            for (int run = 0; run < 2; ++run) {
+                float *target = run ? whole : tail;
+                if (run) setenv("UFORM_CLS_TAIL", "0", 1);
+                memset(target, 0xFF, 48 * 64 * sizeof(float));
+                uform_embeddings_t out = {.data = target, .dtype = uform_dtype_f32_k};
+                CHECK_STATUS(uform_text_encode_ids(executor, &model, ids + offsets[begin], local, count, NULL, NULL, &out, NULL),
+                             uform_status_ok_k);
+                unsetenv("UFORM_CLS_TAIL");
+            }
+            unsetenv("UFORM_FORWARD_GROUP");
+            uform_executor_free(executor);
+            pool_delete(pool);
+            double most = 0;
+            for (size_t i = 0; i < count * 64; ++i) {
+                CHECK_FATAL(tail[i] == tail[i] && whole[i] == whole[i]); /* every row written */
+                most = fabs(tail[i] - whole[i]) > most ? fabs(tail[i] - whole[i]) : most;
+            }
+            CHECK(most <= tolerance);
+            worst = most > worst ? most : worst;
+            if (batches[b].one_group == 4) break;
+        }
+    }
+    printf("%s, %s weights, CLS pooling: the last layer for the first tokens alone equals the whole layer within %.1e "
+           "(at most %.1e) on 1 to 7 threads, batch 1, 5 texts dealt and in one group, 48 texts in one group of 4\n",
+           uform_cpu_class_name(cpu_class), dtype == uform_dtype_f32_k ? "f32" : "bf16", worst, tolerance);
+    for (size_t i = 0; i < owned_count; ++i) free(owned[i]);
+    owned_count = 0;
+    free(tower.layers), free(ids), free(tail), free(whole);
+}
+
 int main(void) {
     test_batch1_plan();
     test_large_tasks();
@@ -434,6 +501,8 @@ int main(void) {
     test_plain_weights_values(own);
     test_identical_across_threads(uform_dtype_f32_k, own);
     test_identical_across_threads(uform_dtype_bf16_k, own);
+    test_cls_tail(uform_dtype_f32_k, own);
+    test_cls_tail(uform_dtype_bf16_k, own);
     if (own != uform_cpu_class_intel_haswell_k) {
         void *pool = pool_new("probe");
         uform_ram_options_t ram = {.cpu_class = uform_cpu_class_intel_haswell_k};

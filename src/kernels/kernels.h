@@ -378,6 +378,12 @@ size_t uform_batch_groups(size_t threads, size_t count, double const *costs, siz
 /** @brief `UFORM_FORWARD_GROUP` as a number of threads per group, or 0 (automatic). */
 size_t uform_forward_group_forced(void);
 
+/** @brief Whether towers that pool the first token run their last layer for that token alone
+ *  (1, the default), or for every token (`UFORM_CLS_TAIL=0`, for benchmarks and tests). Under CLS
+ *  pooling the other tokens' outputs of the last layer are never read: that layer needs their keys
+ *  and values, and the first token's query, attention, output product and MLP only. */
+int uform_forward_cls_tail(void);
+
 /** @brief The products of attention through the library (not for SERIAL): C = alpha A B^T
  *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */
 int uform_gemm_f32(int transposed, size_t m, size_t n, size_t k, float alpha, float const *a, size_t lda,

@@ -169,6 +169,11 @@ size_t uform_forward_group_forced(void) {
     return end && *end == 0 ? (size_t)threads : 0;
 }
 
+int uform_forward_cls_tail(void) {
+    char const *value = getenv("UFORM_CLS_TAIL");
+    return !(value && value[0] == '0' && value[1] == 0);
+}
+
 void uform_attention_rows_plain(uform_kernels_t const *kernels, float const *q, float const *k, float const *v, size_t ld,
                            float *out, size_t out_ld, size_t rows, size_t length, size_t head, float scale, float *scores) {
     for (size_t i = 0; i < rows; ++i)

@@ -280,6 +280,82 @@ static void mlp_planes(forward_job_t *job, forward_group_t *group, atomic_size_t
     forward_barrier(group);
 }
 
+/** Q, K and V of one layer for every token: three products, one phase, side by side in qkv, then
+ *  the barrier. Returns whether they went to `qkv16` as three planes: where the bf16 attention
+ *  kernel reads them and never refuses (a head a multiple of 32 up to 256), so each product's C is
+ *  dense (brgemm's dst) and its epilogue runs inside the library's kernel. */
+static int qkv_phase(forward_job_t *job, forward_group_t *group, size_t thread, size_t tokens,
+                     uform_text_layer_t const *layer, norm_t const *x_norm, size_t *phase) {
+    uform_text_tower_t const *tower = job->per_thread[thread].tower;
+    size_t hidden = tower->hidden, head = hidden / tower->heads;
+    product_t qkv[3] = {{&layer->query_weight, &layer->query_bias, group->qkv, hidden},
+                        {&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
+                        {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
+    int planes = !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
+                 head <= 256;
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, qkv, 3, 3 * hidden,
+               epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, group->qkv16, planes);
+    forward_barrier(group);
+    return planes;
+}
+
+/** The last layer of a CLS-pooled tower, for each text's first token alone (`job->cls_tail`): Q, K
+ *  and V for every token as in any layer (the keys and values are every token's), attention for the
+ *  first query row of each (text, head), then the texts' first rows gathered into `texts`-row
+ *  buffers (in qkv, free once attention has read it), where the output product, the LayerNorms and
+ *  the MLP run; the last LayerNorm writes the pooled rows. Each row's products and norms are its
+ *  own, so these are the values the whole layer gives those rows, for about a sixth of its work
+ *  past the keys and values. `x_norm`: x's LayerNorm still to apply (fused norms), else NULL. */
+static void forward_cls_tail(forward_job_t *job, forward_group_t *group, size_t thread, forward_chunk_t const *chunk,
+                             uform_text_layer_t const *layer, norm_t const *x_norm, float *scores, size_t *phase) {
+    uform_text_tower_t const *tower = job->per_thread[thread].tower;
+    size_t hidden = tower->hidden, inter = tower->intermediate, heads = tower->heads, head = hidden / heads;
+    size_t tokens = chunk->tokens, texts = chunk->end_text - chunk->first_text;
+    size_t const *offsets = job->offsets + chunk->first_text;
+    float epsilon = (float)tower->layer_norm_epsilon;
+    int planes = qkv_phase(job, group, thread, tokens, layer, x_norm, phase);
+    {
+        atomic_size_t *counter = &group->counters[(*phase)++];
+        for (size_t task; next_task(counter, texts * heads, &task);) {
+            size_t text = task / heads;
+            attention_piece(job, group, thread, hidden, head, task % heads, offsets[text] - offsets[0],
+                            offsets[text + 1] - offsets[text], 0, 1, scores, planes ? tokens : 0);
+        }
+        forward_barrier(group);
+    }
+    float *xc = group->qkv, *ctxc = xc + texts * hidden, *tmpc = ctxc + texts * hidden;
+    {
+        atomic_size_t *counter = &group->counters[(*phase)++];
+        for (size_t text; next_task(counter, texts, &text);) {
+            size_t first = offsets[text] - offsets[0];
+            if (x_norm)
+                job->kernels->layer_norm(group->x + first * hidden, hidden, xc + text * hidden, hidden, 1, hidden,
+                                         x_norm->gamma, x_norm->beta, x_norm->epsilon);
+            else memcpy(xc + text * hidden, group->x + first * hidden, hidden * sizeof(float));
+            memcpy(ctxc + text * hidden, group->ctx + first * hidden, hidden * sizeof(float));
+        }
+        forward_barrier(group);
+    }
+    product_t output = {&layer->attention_output_weight, &layer->attention_output_bias, tmpc, hidden};
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], texts, hidden, ctxc, hidden, &output, 1, hidden,
+               epilogue_bias_residual_k, xc, hidden, NULL, NULL, NULL, NULL, 0);
+    forward_barrier(group);
+    norm_phase(job, group, &group->counters[(*phase)++], texts, tmpc, xc, hidden, &layer->attention_norm_weight,
+               &layer->attention_norm_bias, epsilon, NULL);
+    forward_barrier(group);
+    product_t up = {&layer->intermediate_weight, &layer->intermediate_bias, group->ffn, inter};
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], texts, hidden, xc, hidden, &up, 1, inter,
+               epilogue_bias_gelu_k, NULL, 0, NULL, NULL, NULL, NULL, 0);
+    forward_barrier(group);
+    product_t down = {&layer->output_weight, &layer->output_bias, tmpc, hidden};
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], texts, inter, group->ffn, inter, &down, 1, hidden,
+               epilogue_bias_residual_k, xc, hidden, NULL, NULL, NULL, NULL, 0);
+    forward_barrier(group);
+    norm_phase(job, group, &group->counters[(*phase)++], texts, tmpc, group->pooled, hidden,
+               &layer->output_norm_weight, &layer->output_norm_bias, epsilon, NULL);
+    forward_barrier(group);
+}
+
 /* ---- One chunk ---- */
 
 static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thread, forward_chunk_t const *chunk,
@@ -329,18 +405,11 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
     for (size_t l = 0; l < tower->layers_count; ++l) {
         uform_text_layer_t const *layer = &tower->layers[l];
         norm_t const *x_norm = pending.gamma ? &pending : NULL;
-        /* Q, K and V: three products, one phase, side by side in qkv. */
-        product_t qkv[3] = {{&layer->query_weight, &layer->query_bias, group->qkv, hidden},
-                            {&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
-                            {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
-        /* Q, K and V in bf16 as three planes where the bf16 attention kernel reads them and never
-         * refuses (a head a multiple of 32 up to 256), so each product's C is dense (brgemm's dst)
-         * and its epilogue runs inside the library's kernel. */
-        int planes = !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
-                     head <= 256;
-        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, qkv, 3,
-                   3 * hidden, epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, group->qkv16, planes);
-        forward_barrier(group);
+        if (job->cls_tail && l + 1 == tower->layers_count) {
+            forward_cls_tail(job, group, thread, chunk, layer, x_norm, scores, phase);
+            break;
+        }
+        int planes = qkv_phase(job, group, thread, tokens, layer, x_norm, phase);
         attention_phase(job, group, thread, &group->counters[(*phase)++], chunk, hidden, heads, scores, planes ? tokens : 0);
         forward_barrier(group);
         /* Output product + bias + residual into tmp. */
@@ -392,8 +461,8 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         forward_barrier(group);
     }
 
-    /* Pooling per text. */
-    {
+    /* Pooling per text (a CLS tail has written the pooled rows). */
+    if (!job->cls_tail) {
         atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t text; next_task(counter, texts, &text);) {
             size_t first = offsets[text] - base, length = offsets[text + 1] - offsets[text];
@@ -443,14 +512,16 @@ size_t uform_text_gemm_scratch_floats(forward_job_t const *job) {
     uform_text_tower_t const *tower = &job->model->text_replicas[0];
     size_t hidden = tower->hidden, inter = tower->intermediate, qkv[3] = {hidden, hidden, hidden};
     size_t tokens = job->chunk_tokens_max, texts = job->chunk_texts_max;
-    struct { size_t m, k, count; size_t const *widths; } shapes[5] = {
+    /* A CLS tail's products (`forward_cls_tail`) have a row per text. */
+    struct { size_t m, k, count; size_t const *widths; } shapes[8] = {
         {tokens, hidden, 3, qkv}, {tokens, hidden, 1, &hidden}, {tokens, hidden, 1, &inter}, {tokens, inter, 1, &hidden},
-        {texts, hidden, 1, &tower->embedding_dimensions}};
+        {texts, hidden, 1, &tower->embedding_dimensions}, {texts, hidden, 1, &hidden}, {texts, hidden, 1, &inter},
+        {texts, inter, 1, &hidden}};
     size_t bytes = 0;
     /* The largest over every group size, so every thread's scratch has the same layout. A task's rows
      * never exceed 512 (or its chunk's), whatever the chunk's tokens; its columns do not depend on them. */
     for (size_t g = 0; g < job->groups_count; ++g)
-        for (size_t s = 0; s < 5; ++s) {
+        for (size_t s = 0; s < 8; ++s) {
             uform_text_gemm_plan_t plan = uform_text_gemm_plan(&job->gemm, job->groups[g].threads, tower->weights_dtype,
                                                                shapes[s].m, shapes[s].widths, shapes[s].count);
             size_t rows = min_size(shapes[s].m, 512);

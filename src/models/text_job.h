@@ -106,6 +106,8 @@ typedef struct forward_job_t {
     atomic_size_t next_chunk;
     size_t chunk_tokens_max, chunk_texts_max, longest;
     size_t norm_offset; /**< Floats into each thread's scratch of its norm buffer (fused phases). */
+    /** CLS pooling: the last layer runs for each text's first token alone (`forward_cls_tail`). */
+    int cls_tail;
     size_t groups_count;
     forward_group_t *groups;
 
@@ -115,8 +117,9 @@ typedef struct forward_job_t {
     atomic_size_t threads_left; /**< The last thread out frees the job. */
 } forward_job_t;
 
-/** Phase counters a chunk takes at most: embeddings, 7 per layer, pooling, projection, output. */
-#define FORWARD_PHASES_PER_CHUNK(layers) (4 + 7 * (layers))
+/** Phase counters a chunk takes at most: embeddings, 7 per layer (8 for a CLS tail's), pooling,
+ *  projection, output. */
+#define FORWARD_PHASES_PER_CHUNK(layers) (5 + 7 * (layers))
 
 /** Floats of a thread's GEMM scratch: the most any plan of the job's groups asks. */
 size_t uform_text_gemm_scratch_floats(forward_job_t const *job);

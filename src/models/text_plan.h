@@ -98,7 +98,9 @@ typedef struct uform_text_plan_shape_t {
     size_t const *lengths; /**< ...and their tokens. */
 } uform_text_plan_shape_t;
 
-/** @brief Lists the phases one chunk's pass runs on a group of `threads` threads with `gemm`, in order,
+/** @brief Lists the phases one chunk's pass runs on a group of `threads` threads with `gemm`, in order
+ *  (every layer whole, as for mean pooling: a CLS tower's last layer for the first tokens alone,
+ *  text_forward.c's `forward_cls_tail`, is not listed),
  *  into `phases` (up to `capacity`); returns how many there are (which may exceed `capacity`). */
 size_t uform_text_plan_describe(uform_text_plan_shape_t const *shape, uform_gemm_t const *gemm, size_t threads,
                                 uform_text_phase_t *phases, size_t capacity);
