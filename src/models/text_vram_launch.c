@@ -52,6 +52,59 @@ uform_status_t text_vram_enqueue_chunk(vram_job_t *job, vram_share_t *share, vra
     return enqueue_graph(job, share, b, first, texts, tokens, longest);
 }
 
+/** Whether the tower's last layer runs for each text's first token alone (CLS pooling, as the CPU
+ *  pass does: `uform_forward_cls_tail`). */
+static int cls_tail(uform_text_tower_t const *tower) {
+    return tower->pooling == uform_pooling_cls_k && tower->layers_count > 0 && uform_forward_cls_tail();
+}
+
+/** The last layer past its attention for the texts' first rows alone: those rows of x and of the
+ *  attention's output gathered (the CLS pooling kernel) into `texts`-row buffers in qkv (free once
+ *  attention has read it), the output product with its residual into tmp, the LayerNorm, the MLP,
+ *  and the last LayerNorm into the pooled rows. */
+static uform_status_t enqueue_cls_tail(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b,
+                                       vram_layer_t const *layer, size_t texts) {
+    uform_text_tower_t const *tower = job->tower;
+    vram_copy_t *copy = share->copy;
+    int hidden = (int)tower->hidden, inter = (int)tower->intermediate, texts_i = (int)texts, first = 0;
+    float epsilon = (float)tower->layer_norm_epsilon;
+    size_t element = tower->weights_dtype == uform_dtype_f32_k ? 4 : 2;
+    CUdeviceptr xc = b->qkv, ctxc = b->qkv + share->chunk_tokens * (size_t)hidden * element;
+    {
+        void *arguments[] = {&xc, (void *)&b->x, (void *)&b->offsets, &hidden, &first};
+        CHECK_STEP(launch(job, share, copy->pool, "gather", (unsigned)texts, 128, 0, arguments));
+    }
+    {
+        void *arguments[] = {&ctxc, (void *)&b->ctx, (void *)&b->offsets, &hidden, &first};
+        CHECK_STEP(launch(job, share, copy->pool, "gather", (unsigned)texts, 128, 0, arguments));
+    }
+    unsigned row_blocks = (unsigned)((texts + 3) / 4);
+    CHECK_STEP(gemm(job, share, b, "gemm out", texts, (size_t)hidden, (size_t)hidden, ctxc, layer->output_weight,
+                    layer->output_bias, xc, b->tmp, uform_lt_epilogue_bias_k));
+    {
+        void *arguments[] = {&xc, (void *)&b->tmp, (void *)&layer->norm1_gamma, (void *)&layer->norm1_beta, &texts_i,
+                             &hidden, &epsilon};
+        CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
+    }
+    int exact = tower->weights_dtype == uform_dtype_f32_k;
+    CHECK_STEP(gemm(job, share, b, "gemm up", texts, (size_t)inter, (size_t)hidden, xc, layer->up_weight, layer->up_bias, 0,
+                    b->ffn, exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
+    if (exact) {
+        unsigned long long elements = (unsigned long long)texts * (unsigned long long)inter;
+        unsigned grid = (unsigned)((elements + 255) / 256 > 65535 ? 65535 : (elements + 255) / 256);
+        void *arguments[] = {(void *)&b->ffn, &elements};
+        CHECK_STEP(launch(job, share, copy->gelu, "gelu", grid, 256, 0, arguments));
+    }
+    CHECK_STEP(gemm(job, share, b, "gemm down", texts, (size_t)hidden, (size_t)inter, b->ffn, layer->down_weight,
+                    layer->down_bias, xc, b->tmp, uform_lt_epilogue_bias_k));
+    {
+        void *arguments[] = {(void *)&b->pooled, (void *)&b->tmp, (void *)&layer->norm2_gamma, (void *)&layer->norm2_beta,
+                             &texts_i, &hidden, &epsilon};
+        CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
+    }
+    return uform_status_ok_k;
+}
+
 /** The chunk's launches (everything after the uploads): what a graph captures. */
 static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b, size_t first,
                                       size_t texts, size_t tokens, size_t longest) {
@@ -68,12 +121,17 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
         CHECK_STEP(launch(job, share, copy->embed, "embed", (unsigned)((tokens + 3) / 4), 128, 0, arguments));
     }
     unsigned row_blocks = (unsigned)((tokens + 3) / 4);
+    int tail = cls_tail(tower);
     for (size_t l = 0; l < tower->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(gemm(job, share, b, "gemm qkv", tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
                         0, b->qkv, uform_lt_epilogue_bias_k));
         CHECK_STEP(text_vram_attention(job->vram->cuda, copy, share->stream, tower->weights_dtype, b->ctx, b->qkv, b->offsets,
                                        texts, longest, heads, head));
+        if (tail && l + 1 == tower->layers_count) {
+            CHECK_STEP(enqueue_cls_tail(job, share, b, layer, texts));
+            break;
+        }
         CHECK_STEP(gemm(job, share, b, "gemm out", tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
                         layer->output_bias, b->x, b->tmp, uform_lt_epilogue_bias_k));
         {
@@ -99,7 +157,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
         }
     }
     int mean = tower->pooling == uform_pooling_mean_k;
-    {
+    if (!tail) {
         void *arguments[] = {(void *)&b->pooled, (void *)&b->x, (void *)&b->offsets, &hidden, &mean};
         CHECK_STEP(launch(job, share, copy->pool, "pool", (unsigned)texts, 128, 0, arguments));
     }
@@ -138,7 +196,7 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
                               (share->end - share->first) * job->row_bytes, share->chunk_tokens, tokens, texts,
                               align_up(longest, 16), (first - share->first) * job->row_bytes, job->dims,
-                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0)};
+                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0) | (uint64_t)cls_tail(job->tower) << 1};
     text_chunk_t chunk = {job, share, b, first, texts, tokens, longest};
     vram_exec_t e = exec_of(job, share, b->workspace);
     return vram_graph(&e, key, chunk_compute, &chunk);
