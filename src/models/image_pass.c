@@ -160,14 +160,18 @@ static void norm_phase(image_job_t *job, image_group_t *group, atomic_size_t *co
 size_t image_pass_gemm_scratch_floats(image_job_t const *job) {
     uform_image_config_t const *c = &job->tower0->config;
     size_t n = job->chunk_images, tokens = n * c->sequence;
-    size_t shapes[5][3] = {{n * c->patches, c->dim, 3 * c->patch_size * c->patch_size},
+    /* The last four: the CLS tail's products (a row per image) and the projection. */
+    size_t shapes[8][3] = {{n * c->patches, c->dim, 3 * c->patch_size * c->patch_size},
                            {tokens, c->dim, c->dim},
                            {tokens, c->intermediate, c->dim},
                            {tokens, c->dim, c->intermediate},
+                           {n, c->dim, c->dim},
+                           {n, c->intermediate, c->dim},
+                           {n, c->dim, c->intermediate},
                            {n, c->embedding_dimensions, c->dim}};
     size_t bytes = 0;
     for (size_t g = 0; g < job->groups_count; ++g)
-        for (size_t s = 0; s < 5; ++s) {
+        for (size_t s = 0; s < 8; ++s) {
             uform_gemm_plan_t plan = plan_for(job, job->groups[g].threads, job->tower0->weights_dtype, shapes[s][0],
                                               shapes[s][1]);
             size_t b = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, plan.rows_per_tile,
@@ -351,6 +355,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
     }
 
     float scale = (float)(1.0 / sqrt((double)head));
+    int tail = job->cls_tail;
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
         /* With several threads in the group, the two LayerNorms are not phases of their own: the
@@ -454,6 +459,30 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
             }
             barrier(group);
         }
+        if (tail && l + 1 == c->layers_count) {
+            /* The CLS tail (`job->cls_tail`): past attention, the [CLS] rows alone. x's and the
+             * attention output's [CLS] rows gathered into n-row buffers in qkv (read by attention
+             * only), then the rest of the layer on them; the pooling reads them. Each row's products
+             * and norms are its own: the values the whole layer gives those rows. */
+            float *xc = group->qkv, *ctxc = group->qkv + n * d;
+            atomic_size_t *counter = &group->counters[(*phase)++];
+            for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
+                memcpy(xc + local * d, group->x + local * S * d, d * sizeof(float));
+                memcpy(ctxc + local * d, group->ctx + local * S * d, d * sizeof(float));
+            }
+            barrier(group);
+            gemm_phase(job, group, thread, out_label, &group->counters[(*phase)++], n, d, d, ctxc, d, &layer->out_weight,
+                       group->tmp, d, epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, xc, d, NULL, NULL, NULL);
+            norm_phase(job, group, &group->counters[(*phase)++], n, xc, group->h, d, &layer->norm2_weight,
+                       &layer->norm2_bias, epsilon, NULL);
+            gemm_phase(job, group, thread, up_label, &group->counters[(*phase)++], n, f, d, group->h, d,
+                       &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
+                       NULL, NULL, NULL);
+            gemm_phase(job, group, thread, down_label, &group->counters[(*phase)++], n, d, f, group->ffn, f,
+                       &layer->output_weight, group->tmp, d, epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, xc,
+                       d, NULL, NULL, NULL);
+            break;
+        }
         gemm_phase(job, group, thread, out_label, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
                    epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL);
         if (!fuse)
@@ -476,7 +505,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
-            float const *x = group->x + local * S * d;
+            float const *x = tail ? group->qkv + local * d : group->x + local * S * d;
             float *pooled = group->pooled + local * d;
             if (c->pooling == uform_pooling_cls_k)
                 kernels->layer_norm(x, d, pooled, d, 1, d, (float const *)tower->norm_weight.data,

@@ -61,6 +61,7 @@ typedef struct image_job_t {
     uform_status_t *item;         /**< [count] decoding status of each image. */
     int predecoded;               /**< `rgb` and `item` were filled before submission. */
     int strict;                   /**< No statuses: one failure fails the call. */
+    int cls_tail;                 /**< CLS pooling: the last layer past attention for the [CLS] rows alone. */
     uform_status_t *statuses;
     uform_image_preprocess_options_t preprocess;
     float lut[3][256];            /**< `(v / 255 - mean) / std`, as `uform_image_normalize`. */
@@ -89,8 +90,9 @@ static inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 static inline size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
 /** Phases (each with its counter) of one chunk of images: im2col, patch product, assembly, 7 per
- *  layer (two LayerNorms, Q/K/V, attention, three products), pooling, projection, output rows. */
-static inline size_t image_pass_phases_per_chunk(uform_image_config_t const *c) { return 6 + 7 * c->layers_count; }
+ *  layer (two LayerNorms, Q/K/V, attention, three products; the CLS tail's last one 8, with its
+ *  gather), pooling, projection, output rows. */
+static inline size_t image_pass_phases_per_chunk(uform_image_config_t const *c) { return 7 + 7 * c->layers_count; }
 
 /** Decodes and preprocesses the job's images (from one counter shared by every thread) into `rgb`,
  *  recording statuses and this thread's first failure; meets every thread at the job's barrier. */
