@@ -503,6 +503,7 @@ int main(void) {
     test_identical_across_threads(uform_dtype_bf16_k, own);
     test_cls_tail(uform_dtype_f32_k, own);
     test_cls_tail(uform_dtype_bf16_k, own);
+    test_cls_tail(uform_dtype_f32_k, uform_cpu_class_serial_k); /* the portable kernels: attention without the library */
     if (own != uform_cpu_class_intel_haswell_k) {
         void *pool = pool_new("probe");
         uform_ram_options_t ram = {.cpu_class = uform_cpu_class_intel_haswell_k};
@@ -510,7 +511,11 @@ int main(void) {
         int runs = pool && pool_spawn(pool, 1, 0) && uform_executor_on_pool(pool, &ram, 0, &executor) == uform_status_ok_k;
         uform_executor_free(executor);
         if (pool) pool_delete(pool);
-        if (runs) test_identical_across_threads(uform_dtype_f32_k, uform_cpu_class_intel_haswell_k);
+        if (runs) {
+            test_identical_across_threads(uform_dtype_f32_k, uform_cpu_class_intel_haswell_k);
+            test_cls_tail(uform_dtype_f32_k, uform_cpu_class_intel_haswell_k);
+            test_cls_tail(uform_dtype_bf16_k, uform_cpu_class_intel_haswell_k); /* bf16 weights widened */
+        }
     }
     return check_failures ? 1 : 0;
 }

@@ -158,6 +158,12 @@ static unsigned elementwise_grid(unsigned long long elements) {
     return (unsigned)(blocks > 65535 ? 65535 : blocks ? blocks : 1);
 }
 
+/** Whether the tower's last layer runs past attention for the [CLS] rows alone (CLS pooling, as the
+ *  CPU pass does: `uform_forward_cls_tail`). */
+static int image_cls_tail(uform_image_config_t const *c) {
+    return c->pooling == uform_pooling_cls_k && c->layers_count > 0 && uform_forward_cls_tail();
+}
+
 static uform_status_t chunk_compute(void *context) {
     image_chunk_t const *chunk = (image_chunk_t const *)context;
     image_job_t *job = chunk->job;
@@ -189,7 +195,7 @@ static uform_status_t chunk_compute(void *context) {
                              &prefix_rows, &dim, &rows};
         CHECK_STEP(vram_launch(e, copy->image_assemble, "image_assemble", (unsigned)((threads + 255) / 256), 256, 0, arguments));
     }
-    int exact = job->tower->weights_dtype == uform_dtype_f32_k;
+    int exact = job->tower->weights_dtype == uform_dtype_f32_k, tail = image_cls_tail(c);
     for (size_t l = 0; l < c->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(ln(e, b->h, b->x, layer->norm1_gamma, layer->norm1_beta, T, dim, epsilon));
@@ -197,6 +203,35 @@ static uform_status_t chunk_compute(void *context) {
                              uform_lt_epilogue_bias_k));
         CHECK_STEP(text_vram_attention(job->vram->cuda, copy, e->stream, job->tower->weights_dtype, b->h, b->qkv, b->offsets,
                                        n, S, heads, head));
+        if (tail && l + 1 == c->layers_count) {
+            /* The CLS tail: x's and the attention output's [CLS] rows gathered (the CLS pooling
+             * kernel) into n-row buffers in qkv, free once attention has read it; the rest of the
+             * layer on them, its down product into the pooled rows, which the final LayerNorm takes. */
+            size_t element = element_size(job->tower->weights_dtype);
+            CUdeviceptr xc = b->qkv, ctxc = b->qkv + align_up(n * d * element, VRAM_ALIGN);
+            int first_row = 0;
+            {
+                void *arguments[] = {&xc, (void *)&b->x, (void *)&b->offsets, &dim, &first_row};
+                CHECK_STEP(vram_launch(e, copy->pool, "gather", (unsigned)n, 128, 0, arguments));
+            }
+            {
+                void *arguments[] = {&ctxc, (void *)&b->h, (void *)&b->offsets, &dim, &first_row};
+                CHECK_STEP(vram_launch(e, copy->pool, "gather", (unsigned)n, 128, 0, arguments));
+            }
+            CHECK_STEP(vram_gemm(e, "gemm out", n, d, d, ctxc, layer->output_weight, layer->output_bias, xc, b->tmp,
+                                 uform_lt_epilogue_bias_k));
+            CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, n, dim, epsilon));
+            CHECK_STEP(vram_gemm(e, "gemm up", n, f, d, b->h, layer->up_weight, layer->up_bias, 0, b->ffn,
+                                 exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
+            if (exact) {
+                unsigned long long elements = (unsigned long long)n * (unsigned long long)f;
+                void *arguments[] = {(void *)&b->ffn, &elements};
+                CHECK_STEP(vram_launch(e, copy->gelu, "gelu", elementwise_grid(elements), 256, 0, arguments));
+            }
+            CHECK_STEP(vram_gemm(e, "gemm down", n, d, f, b->ffn, layer->down_weight, layer->down_bias, b->tmp, b->pooled,
+                                 uform_lt_epilogue_bias_k));
+            break;
+        }
         CHECK_STEP(vram_gemm(e, "gemm out", T, d, d, b->h, layer->output_weight, layer->output_bias, b->x, b->tmp,
                              uform_lt_epilogue_bias_k));
         CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, T, dim, epsilon));
@@ -216,8 +251,10 @@ static uform_status_t chunk_compute(void *context) {
         void *arguments[] = {(void *)&b->pooled, (void *)&b->h, (void *)&b->offsets, &dim, &mean};
         CHECK_STEP(vram_launch(e, copy->pool, "pool", (unsigned)n, 128, 0, arguments));
     } else {
-        void *arguments[] = {(void *)&b->pooled, (void *)&b->x, (void *)&b->offsets, &dim, &mean};
-        CHECK_STEP(vram_launch(e, copy->pool, "pool", (unsigned)n, 128, 0, arguments));
+        if (!tail) {
+            void *arguments[] = {(void *)&b->pooled, (void *)&b->x, (void *)&b->offsets, &dim, &mean};
+            CHECK_STEP(vram_launch(e, copy->pool, "pool", (unsigned)n, 128, 0, arguments));
+        }
         CHECK_STEP(ln(e, b->pooled, b->pooled, copy->w.norm_gamma, copy->w.norm_beta, n, dim, epsilon));
     }
     CHECK_STEP(vram_gemm(e, "gemm projection", n, c->embedding_dimensions, d, b->pooled, copy->w.projection, 0, 0,
@@ -243,7 +280,8 @@ static uform_status_t enqueue_pass(image_job_t *job, vram_share_t *share, image_
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
                               (share->end - share->first) * job->row_bytes, share->chunk_tokens, n,
                               (first - share->first) * job->row_bytes, job->dims, (uint64_t)job->out.dtype,
-                              (uint64_t)(job->out.normalize != 0), 0x1a6e, (uint64_t)(pixels - b->pixels)};
+                              (uint64_t)(job->out.normalize != 0), 0x1a6e | (uint64_t)image_cls_tail(&job->tower->config) << 16,
+                              (uint64_t)(pixels - b->pixels)};
     return vram_graph(&e, key, chunk_compute, &chunk);
 }
 

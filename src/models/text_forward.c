@@ -193,8 +193,11 @@ static void attention_piece(forward_job_t *job, forward_group_t const *group, si
     if (q16 && job->attention16(q16 + row0 * ld16, q16 + k_offset, q16 + 2 * k_offset, ld16, rows, length, head,
                                 scale, thread_floats(job, thread, job->packed_offset), ob, hidden))
         ; /* S and the softmax in f32, P in bf16, as PyTorch's bf16 runs it (and the image pass) */
-    else if (!job->gemm.use_library) /* whole sequences here (uform_text_attention_tasks) */
-        kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
+    else if (!job->gemm.use_library) { /* whole sequences here (uform_text_attention_tasks), a CLS tail's one row */
+        if (row0 == 0 && rows == length)
+            kernels->attention(q, q + hidden, q + 2 * hidden, 3 * hidden, o, hidden, length, head, scale, scores);
+        else uform_attention_rows_plain(kernels, qb, q + hidden, q + 2 * hidden, 3 * hidden, ob, hidden, rows, length, head, scale, scores);
+    }
     else if (!uform_gemm_f32(1, rows, length, head, scale, qb, 3 * hidden, q + hidden, 3 * hidden, scores, length) ||
              (kernels->softmax_rows(scores, length, rows, length),
               !uform_gemm_f32(0, rows, head, length, 1.0f, scores, length, q + 2 * hidden, 3 * hidden, ob, hidden)))
@@ -299,41 +302,67 @@ static int qkv_phase(forward_job_t *job, forward_group_t *group, size_t thread, 
     return planes;
 }
 
-/** The last layer of a CLS-pooled tower, for each text's first token alone (`job->cls_tail`): Q, K
- *  and V for every token as in any layer (the keys and values are every token's), attention for the
- *  first query row of each (text, head), then the texts' first rows gathered into `texts`-row
- *  buffers (in qkv, free once attention has read it), where the output product, the LayerNorms and
- *  the MLP run; the last LayerNorm writes the pooled rows. Each row's products and norms are its
- *  own, so these are the values the whole layer gives those rows, for about a sixth of its work
- *  past the keys and values. `x_norm`: x's LayerNorm still to apply (fused norms), else NULL. */
+/** The last layer of a CLS-pooled tower, for each text's first token alone (`job->cls_tail`): K and V
+ *  for every token (one phase, as Q/K/V in any layer, where they land the same), the texts' first
+ *  rows of x gathered (normalised when x's LayerNorm is pending) into `texts` rows in tmp, Q for those
+ *  rows alone (into ffn), attention for the first query row of each (text, head) (each task puts its
+ *  head's Q where the attention reads it), the attention's first rows gathered into qkv (free once
+ *  attention has read it), and there the output product, the LayerNorms and the MLP; the last
+ *  LayerNorm writes the pooled rows. Each row's products and norms are its own, so these are the
+ *  values the whole layer gives those rows, for about a sixth of its work past the keys and values. */
 static void forward_cls_tail(forward_job_t *job, forward_group_t *group, size_t thread, forward_chunk_t const *chunk,
                              uform_text_layer_t const *layer, norm_t const *x_norm, float *scores, size_t *phase) {
     uform_text_tower_t const *tower = job->per_thread[thread].tower;
+    uform_kernels_t const *kernels = job->kernels;
     size_t hidden = tower->hidden, inter = tower->intermediate, heads = tower->heads, head = hidden / heads;
     size_t tokens = chunk->tokens, texts = chunk->end_text - chunk->first_text;
     size_t const *offsets = job->offsets + chunk->first_text;
     float epsilon = (float)tower->layer_norm_epsilon;
-    int planes = qkv_phase(job, group, thread, tokens, layer, x_norm, phase);
+    /* K and V beside where Q would be: in qkv's columns, and in qkv16's planes 1 and 2 or its columns. */
+    int planes = !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
+                 head <= 256;
     {
-        atomic_size_t *counter = &group->counters[(*phase)++];
-        for (size_t task; next_task(counter, texts * heads, &task);) {
-            size_t text = task / heads;
-            attention_piece(job, group, thread, hidden, head, task % heads, offsets[text] - offsets[0],
-                            offsets[text + 1] - offsets[text], 0, 1, scores, planes ? tokens : 0);
-        }
+        product_t kv[2] = {{&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
+                           {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
+        uint16_t *kv16 = !group->qkv16 ? NULL : planes ? group->qkv16 + tokens * hidden : group->qkv16 + hidden;
+        gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, kv, 2, 3 * hidden,
+                   epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, kv16, planes);
         forward_barrier(group);
     }
-    float *xc = group->qkv, *ctxc = xc + texts * hidden, *tmpc = ctxc + texts * hidden;
+    float *xc = group->tmp, *qc = group->ffn;
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t text; next_task(counter, texts, &text);) {
             size_t first = offsets[text] - offsets[0];
             if (x_norm)
-                job->kernels->layer_norm(group->x + first * hidden, hidden, xc + text * hidden, hidden, 1, hidden,
-                                         x_norm->gamma, x_norm->beta, x_norm->epsilon);
+                kernels->layer_norm(group->x + first * hidden, hidden, xc + text * hidden, hidden, 1, hidden, x_norm->gamma,
+                                    x_norm->beta, x_norm->epsilon);
             else memcpy(xc + text * hidden, group->x + first * hidden, hidden * sizeof(float));
-            memcpy(ctxc + text * hidden, group->ctx + first * hidden, hidden * sizeof(float));
         }
+        forward_barrier(group);
+    }
+    product_t query = {&layer->query_weight, &layer->query_bias, qc, hidden};
+    gemm_phase(job, group, thread, &group->counters[(*phase)++], texts, hidden, xc, hidden, &query, 1, hidden,
+               epilogue_bias_k, NULL, 0, NULL, NULL, NULL, NULL, 0);
+    forward_barrier(group);
+    {
+        atomic_size_t *counter = &group->counters[(*phase)++];
+        for (size_t task; next_task(counter, texts * heads, &task);) {
+            size_t text = task / heads, h = task % heads, first = offsets[text] - offsets[0];
+            float const *q = qc + text * hidden + h * head;
+            memcpy(group->qkv + first * 3 * hidden + h * head, q, head * sizeof(float));
+            if (group->qkv16)
+                kernels->f32_to_bf16(q, group->qkv16 + first * (planes ? hidden : 3 * hidden) + h * head, head);
+            attention_piece(job, group, thread, hidden, head, h, first, offsets[text + 1] - offsets[text], 0, 1, scores,
+                            planes ? tokens : 0);
+        }
+        forward_barrier(group);
+    }
+    float *ctxc = group->qkv, *tmpc = ctxc + texts * hidden;
+    {
+        atomic_size_t *counter = &group->counters[(*phase)++];
+        for (size_t text; next_task(counter, texts, &text);)
+            memcpy(ctxc + text * hidden, group->ctx + (offsets[text] - offsets[0]) * hidden, hidden * sizeof(float));
         forward_barrier(group);
     }
     product_t output = {&layer->attention_output_weight, &layer->attention_output_bias, tmpc, hidden};

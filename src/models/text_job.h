@@ -117,9 +117,9 @@ typedef struct forward_job_t {
     atomic_size_t threads_left; /**< The last thread out frees the job. */
 } forward_job_t;
 
-/** Phase counters a chunk takes at most: embeddings, 7 per layer (8 for a CLS tail's), pooling,
- *  projection, output. */
-#define FORWARD_PHASES_PER_CHUNK(layers) (5 + 7 * (layers))
+/** Phase counters a chunk takes at most: embeddings, 7 per layer (10 for a CLS tail's, which then
+ *  takes the pooling's), pooling, projection, output. */
+#define FORWARD_PHASES_PER_CHUNK(layers) (6 + 7 * (layers))
 
 /** Floats of a thread's GEMM scratch: the most any plan of the job's groups asks. */
 size_t uform_text_gemm_scratch_floats(forward_job_t const *job);
