@@ -158,6 +158,29 @@ static unsigned elementwise_grid(unsigned long long elements) {
     return (unsigned)(blocks > 65535 ? 65535 : blocks ? blocks : 1);
 }
 
+/** A layer past its attention on `rows` rows: x_out = x + ls2 mlp(norm2(x + ls1 (ctx W_out + b))), the
+ *  LayerScales folded into the weights; `ctx` and `x` are the attention's output and the stream,
+ *  `tmp`, `h` and `ffn` the chunk's. `x_out` may be `x`. */
+static uform_status_t layer_past_attention(vram_exec_t const *e, vram_layer_t const *layer, image_buffers_t const *b,
+                                           size_t rows, CUdeviceptr ctx, CUdeviceptr x, CUdeviceptr x_out,
+                                           uform_image_config_t const *c, int exact) {
+    size_t d = c->dim, f = c->intermediate;
+    int dim = (int)d;
+    float epsilon = (float)c->layer_norm_epsilon;
+    CHECK_STEP(vram_gemm(e, "gemm out", rows, d, d, ctx, layer->output_weight, layer->output_bias, x, b->tmp,
+                         uform_lt_epilogue_bias_k));
+    CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, rows, dim, epsilon));
+    CHECK_STEP(vram_gemm(e, "gemm up", rows, f, d, b->h, layer->up_weight, layer->up_bias, 0, b->ffn,
+                         exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
+    if (exact) {
+        unsigned long long elements = (unsigned long long)rows * (unsigned long long)f;
+        void *arguments[] = {(void *)&b->ffn, &elements};
+        CHECK_STEP(vram_launch(e, e->copy->gelu, "gelu", elementwise_grid(elements), 256, 0, arguments));
+    }
+    return vram_gemm(e, "gemm down", rows, d, f, b->ffn, layer->down_weight, layer->down_bias, b->tmp, x_out,
+                     uform_lt_epilogue_bias_k);
+}
+
 /** Whether the tower's last layer runs past attention for the [CLS] rows alone (CLS pooling, as the
  *  CPU pass does: `uform_forward_cls_tail`). */
 static int image_cls_tail(uform_image_config_t const *c) {
@@ -171,7 +194,7 @@ static uform_status_t chunk_compute(void *context) {
     vram_exec_t const *e = chunk->e;
     vram_copy_t *copy = e->copy;
     uform_image_config_t const *c = &job->tower->config;
-    size_t n = chunk->n, S = job->sequence, T = n * S, P = c->patches, d = c->dim, f = c->intermediate;
+    size_t n = chunk->n, S = job->sequence, T = n * S, P = c->patches, d = c->dim;
     int dim = (int)d, heads = (int)c->heads, head = dim / heads;
     float epsilon = (float)c->layer_norm_epsilon;
     {
@@ -206,7 +229,7 @@ static uform_status_t chunk_compute(void *context) {
         if (tail && l + 1 == c->layers_count) {
             /* The CLS tail: x's and the attention output's [CLS] rows gathered (the CLS pooling
              * kernel) into n-row buffers in qkv, free once attention has read it; the rest of the
-             * layer on them, its down product into the pooled rows, which the final LayerNorm takes. */
+             * layer on them. */
             size_t element = element_size(job->tower->weights_dtype);
             CUdeviceptr xc = b->qkv, ctxc = b->qkv + align_up(n * d * element, VRAM_ALIGN);
             int first_row = 0;
@@ -218,32 +241,11 @@ static uform_status_t chunk_compute(void *context) {
                 void *arguments[] = {&ctxc, (void *)&b->h, (void *)&b->offsets, &dim, &first_row};
                 CHECK_STEP(vram_launch(e, copy->pool, "gather", (unsigned)n, 128, 0, arguments));
             }
-            CHECK_STEP(vram_gemm(e, "gemm out", n, d, d, ctxc, layer->output_weight, layer->output_bias, xc, b->tmp,
-                                 uform_lt_epilogue_bias_k));
-            CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, n, dim, epsilon));
-            CHECK_STEP(vram_gemm(e, "gemm up", n, f, d, b->h, layer->up_weight, layer->up_bias, 0, b->ffn,
-                                 exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
-            if (exact) {
-                unsigned long long elements = (unsigned long long)n * (unsigned long long)f;
-                void *arguments[] = {(void *)&b->ffn, &elements};
-                CHECK_STEP(vram_launch(e, copy->gelu, "gelu", elementwise_grid(elements), 256, 0, arguments));
-            }
-            CHECK_STEP(vram_gemm(e, "gemm down", n, d, f, b->ffn, layer->down_weight, layer->down_bias, b->tmp, b->pooled,
-                                 uform_lt_epilogue_bias_k));
+            /* The down product writes the pooled rows, which the final LayerNorm takes. */
+            CHECK_STEP(layer_past_attention(e, layer, b, n, ctxc, xc, b->pooled, c, exact));
             break;
         }
-        CHECK_STEP(vram_gemm(e, "gemm out", T, d, d, b->h, layer->output_weight, layer->output_bias, b->x, b->tmp,
-                             uform_lt_epilogue_bias_k));
-        CHECK_STEP(ln(e, b->h, b->tmp, layer->norm2_gamma, layer->norm2_beta, T, dim, epsilon));
-        CHECK_STEP(vram_gemm(e, "gemm up", T, f, d, b->h, layer->up_weight, layer->up_bias, 0, b->ffn,
-                             exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
-        if (exact) {
-            unsigned long long elements = (unsigned long long)T * (unsigned long long)f;
-            void *arguments[] = {(void *)&b->ffn, &elements};
-            CHECK_STEP(vram_launch(e, copy->gelu, "gelu", elementwise_grid(elements), 256, 0, arguments));
-        }
-        CHECK_STEP(vram_gemm(e, "gemm down", T, d, f, b->ffn, layer->down_weight, layer->down_bias, b->tmp, b->x,
-                             uform_lt_epilogue_bias_k));
+        CHECK_STEP(layer_past_attention(e, layer, b, T, b->h, b->x, b->x, c, exact));
     }
     int mean = c->pooling == uform_pooling_mean_k;
     if (mean) {

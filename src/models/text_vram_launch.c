@@ -58,16 +58,47 @@ static int cls_tail(uform_text_tower_t const *tower) {
     return tower->pooling == uform_pooling_cls_k && tower->layers_count > 0 && uform_forward_cls_tail();
 }
 
+/** A layer past its attention on `rows` rows (post-norm): x = norm1(ctx W_out + b + x) in place, the MLP
+ *  with its residual, then `x_out` = norm2(...) (x itself, or the pooled rows of a CLS tail). */
+static uform_status_t layer_past_attention(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b,
+                                           vram_layer_t const *layer, size_t rows, CUdeviceptr ctx, CUdeviceptr x,
+                                           CUdeviceptr x_out) {
+    uform_text_tower_t const *tower = job->tower;
+    vram_copy_t *copy = share->copy;
+    int hidden = (int)tower->hidden, inter = (int)tower->intermediate, rows_i = (int)rows;
+    float epsilon = (float)tower->layer_norm_epsilon;
+    unsigned row_blocks = (unsigned)((rows + 3) / 4);
+    CHECK_STEP(gemm(job, share, b, "gemm out", rows, (size_t)hidden, (size_t)hidden, ctx, layer->output_weight,
+                    layer->output_bias, x, b->tmp, uform_lt_epilogue_bias_k));
+    {
+        void *arguments[] = {&x, (void *)&b->tmp, (void *)&layer->norm1_gamma, (void *)&layer->norm1_beta, &rows_i,
+                             &hidden, &epsilon};
+        CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
+    }
+    int exact = tower->weights_dtype == uform_dtype_f32_k;
+    CHECK_STEP(gemm(job, share, b, "gemm up", rows, (size_t)inter, (size_t)hidden, x, layer->up_weight, layer->up_bias, 0,
+                    b->ffn, exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
+    if (exact) {
+        unsigned long long elements = (unsigned long long)rows * (unsigned long long)inter;
+        unsigned grid = (unsigned)((elements + 255) / 256 > 65535 ? 65535 : (elements + 255) / 256);
+        void *arguments[] = {(void *)&b->ffn, &elements};
+        CHECK_STEP(launch(job, share, copy->gelu, "gelu", grid, 256, 0, arguments));
+    }
+    CHECK_STEP(gemm(job, share, b, "gemm down", rows, (size_t)hidden, (size_t)inter, b->ffn, layer->down_weight,
+                    layer->down_bias, x, b->tmp, uform_lt_epilogue_bias_k));
+    void *arguments[] = {&x_out, (void *)&b->tmp, (void *)&layer->norm2_gamma, (void *)&layer->norm2_beta, &rows_i,
+                         &hidden, &epsilon};
+    return launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments);
+}
+
 /** The last layer past its attention for the texts' first rows alone: those rows of x and of the
  *  attention's output gathered (the CLS pooling kernel) into `texts`-row buffers in qkv (free once
- *  attention has read it), the output product with its residual into tmp, the LayerNorm, the MLP,
- *  and the last LayerNorm into the pooled rows. */
+ *  attention has read it), then the rest of the layer on them, its last LayerNorm into the pooled rows. */
 static uform_status_t enqueue_cls_tail(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b,
                                        vram_layer_t const *layer, size_t texts) {
     uform_text_tower_t const *tower = job->tower;
     vram_copy_t *copy = share->copy;
-    int hidden = (int)tower->hidden, inter = (int)tower->intermediate, texts_i = (int)texts, first = 0;
-    float epsilon = (float)tower->layer_norm_epsilon;
+    int hidden = (int)tower->hidden, first = 0;
     size_t element = tower->weights_dtype == uform_dtype_f32_k ? 4 : 2;
     CUdeviceptr xc = b->qkv, ctxc = b->qkv + share->chunk_tokens * (size_t)hidden * element;
     {
@@ -78,31 +109,7 @@ static uform_status_t enqueue_cls_tail(vram_job_t *job, vram_share_t *share, vra
         void *arguments[] = {&ctxc, (void *)&b->ctx, (void *)&b->offsets, &hidden, &first};
         CHECK_STEP(launch(job, share, copy->pool, "gather", (unsigned)texts, 128, 0, arguments));
     }
-    unsigned row_blocks = (unsigned)((texts + 3) / 4);
-    CHECK_STEP(gemm(job, share, b, "gemm out", texts, (size_t)hidden, (size_t)hidden, ctxc, layer->output_weight,
-                    layer->output_bias, xc, b->tmp, uform_lt_epilogue_bias_k));
-    {
-        void *arguments[] = {&xc, (void *)&b->tmp, (void *)&layer->norm1_gamma, (void *)&layer->norm1_beta, &texts_i,
-                             &hidden, &epsilon};
-        CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
-    }
-    int exact = tower->weights_dtype == uform_dtype_f32_k;
-    CHECK_STEP(gemm(job, share, b, "gemm up", texts, (size_t)inter, (size_t)hidden, xc, layer->up_weight, layer->up_bias, 0,
-                    b->ffn, exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
-    if (exact) {
-        unsigned long long elements = (unsigned long long)texts * (unsigned long long)inter;
-        unsigned grid = (unsigned)((elements + 255) / 256 > 65535 ? 65535 : (elements + 255) / 256);
-        void *arguments[] = {(void *)&b->ffn, &elements};
-        CHECK_STEP(launch(job, share, copy->gelu, "gelu", grid, 256, 0, arguments));
-    }
-    CHECK_STEP(gemm(job, share, b, "gemm down", texts, (size_t)hidden, (size_t)inter, b->ffn, layer->down_weight,
-                    layer->down_bias, xc, b->tmp, uform_lt_epilogue_bias_k));
-    {
-        void *arguments[] = {(void *)&b->pooled, (void *)&b->tmp, (void *)&layer->norm2_gamma, (void *)&layer->norm2_beta,
-                             &texts_i, &hidden, &epsilon};
-        CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
-    }
-    return uform_status_ok_k;
+    return layer_past_attention(job, share, b, layer, texts, ctxc, xc, b->pooled);
 }
 
 /** The chunk's launches (everything after the uploads): what a graph captures. */
@@ -111,7 +118,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
     uform_text_tower_t const *tower = job->tower;
     vram_copy_t *copy = share->copy;
 
-    int hidden = (int)tower->hidden, heads = (int)tower->heads, head = hidden / heads, inter = (int)tower->intermediate;
+    int hidden = (int)tower->hidden, heads = (int)tower->heads, head = hidden / heads;
     int tokens_i = (int)tokens, texts_i = (int)texts;
     float epsilon = (float)tower->layer_norm_epsilon;
     CUdeviceptr type0 = copy->w.type0;
@@ -120,7 +127,6 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
                              &copy->w.embed_gamma, &copy->w.embed_beta, &tokens_i, &hidden, &epsilon};
         CHECK_STEP(launch(job, share, copy->embed, "embed", (unsigned)((tokens + 3) / 4), 128, 0, arguments));
     }
-    unsigned row_blocks = (unsigned)((tokens + 3) / 4);
     int tail = cls_tail(tower);
     for (size_t l = 0; l < tower->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
@@ -132,29 +138,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
             CHECK_STEP(enqueue_cls_tail(job, share, b, layer, texts));
             break;
         }
-        CHECK_STEP(gemm(job, share, b, "gemm out", tokens, (size_t)hidden, (size_t)hidden, b->ctx, layer->output_weight,
-                        layer->output_bias, b->x, b->tmp, uform_lt_epilogue_bias_k));
-        {
-            void *arguments[] = {(void *)&b->x, (void *)&b->tmp, (void *)&layer->norm1_gamma, (void *)&layer->norm1_beta,
-                                 &tokens_i, &hidden, &epsilon};
-            CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
-        }
-        int exact = tower->weights_dtype == uform_dtype_f32_k;
-        CHECK_STEP(gemm(job, share, b, "gemm up", tokens, (size_t)inter, (size_t)hidden, b->x, layer->up_weight, layer->up_bias, 0,
-                        b->ffn, exact ? uform_lt_epilogue_bias_k : uform_lt_epilogue_gelu_bias_k));
-        if (exact) {
-            unsigned long long elements = (unsigned long long)tokens * (unsigned long long)inter;
-            unsigned grid = (unsigned)((elements + 255) / 256 > 65535 ? 65535 : (elements + 255) / 256);
-            void *arguments[] = {(void *)&b->ffn, &elements};
-            CHECK_STEP(launch(job, share, copy->gelu, "gelu", grid, 256, 0, arguments));
-        }
-        CHECK_STEP(gemm(job, share, b, "gemm down", tokens, (size_t)hidden, (size_t)inter, b->ffn, layer->down_weight, layer->down_bias,
-                        b->x, b->tmp, uform_lt_epilogue_bias_k));
-        {
-            void *arguments[] = {(void *)&b->x, (void *)&b->tmp, (void *)&layer->norm2_gamma, (void *)&layer->norm2_beta,
-                                 &tokens_i, &hidden, &epsilon};
-            CHECK_STEP(launch(job, share, copy->layer_norm, "layer_norm", row_blocks, 128, 0, arguments));
-        }
+        CHECK_STEP(layer_past_attention(job, share, b, layer, tokens, b->ctx, b->x, b->x));
     }
     int mean = tower->pooling == uform_pooling_mean_k;
     if (!tail) {
