@@ -17,7 +17,7 @@
  *
  *  `--devices N` (N >= 1) holds the tower on GPUs 0 .. N-1 (VRAM residency) and encodes on a VRAM
  *  executor over them: decoding on its host threads, the 8-bit crops uploaded, the rest on the
- *  devices; the line then adds the achieved TFLOP/s (products and attention, 2 FLOPs per
+ *  devices; the line then adds the achieved TFLOP/s (the products and attention the pass executes, 2 FLOPs per
  *  multiply-add), and UFORM_GPU_PROFILE=1 prints the time per kernel and product. bench_image_gpu.c
  *  is this program with `--devices 1 --dtype bf16` as defaults (bench_image_gpu.py drives it).
  *
@@ -221,10 +221,15 @@ int main(int argc, char **argv) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     double rate = (double)(timed.calls * batch) / timed.elapsed;
-    /* FLOPs per image: the patch product, per layer the four d x d products, the MLP's two and attention's two. */
+    /* FLOPs per image the pass executes: the patch product, per layer the four d x d products, the MLP's
+     * two and attention's two; with the CLS tail (`uform_forward_cls_tail`, CLS pooling) the last
+     * layer's output product and MLP for the [CLS] row alone. */
     double d = (double)spec->dim, S = 1.0 + (double)(spec->image_size / spec->patch) * (double)(spec->image_size / spec->patch);
-    double per_image = 2.0 * (S - 1.0) * 3.0 * spec->patch * spec->patch * d +
-                       (double)spec->layers * (2.0 * S * 12.0 * d * d + 4.0 * S * S * d) + 2.0 * d * spec->embedding_dim;
+    double layer = 2.0 * S * 12.0 * d * d + 4.0 * S * S * d;
+    double last = !strcmp(spec->pooling, "cls") && uform_forward_cls_tail() ? 2.0 * S * 3.0 * d * d + 4.0 * S * S * d + 18.0 * d * d
+                                                                            : layer;
+    double per_image = 2.0 * (S - 1.0) * 3.0 * spec->patch * spec->patch * d + (double)(spec->layers - 1) * layer + last +
+                       2.0 * d * spec->embedding_dim;
     double tflops = rate * per_image / 1e12;
     if (json)
         printf("{\"system\": \"uform%s\", \"shape\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %zu, "

@@ -13,10 +13,12 @@
  *  Shapes as bench_text.c's: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers,
  *  mean pooling, normalised); uform3 = UForm3-small's text tower (768 wide, 12 heads, 3072 inner, 2
  *  layers run, CLS pooling, 256-wide projection, RoBERTa positions). Prints texts/s, the best call's
- *  time and the achieved TFLOP/s (dense products and attention, 2 FLOPs per multiply-add).
+ *  time and the achieved TFLOP/s (the dense products and attention the pass executes, 2 FLOPs per
+ *  multiply-add: with the CLS tail, UForm3's last layer past attention for the first token alone).
  */
 #define _GNU_SOURCE 1
 #include "internal.h"
+#include "kernels/kernels.h" // `uform_forward_cls_tail`
 #include "models/text_vram.h"
 #include "random_text_tower.h"
 #include "../tools/strict_number.h"
@@ -149,9 +151,13 @@ int main(int argc, char **argv) {
         elapsed = uform_now_seconds() - start;
     } while (elapsed < seconds || calls < 3);
     double rate = (double)(calls * batch) / elapsed;
-    double per_text = (double)t.layers_count * ((double)tokens * 2.0 * (4.0 * h * h + 2.0 * h * in) +
-                                                4.0 * (double)tokens * tokens * h) +
-                      (uform3 ? 2.0 * h * t.embedding_dimensions : 0.0);
+    /* FLOPs per text the pass executes; with the CLS tail (`uform_forward_cls_tail`, UForm3's CLS
+     * pooling) the last layer's output product and MLP for the first token alone. */
+    double layer = (double)tokens * 2.0 * (4.0 * h * h + 2.0 * h * in) + 4.0 * (double)tokens * tokens * h;
+    double last = uform3 && uform_forward_cls_tail()
+                      ? (double)tokens * 6.0 * h * h + 4.0 * (double)tokens * tokens * h + 2.0 * h * h + 4.0 * h * in
+                      : layer;
+    double per_text = (double)(t.layers_count - 1) * layer + last + (uform3 ? 2.0 * h * t.embedding_dimensions : 0.0);
     double tflops = rate * per_text / 1e12;
     if (json)
         printf("{\"system\": \"uform-gpu\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
