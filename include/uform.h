@@ -1167,6 +1167,12 @@ typedef struct uform_image_t {
  *  f32 weights compute in f32 (the CPU path's results up to rounding); bf16 and f16 keep activations
  *  in that dtype between kernels, with f32 reductions, and cuBLASLt's tanh-approximated GELU.
  *
+ *  A tower that pools the first token (CLS: UForm3's text towers) runs its last layer for that
+ *  token alone past the other tokens' keys and values, on CPUs and GPUs alike (so do CLS image
+ *  towers, past attention): the other rows of that layer are never read, and each row's products
+ *  and norms are its own, so the rows are the whole layer's up to the products' rounding.
+ *  `UFORM_CLS_TAIL=0` runs the whole layer, for comparisons.
+ *
  *  @code{.c}
  *  char const *texts[] = {"a cat on a mat", "a dog in the fog"};
  *  float rows[2][384];
