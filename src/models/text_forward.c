@@ -283,19 +283,24 @@ static void mlp_planes(forward_job_t *job, forward_group_t *group, atomic_size_t
     forward_barrier(group);
 }
 
+/** Whether a layer's Q, K and V go to `qkv16` as three planes [3][tokens][hidden]: where the bf16
+ *  attention kernel reads them and never refuses (a head a multiple of 32 up to 256), so each
+ *  product's C is dense (brgemm's dst) and its epilogue runs inside the library's kernel; else side
+ *  by side, [tokens][3 hidden]. */
+static int qkv_planes(forward_job_t const *job, forward_group_t const *group, norm_t const *x_norm, size_t head) {
+    return !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 && head <= 256;
+}
+
 /** Q, K and V of one layer for every token: three products, one phase, side by side in qkv, then
- *  the barrier. Returns whether they went to `qkv16` as three planes: where the bf16 attention
- *  kernel reads them and never refuses (a head a multiple of 32 up to 256), so each product's C is
- *  dense (brgemm's dst) and its epilogue runs inside the library's kernel. */
+ *  the barrier. Returns `qkv_planes`. */
 static int qkv_phase(forward_job_t *job, forward_group_t *group, size_t thread, size_t tokens,
                      uform_text_layer_t const *layer, norm_t const *x_norm, size_t *phase) {
     uform_text_tower_t const *tower = job->per_thread[thread].tower;
-    size_t hidden = tower->hidden, head = hidden / tower->heads;
+    size_t hidden = tower->hidden;
     product_t qkv[3] = {{&layer->query_weight, &layer->query_bias, group->qkv, hidden},
                         {&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
                         {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
-    int planes = !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
-                 head <= 256;
+    int planes = qkv_planes(job, group, x_norm, hidden / tower->heads);
     gemm_phase(job, group, thread, &group->counters[(*phase)++], tokens, hidden, group->x, hidden, qkv, 3, 3 * hidden,
                epilogue_bias_k, NULL, 0, x_norm, NULL, x_norm ? NULL : group->a16, group->qkv16, planes);
     forward_barrier(group);
@@ -319,8 +324,7 @@ static void forward_cls_tail(forward_job_t *job, forward_group_t *group, size_t 
     size_t const *offsets = job->offsets + chunk->first_text;
     float epsilon = (float)tower->layer_norm_epsilon;
     /* K and V beside where Q would be: in qkv's columns, and in qkv16's planes 1 and 2 or its columns. */
-    int planes = !x_norm && group->a16 && group->qkv16 && job->attention16 && job->gemm.fused && head % 32 == 0 &&
-                 head <= 256;
+    int planes = qkv_planes(job, group, x_norm, head);
     {
         product_t kv[2] = {{&layer->key_weight, &layer->key_bias, group->qkv + hidden, hidden},
                            {&layer->value_weight, &layer->value_bias, group->qkv + 2 * hidden, hidden}};
