@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
      * layer's output product and MLP for the [CLS] row alone. */
     double d = (double)spec->dim, S = 1.0 + (double)(spec->image_size / spec->patch) * (double)(spec->image_size / spec->patch);
     double layer = 2.0 * S * 12.0 * d * d + 4.0 * S * S * d;
-    double last = !strcmp(spec->pooling, "cls") && uform_forward_cls_tail() ? 2.0 * S * 3.0 * d * d + 4.0 * S * S * d + 18.0 * d * d
+    double last = uform_forward_cls_tail(!strcmp(spec->pooling, "cls"), spec->layers) ? 2.0 * S * 3.0 * d * d + 4.0 * S * S * d + 18.0 * d * d
                                                                             : layer;
     double per_image = 2.0 * (S - 1.0) * 3.0 * spec->patch * spec->patch * d + (double)(spec->layers - 1) * layer + last +
                        2.0 * d * spec->embedding_dim;

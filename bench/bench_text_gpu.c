@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
     /* FLOPs per text the pass executes; with the CLS tail (`uform_forward_cls_tail`, UForm3's CLS
      * pooling) the last layer's output product and MLP for the first token alone. */
     double layer = (double)tokens * 2.0 * (4.0 * h * h + 2.0 * h * in) + 4.0 * (double)tokens * tokens * h;
-    double last = uform3 && uform_forward_cls_tail()
+    double last = uform_forward_cls_tail(uform3, t.layers_count)
                       ? (double)tokens * 6.0 * h * h + 4.0 * (double)tokens * tokens * h + 2.0 * h * h + 4.0 * h * in
                       : layer;
     double per_text = (double)(t.layers_count - 1) * layer + last + (uform3 ? 2.0 * h * t.embedding_dimensions : 0.0);

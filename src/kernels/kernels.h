@@ -378,11 +378,13 @@ size_t uform_batch_groups(size_t threads, size_t count, double const *costs, siz
 /** @brief `UFORM_FORWARD_GROUP` as a number of threads per group, or 0 (automatic). */
 size_t uform_forward_group_forced(void);
 
-/** @brief Whether towers that pool the first token run their last layer for that token alone
- *  (1, the default), or for every token (`UFORM_CLS_TAIL=0`, for benchmarks and tests). Under CLS
- *  pooling the other tokens' outputs of the last layer are never read: that layer needs their keys
- *  and values, and the first token's query, attention, output product and MLP only. */
-int uform_forward_cls_tail(void);
+/** @brief Whether a tower of `layers` layers that pools the first token (`cls_pooling`) runs its last
+ *  layer for that token alone (1, the default where it has a layer), or for every token (0, also
+ *  under `UFORM_CLS_TAIL=0`, for benchmarks and tests). Under CLS pooling the other tokens' outputs
+ *  of the last layer are never read: that layer needs their keys and values, and the first token's
+ *  query, attention, output product and MLP only. Every pass (CPU and VRAM, texts and images) asks
+ *  this once per call. */
+int uform_forward_cls_tail(int cls_pooling, size_t layers);
 
 /** @brief The products of attention through the library (not for SERIAL): C = alpha A B^T
  *  (`transposed`) or C = A B, all f32, row-major. Returns 0 when the library refused. */

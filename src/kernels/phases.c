@@ -169,7 +169,8 @@ size_t uform_forward_group_forced(void) {
     return end && *end == 0 ? (size_t)threads : 0;
 }
 
-int uform_forward_cls_tail(void) {
+int uform_forward_cls_tail(int cls_pooling, size_t layers) {
+    if (!cls_pooling || !layers) return 0;
     char const *value = getenv("UFORM_CLS_TAIL");
     return !(value && value[0] == '0' && value[1] == 0);
 }

@@ -127,7 +127,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->count = count;
     job->statuses = statuses;
     job->strict = statuses == NULL;
-    job->cls_tail = c->pooling == uform_pooling_cls_k && c->layers_count > 0 && uform_forward_cls_tail();
+    job->cls_tail = uform_forward_cls_tail(c->pooling == uform_pooling_cls_k, c->layers_count);
     job->caller_frees = outcome == NULL;
     job->preprocess.side = c->image_size;
     memcpy(job->preprocess.mean, c->mean, sizeof c->mean);

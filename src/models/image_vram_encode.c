@@ -77,6 +77,7 @@ typedef struct image_job_t {
     /* The wave being submitted: inputs [wave_first, wave_end), packed from `wave_base` on. */
     size_t wave_first, wave_end, wave_base;
     size_t scratch; /**< Scratch each wave's call holds: planned for the largest wave. */
+    int cls_tail;   /**< The last layer past attention for the [CLS] rows alone (`uform_forward_cls_tail`). */
 } image_job_t;
 
 /** Pointers into one device's scratch: [workspace][output rows][a chunk's buffers]. */
@@ -181,12 +182,6 @@ static uform_status_t layer_past_attention(vram_exec_t const *e, vram_layer_t co
                      uform_lt_epilogue_bias_k);
 }
 
-/** Whether the tower's last layer runs past attention for the [CLS] rows alone (CLS pooling, as the
- *  CPU pass does: `uform_forward_cls_tail`). */
-static int image_cls_tail(uform_image_config_t const *c) {
-    return c->pooling == uform_pooling_cls_k && c->layers_count > 0 && uform_forward_cls_tail();
-}
-
 static uform_status_t chunk_compute(void *context) {
     image_chunk_t const *chunk = (image_chunk_t const *)context;
     image_job_t *job = chunk->job;
@@ -218,7 +213,7 @@ static uform_status_t chunk_compute(void *context) {
                              &prefix_rows, &dim, &rows};
         CHECK_STEP(vram_launch(e, copy->image_assemble, "image_assemble", (unsigned)((threads + 255) / 256), 256, 0, arguments));
     }
-    int exact = job->tower->weights_dtype == uform_dtype_f32_k, tail = image_cls_tail(c);
+    int exact = job->tower->weights_dtype == uform_dtype_f32_k, tail = job->cls_tail;
     for (size_t l = 0; l < c->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(ln(e, b->h, b->x, layer->norm1_gamma, layer->norm1_beta, T, dim, epsilon));
@@ -282,7 +277,7 @@ static uform_status_t enqueue_pass(image_job_t *job, vram_share_t *share, image_
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
                               (share->end - share->first) * job->row_bytes, share->chunk_tokens, n,
                               (first - share->first) * job->row_bytes, job->dims, (uint64_t)job->out.dtype,
-                              (uint64_t)(job->out.normalize != 0), 0x1a6e | (uint64_t)image_cls_tail(&job->tower->config) << 16,
+                              (uint64_t)(job->out.normalize != 0), 0x1a6e | (uint64_t)job->cls_tail << 16,
                               (uint64_t)(pixels - b->pixels)};
     return vram_graph(&e, key, chunk_compute, &chunk);
 }
@@ -438,6 +433,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
     if (!job) return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, VERB ": out of memory"));
     job->model = model, job->vram = (vram_tower_t *)model->vram, job->tower = tower;
+    job->cls_tail = uform_forward_cls_tail(tower->config.pooling == uform_pooling_cls_k, tower->config.layers_count);
     job->images = images, job->count = count;
     job->side = c->image_size, job->per_image = c->image_size * c->image_size * 3, job->sequence = c->sequence;
     job->depth = uform_image_vram_depth(c);

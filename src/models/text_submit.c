@@ -122,7 +122,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
     job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k ? uform_attention_bf16_for_gemm(&job->gemm, cpu_class) : NULL;
-    job->cls_tail = tower0->pooling == uform_pooling_cls_k && tower0->layers_count > 0 && uform_forward_cls_tail();
+    job->cls_tail = uform_forward_cls_tail(tower0->pooling == uform_pooling_cls_k, tower0->layers_count);
     job->threads = threads;
     job->count = count;
 

@@ -122,6 +122,7 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
         goto failed;
     }
     job->model = model, job->vram = vram, job->tower = &model->text_replicas[0];
+    job->cls_tail = uform_forward_cls_tail(job->tower->pooling == uform_pooling_cls_k, job->tower->layers_count);
     job->count = count, job->context = job->tower->context;
     job->out = *embeddings, job->statuses = statuses;
     job->dims = embeddings->dimensions ? embeddings->dimensions : job->tower->embedding_dimensions;

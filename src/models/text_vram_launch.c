@@ -52,12 +52,6 @@ uform_status_t text_vram_enqueue_chunk(vram_job_t *job, vram_share_t *share, vra
     return enqueue_graph(job, share, b, first, texts, tokens, longest);
 }
 
-/** Whether the tower's last layer runs for each text's first token alone (CLS pooling, as the CPU
- *  pass does: `uform_forward_cls_tail`). */
-static int cls_tail(uform_text_tower_t const *tower) {
-    return tower->pooling == uform_pooling_cls_k && tower->layers_count > 0 && uform_forward_cls_tail();
-}
-
 /** A layer past its attention on `rows` rows (post-norm): x = norm1(ctx W_out + b + x) in place, the MLP
  *  with its residual, then `x_out` = norm2(...) (x itself, or the pooled rows of a CLS tail). */
 static uform_status_t layer_past_attention(vram_job_t *job, vram_share_t *share, vram_buffers_t const *b,
@@ -127,7 +121,7 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
                              &copy->w.embed_gamma, &copy->w.embed_beta, &tokens_i, &hidden, &epsilon};
         CHECK_STEP(launch(job, share, copy->embed, "embed", (unsigned)((tokens + 3) / 4), 128, 0, arguments));
     }
-    int tail = cls_tail(tower);
+    int tail = job->cls_tail;
     for (size_t l = 0; l < tower->layers_count; ++l) {
         vram_layer_t const *layer = &copy->layers[l];
         CHECK_STEP(gemm(job, share, b, "gemm qkv", tokens, 3 * (size_t)hidden, (size_t)hidden, b->x, layer->qkv_weight, layer->qkv_bias,
@@ -180,7 +174,7 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
                               (share->end - share->first) * job->row_bytes, share->chunk_tokens, tokens, texts,
                               align_up(longest, 16), (first - share->first) * job->row_bytes, job->dims,
-                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0) | (uint64_t)cls_tail(job->tower) << 1};
+                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0) | (uint64_t)job->cls_tail << 1};
     text_chunk_t chunk = {job, share, b, first, texts, tokens, longest};
     vram_exec_t e = exec_of(job, share, b->workspace);
     return vram_graph(&e, key, chunk_compute, &chunk);
