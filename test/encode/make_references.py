@@ -107,7 +107,7 @@ UFORM3_CONFIGS = {
 }
 # The seeds of text_towers.h's text_tower_specs, and how many sentences (the first of sentences.txt) they check.
 UFORM3_SEEDS = {"uform3-768-cls": 0x7E470001, "uform3-384-mean": 0x7E470002}
-UFORM3_TEXTS = 300
+UFORM3_TEXTS = 1000
 
 
 def uform3_tensors(config):
