@@ -445,6 +445,13 @@ UFORM_API char const *uform_gpu_vendor_name(uform_gpu_vendor_t vendor);
  *  node each. All-zero (or a NULL pointer) derives every node the process may allocate on and the
  *  CPU's own class. Copied by every function that takes it, never borrowed past the call.
  *
+ *  A pinned `cpu_class` picks the engine's own kernels (attention, LayerNorm, GELU, pooling) and the
+ *  matrix-product path of that class (bf16 natively or widened, oneDNN's packed GEMM, brgemm or the
+ *  matmul primitive). Inside oneDNN's kernels the instruction set is chosen once per process, not
+ *  per executor: to bound those too, set `ONEDNN_MAX_CPU_ISA` (or `DNNL_MAX_CPU_ISA`, e.g. `AVX2`) in
+ *  the environment before the first model is opened, as the benchmarks' `--cpu-class` does. Image
+ *  resizing picks its instructions by the CPU alone: its pixels are PIL's on every path.
+ *
  *  @code{.c}
  *  int32_t const nodes[] = {0};
  *  uform_ram_options_t ram = {.memory_domains = nodes, .memory_domains_count = 1,
