@@ -1210,8 +1210,9 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  bomb; INVALID_ARGUMENT for raw pixels with a bad size or stride) and a zero row, and the call
  *  succeeds; a deferred call writes the statuses while it runs. Without `statuses`, the first such
  *  image (lowest index) fails the whole call with its status, the message naming its index
- *  ("uform_encode_images: image 3: ..."), and no row is written; a deferred call without
- *  `statuses` decodes on the submitting thread before it submits, so prefer passing `statuses`.
+ *  ("uform_encode_images: image 3: ..."), and no row is written; a deferred call reports that
+ *  failure through its outcome (`status` and `message`), its images decoded on the executor's
+ *  threads like any other.
  *  Images, embeddings and statuses must stay valid until a deferred call finishes. INVALID_ARGUMENT
  *  for a NULL model, a text model, NULL images, an image whose `data` is NULL, or embeddings that
  *  do not fit the model.

@@ -86,11 +86,25 @@ void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor) {
     outcome->message[0] = '\0';
 }
 
-void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake) {
-    size_t length = status != uform_status_ok_k && message ? strlen(message) : 0;
+void uform_outcome_record_failure(uform_outcome_t *outcome, uform_status_t status, char const *message) {
+    if (status == uform_status_ok_k || outcome->reserved[2]) return; // the first failure stays
+    size_t length = message ? strlen(message) : 0;
     if (length >= sizeof(outcome->message)) length = sizeof(outcome->message) - 1;
     memcpy(outcome->message, message ? message : "", length);
     outcome->message[length] = '\0';
+    outcome->reserved[2] = (uint64_t)status;
+}
+
+void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake) {
+    if (status == uform_status_ok_k && outcome->reserved[2]) {
+        // The call's own tasks recorded a failure (`uform_outcome_record_failure`): its message is in place.
+        status = (uform_status_t)outcome->reserved[2];
+    } else {
+        size_t length = status != uform_status_ok_k && message ? strlen(message) : 0;
+        if (length >= sizeof(outcome->message)) length = sizeof(outcome->message) - 1;
+        memcpy(outcome->message, message ? message : "", length);
+        outcome->message[length] = '\0';
+    }
     outcome->status = status;
     __atomic_store_n(&outcome->finished, 1u, __ATOMIC_RELEASE);
     // Nothing of the outcome is read once `finished` is set (its owner may reuse it at once): the

@@ -106,11 +106,10 @@ static uform_status_t uform_call_inline(uform_call_t const *call, uform_outcome_
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_call: the NULL executor has no device streams to run a device "
                           "callback on; use a VRAM executor");
+    // Begun before the task runs, so a failure the task records (`uform_outcome_record_failure`) stays.
+    if (outcome) uform_outcome_begin(outcome, NULL);
     uform_run_inline(call);
-    if (outcome) {
-        uform_outcome_begin(outcome, NULL);
-        uform_outcome_finish(outcome, uform_status_ok_k, NULL);
-    }
+    if (outcome) uform_outcome_finish(outcome, uform_status_ok_k, NULL);
     return uform_status_ok_k;
 }
 

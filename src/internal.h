@@ -152,14 +152,20 @@ static inline void *uform_ring_at(uform_ring_t const *ring, unsigned index) {
 }
 
 /** @brief Marks an outcome as pending and owned by `executor`, before it is queued. Its `reserved`
- *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] unused, [3] the fork
- *  generation at submission. */
+ *  words: [0] the executor, [1] the backend's (VRAM: the call's sequence), [2] a failure the call's
+ *  own tasks recorded (`uform_outcome_record_failure`; zero for none), [3] the fork generation at
+ *  submission. */
 void uform_outcome_begin(uform_outcome_t *outcome, uform_executor_t executor);
 
 /** @brief The one outcome finisher: copies `message` (may be NULL for ""), stores the status,
  *  publishes `finished` and, when `wake`, wakes the threads parked on it (`uform_outcome_park`).
  *  Outcomes nobody can park on (VRAM: `uform_outcome_wait` polls the devices) skip the system call. */
 void uform_outcome_settle(uform_outcome_t *outcome, uform_status_t status, char const *message, bool wake);
+/** @brief For an engine verb's host tasks, which return nothing: records that the deferred call
+ *  failed with `status` and `message`, reported when its executor finishes the outcome (which would
+ *  otherwise read OK). Call it from the call's tasks while they run (the round's join orders it
+ *  before the finish); the first recorded failure stays. OK records nothing. */
+void uform_outcome_record_failure(uform_outcome_t *outcome, uform_status_t status, char const *message);
 /** @brief `uform_outcome_settle` with the wake-up: what every host path uses. */
 void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char const *message);
 /** @brief A call refused before it reached an executor: finishes `outcome` (may be NULL) at once with

@@ -62,11 +62,22 @@ static void job_free(image_job_t *job) {
     free(job);
 }
 
+/** A strict call's failure: the lowest failed index over every thread, with its status and
+ *  message ("uform_encode_images: image 3: ..."); OK when every image decoded. */
+static uform_status_t job_first_failure(image_job_t const *job, char *message, size_t capacity) {
+    size_t failed = SIZE_MAX, by = 0;
+    for (size_t t = 0; t < job->threads; ++t)
+        if (job->per_thread[t].failed_index < failed) failed = job->per_thread[t].failed_index, by = t;
+    if (failed == SIZE_MAX) return uform_status_ok_k;
+    snprintf(message, capacity, "uform_encode_images: image %zu: %s", failed, job->per_thread[by].failed_message);
+    return job->per_thread[by].failed_status;
+}
+
 static void job_thread(void *context, size_t task, size_t thread, size_t domain) {
     (void)task, (void)domain;
     image_job_t *job = (image_job_t *)context;
     int previous = uform_gemm_thread_enter();
-    if (!job->predecoded) image_pass_decode(job, thread, &job->counters[0]);
+    image_pass_decode(job, thread, &job->counters[0]);
     int abandon = 0;
     if (job->strict)
         for (size_t i = 0; i < job->count && !abandon; ++i) abandon = job->item[i] != uform_status_ok_k;
@@ -90,7 +101,14 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
             image_pass_chunk(job, group, thread, group->first_image + first, n, &phase);
         }
     uform_gemm_thread_leave(previous);
-    if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) job_free(job);
+    if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) {
+        /* A deferred strict call fails through its outcome, which the executor finishes after this
+         * round: every thread has decoded (the barrier), so the lowest failed index is final. */
+        char message[sizeof job->per_thread[0].failed_message + 64];
+        uform_status_t failure = job->strict ? job_first_failure(job, message, sizeof message) : uform_status_ok_k;
+        if (failure != uform_status_ok_k) uform_outcome_record_failure(job->outcome, failure, message);
+        job_free(job);
+    }
 }
 
 /* ---- Submission ---- */
@@ -129,6 +147,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->strict = statuses == NULL;
     job->cls_tail = uform_forward_cls_tail(c->pooling == uform_pooling_cls_k, c->layers_count);
     job->caller_frees = outcome == NULL;
+    job->outcome = outcome;
     job->preprocess.side = c->image_size;
     memcpy(job->preprocess.mean, c->mean, sizeof c->mean);
     memcpy(job->preprocess.std, c->std, sizeof c->std);
@@ -257,20 +276,6 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         }
     }
 
-    /* A deferred call without statuses decodes here: its outcome could not name a failed image. */
-    if (outcome && job->strict) {
-        for (size_t i = 0; i < count; ++i) {
-            status = uform_image_preprocess(&job->images[i], &job->preprocess, &job->per_thread[0].images, NULL,
-                                            job->rgb + i * per_image);
-            if (status != uform_status_ok_k) {
-                char message[256];
-                snprintf(message, sizeof message, "%s", uform_error_message());
-                job_free(job);
-                return uform_outcome_refuse(outcome, uform_fail(status, "uform_encode_images: image %zu: %s", i, message));
-            }
-        }
-        job->predecoded = 1;
-    }
     atomic_init(&job->threads_left, threads);
     uform_call_t call = {.residency = uform_residency_ram_k, .schedule = uform_schedule_threads_k, .task = job_thread,
                          .context = job};
@@ -284,14 +289,9 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
         return status;
     }
     if (caller_frees) {
-        size_t failed = SIZE_MAX, by = 0;
-        for (size_t t = 0; t < threads; ++t)
-            if (job->per_thread[t].failed_index < failed) failed = job->per_thread[t].failed_index, by = t;
-        if (job->strict && failed != SIZE_MAX) {
-            char message[256];
-            snprintf(message, sizeof message, "%s", job->per_thread[by].failed_message);
-            status = uform_fail(job->per_thread[by].failed_status, "uform_encode_images: image %zu: %s", failed, message);
-        }
+        char message[sizeof job->per_thread[0].failed_message + 64];
+        uform_status_t failure = job->strict ? job_first_failure(job, message, sizeof message) : uform_status_ok_k;
+        if (failure != uform_status_ok_k) status = uform_fail(failure, "%s", message);
         job_free(job);
     }
     return status;

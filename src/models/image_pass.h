@@ -53,13 +53,13 @@ typedef struct image_job_t {
     size_t threads;
     image_thread_t *per_thread;
     int caller_frees; /**< Blocking calls: the verb reads the failures, then frees. */
+    uform_outcome_t *outcome; /**< Deferred calls': a strict call's failure is recorded on it. */
 
     size_t count;
     uform_image_t *images;        /**< [count] copies of the caller's (pixels borrowed). */
     uint8_t *rgb;                 /**< [count][side side 3] preprocessed pixels. */
     size_t rgb_bytes;
     uform_status_t *item;         /**< [count] decoding status of each image. */
-    int predecoded;               /**< `rgb` and `item` were filled before submission. */
     int strict;                   /**< No statuses: one failure fails the call. */
     int cls_tail;                 /**< CLS pooling: the last layer past attention for the [CLS] rows alone. */
     uform_status_t *statuses;
