@@ -250,8 +250,19 @@ class MiniLM(unittest.TestCase):
         embeddings = models[uform.Modality.TEXT_ENCODER].encode(processed)
         for i in range(2):
             self.assertGreaterEqual(cosine(embeddings[i], expected[i]), 0.99999)
-        with self.assertRaises(uform.Error):
+        with self.assertRaises(uform.UnsupportedError) as caught:  # the engine returns no pre-pooling features
             models[uform.Modality.TEXT_ENCODER].encode(processed, return_features=True)
+        self.assertIn("return_features=True: the engine's C ABI (uform_encode_texts) returns only the pooled",
+                      caught.exception.message)
+        self.assertEqual(len(models[uform.Modality.TEXT_ENCODER].encode(processed, return_features=False)), 2)
+
+    def test_get_model_without_modalities_opens_the_text_tower_of_a_text_model(self):
+        processors, models = uform.get_model(MINILM, threads=1)
+        self.assertEqual(set(models), {uform.Modality.TEXT_ENCODER})
+        texts, expected = reference(1)
+        self.assertGreaterEqual(cosine(models["text_encoder"].encode(texts)[0], expected[0]), 0.99999)
+        models[uform.Modality.TEXT_ENCODER].executor.close()
+        models[uform.Modality.TEXT_ENCODER].model.close()
 
 
 if __name__ == "__main__":

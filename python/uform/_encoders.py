@@ -1,25 +1,137 @@
 """What `uform.get_model` returns, shaped like the ``uform`` PyPI package's ``(processors,
 models)``: `TextProcessor` and `TextEncoder`, `ImageProcessor` and `ImageEncoder`, each over one
-`Model` and an `Executor`. Re-exported by `uform.models` (and `get_model` by `uform`)."""
+`Model` and an `Executor`. Re-exported by `uform.models` (and `get_model` by `uform`).
+
+Where they differ from the ``uform`` package (3.x), and why:
+
+- ``path`` is a local model directory; nothing is downloaded (``token`` is accepted and ignored, and
+  so is ``backend``: the engine is the backend).
+- ``return_features=True`` raises `Error(UNSUPPORTED)`: the engine's C ABI (``uform_encode_texts``,
+  ``uform_encode_images``) returns the pooled, projected embeddings only, never the tower's
+  pre-pooling hidden states, so there are no features to return. ``encode(x)`` and
+  ``encode(x, return_features=False)`` return the embeddings, as the package's PyTorch backend does
+  (its ONNX backend, the default, returns ``(features, embeddings)`` unless told otherwise).
+- The processors do not preprocess: the engine tokenizes the texts and decodes, resizes and
+  normalises the images itself, in C on the encoder's threads. `TextProcessor` returns the ids for
+  inspection plus the texts, which are what the encoder reads; `ImageProcessor` returns the images
+  as they came, in a list under ``"images"``.
+- The encoders take this package's processor output, or the texts and images themselves; the image
+  encoder also takes the ``uform`` package's preprocessed pixels (its ONNX processor's float array
+  [images, 3, size, size], or its PyTorch processor's ``{"images": tensor}``), which it takes back
+  to the 8-bit pixels they were made from. Token ids (the ``uform`` package's text processor
+  output) are refused: the engine takes texts, not ids.
+- Embeddings are NumPy float32 arrays [items, dimensions] (lists of lists without NumPy), never
+  PyTorch tensors: this package does not depend on PyTorch.
+"""
 
 from __future__ import annotations
 
+import enum
+import json
+import os
 from typing import Optional
 
-from ._inputs import _image_list, _np, _text_list
+from ._inputs import _BYTES_LIKE, _image_list, _is_pil, _model_path, _np, _text_list
 from .models import Model, Modality, _modality
 
 
+class _ByModality(dict):
+    """The ``processors`` and ``models`` dicts: keyed by `Modality`, as the ``uform`` package's,
+    and also found by any spelling `Modality` accepts ("image_encoder", "image", the ``uform``
+    package's own ``Modality.IMAGE_ENCODER``)."""
+
+    def _key(self, key):
+        if isinstance(key, Modality):
+            return None
+        try:
+            return _modality(key)
+        except Exception:  # noqa: BLE001 - an unknown key is simply absent
+            return None
+
+    def __missing__(self, key):
+        modality = self._key(key)
+        if modality is None or not dict.__contains__(self, modality):
+            raise KeyError(key)
+        return dict.__getitem__(self, modality)
+
+    def __contains__(self, key) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        modality = self._key(key)
+        return modality is not None and dict.__contains__(self, modality)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+def _refuse_features(encoder, return_features, function: str) -> None:
+    """`Error(UNSUPPORTED)` when ``return_features`` (or, for None, ``encoder.return_features``)
+    asks for the pre-pooling features, which the engine does not expose."""
+    from . import Error, Status
+
+    wanted = encoder.return_features if return_features is None else return_features
+    if wanted:
+        raise Error(Status.UNSUPPORTED,
+                    f"return_features=True: the engine's C ABI ({function}) returns only the pooled, projected "
+                    f"embeddings, not the per-token or per-patch features (the tower's last hidden states) the uform "
+                    f"package returns with them; call encode without return_features, or with False, for the "
+                    f"embeddings")
+
+
+def _ids_refused():
+    from . import Error, Status
+
+    return Error(Status.UNSUPPORTED,
+                 "encode got token ids (as the uform package's TextProcessor returns: 'input_ids' and "
+                 "'attention_mask' without 'texts'), but the engine tokenizes texts itself and its C ABI takes "
+                 "no ids; pass the texts, or what this package's TextProcessor (processors[Modality.TEXT_ENCODER]) "
+                 "returns, which carries them under 'texts'")
+
+
+def _is_tensor(x) -> bool:
+    """An array-like of another library (a PyTorch tensor, ...): ``shape`` and ``dtype`` and
+    convertible by NumPy, not a NumPy array, a text or a PIL image."""
+    return (not isinstance(x, (str, *_BYTES_LIKE, list, tuple, dict)) and not _is_pil(x)
+            and not (_np is not None and isinstance(x, _np.ndarray))
+            and hasattr(x, "shape") and hasattr(x, "dtype") and (hasattr(x, "__array__") or hasattr(x, "numpy")))
+
+
+def _looks_like_ids(x) -> bool:
+    """Whether ``x`` is token ids rather than texts: an integer array or tensor, or a sequence of
+    integers or of sequences of integers."""
+    if _np is not None and isinstance(x, _np.ndarray):
+        return x.dtype.kind in "iub"
+    if _is_tensor(x):
+        return True
+    if isinstance(x, (list, tuple)) and x:
+        first = x[0]
+        if isinstance(first, int) and not isinstance(first, bool):
+            return True
+        if _np is not None and isinstance(first, _np.ndarray):
+            return first.dtype.kind in "iub"
+        return (isinstance(first, (list, tuple)) and bool(first)
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in first))
+    return False
+
+
 class TextProcessor:
-    """What ``processors[Modality.TEXT_ENCODER]`` is: texts to the model's ids, as the ``uform``
-    package's processor, returning ``{"input_ids", "attention_mask"}`` (NumPy arrays when importable,
-    padded with zeros) that `TextEncoder.encode` accepts; the texts travel along under ``"texts"``."""
+    """What ``processors[Modality.TEXT_ENCODER]`` is: ``processor(texts)`` returns
+
+    - ``"input_ids"``: the ids the encoder sees, [texts, longest] (specials included, truncated to the
+      model's context), padded with 0 after each text's ids;
+    - ``"attention_mask"``: 1 over each text's ids, 0 over the padding, the same shape;
+    - ``"texts"``: the texts themselves, a list, which is what `TextEncoder.encode` encodes.
+
+    ``input_ids`` and ``attention_mask`` are int64 NumPy arrays when NumPy is importable (lists of
+    lists otherwise). Unlike the ``uform`` package's, they are for inspection only, and padded to
+    the longest text rather than to the context, with 0 rather than the config's ``padding_idx``:
+    the engine tokenizes the texts again itself."""
 
     def __init__(self, model: Model):
         """Tokenizes with ``model``'s tokenizer."""
         self._model = model
 
-    def __call__(self, texts):
+    def __call__(self, texts) -> dict:
         """``{"input_ids", "attention_mask", "texts"}`` for one text (a ``str`` or bytes-like) or a
         sequence of them."""
         texts = _text_list(texts)
@@ -33,29 +145,42 @@ class TextProcessor:
 
 
 class TextEncoder:
-    """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(processed)`` returns the embeddings
-    [texts, dimensions], as the ``uform`` package's encoder does (``return_features`` is UNSUPPORTED:
-    the engine keeps no hidden states)."""
+    """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(x)`` returns the embeddings [texts,
+    dimensions], as the ``uform`` package's encoder does with ``return_features=False``.
+    ``return_features`` is False, as the package's PyTorch encoder's; setting it True makes
+    ``encode`` refuse (UNSUPPORTED: the engine returns no features)."""
 
     def __init__(self, model: Model, executor):
         """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
         self.model = model
         self.executor = executor
+        self.return_features = False
 
     def encode(self, x, attention_mask=None, return_features: Optional[bool] = None):
-        """The embeddings [texts, dimensions] of what `TextProcessor` returned, or of texts;
-        ``attention_mask`` is accepted for the package's signature and unused (the engine
-        tokenizes itself); ``return_features=True`` raises `Error(UNSUPPORTED)`."""
+        """The embeddings [texts, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what
+        `TextProcessor` returned (its ``"texts"`` are encoded), one text (a ``str`` or bytes-like),
+        or a sequence of texts (a list, a tuple, a NumPy array of strings). ``attention_mask`` is
+        accepted for the package's signature and unused.
+
+        Refuses, with `Error(UNSUPPORTED)`, token ids (the ``uform`` package's processor output, an
+        integer array or tensor, lists of ints): the engine tokenizes texts itself and takes no ids;
+        and ``return_features=True``: the engine returns no pre-pooling features."""
         from . import Error, Status
 
-        if return_features:
-            raise Error(Status.UNSUPPORTED, "return_features: the engine returns embeddings only")
+        _refuse_features(self, return_features, "uform_encode_texts")
         if isinstance(x, dict):
-            if "texts" not in x:
-                raise Error(Status.INVALID_ARGUMENT, "encode takes what uform's text processor returned, or texts")
-            texts = x["texts"]
+            if "texts" in x:
+                texts = x["texts"]
+            elif "input_ids" in x:
+                raise _ids_refused()
+            else:
+                raise Error(Status.INVALID_ARGUMENT,
+                            f"encode takes what a text processor returned ({{'texts': ...}}) or texts, not a dict "
+                            f"of {sorted(map(str, x))}")
         else:
             texts = x
+        if _looks_like_ids(texts):
+            raise _ids_refused()
         return self.model.encode_texts(self.executor, texts)
 
     __call__ = encode
@@ -63,77 +188,192 @@ class TextEncoder:
 
 
 class ImageProcessor:
-    """What ``processors[Modality.IMAGE_ENCODER]`` is. The engine decodes and preprocesses in C on
-    the encoder's threads, so this only gathers the images (bytes, paths, NumPy arrays, PIL images)
-    into ``{"images": [...]}``, which `ImageEncoder.encode` accepts, as the ``uform`` package's
-    processor output is what its encoder accepts."""
+    """What ``processors[Modality.IMAGE_ENCODER]`` is: ``processor(images)`` returns
+    ``{"images": [...]}``, the images as they came (one image becomes a list of one; a NumPy batch
+    [images, height, width, 3] a list of its images), which `ImageEncoder.encode` accepts. Each image
+    is encoded JPEG or PNG bytes, a file path, a NumPy array [height, width, 3] of uint8 RGB, or a
+    PIL image.
+
+    Unlike the ``uform`` package's processor it does not resize, crop or normalise, so it returns no
+    pixel tensor: the engine decodes and preprocesses (as the package's processor does, with PIL's
+    bicubic filter) in C on the encoder's threads."""
 
     def __init__(self, model: Model):
         """Gathers images for ``model``'s encoder."""
         self._model = model
 
-    def __call__(self, images):
+    def __call__(self, images) -> dict:
         """``{"images": [...]}`` for one image or a sequence of them."""
         return {"images": _image_list(images)}
 
 
 class ImageEncoder:
-    """What ``models[Modality.IMAGE_ENCODER]`` is: ``encode(processed)`` returns the embeddings
-    [images, dimensions] (``return_features`` is UNSUPPORTED)."""
+    """What ``models[Modality.IMAGE_ENCODER]`` is: ``encode(x)`` returns the embeddings [images,
+    dimensions], as the ``uform`` package's encoder does with ``return_features=False``.
+    ``normalization`` is the model's ``(normalization_means, normalization_deviations)``, which
+    `get_model` reads from ``config.json``; with it the encoder also takes the ``uform`` package's
+    preprocessed pixels. ``return_features`` is False; setting it True makes ``encode`` refuse."""
 
-    def __init__(self, model: Model, executor):
+    def __init__(self, model: Model, executor, normalization=None):
         """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
         self.model = model
         self.executor = executor
+        self.normalization = normalization
+        self.return_features = False
 
     def encode(self, x, return_features: Optional[bool] = None):
-        """The embeddings [images, dimensions] of what `ImageProcessor` returned, or of images;
-        ``return_features=True`` raises `Error(UNSUPPORTED)`."""
+        """The embeddings [images, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what
+        `ImageProcessor` returned; one image or a sequence of images (bytes, paths, uint8 NumPy
+        arrays [height, width, 3] or a batch [images, height, width, 3], PIL images); or what the
+        ``uform`` package's image processor returned: a float array [images, 3, size, size] (its
+        ONNX processor) or ``{"images": tensor}`` (its PyTorch processor; a CPU tensor), whose
+        values are taken back to the 8-bit pixels they were normalised from (an array that is not
+        such pixels for this model is refused with `Error(INVALID_ARGUMENT)`).
+
+        ``return_features=True`` raises `Error(UNSUPPORTED)`: the engine returns no features."""
         from . import Error, Status
 
-        if return_features:
-            raise Error(Status.UNSUPPORTED, "return_features: the engine returns embeddings only")
-        images = x["images"] if isinstance(x, dict) else x
-        return self.model.encode_images(self.executor, images)
+        _refuse_features(self, return_features, "uform_encode_images")
+        if isinstance(x, dict):
+            if "images" not in x:
+                raise Error(Status.INVALID_ARGUMENT,
+                            f"encode takes what an image processor returned ({{'images': ...}}) or images, not a "
+                            f"dict of {sorted(map(str, x))}")
+            images = x["images"]
+        else:
+            images = x
+        return self.model.encode_images(self.executor, self._pixels(images))
+
+    def _pixels(self, images):
+        """``images``, with a tensor made a NumPy array and the ``uform`` package's normalised
+        float pixels [images, 3, size, size] made uint8 RGB [images, size, size, 3] again."""
+        from . import Error, Status
+
+        if _is_tensor(images):
+            if _np is None:
+                raise Error(Status.UNSUPPORTED, f"images: a {type(images).__name__} needs NumPy to be read")
+            try:
+                images = _np.asarray(images)
+            except (TypeError, RuntimeError, ValueError) as error:
+                raise TypeError(f"images: a {type(images).__name__} NumPy cannot read ({error}); "
+                                f"pass it in host memory (.cpu())") from None
+        if _np is None or not isinstance(images, _np.ndarray) or images.dtype.kind != "f":
+            return images
+        if images.ndim != 4 or images.shape[1] != 3:
+            raise Error(Status.INVALID_ARGUMENT,
+                        f"images: a float array is taken as the uform package's preprocessed pixels [images, 3, "
+                        f"size, size], not one of shape {images.shape}; pass uint8 RGB [height, width, 3] or the "
+                        f"images themselves")
+        size = self.model.describe().image_size
+        if images.shape[2:] != (size, size):
+            raise Error(Status.INVALID_ARGUMENT,
+                        f"images: preprocessed pixels of shape {images.shape} are not [images, 3, {size}, {size}], "
+                        f"what this model sees; pass the images themselves")
+        if self.normalization is None:
+            raise Error(Status.UNSUPPORTED,
+                        "images: preprocessed pixels [images, 3, size, size] need the model's normalization_means "
+                        "and normalization_deviations, which this ImageEncoder was made without (get_model reads "
+                        "them from config.json); pass the images themselves")
+        means, deviations = (_np.asarray(v, dtype=_np.float64).reshape(1, 3, 1, 1) for v in self.normalization)
+        values = (images.astype(_np.float64) * deviations + means) * 255.0
+        nearest = _np.rint(values)
+        if values.size and (not _np.isfinite(values).all() or float(_np.abs(values - nearest).max()) > 0.01
+                            or float(nearest.min()) < 0 or float(nearest.max()) > 255):
+            raise Error(Status.INVALID_ARGUMENT,
+                        "images: this float array is not 8-bit pixels normalised with this model's "
+                        "normalization_means and normalization_deviations, as the uform package's ImageProcessor "
+                        "for this model makes them; pass the images themselves")
+        return _np.ascontiguousarray(nearest.astype(_np.uint8).transpose(0, 2, 3, 1))
 
     __call__ = encode
     forward = encode
 
 
+#: Files whose presence means a tower is there: UForm3's per-tower files, and the single
+#: ``model.safetensors`` of a sentence-transformers / Hugging Face BERT directory (text only).
+_TOWER_FILES = {Modality.TEXT_ENCODER: (b"text_encoder.safetensors", b"model.safetensors"),
+                Modality.IMAGE_ENCODER: (b"image_encoder.safetensors",)}
+
+
+def _present(directory: bytes) -> list:
+    """The modalities whose weights ``directory`` holds, or the text encoder when it holds none (so
+    that opening it reports what is missing, as the engine names it)."""
+    found = [m for m, names in _TOWER_FILES.items() if any(os.path.isfile(os.path.join(directory, n)) for n in names)]
+    return found or [Modality.TEXT_ENCODER]
+
+
+def _normalization(directory: bytes):
+    """``config.json``'s ``image_encoder.normalization_means`` and ``normalization_deviations``, or
+    None where it has no such lists of 3 numbers."""
+    try:
+        with open(os.path.join(directory, b"config.json"), "rb") as file:
+            section = json.load(file)["image_encoder"]
+        means, deviations = section["normalization_means"], section["normalization_deviations"]
+        means, deviations = tuple(float(v) for v in means), tuple(float(v) for v in deviations)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (means, deviations) if len(means) == len(deviations) == 3 else None
+
+
 def get_model(path, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
               threads: int = 0, weights_dtype=None):
-    """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`.
-    ``path`` is a local model directory, a ``str`` or ``os.PathLike`` (nothing is downloaded;
-    ``token`` is accepted and ignored); ``modalities`` is one `Modality` (or its name), a sequence
-    of them, or None for the text encoder. ``device`` "cpu" runs the encoders on a RAM executor of
-    ``threads`` (0: 7/8 of the cores); "cuda" (one free GPU) or "cuda:N" (GPU N) holds the towers
-    in that GPU's memory and encodes on a VRAM executor there (tokenising and decoding images on its
-    host threads); "cuda" on a machine without a usable GPU is UNSUPPORTED (the message says why)."""
+    """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`
+    (also found by the other spellings, "image_encoder" included), as the ``uform`` package's.
+
+    ``path`` is a local model directory, a ``str``, ``bytes`` or ``os.PathLike`` (nothing is
+    downloaded; ``token`` and ``backend`` are accepted and ignored). ``modalities`` is None for
+    every tower the directory holds (``text_encoder.safetensors`` or a sentence-transformers
+    ``model.safetensors``: the text encoder; ``image_encoder.safetensors``: the image encoder; a
+    tower present but unreadable raises), or one modality or a sequence of them, each a `Modality`,
+    the ``uform`` package's ``Modality`` member or a string ("text_encoder", "image_encoder", as
+    the package spells them; "text", "image" too). The package's VIDEO_ENCODER and TEXT_DECODER
+    are `Error(UNSUPPORTED)`: the engine has no such towers.
+
+    ``device`` "cpu" runs each encoder on a RAM executor of ``threads`` (0: 7/8 of the cores);
+    "cuda" (one free GPU) or "cuda:N" (GPU N) holds the towers in that GPU's memory and encodes on a
+    VRAM executor there (tokenising and decoding images on its host threads); "cuda" on a machine
+    without a usable GPU is UNSUPPORTED (the message says why). A failure closes what was opened."""
     from . import Error, Executor, Library, Residency, Status, VramOptions
 
     if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or
                                            (device.startswith("cuda:") and device[5:].isdigit())):
         raise Error(Status.UNSUPPORTED, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
-    library = library or Library()
+    directory = _model_path(path)
     if modalities is None:
-        modalities = [Modality.TEXT_ENCODER]
-    elif isinstance(modalities, (str, Modality)):
-        modalities = [modalities]
-    wanted = [_modality(m) for m in modalities]
+        wanted = _present(directory)
+    else:
+        if isinstance(modalities, (str, enum.Enum)):
+            modalities = [modalities]
+        wanted = list(dict.fromkeys(_modality(m) for m in modalities))
+    library = library or Library()
     vram = None
     if device != "cpu":
         library.gpu_status()
         vram = VramOptions.on([int(device[5:])]) if device.startswith("cuda:") else VramOptions()
-    processors, models = {}, {}
-    for modality in wanted:
-        if vram is not None:
-            model = Model.open(library, path, modality, weights_dtype=weights_dtype, residency=Residency.VRAM, vram=vram)
-            executor = Executor.for_vram(library, vram)
-        else:
-            model = Model.open(library, path, modality, weights_dtype=weights_dtype)
-            executor = Executor.for_ram(library, threads=threads)
-        if modality is Modality.TEXT_ENCODER:
-            processors[modality], models[modality] = TextProcessor(model), TextEncoder(model, executor)
-        else:
-            processors[modality], models[modality] = ImageProcessor(model), ImageEncoder(model, executor)
+    processors, models = _ByModality(), _ByModality()
+    opened = []
+    try:
+        for modality in wanted:
+            if vram is not None:
+                model = Model.open(library, path, modality, weights_dtype=weights_dtype, residency=Residency.VRAM,
+                                   vram=vram)
+                opened.append(model)
+                executor = Executor.for_vram(library, vram)
+            else:
+                model = Model.open(library, path, modality, weights_dtype=weights_dtype)
+                opened.append(model)
+                executor = Executor.for_ram(library, threads=threads)
+            opened.append(executor)
+            if modality is Modality.TEXT_ENCODER:
+                processors[modality], models[modality] = TextProcessor(model), TextEncoder(model, executor)
+            else:
+                processors[modality] = ImageProcessor(model)
+                models[modality] = ImageEncoder(model, executor, _normalization(directory))
+    except BaseException:
+        for thing in reversed(opened):
+            try:
+                thing.close()
+            except Error:  # pragma: no cover - nothing else uses them yet
+                pass
+        raise
     return processors, models

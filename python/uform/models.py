@@ -15,6 +15,15 @@ changing an import.
 >>> processors, models = uform.get_model("uform3-image-text-english-small", modalities=["image_encoder"])
 >>> vectors = models["image_encoder"].encode(processors["image_encoder"](["cat.jpg", open("dog.png", "rb").read()]))
 
+>>> processors, models = uform.get_model("uform3-image-text-english-small")  # every tower the directory holds
+>>> text = models[uform.Modality.TEXT_ENCODER].encode(processors[uform.Modality.TEXT_ENCODER]("a cat"))
+>>> pixels = processors[uform.Modality.IMAGE_ENCODER](PIL.Image.open("cat.jpg"))  # {"images": [...]}
+>>> image = models[uform.Modality.IMAGE_ENCODER].encode(pixels)
+
+Where `get_model`'s processors and encoders differ from the ``uform`` package's (no
+``return_features``: the engine returns no pre-pooling features; processors that do not preprocess;
+token ids refused) is told in ``_encoders.py`` and python/README.md.
+
 Embeddings come back as NumPy arrays when NumPy is importable (float32 for f32, float16 for f16, and
 uint16 holding the raw bits for bf16, which NumPy lacks), else as lists of lists of floats.
 """
@@ -157,13 +166,26 @@ class Modality(enum.Enum):
         return 0 if self is Modality.TEXT_ENCODER else 1
 
 
+#: Modalities the ``uform`` package names (`uform.shared.Modality`) that the engine has no tower for.
+_ENGINE_LACKS = ("video_encoder", "text_decoder")
+
+
 def _modality(value) -> Modality:
+    """``value`` as a `Modality`: a member; a string, as the ``uform`` package spells it (the value,
+    "text_encoder") or as the member's name ("TEXT_ENCODER", "text_encoder") or its first word
+    ("text"); a member of another string-valued enumeration, the ``uform`` package's own `Modality`
+    included, by its value; or the `uform_modality_t` code (0, 1). The package's VIDEO_ENCODER and
+    TEXT_DECODER are `Error(UNSUPPORTED)`, anything else `Error(INVALID_ARGUMENT)`."""
     if isinstance(value, Modality):
         return value
-    if isinstance(value, str):
+    spelling = value.value if isinstance(value, enum.Enum) and isinstance(value.value, str) else value
+    if isinstance(spelling, str):
         for m in Modality:
-            if value in (m.value, m.name, m.name.lower(), m.value.split("_")[0]):
+            if spelling in (m.value, m.name, m.name.lower(), m.value.split("_")[0]):
                 return m
+        if spelling.lower() in _ENGINE_LACKS:
+            raise Error(Status.UNSUPPORTED, f"modality {spelling!r}: the engine has text and image encoders only "
+                                            f"(Modality.TEXT_ENCODER, Modality.IMAGE_ENCODER)")
     if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return Modality.TEXT_ENCODER if value == 0 else Modality.IMAGE_ENCODER
     raise Error(Status.INVALID_ARGUMENT, f"modality must be TEXT_ENCODER or IMAGE_ENCODER, not {value!r}")

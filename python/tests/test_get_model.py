@@ -1,0 +1,478 @@
+"""`uform.get_model` as a stand-in for the ``uform`` PyPI package's (issues 12 and 13): every tower a
+directory holds when no modalities are named, the package's modality spellings, its README's flow end
+to end, the encoders taking plain texts and images and the package's own processor output, and the
+refusals (token ids, ``return_features=True``) with their reasons.
+
+The model directory holds both towers: test/models/tiny-uform3's text tower (committed) beside a
+tiny random image tower written here (test_images.write_tower), under one config.json. The
+``uform`` package's processors run in a child interpreter ($UFORM_TEST_UFORM_PYTHON, else this
+one) without this package on its path, since both are named ``uform``; where that interpreter lacks
+the package (or NumPy, PIL, tokenizers) those tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import uform
+
+from _support import REPOSITORY, library
+from test_images import PHOTOS, rows_close, write_tower
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None
+try:
+    from PIL import Image
+except ImportError:  # pragma: no cover
+    Image = None
+
+TINY_UFORM3 = os.path.join(REPOSITORY, "test", "models", "tiny-uform3")
+TINY_BERT = os.path.join(REPOSITORY, "test", "models", "tiny-bert")
+TEXTS = ["a cat sat on the mat", "the big red dog ran in the fog", "hello world"]
+NAMES = ("grace_hopper.jpg", "camera.png", "chelsea.png")
+FEATURES_REFUSED = ("return_features=True: the engine's C ABI ({}) returns only the pooled, projected embeddings, "
+                    "not the per-token or per-patch features (the tower's last hidden states) the uform package "
+                    "returns with them; call encode without return_features, or with False, for the embeddings")
+IDS_REFUSED = ("encode got token ids (as the uform package's TextProcessor returns: 'input_ids' and 'attention_mask' "
+               "without 'texts'), but the engine tokenizes texts itself and its C ABI takes no ids; pass the texts, "
+               "or what this package's TextProcessor (processors[Modality.TEXT_ENCODER]) returns, which carries "
+               "them under 'texts'")
+
+
+class PackageModality(enum.Enum):
+    """The ``uform`` package's own `Modality` (uform/shared.py), as code mixing both would hold."""
+
+    TEXT_ENCODER = "text_encoder"
+    IMAGE_ENCODER = "image_encoder"
+    VIDEO_ENCODER = "video_encoder"
+    TEXT_DECODER = "text_decoder"
+
+
+def write_both_towers(directory: str) -> None:
+    """tiny-uform3's text tower and a random image tower (6-wide embeddings both) in ``directory``."""
+    write_tower(directory, embedding=6)
+    for name in ("text_encoder.safetensors", "tokenizer.json", "vocab.txt"):
+        shutil.copy(os.path.join(TINY_UFORM3, name), os.path.join(directory, name))
+    with open(os.path.join(TINY_UFORM3, "config.json")) as f:
+        text = json.load(f)["text_encoder"]
+    with open(os.path.join(directory, "config.json")) as f:
+        config = json.load(f)
+    config["text_encoder"] = text
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f)
+
+
+def close_all(models) -> None:
+    for encoder in models.values():
+        encoder.executor.close()
+        encoder.model.close()
+
+
+def photo_bytes() -> list:
+    out = []
+    for name in NAMES:
+        with open(os.path.join(PHOTOS, name), "rb") as f:
+            out.append(f.read())
+    return out
+
+
+class GetModel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.library = library()
+        cls.temporary = tempfile.TemporaryDirectory()
+        cls.both = os.path.join(cls.temporary.name, "both")
+        os.mkdir(cls.both)
+        write_both_towers(cls.both)
+        cls.image_only = os.path.join(cls.temporary.name, "image-only")
+        os.mkdir(cls.image_only)
+        write_tower(cls.image_only, embedding=6)
+        cls.text = uform.Model.open(cls.library, cls.both, uform.Modality.TEXT_ENCODER)
+        cls.image = uform.Model.open(cls.library, cls.both, uform.Modality.IMAGE_ENCODER)
+        try:
+            cls.text.tokenize("probe")
+            cls.tokenizes = True
+        except uform.Error as error:
+            cls.tokenizes = error.kind != uform.Status.UNSUPPORTED
+        cls.photos = photo_bytes()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.text.close()
+        cls.image.close()
+        cls.temporary.cleanup()
+
+    def setUp(self):
+        if not self.tokenizes:
+            self.skipTest("this build's tokenizer is a placeholder")
+
+    def get_model(self, path, **arguments):
+        processors, models = uform.get_model(path, library=self.library, threads=1, **arguments)
+        self.addCleanup(close_all, models)
+        return processors, models
+
+    # ---- which towers ----
+
+    def test_no_modalities_opens_every_tower_the_directory_holds(self):
+        for path, expected in ((self.both, {uform.Modality.TEXT_ENCODER, uform.Modality.IMAGE_ENCODER}),
+                               (TINY_UFORM3, {uform.Modality.TEXT_ENCODER}),  # an image section, no image weights
+                               (TINY_BERT, {uform.Modality.TEXT_ENCODER}),  # sentence-transformers: model.safetensors
+                               (self.image_only, {uform.Modality.IMAGE_ENCODER})):
+            with self.subTest(path):
+                processors, models = self.get_model(path)
+                self.assertEqual(set(models), expected)
+                self.assertEqual(set(processors), expected)
+        processors, models = self.get_model(self.both)
+        self.assertIsInstance(models[uform.Modality.TEXT_ENCODER], uform.models.TextEncoder)
+        self.assertIsInstance(models[uform.Modality.IMAGE_ENCODER], uform.models.ImageEncoder)
+        self.assertIsInstance(processors[uform.Modality.TEXT_ENCODER], uform.models.TextProcessor)
+        self.assertIsInstance(processors[uform.Modality.IMAGE_ENCODER], uform.models.ImageProcessor)
+
+    def test_no_modalities_on_a_directory_without_weights_names_what_is_missing(self):
+        with self.assertRaises(uform.Error) as caught:
+            uform.get_model(os.path.join(self.temporary.name, "nothing-here"), library=self.library)
+        self.assertIn("nothing-here", caught.exception.message)
+
+    def test_a_tower_present_but_broken_raises_rather_than_being_skipped(self):
+        broken = os.path.join(self.temporary.name, "broken")
+        os.mkdir(broken)
+        write_both_towers(broken)
+        with open(os.path.join(broken, "image_encoder.safetensors"), "r+b") as f:
+            f.truncate(200)
+        with self.assertRaises(uform.CorruptFileError) as caught:
+            uform.get_model(broken, library=self.library, threads=1)
+        self.assertIn("image_encoder.safetensors", caught.exception.message)
+
+    def test_modality_spellings_of_the_uform_package(self):
+        text, image = uform.Modality.TEXT_ENCODER, uform.Modality.IMAGE_ENCODER
+        for modalities, expected in (([text, image], {text, image}), (("text_encoder", "image_encoder"), {text, image}),
+                                     ([PackageModality.IMAGE_ENCODER], {image}), ("image_encoder", {image}),
+                                     (PackageModality.TEXT_ENCODER, {text}), (["TEXT_ENCODER", "image"], {text, image}),
+                                     (["text", "text_encoder", text], {text}), ([], set())):
+            with self.subTest(modalities=modalities):
+                processors, models = self.get_model(self.both, modalities=modalities)
+                self.assertEqual(set(models), expected)
+                self.assertEqual(set(processors), expected)
+        processors, models = self.get_model(self.both)
+        for key in ("image_encoder", "image", PackageModality.IMAGE_ENCODER, image):  # keys in every spelling too
+            self.assertIs(models[key], models[image])
+            self.assertIn(key, models)
+            self.assertIs(processors.get(key), processors[image])
+        self.assertNotIn("audio", models)
+        self.assertIsNone(models.get(PackageModality.VIDEO_ENCODER))
+        with self.assertRaises(KeyError):
+            models["audio"]
+        for lacking in (PackageModality.VIDEO_ENCODER, "text_decoder"):
+            with self.assertRaises(uform.UnsupportedError) as caught:
+                uform.get_model(self.both, modalities=[text, lacking], library=self.library)
+            spelling = getattr(lacking, "value", lacking)
+            self.assertEqual(caught.exception.message,
+                             f"modality {spelling!r}: the engine has text and image encoders only "
+                             f"(Modality.TEXT_ENCODER, Modality.IMAGE_ENCODER)")
+        with self.assertRaises(uform.InvalidArgumentError):
+            uform.get_model(self.both, modalities=["audio"], library=self.library)
+
+    # ---- the uform README's flow ----
+
+    def test_the_uform_readme_flow(self):
+        # from uform import get_model, Modality   ->   from uform import get_model, Modality (this package)
+        from uform import Modality, get_model
+
+        processors, models = get_model(self.both, library=self.library, threads=1)  # a local 'uform3-image-text-...'
+        self.addCleanup(close_all, models)
+        model_text = models[Modality.TEXT_ENCODER]
+        model_image = models[Modality.IMAGE_ENCODER]
+        processor_text = processors[Modality.TEXT_ENCODER]
+        processor_image = processors[Modality.IMAGE_ENCODER]
+
+        image = Image.open(os.path.join(PHOTOS, NAMES[0])) if Image is not None else self.photos[0]
+        image_data = processor_image(image)
+        image_embedding = model_image.encode(image_data)
+        text = TEXTS[1]
+        text_data = processor_text(text)
+        text_embedding = model_text.encode(text_data)
+
+        expected_image = self.image.encode_images(None, [self.photos[0]])
+        expected_text = self.text.encode_texts(None, [text])
+        self.assertEqual(len(image_embedding), 1)
+        self.assertEqual(len(text_embedding), 1)
+        self.assertEqual(len(image_embedding[0]), 6)
+        self.assertEqual(len(text_embedding[0]), 6)
+        self.assertTrue(rows_close(image_embedding[0], expected_image[0], 1e-5))
+        self.assertTrue(rows_close(text_embedding[0], expected_text[0], 1e-5))
+        for encoder, data, expected in ((model_image, image_data, image_embedding),
+                                        (model_text, text_data, text_embedding)):
+            self.assertTrue(rows_close(encoder.encode(data, return_features=False)[0], expected[0], 0.0))
+            self.assertTrue(rows_close(encoder(data)[0], expected[0], 0.0))
+        if np is not None:
+            self.assertIsInstance(text_embedding, np.ndarray)
+            self.assertEqual((text_embedding.dtype, text_embedding.shape), (np.float32, (1, 6)))
+            self.assertEqual((image_embedding.dtype, image_embedding.shape), (np.float32, (1, 6)))
+        # The README asks for the features too; the engine has none to give.
+        with self.assertRaises(uform.UnsupportedError) as caught:
+            image_features, image_embedding = model_image.encode(image_data, return_features=True)
+        self.assertEqual(caught.exception.message, FEATURES_REFUSED.format("uform_encode_images"))
+        with self.assertRaises(uform.UnsupportedError) as caught:
+            text_features, text_embedding = model_text.encode(text_data, return_features=True)
+        self.assertEqual(caught.exception.message, FEATURES_REFUSED.format("uform_encode_texts"))
+
+    def test_return_features_attribute_as_the_package_encoders(self):
+        processors, models = self.get_model(self.both)
+        for modality, data, function in ((uform.Modality.TEXT_ENCODER, TEXTS, "uform_encode_texts"),
+                                         (uform.Modality.IMAGE_ENCODER, self.photos[:1], "uform_encode_images")):
+            encoder = models[modality]
+            self.assertIs(encoder.return_features, False)
+            encoder.return_features = True  # what the package's ONNX encoders default to
+            with self.assertRaises(uform.UnsupportedError) as caught:
+                encoder.encode(data)
+            self.assertEqual(caught.exception.message, FEATURES_REFUSED.format(function))
+            self.assertEqual(len(encoder.encode(data, return_features=False)), len(data))
+            encoder.return_features = False
+
+    # ---- what the encoders take ----
+
+    def test_processor_outputs_are_documented_shapes(self):
+        processors, models = self.get_model(self.both)
+        text_data = processors[uform.Modality.TEXT_ENCODER](TEXTS)
+        self.assertEqual(set(text_data), {"input_ids", "attention_mask", "texts"})
+        self.assertEqual(text_data["texts"], TEXTS)
+        ids = [self.text.tokenize(t) for t in TEXTS]
+        width = max(map(len, ids))
+        self.assertEqual([list(row) for row in text_data["input_ids"]], [i + [0] * (width - len(i)) for i in ids])
+        self.assertEqual([list(row) for row in text_data["attention_mask"]],
+                         [[1] * len(i) + [0] * (width - len(i)) for i in ids])
+        if np is not None:
+            self.assertEqual(text_data["input_ids"].dtype, np.int64)
+            self.assertEqual(text_data["attention_mask"].shape, (3, width))
+        image_data = processors[uform.Modality.IMAGE_ENCODER](self.photos[0])
+        self.assertEqual(image_data, {"images": [self.photos[0]]})
+
+    def test_encoders_take_plain_texts_and_images(self):
+        processors, models = self.get_model(self.both)
+        text_encoder, image_encoder = models[uform.Modality.TEXT_ENCODER], models[uform.Modality.IMAGE_ENCODER]
+        expected = self.text.encode_texts(None, TEXTS)
+        inputs = [TEXTS, tuple(TEXTS), [t.encode() for t in TEXTS]]
+        if np is not None:
+            inputs.append(np.array(TEXTS))
+        for texts in inputs:
+            rows = text_encoder.encode(texts)
+            for a, b in zip(rows, expected):
+                self.assertTrue(rows_close(a, b, 0.0), type(texts).__name__)
+        self.assertTrue(rows_close(text_encoder.encode(TEXTS[0])[0], expected[0], 0.0))
+        expected = self.image.encode_images(None, self.photos)
+        paths = [os.path.join(PHOTOS, name) for name in NAMES]
+        for images in (self.photos, paths, processors[uform.Modality.IMAGE_ENCODER](paths)):
+            rows = image_encoder.encode(images)
+            for a, b in zip(rows, expected):
+                self.assertTrue(rows_close(a, b, 0.0))
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            image_encoder.encode({"pixel_values": self.photos})
+        self.assertEqual(caught.exception.message,
+                         "encode takes what an image processor returned ({'images': ...}) or images, not a dict of "
+                         "['pixel_values']")
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            text_encoder.encode({"sentences": TEXTS})
+        self.assertEqual(caught.exception.message,
+                         "encode takes what a text processor returned ({'texts': ...}) or texts, not a dict of "
+                         "['sentences']")
+
+    def test_token_ids_are_refused_with_the_reason(self):
+        processors, models = self.get_model(self.both)
+        text_encoder = models[uform.Modality.TEXT_ENCODER]
+        ours = processors[uform.Modality.TEXT_ENCODER](TEXTS)
+        ids = {"input_ids": ours["input_ids"], "attention_mask": ours["attention_mask"]}  # what uform's returns
+        refused = [ids, [[2, 5, 6, 3]], [2, 5, 6, 3]]
+        if np is not None:
+            refused += [np.asarray(ours["input_ids"]), np.asarray(ours["input_ids"], dtype=np.int32)]
+        for x in refused:
+            with self.assertRaises(uform.UnsupportedError) as caught:
+                text_encoder.encode(x)
+            self.assertEqual(caught.exception.message, IDS_REFUSED)
+
+    @unittest.skipIf(np is None, "NumPy is needed")
+    def test_the_packages_preprocessed_pixels_are_taken_back_to_pixels(self):
+        processors, models = self.get_model(self.both)
+        encoder = models[uform.Modality.IMAGE_ENCODER]
+        means, deviations = encoder.normalization
+        self.assertEqual(means, (0.48145466, 0.4578275, 0.40821073))
+        pixels = np.random.default_rng(3).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
+        # What the package's processors make of a 64 x 64 image: [images, 3, size, size] float32, normalised.
+        normalised = ((pixels.astype(np.float32) / 255.0 - np.float32(means)) / np.float32(deviations))
+        normalised = np.ascontiguousarray(normalised.transpose(0, 3, 1, 2), dtype=np.float32)
+        expected = self.image.encode_images(None, pixels)
+        for x in (normalised, {"images": normalised}):
+            rows = encoder.encode(x)
+            for a, b in zip(rows, expected):
+                self.assertTrue(rows_close(a, b, 0.0))
+        for bad, message in (
+                (normalised * 1.5, "images: this float array is not 8-bit pixels normalised with this model's "
+                                   "normalization_means and normalization_deviations, as the uform package's "
+                                   "ImageProcessor for this model makes them; pass the images themselves"),
+                (normalised[:, :, :32], "images: preprocessed pixels of shape (3, 3, 32, 64) are not [images, 3, 64, "
+                                        "64], what this model sees; pass the images themselves"),
+                (normalised[0], "images: a float array is taken as the uform package's preprocessed pixels [images, "
+                                "3, size, size], not one of shape (3, 64, 64); pass uint8 RGB [height, width, 3] or "
+                                "the images themselves")):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                encoder.encode(bad)
+            self.assertEqual(caught.exception.message, message)
+        bare = uform.models.ImageEncoder(encoder.model, None)  # made without the config's normalisation
+        with self.assertRaises(uform.UnsupportedError) as caught:
+            bare.encode(normalised)
+        self.assertIn("need the model's normalization_means and normalization_deviations", caught.exception.message)
+        self.assertEqual(len(bare.encode(pixels)), 3)
+
+
+# ---- the uform package's own processors, in a child interpreter ----
+
+_PACKAGE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    try:
+        import numpy as np
+        from PIL import Image
+        import uform
+        from uform.numpy_processors import ImageProcessor, TextProcessor
+    except Exception as error:
+        print(f"SKIP: {type(error).__name__}: {error}")
+        raise SystemExit(77)
+    if not hasattr(uform, "numpy_processors"):
+        print(f"SKIP: {uform.__file__} is not the uform PyPI package"); raise SystemExit(77)
+    directory, out, *paths = sys.argv[1:]
+    texts = %r
+    config, tokenizer = directory + "/config.json", directory + "/tokenizer.json"
+    images = [Image.open(path) for path in paths]
+    results = {}
+    text = TextProcessor(config, tokenizer)(texts)
+    results["onnx_input_ids"], results["onnx_attention_mask"] = text["input_ids"], text["attention_mask"]
+    results["onnx_images"] = ImageProcessor(config)(images)
+    results["onnx_one_image"] = ImageProcessor(config)(images[0])
+    try:
+        from uform.torch_processors import ImageProcessor as TorchImages, TextProcessor as TorchTexts
+    except Exception as error:
+        print(f"no PyTorch processors: {type(error).__name__}: {error}")
+    else:
+        text = TorchTexts(config, tokenizer)(texts)
+        results["torch_input_ids"] = text["input_ids"].numpy()
+        results["torch_attention_mask"] = text["attention_mask"].numpy()
+        results["torch_images"] = TorchImages(config)(images)["images"].numpy()
+    with open(out, "w") as file:
+        json.dump({key: [str(value.dtype), value.tolist()] for key, value in results.items()}, file)
+""") % (TEXTS,)
+
+
+class UformPackageProcessors(unittest.TestCase):
+    """What the ``uform`` PyPI package's processors return, given to this package's encoders."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.temporary = tempfile.TemporaryDirectory()
+        cls.both = os.path.join(cls.temporary.name, "both")
+        os.mkdir(cls.both)
+        write_both_towers(cls.both)
+        cls.outputs, cls.skip = None, None
+        python = os.environ.get("UFORM_TEST_UFORM_PYTHON") or sys.executable
+        environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+        out = os.path.join(cls.temporary.name, "processed.json")
+        paths = [os.path.join(PHOTOS, name) for name in NAMES]
+        try:
+            result = subprocess.run([python, "-c", _PACKAGE_SCRIPT, cls.both, out, *paths], capture_output=True,
+                                    text=True, env=environment, cwd=cls.temporary.name, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            cls.skip = f"cannot run {python}: {error}"
+            return
+        if result.returncode == 77:
+            cls.skip = (f"{python} cannot import the uform PyPI package's processors ({result.stdout.strip()}); "
+                        f"set $UFORM_TEST_UFORM_PYTHON to an interpreter that can")
+            return
+        if result.returncode != 0:
+            raise AssertionError(f"the uform package's processors failed under {python}:\n"
+                                 f"{result.stdout}{result.stderr}")
+        with open(out) as f:  # lists, or the arrays they were where NumPy is importable here too
+            cls.outputs = {key: np.asarray(value, dtype=dtype) if np is not None else value
+                           for key, (dtype, value) in json.load(f).items()}
+        cls.library = library()
+        cls.processors, cls.models = uform.get_model(cls.both, library=cls.library, threads=1)
+        cls.image = uform.Model.open(cls.library, cls.both, uform.Modality.IMAGE_ENCODER)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.outputs is not None:
+            close_all(cls.models)
+            cls.image.close()
+        cls.temporary.cleanup()
+
+    def setUp(self):
+        if self.skip:
+            self.skipTest(self.skip)
+
+    def test_its_text_processor_output_is_refused_with_the_reason(self):
+        encoder = self.models[uform.Modality.TEXT_ENCODER]
+        for backend in ("onnx", "torch"):
+            if f"{backend}_input_ids" not in self.outputs:
+                continue
+            with self.subTest(backend):
+                processed = {"input_ids": self.outputs[f"{backend}_input_ids"],
+                             "attention_mask": self.outputs[f"{backend}_attention_mask"]}
+                with self.assertRaises(uform.UnsupportedError) as caught:
+                    encoder.encode(processed)
+                self.assertEqual(caught.exception.message, IDS_REFUSED)
+                with self.assertRaises(uform.UnsupportedError):
+                    encoder.encode(processed["input_ids"], processed["attention_mask"])
+                # Its ids for these texts are ours (its padding aside): the tokenizers agree.
+                ours = self.processors[uform.Modality.TEXT_ENCODER](TEXTS)
+                for theirs, mine, mask in zip(processed["input_ids"], ours["input_ids"], ours["attention_mask"]):
+                    length = int(sum(mask))
+                    self.assertEqual(list(theirs[:length]), list(mine[:length]))
+
+    def test_its_image_processor_output_is_accepted(self):
+        if np is None:
+            self.skipTest("NumPy is needed to take its float pixels back to 8-bit pixels")
+        encoder = self.models[uform.Modality.IMAGE_ENCODER]
+        paths = [os.path.join(PHOTOS, name) for name in NAMES]  # portrait RGB, square L, landscape RGB
+        expected = self.image.encode_images(None, paths)
+        if "torch_images" not in self.outputs:
+            self.skipTest("the uform package's PyTorch processors are not importable there (no torch or torchvision)")
+        # Its PyTorch processor (torchvision's geometry, as the engine's): the same pixels, the same rows.
+        rows = encoder.encode({"images": self.outputs["torch_images"]})
+        self.assertEqual(len(rows), len(NAMES))
+        for a, b in zip(rows, expected):
+            self.assertTrue(rows_close(a, b, 0.0), (a, b))
+
+    def test_its_onnx_image_processor_output_is_encoded_as_given(self):
+        if np is None:
+            self.skipTest("NumPy is needed to take its float pixels back to 8-bit pixels")
+        encoder = self.models[uform.Modality.IMAGE_ENCODER]
+        paths = [os.path.join(PHOTOS, name) for name in NAMES]
+        expected = self.image.encode_images(None, paths)
+        rows = encoder.encode(self.outputs["onnx_images"])
+        self.assertEqual(len(rows), len(NAMES))
+        # The square and the landscape photos: its geometry is torchvision's, so the engine's rows.
+        for a, b in zip(rows[1:], expected[1:]):
+            self.assertTrue(rows_close(a, b, 0.0), (a, b))
+        one = encoder.encode(self.outputs["onnx_one_image"])
+        self.assertTrue(rows_close(one[0], rows[0], 0.0))
+        # The portrait photo: uform 3.1.3's NumPy processor resizes a portrait to size x its own height
+        # (`height = int(height / width * size)` after `width = size`), then crops; those pixels are what is
+        # encoded, not the engine's own preprocessing of the photo.
+        self.assertFalse(rows_close(rows[0], expected[0], 1e-2))
+        if Image is None:
+            return
+        size = self.image.describe().image_size
+        with Image.open(paths[0]) as photo:
+            width, height = photo.size
+            top = round((height - size) / 2)
+            stretched = photo.resize((size, height), Image.BICUBIC).crop((0, top, size, top + size)).convert("RGB")
+        self.assertTrue(rows_close(rows[0], self.image.encode_images(None, stretched)[0], 0.0))
+
+if __name__ == "__main__":
+    unittest.main()
