@@ -12,14 +12,16 @@
  *  are encoded in batches of 256 on a RAM executor. `jsonl`, the default, writes one JSON array of
  *  numbers per text, in input order; `f32` raw little-endian rows; `npy` one NumPy array [texts,
  *  dimensions] of float32. A progress bar goes to standard error when it is a terminal and there
- *  are more than 256 texts. Errors print the status name and the engine's message and exit 1,
- *  naming the first text (its index, and its line when read from standard input) or image file that
- *  failed; usage errors exit 2. `--output FILE` is written beside it under a temporary name and
- *  renamed over FILE only when every item was encoded, so a failure leaves FILE as it was (a FILE
- *  that is not a regular file, such as /dev/stdout or a FIFO, or a symbolic link, is written in
- *  place); standard output
- *  is written batch by batch, so a failure leaves the batches before it there. An embedding that is
- *  not finite (weights that hold NaN) fails the run rather than print invalid JSON.
+ *  are more than 256 texts: drawn at the start and after each batch on one line, which it ends when
+ *  the run ends or before an error is printed; where the embeddings go to that same terminal, each
+ *  drawing ends its line, so that no row starts on the bar's line. Errors print the status name and
+ *  the engine's message and exit 1, naming the first text (its index, and its line when read from
+ *  standard input) or image file that failed; usage errors exit 2. `--output FILE` is written
+ *  beside it under a temporary name and renamed over FILE only when every item was encoded, so a
+ *  failure leaves FILE as it was (a FILE that is not a regular file, such as /dev/stdout or a FIFO,
+ *  or a symbolic link, is written in place); standard output is written batch by batch, so a
+ *  failure leaves the batches before it there. An embedding that is not finite (weights that hold
+ *  NaN) fails the run rather than print invalid JSON.
  */
 #define _GNU_SOURCE // `mkostemp`
 #include <uform.h>
@@ -138,6 +140,33 @@ static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
     return 1;
 }
 
+/** The progress bar: its unit, whether a drawing of it has left its line open on standard error,
+ *  and whether every drawing ends its line (the embeddings go to the same terminal). */
+static char const *progress_unit = "texts";
+static int progress_open = 0, progress_own_lines = 0;
+
+static void progress(size_t done, size_t total) {
+    int width = 40, filled = total ? (int)((double)done / (double)total * width) : 0;
+    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %s", filled, "########################################", width - filled, "",
+            done, total, progress_unit);
+    progress_open = done != total && !progress_own_lines;
+    if (!progress_open) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/** Ends the line a drawing of the bar left open, so that a message starts a line of its own. */
+static void progress_end(void) {
+    if (progress_open) fputc('\n', stderr), progress_open = 0;
+}
+
+/** Whether `file` is the terminal standard error is (the same character device). */
+static int same_terminal_as_stderr(FILE *file) {
+    struct stat a, b;
+    int fd = fileno(file);
+    return fd >= 0 && isatty(fd) && fstat(fd, &a) == 0 && fstat(STDERR_FILENO, &b) == 0 && S_ISCHR(a.st_mode) &&
+           S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
+}
+
 /** Reads a whole image file: a regular file of at most ENCODE_IMAGE_MAX_BYTES (never a FIFO or a
  *  device, which could block or never end). NULL with the reason printed. */
 static char *read_image_file(char const *path, size_t *size) {
@@ -160,6 +189,7 @@ static char *read_image_file(char const *path, size_t *size) {
     }
     if (fd >= 0) close(fd);
     if (problem) {
+        progress_end();
         fprintf(stderr, "uform encode: cannot read %s: %s\n", path, problem);
         free(data);
         return NULL;
@@ -169,18 +199,9 @@ static char *read_image_file(char const *path, size_t *size) {
 }
 
 static int fail_engine(uform_status_t status, char const *what) {
+    progress_end();
     fprintf(stderr, "uform encode: %s: %s: %s\n", what, uform_status_name(status), uform_error_message());
     return 1;
-}
-
-static char const *progress_unit = "texts";
-
-static void progress(size_t done, size_t total) {
-    int width = 40, filled = total ? (int)((double)done / (double)total * width) : 0;
-    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %s", filled, "########################################", width - filled, "",
-            done, total, progress_unit);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
 }
 
 static void write_npy_header(FILE *out, size_t rows, size_t cols) {
@@ -439,6 +460,8 @@ int uform_command_encode(int argc, char **argv) {
         goto done;
     }
     int show = isatty(STDERR_FILENO) && texts.count > ENCODE_BATCH;
+    progress_own_lines = same_terminal_as_stderr(output.file);
+    if (show) progress(0, texts.count);
     for (size_t first = 0; first < texts.count; first += ENCODE_BATCH) {
         size_t count = texts.count - first < ENCODE_BATCH ? texts.count - first : ENCODE_BATCH;
         float *target = npy ? all + first * dims : rows;
@@ -448,7 +471,6 @@ int uform_command_encode(int argc, char **argv) {
                 size_t size = 0;
                 void *data = read_image_file(texts.items[first + i], &size);
                 if (!data) {
-                    if (show) fputc('\n', stderr);
                     for (size_t k = 0; k < i; ++k) free((void *)batch_images[k].data);
                     goto done;
                 }
@@ -461,7 +483,6 @@ int uform_command_encode(int argc, char **argv) {
                                         count, &embeddings, statuses, NULL);
         char name[PATH_MAX + 64];
         if (status != uform_status_ok_k) {
-            if (show) fputc('\n', stderr);
             snprintf(name, sizeof name, "%s %zu to %zu", images ? "images" : "texts", first, first + count - 1);
             code = fail_engine(status, name);
         }
@@ -469,7 +490,7 @@ int uform_command_encode(int argc, char **argv) {
          * the item again alone, without statuses, so that the engine says why. */
         for (size_t i = 0; status == uform_status_ok_k && i < count; ++i) {
             if (statuses[i] == uform_status_ok_k) continue;
-            if (show) fputc('\n', stderr);
+            progress_end();
             item_name(name, sizeof name, images, &texts, first + i, !from_arguments);
             uform_status_t alone =
                 images ? uform_encode_images(executor, model, batch_images + i, 1, &embeddings, NULL, NULL)
@@ -485,7 +506,7 @@ int uform_command_encode(int argc, char **argv) {
         for (size_t i = 0; i < count; ++i)
             for (size_t j = 0; j < dims; ++j)
                 if (!isfinite(target[i * dims + j])) {
-                    if (show) fputc('\n', stderr);
+                    progress_end();
                     item_name(name, sizeof name, images, &texts, first + i, !from_arguments);
                     fprintf(stderr, "uform encode: %s: the embedding is not finite (the model's weights hold NaN or "
                                     "infinity)\n", name);
@@ -498,6 +519,7 @@ int uform_command_encode(int argc, char **argv) {
                 fputs("]\n", output.file);
             }
         else if (!npy) fwrite(target, sizeof(float), count * dims, output.file);
+        if (show && progress_own_lines) fflush(output.file); /* the rows before the bar's line */
         if (show) progress(first + count, texts.count);
     }
     if (npy) {

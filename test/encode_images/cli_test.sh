@@ -2,7 +2,11 @@
 # `uform encode --image`: a directory expands to its images in name order, files keep the order
 # given, jsonl/f32/npy have the right shapes, an undecodable image exits 1 naming the file and the
 # reason (and leaves --output as it was), a FIFO or device as an image is refused, an empty directory
-# is a usage error.
+# is a usage error. Row i of a run is image i alone (images of different sizes, in no order of size) in
+# jsonl, f32 and npy. The progress bar on a terminal standard error (a pseudo-terminal) for more than
+# 256 images, never without a terminal or for 256 images, never changing standard output and never
+# sharing a line with a row or an error. The pseudo-terminal and the rows' comparison are
+# test/encode/cli_test.sh's helpers.
 #   cli_test.sh UFORM_BINARY MAKE_TOWER TEST_SOURCE_DIR
 set -u
 uform=$1 make_tower=$2 source=$3
@@ -10,6 +14,9 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+command -v python3 >/dev/null || { echo "FAIL: python3 (which build.sh installs) is needed for the pseudo-terminal and the rows"; exit 1; }
+helpers=$tmp
+bash "$source/encode/cli_test.sh" --helpers "$helpers" && source "$helpers/helpers.sh" || { echo "FAIL: the helpers"; exit 1; }
 "$make_tower" tiny "$tmp/tiny" >/dev/null || { echo "make_tower failed"; exit 1; }
 photos=$source/image/photos
 count=$(ls "$photos" | grep -ciE '\.(jpe?g|png)$')
@@ -53,5 +60,68 @@ mkdir "$tmp/empty"
 grep -q "cannot read $tmp/missing.jpg" "$tmp/err" || fail "missing image: $(cat "$tmp/err")"
 "$uform" encode --model "$tmp/tiny" --image >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 2 ]] || fail "--image without files: exit $code, expected 2"
+
+# Row i of a run is image i alone: photos and synthetic images from 1x1 to 1000x3 pixels, JPEG and PNG
+# of several modes, in no order of size. Batching may change the products' rounding (measured up to
+# 1.9e-7 of the row's norm with two threads, 0 with one), so rows agree within 1e-6 of their norm.
+order=("$photos/horse.png" "$source/image/synth/rgb_1x1.png" "$photos/grace_hopper.jpg" "$source/image/synth/jpeg_37x211.jpg"
+  "$source/image/synth/rgb_1000x3.png" "$photos/astronaut.png" "$source/image/synth/mode_p.png" "$source/image/synth/jpeg_cmyk.jpg")
+: >"$tmp/alone.jsonl"
+for image in "${order[@]}"; do "$uform" encode --model "$tmp/tiny" --image "$image" >>"$tmp/alone.jsonl" || fail "$image alone"; done
+"$uform" encode --model "$tmp/tiny" --image "${order[@]}" >"$tmp/order.jsonl" || fail "order: jsonl"
+"$uform" encode --model "$tmp/tiny" --format f32 --image "${order[@]}" >"$tmp/order.f32" || fail "order: f32"
+"$uform" encode --model "$tmp/tiny" --format npy --output "$tmp/order.npy" --image "${order[@]}" || fail "order: npy"
+same_rows "$tmp/order.jsonl" jsonl "$tmp/alone.jsonl" jsonl 32 1e-6 "images, jsonl: row i against image i alone" order
+same_rows "$tmp/order.f32" f32 "$tmp/alone.jsonl" jsonl 32 1e-6 "images, f32: row i against image i alone" order
+same_rows "$tmp/order.npy" npy "$tmp/alone.jsonl" jsonl 32 1e-6 "images, npy: row i against image i alone" order
+same_rows "$tmp/order.f32" f32 "$tmp/order.jsonl" jsonl 32 0 "images, f32 against jsonl" quiet
+same_rows "$tmp/order.npy" npy "$tmp/order.jsonl" jsonl 32 0 "images, npy against jsonl" quiet
+
+# ---- The progress bar: 300 small images (eight files in turn) ----
+bar='\[[# ]{40}\] [0-9]+/300 images'
+small=(rgb_100x80.png jpeg_37x211.jpg rgb_150x100.png jpeg_420.jpg mode_p.png grey2.png jpeg_progressive.jpg rgb_1x300.png)
+many=()
+for i in $(seq 0 299); do many+=("$source/image/synth/${small[i % 8]}"); done
+"$uform" encode --model "$tmp/tiny" --image "${many[@]}" >"$tmp/plain.jsonl" 2>"$tmp/plain.err" || fail "300 images: $(cat "$tmp/plain.err")"
+[[ $(wc -l <"$tmp/plain.jsonl") == 300 ]] || fail "300 images: $(wc -l <"$tmp/plain.jsonl") rows"
+# Without a terminal (standard error to a file): no bar.
+if grep -q $'\r' "$tmp/plain.err" || grep -Eq "$bar" "$tmp/plain.err"; then fail "a bar without a terminal: $(head -c 200 "$tmp/plain.err" | od -c | head -5)"; fi
+# On a terminal: drawn at 0, 256 and 300 (the whole bar) on one line, which ends; standard output the
+# same bytes (jsonl and npy).
+on_tty "$tmp/bar" /dev/null "$tmp/tty.jsonl" "$uform" encode --model "$tmp/tiny" --image "${many[@]}" ||
+  fail "300 images on a terminal: exit $?: $(tr '\r' '\n' <"$tmp/bar")"
+cmp -s "$tmp/tty.jsonl" "$tmp/plain.jsonl" || fail "a terminal on standard error changed standard output (jsonl)"
+[[ $(cat "$tmp/bar") == "$(printf '\r[%40s] 0/300 images\r[%-40s] 256/300 images\r[%s] 300/300 images' '' \
+   "$(printf '#%.0s' $(seq 34))" "$(printf '#%.0s' $(seq 40))")" && $(tail -c 1 "$tmp/bar" | od -An -c | tr -d ' ') == '\n' ]] ||
+  fail "the bar is not drawn at 0, 256 and 300 of 300 on one ended line: $(od -c "$tmp/bar" | head -12)"
+on_tty "$tmp/bar.npy.err" /dev/null "$tmp/tty.npy" "$uform" encode --model "$tmp/tiny" --format npy --image "${many[@]}" ||
+  fail "npy on a terminal: exit $?"
+"$uform" encode --model "$tmp/tiny" --format npy --image "${many[@]}" >"$tmp/plain.npy" 2>/dev/null || fail "300 images, npy"
+cmp -s "$tmp/tty.npy" "$tmp/plain.npy" || fail "a terminal on standard error changed standard output (npy)"
+grep -q "300/300 images" "$tmp/bar.npy.err" || fail "no bar for npy: $(tr '\r' '\n' <"$tmp/bar.npy.err")"
+# 256 images (one batch) on a terminal: no bar.
+on_tty "$tmp/bar256" /dev/null "$tmp/tty256.jsonl" "$uform" encode --model "$tmp/tiny" --image "${many[@]:0:256}" ||
+  fail "256 images on a terminal: exit $?"
+if grep -q $'\r' "$tmp/bar256" || grep -q "images" "$tmp/bar256"; then fail "a bar for 256 images: $(tr '\r' '\n' <"$tmp/bar256")"; fi
+cmp -s "$tmp/tty256.jsonl" <(head -n 256 "$tmp/plain.jsonl") || fail "256 images: rows differ from the first 256 of 300"
+# Standard output on the same terminal: every line a whole row or a whole drawing of the bar.
+on_tty "$tmp/both" /dev/null - "$uform" encode --model "$tmp/tiny" --image "${many[@]}" || fail "300 images, both on a terminal: exit $?"
+tr -d '\r' <"$tmp/both" | grep -Ev "^$bar\$" >"$tmp/both.rows"
+cmp -s "$tmp/both.rows" "$tmp/plain.jsonl" || fail "rows and the bar share lines on one terminal: $(grep -En "images\[" "$tmp/both.rows" | head -c 300)"
+[[ $(tr -d '\r' <"$tmp/both" | grep -Ec "^$bar\$") == 3 ]] || fail "not three drawings of the bar among the rows"
+# An image that cannot be read (a FIFO) or decoded (truncated) in the second batch: the bar's line
+# ends before the error, which has a line of its own.
+bar256='^\[[# ]{40}\] 256/300 images$'
+bad_files=("$tmp/fifo.jpg" "$source/image/bad/truncated.jpg") bad_messages=("not a regular file" "corrupt_file: ")
+for k in 0 1; do
+  file=${bad_files[k]} message=${bad_messages[k]}
+  on_tty "$tmp/bad.err" /dev/null "$tmp/out" "$uform" encode --model "$tmp/tiny" --image "${many[@]:0:280}" "$file" "${many[@]:281}"; code=$?
+  [[ $code == 1 ]] || fail "$file at 280 on a terminal: exit $code, expected 1"
+  tr '\r' '\n' <"$tmp/bad.err" | grep -v '^$' >"$tmp/bad.lines"
+  [[ $(sed -n 3p "$tmp/bad.lines") == *"$file: $message"* && $(sed -n 2p "$tmp/bad.lines") =~ $bar256 &&
+     $(wc -l <"$tmp/bad.lines") == 3 && $(tail -c 1 "$tmp/bad.err" | od -An -c | tr -d ' ') == '\n' ]] ||
+    fail "$file at 280 on a terminal: the error does not have a line of its own: $(od -c "$tmp/bad.err" | tail -8)"
+  [[ $(wc -l <"$tmp/out") == 256 ]] || fail "$file at 280 on a terminal: $(wc -l <"$tmp/out") rows before the error, expected 256"
+done
 [[ $failures == 0 ]] && echo "cli_test (images): all checks passed"
 exit $((failures > 0))
