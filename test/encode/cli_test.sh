@@ -192,8 +192,9 @@ tr '\r' '\n' <"$tmp/bad0.err" | grep -v '^$' >"$tmp/bad0.lines"
 # ---- Row i of a run is text i alone: texts of 1 to 23 words (past the tiny BERT's 16 positions),
 # in no order of length, from standard input (jsonl, npy) and from arguments (f32) ----
 # Batching may change the products' rounding (measured up to 4.1e-7 of the row's norm with
-# all-MiniLM-L6-v2 and 1.9e-7 with image towers, on AVX-512 and AVX2 classes), so rows agree within 1e-6
-# of their norm (the embeddings are normalised: 1e-6 in absolute terms).
+# all-MiniLM-L6-v2 and 1.9e-7 with image towers, on AVX-512 and AVX2 classes; other classes and thread
+# counts block the products otherwise), so rows agree within 1e-5 of their norm, still a hundredth of
+# the 1e-3 by which any two reference rows differ.
 order_check() { # order_check MODEL DIMS WHAT TEXT...
   local model=$1 dims=$2 what=$3
   shift 3
@@ -203,9 +204,9 @@ order_check() { # order_check MODEL DIMS WHAT TEXT...
   "$uform" encode --model "$model" <"$tmp/order.txt" >"$tmp/order.jsonl" || fail "$what: jsonl"
   "$uform" encode --model "$model" --format f32 -- "$@" >"$tmp/order.f32" || fail "$what: f32"
   "$uform" encode --model "$model" --format npy --output "$tmp/order.npy" <"$tmp/order.txt" || fail "$what: npy"
-  same_rows "$tmp/order.jsonl" jsonl "$tmp/alone.jsonl" jsonl "$dims" 1e-6 "$what, jsonl: row i against text i alone" order
-  same_rows "$tmp/order.f32" f32 "$tmp/alone.jsonl" jsonl "$dims" 1e-6 "$what, f32: row i against text i alone" order
-  same_rows "$tmp/order.npy" npy "$tmp/alone.jsonl" jsonl "$dims" 1e-6 "$what, npy: row i against text i alone" order
+  same_rows "$tmp/order.jsonl" jsonl "$tmp/alone.jsonl" jsonl "$dims" 1e-5 "$what, jsonl: row i against text i alone" order
+  same_rows "$tmp/order.f32" f32 "$tmp/alone.jsonl" jsonl "$dims" 1e-5 "$what, f32: row i against text i alone" order
+  same_rows "$tmp/order.npy" npy "$tmp/alone.jsonl" jsonl "$dims" 1e-5 "$what, npy: row i against text i alone" order
   # The formats of one run hold the same floats.
   same_rows "$tmp/order.f32" f32 "$tmp/order.jsonl" jsonl "$dims" 0 "$what, f32 against jsonl" quiet
   same_rows "$tmp/order.npy" npy "$tmp/order.jsonl" jsonl "$dims" 0 "$what, npy against jsonl" quiet
