@@ -1041,7 +1041,9 @@ typedef enum uform_modality_t {
  *
  *  A model directory holds one of two layouts:
  *  - UForm3: `config.json` with `text_encoder` and `image_encoder` sections,
- *    `text_encoder.safetensors`, `image_encoder.safetensors`, `tokenizer.json`;
+ *    `text_encoder.safetensors`, `image_encoder.safetensors`, `tokenizer.json`; the image tower's
+ *    LayerNorm epsilon is `image_encoder.layer_norm_eps` where present (a number in (0, 1) and a
+ *    normal float32, else CORRUPT_FILE naming the key), 1e-6 (the `uform` package's) where absent;
  *  - sentence-transformers / Hugging Face BERT: `config.json` (`"model_type": "bert"`),
  *    `model.safetensors`, `tokenizer.json` or `vocab.txt`, and optionally `modules.json` with
  *    `1_Pooling/config.json` (pooling) and a `Normalize` module (L2 normalisation).

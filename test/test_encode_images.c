@@ -5,10 +5,12 @@
  *          a remainder) generated in a temporary directory, their weights' checksum checked against
  *          the reference script's, the photos of test/image/photos encoded from their bytes and
  *          compared with the `uform` package's PIL + PyTorch embeddings
- *          (test/encode_images/make_references.py): cosine >= 0.99999 in f32, >= 0.999 in bf16.
+ *          (test/encode_images/make_references.py): cosine >= 0.99999 in f32, >= 0.999 in bf16, on
+ *          the default class and, with `--classes`, (three photos) pinned to each class the CPU runs.
  *          Then the verb's behaviour: raw pixels, batch vs alone, Matryoshka, per-item statuses,
- *          whole-call failures naming the index, deferred calls, CONTENDED, residency, the loader's
- *          validation messages.
+ *          whole-call failures naming the index, deferred calls, CONTENDED, residency, decompression
+ *          bombs among good images, a pool executor, the loader's validation messages and
+ *          `layer_norm_eps`.
  */
 #include "check.h"
 #include "rows.h"
@@ -16,8 +18,10 @@
 #include "image/image.h"
 #include "internal.h"
 #include "fused_refused.h"
+#include "models/image_tower.h"
 #include "models/model.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -90,7 +94,84 @@ static uform_executor_t ram_executor(uform_cpu_class_t cpu_class, size_t threads
     return executor;
 }
 
+/* ---- Against PyTorch, pinned to each CPU class ---- */
+
+/** The classes this architecture has; those the CPU lacks are skipped, saying so. */
+static uform_cpu_class_t const pinned_classes[] = {
+    uform_cpu_class_serial_k,
+#if defined(__x86_64__) || defined(_M_X64)
+    uform_cpu_class_intel_haswell_k, uform_cpu_class_intel_sierra_k, uform_cpu_class_intel_skylake_k,
+    uform_cpu_class_intel_icelake_k, uform_cpu_class_amd_genoa_k, uform_cpu_class_intel_sapphire_k,
+    uform_cpu_class_intel_granite_k, uform_cpu_class_intel_diamond_k,
+#elif defined(__aarch64__)
+    uform_cpu_class_aws_g2_k, uform_cpu_class_apple_m2_k, uform_cpu_class_apple_m4_k, uform_cpu_class_aws_g5_k,
+    uform_cpu_class_nvidia_vera_k,
+#endif
+};
+
+/** Photos each pinned class encodes: the default class above checks all nine; these three (a
+ *  grayscale PNG, an RGB JPEG, a PNG with alpha) keep the 9 classes x 3 towers x 2 dtypes within
+ *  minutes under the sanitizers on 2 cores, and the CI's variants (matmul, groups, fused refused,
+ *  whole layer) run them again. */
+static size_t const pinned_photos[] = {1, 4, 7};
+
+/** `model` (tower `t`, f32 when `k` is 0, else bf16) on a RAM executor pinned to each class the
+ *  CPU runs, against the same PyTorch rows and bounds as the default class. */
+static void check_classes(size_t t, size_t k, uform_model_t model, float const *expected) {
+    tower_spec_t const *spec = &tower_specs[t];
+    size_t const width = spec->embedding_dim, count = sizeof pinned_photos / sizeof *pinned_photos;
+    double const bound = k == 0 ? 0.99999 : 0.999;
+    uint64_t features = 0;
+    CHECK_OK(uform_cpu_detect(NULL, &features));
+    uform_image_t images[sizeof pinned_photos / sizeof *pinned_photos];
+    for (size_t i = 0; i < count; ++i) images[i] = photos[pinned_photos[i]];
+    float *rows = calloc(count * width, sizeof(float));
+    CHECK_FATAL(rows != NULL);
+    for (size_t c = 0; c < sizeof pinned_classes / sizeof *pinned_classes; ++c) {
+        uform_cpu_class_t const cpu_class = pinned_classes[c];
+        uint64_t const needs = uform_cpu_class_features(cpu_class);
+        uform_ram_options_t ram = {.cpu_class = cpu_class};
+        uform_memory_domain_t domain;
+        size_t domains = 0;
+        CHECK_OK(uform_memory_domains(&domain, 1, &domains));
+        size_t const threads = domains && domain.cores_count >= 2 ? 2 : 1;
+        uform_executor_t executor = NULL;
+        uform_status_t status = uform_executor_for_ram(&ram, threads, 0, &executor);
+        if ((needs & features) != needs) { /* pinning a class above the CPU is refused */
+            CHECK_STATUS(status, uform_status_unsupported_k);
+            if (t == 0 && k == 0)
+                printf("class %-15s skipped: this CPU lacks its features (%s)\n", uform_cpu_class_name(cpu_class),
+                       uform_error_message());
+            continue;
+        }
+        CHECK_STATUS(status, uform_status_ok_k);
+        if (!executor) continue;
+        memset(rows, 0, count * width * sizeof(float));
+        uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+        uform_status_t statuses[sizeof pinned_photos / sizeof *pinned_photos];
+        CHECK_STATUS(uform_encode_images(executor, model, images, count, &out, statuses, NULL), uform_status_ok_k);
+        double worst = 1;
+        for (size_t i = 0; i < count; ++i) {
+            size_t const photo = pinned_photos[i];
+            CHECK(statuses[i] == uform_status_ok_k);
+            double const cos = cosine(rows + i * width, expected + photo * width, width);
+            if (cos < bound)
+                fprintf(stderr, "%s %s class %s: %s cosine %.7f\n", spec->name, k ? "bf16" : "f32",
+                        uform_cpu_class_name(cpu_class), references[t].photo[photo], cos);
+            CHECK(cos >= bound);
+            worst = cos < worst ? cos : worst;
+        }
+        printf("%-14s %-4s class %-15s kernels %-8s worst cosine over %zu photos %.7f\n", spec->name, k ? "bf16" : "f32",
+               uform_cpu_class_name(cpu_class), uform_kernels_for(cpu_class)->name, count, worst);
+        uform_executor_free(executor);
+    }
+    free(rows);
+}
+
 /* ---- Against PyTorch ---- */
+
+/** Set by `--classes`: the references again pinned to each class (one ctest, not every variant). */
+static int pin_classes = 0;
 
 static void test_references(void) {
     for (size_t t = 0; t < 3; ++t) {
@@ -156,6 +237,7 @@ static void test_references(void) {
                 CHECK(cosine(single, expected + 5 * width, width) >= 0.99999);
                 uform_executor_free(serial);
             }
+            if (pin_classes) check_classes(t, k, model, expected);
             free(rows);
             uform_model_free(model);
         }
@@ -363,6 +445,157 @@ static void test_verb(void) {
     uform_model_free(model);
 }
 
+/* ---- Decompression bombs through the verb, on the patch-14 tower ---- */
+
+/** The largest |a - b| over `n` values. */
+static double max_difference(float const *a, float const *b, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; ++i) worst = fabs((double)a[i] - b[i]) > worst ? fabs((double)a[i] - b[i]) : worst;
+    return worst;
+}
+
+static void test_bombs(void) {
+    char directory[512];
+    snprintf(directory, sizeof directory, "%s/%s", root, tower_specs[2].name);
+    uform_model_t model = open_tower(directory, uform_dtype_f32_k);
+    CHECK_FATAL(model != NULL);
+    size_t const width = 256;
+    uform_executor_t executor = ram_executor(uform_cpu_class_unknown_k, 2, 1);
+    CHECK_FATAL(executor != NULL);
+    size_t png_size = 0, jpg_size = 0;
+    char *png = read_file(UFORM_TEST_SOURCE_DIR "/image/bad/bomb.png", &png_size); /* 100,000 x 100,000 */
+    char *jpg = read_file(UFORM_TEST_SOURCE_DIR "/image/bad/bomb.jpg", &jpg_size); /* 65,500 x 65,500 */
+    CHECK_FATAL(png != NULL && jpg != NULL);
+    uform_image_t const bomb_png = {.data = png, .size = png_size}, bomb_jpg = {.data = jpg, .size = jpg_size};
+
+    /* The good photos alone. */
+    uform_image_t const good[3] = {photos[0], photos[5], photos[8]};
+    float alone[3][256];
+    for (size_t i = 0; i < 3; ++i) {
+        uform_embeddings_t one = {.data = alone[i], .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(executor, model, &good[i], 1, &one, NULL, NULL), uform_status_ok_k);
+    }
+
+    /* With statuses: each bomb gets LIMIT_EXCEEDED and a zero row, the call succeeds, and the good
+     * photos' rows are those they get alone; blocking, then deferred. */
+    uform_image_t const mixed[5] = {good[0], bomb_png, good[1], bomb_jpg, good[2]};
+    size_t const good_at[3] = {0, 2, 4};
+    float rows[5][256];
+    unsigned char sentinel[sizeof rows];
+    memset(sentinel, 0x7f, sizeof sentinel);
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    double worst_diff = 0;
+    for (int deferred = 0; deferred < 2; ++deferred) {
+        memset(rows, 0x7f, sizeof rows);
+        uform_status_t statuses[5] = {99, 99, 99, 99, 99};
+        uform_outcome_t outcome;
+        CHECK_STATUS(uform_encode_images(executor, model, mixed, 5, &out, statuses, deferred ? &outcome : NULL),
+                     uform_status_ok_k);
+        if (deferred) CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+        CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_limit_exceeded_k &&
+              statuses[2] == uform_status_ok_k && statuses[3] == uform_status_limit_exceeded_k &&
+              statuses[4] == uform_status_ok_k);
+        for (size_t j = 0; j < width; ++j) CHECK(rows[1][j] == 0.0f && rows[3][j] == 0.0f);
+        for (size_t i = 0; i < 3; ++i) {
+            double const cos = cosine(rows[good_at[i]], alone[i], width), diff = max_difference(rows[good_at[i]], alone[i], width);
+            if (!(cos > 0.999999 && diff < 1e-5))
+                fprintf(stderr, "bombs%s: image %zu against alone: cosine %.9f, max |diff| %.2e\n",
+                        deferred ? " (deferred)" : "", good_at[i], cos, diff);
+            CHECK(cos > 0.999999 && diff < 1e-5);
+            worst_diff = diff > worst_diff ? diff : worst_diff;
+        }
+    }
+
+    /* Without statuses: the first bomb (lowest index) fails the call with LIMIT_EXCEEDED, the
+     * message naming its index and the header's size, and no row is written. */
+    memset(rows, 0x7f, sizeof rows);
+    CHECK_STATUS(uform_encode_images(executor, model, mixed, 5, &out, NULL, NULL), uform_status_limit_exceeded_k);
+    CHECK_MESSAGE("uform_encode_images: image 1: ");
+    CHECK_MESSAGE("the PNG header says 100000 x 100000 pixels");
+    CHECK_MESSAGE("a decompression bomb");
+    CHECK(memcmp(rows, sentinel, sizeof rows) == 0);
+    uform_image_t const late[4] = {good[0], good[1], bomb_jpg, good[2]};
+    CHECK_STATUS(uform_encode_images(executor, model, late, 4, &out, NULL, NULL), uform_status_limit_exceeded_k);
+    CHECK_MESSAGE("uform_encode_images: image 2: ");
+    CHECK_MESSAGE("the JPEG header says 65500 x 65500 pixels");
+    CHECK(memcmp(rows, sentinel, sizeof rows) == 0);
+    /* ... and the NULL executor the same. */
+    CHECK_STATUS(uform_encode_images(NULL, model, late, 4, &out, NULL, NULL), uform_status_limit_exceeded_k);
+    CHECK_MESSAGE("uform_encode_images: image 2: ");
+    CHECK(memcmp(rows, sentinel, sizeof rows) == 0);
+    printf("bombs: LIMIT_EXCEEDED per item, good rows as alone within %.2e; without statuses: %s\n", worst_diff,
+           uform_error_message());
+
+    free(png), free(jpg);
+    uform_executor_free(executor);
+    uform_model_free(model);
+}
+
+/* ---- A pool executor, on the patch-14 tower ---- */
+
+/** The photos on a ForkUnion pool of two threads (the stand-in, test/standin) give the rows a RAM
+ *  executor gives, in f32 and bf16 weights. */
+static void test_pool(void) {
+#ifdef UFORM_FU_STANDIN_PATH
+    void *library = dlopen(UFORM_FU_STANDIN_PATH, RTLD_NOW | RTLD_GLOBAL);
+    void *(*pool_new)(char const *) = library ? (void *(*)(char const *))dlsym(library, "fu_pool_new") : NULL;
+    int (*pool_spawn)(void *, size_t, int) = library ? (int (*)(void *, size_t, int))dlsym(library, "fu_pool_spawn") : NULL;
+    void (*pool_delete)(void *) = library ? (void (*)(void *))dlsym(library, "fu_pool_delete") : NULL;
+    if (!pool_new || !pool_spawn || !pool_delete) {
+        fprintf(stderr, "pool executor: the ForkUnion stand-in did not load (%s)\n", dlerror());
+        CHECK(pool_new && pool_spawn && pool_delete);
+        return;
+    }
+    void *pool = pool_new("images");
+    CHECK_FATAL(pool != NULL);
+    CHECK(pool_spawn(pool, 2, 0));
+    uform_executor_t pooled = NULL;
+    CHECK_STATUS(uform_executor_on_pool(pool, NULL, 0, &pooled), uform_status_ok_k);
+    CHECK_FATAL(pooled != NULL);
+    uform_executor_t executor = ram_executor(uform_cpu_class_unknown_k, 2, 0);
+    CHECK_FATAL(executor != NULL);
+    uform_executor_description_t on_pool, on_ram;
+    CHECK_OK(uform_executor_describe(pooled, &on_pool));
+    CHECK_OK(uform_executor_describe(executor, &on_ram));
+    CHECK(on_pool.kind == uform_executor_kind_pool_k && on_pool.threads_count == 2);
+    CHECK(on_pool.cpu_class == on_ram.cpu_class);
+    /* As many threads of the same class split the work the same way: the same bits. */
+    int const same_split = on_ram.threads_count == on_pool.threads_count;
+    char directory[512];
+    snprintf(directory, sizeof directory, "%s/%s", root, tower_specs[2].name);
+    size_t const width = 256;
+    float *ram_rows = calloc(photos_count * width, sizeof(float)), *pool_rows = calloc(photos_count * width, sizeof(float));
+    CHECK_FATAL(ram_rows && pool_rows);
+    uform_dtype_t const dtypes[2] = {uform_dtype_f32_k, uform_dtype_bf16_k};
+    for (size_t k = 0; k < 2; ++k) {
+        uform_model_t model = open_tower(directory, dtypes[k]);
+        CHECK_FATAL(model != NULL);
+        uform_embeddings_t ram_out = {.data = ram_rows, .dtype = uform_dtype_f32_k};
+        uform_embeddings_t pool_out = {.data = pool_rows, .dtype = uform_dtype_f32_k};
+        uform_status_t statuses[PHOTOS_MAX];
+        CHECK_STATUS(uform_encode_images(executor, model, photos, photos_count, &ram_out, NULL, NULL), uform_status_ok_k);
+        CHECK_STATUS(uform_encode_images(pooled, model, photos, photos_count, &pool_out, statuses, NULL), uform_status_ok_k);
+        double worst = 1, diff = max_difference(pool_rows, ram_rows, photos_count * width);
+        for (size_t i = 0; i < photos_count; ++i) {
+            CHECK(statuses[i] == uform_status_ok_k);
+            double const cos = cosine(pool_rows + i * width, ram_rows + i * width, width);
+            worst = cos < worst ? cos : worst;
+        }
+        printf("%-14s %-4s pool executor: worst cosine to the RAM executor over %zu photos %.7f, max |diff| %.2e\n",
+               tower_specs[2].name, k ? "bf16" : "f32", photos_count, worst, diff);
+        CHECK(worst > 0.999999 && diff < 1e-5);
+        if (same_split) CHECK(memcmp(pool_rows, ram_rows, photos_count * width * sizeof(float)) == 0);
+        uform_model_free(model);
+    }
+    free(ram_rows), free(pool_rows);
+    uform_executor_free(executor);
+    uform_executor_free(pooled);
+    pool_delete(pool);
+#else
+    printf("pool executor: not built with the ForkUnion stand-in\n");
+#endif
+}
+
 /* ---- The loader's validation ---- */
 
 static void write_text(char const *path, char const *text) {
@@ -379,6 +612,54 @@ static void expect_open(char const *directory, uform_status_t status, char const
     CHECK_STATUS(uform_model_open(&options, &model), status);
     CHECK(model == NULL);
     CHECK_MESSAGE(needle);
+}
+
+/** `image_encoder.layer_norm_eps`: refused when not a number in (0, 1) that float32 holds as a normal
+ *  number, naming the file and key; 1e-6 when absent or null; read into every replica and used. */
+static void test_epsilon(char const *directory, char const *config_path, char const *base) {
+    char config[1024];
+    char const *refused[][2] = {
+        {"\"1e-5\"", "must be a number in (0, 1)"},
+        {"true", "must be a number in (0, 1)"},
+        {"[1e-5]", "must be a number in (0, 1)"},
+        {"0", "must be a number in (0, 1) that float32 holds as a normal number, not 0"},
+        {"-1e-6", "not -1e-06"},
+        {"1", "not 1"},
+        {"1e999", "not inf"},
+        {"1e-39", "not 1e-39"}, /* a float32 denormal */
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; ++i) {
+        snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"cls\", \"layer_norm_eps\": %s}}", base,
+                 refused[i][0]);
+        write_text(config_path, config);
+        expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.layer_norm_eps' must be a number in (0, 1)");
+        CHECK_MESSAGE(config_path);
+        CHECK_MESSAGE(refused[i][1]);
+    }
+    /* Absent, null, the default spelled out, a larger one: the replicas hold it, and only the
+     * larger one changes the embedding. */
+    char const *given[] = {NULL, "null", "1e-6", "0.5"};
+    double const expected[] = {1e-6, 1e-6, 1e-6, 0.5};
+    float rows[4][32];
+    for (size_t i = 0; i < 4; ++i) {
+        if (given[i])
+            snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"cls\", \"layer_norm_eps\": %s}}",
+                     base, given[i]);
+        else snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"cls\"}}", base);
+        write_text(config_path, config);
+        uform_model_t model = open_tower(directory, uform_dtype_f32_k);
+        CHECK_FATAL(model != NULL);
+        struct uform_model_s const *inner = (struct uform_model_s const *)model;
+        for (size_t r = 0; r < inner->replicas_count; ++r)
+            CHECK(uform_model_image_replica(inner, inner->replica_nodes[r])->config.layer_norm_epsilon == expected[i]);
+        uform_embeddings_t out = {.data = rows[i], .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(NULL, model, &photos[1], 1, &out, NULL, NULL), uform_status_ok_k);
+        uform_model_free(model);
+    }
+    CHECK(memcmp(rows[1], rows[0], sizeof rows[0]) == 0 && memcmp(rows[2], rows[0], sizeof rows[0]) == 0);
+    double const moved = cosine(rows[3], rows[0], 32);
+    printf("layer_norm_eps 0.5 against the default 1e-6: cosine %.7f\n", moved);
+    CHECK(moved < 0.999);
 }
 
 static void test_loader(void) {
@@ -439,6 +720,7 @@ static void test_loader(void) {
     for (size_t j = 0; j < 32; ++j) norm += (double)row[j] * row[j];
     CHECK(norm > 0 && isfinite(norm));
     uform_model_free(model);
+    test_epsilon(directory, path, base);
     snprintf(path, sizeof path, "%s/image_encoder.safetensors", directory);
     write_text(path, "not safetensors");
     expect_open(directory, uform_status_corrupt_file_k, "image_encoder.safetensors");
@@ -459,14 +741,17 @@ static void remove_tree(char const *directory) {
     rmdir(directory);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     if (skip_refused_run()) return 77;
+    pin_classes = argc > 1 && strcmp(argv[1], "--classes") == 0;
     char const *temporary = getenv("TMPDIR");
     snprintf(root, sizeof root, "%s/uform-test-images-XXXXXX", temporary && *temporary ? temporary : "/tmp");
     CHECK_FATAL(mkdtemp(root) != NULL);
     load_references();
     test_references();
     test_verb();
+    test_bombs();
+    test_pool();
     test_loader();
     for (size_t i = 0; i < photos_count; ++i) free((void *)photos[i].data);
     remove_tree(root);

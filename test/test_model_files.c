@@ -186,6 +186,8 @@ static void test_bert_configs(void) {
         {"\"model_type\": \"bert\"", "\"model_type\": \"gpt2\"", uform_status_unsupported_k, "model_type 'gpt2' is not supported", NULL},
         {"\"model_type\": \"bert\",", "", uform_status_corrupt_file_k, "neither a 'text_encoder' section", NULL},
         {"\"layer_norm_eps\": 1e-12", "\"layer_norm_eps\": -1", uform_status_corrupt_file_k, "'layer_norm_eps' must be a number", NULL},
+        {"\"layer_norm_eps\": 1e-12", "\"layer_norm_eps\": 1e-50", uform_status_corrupt_file_k,
+         "'layer_norm_eps' must be a number in (0, 1) that float32 holds as a normal number", NULL},
         {"\"position_embedding_type\": \"absolute\"", "\"position_embedding_type\": \"relative_key\"", uform_status_unsupported_k,
          "'position_embedding_type' is 'relative_key'", NULL},
         {"\"pad_token_id\": 0", "\"pad_token_id\": 40", uform_status_corrupt_file_k, "'pad_token_id' must be an integer in [0, 39]", NULL},

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <float.h>    // `FLT_MIN`
 #include <math.h>     // `isfinite`, `floor`
 #include <stddef.h>   // `offsetof`
 #include <stdio.h>    // `snprintf`
@@ -279,8 +280,11 @@ uform_status_t uform_config_bert(char const *label, void const *root_, uform_tex
     cJSON const *epsilon = uform_json_get(root, "layer_norm_eps");
     config->layer_norm_epsilon = 1e-12;
     if (epsilon) {
-        if (!cJSON_IsNumber(epsilon) || !isfinite(epsilon->valuedouble) || epsilon->valuedouble <= 0 || epsilon->valuedouble >= 1)
-            return uform_fail(uform_status_corrupt_file_k, "%s: 'layer_norm_eps' must be a number in (0, 1)", label);
+        /* No smaller than float32's smallest normal: the passes add it in float32, where 0 would divide by zero. */
+        if (!cJSON_IsNumber(epsilon) || !isfinite(epsilon->valuedouble) || epsilon->valuedouble <= 0 ||
+            epsilon->valuedouble >= 1 || (float)epsilon->valuedouble < FLT_MIN)
+            return uform_fail(uform_status_corrupt_file_k,
+                              "%s: 'layer_norm_eps' must be a number in (0, 1) that float32 holds as a normal number", label);
         config->layer_norm_epsilon = epsilon->valuedouble;
     }
     char const *activation, *positions;

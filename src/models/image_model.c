@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <float.h>  // `FLT_MIN`
 #include <math.h>   // `isfinite`, `floor`
 #include <stddef.h> // `offsetof`
 #include <stdio.h>  // `snprintf`
@@ -105,7 +106,23 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
     config->patches = config->grid * config->grid;
     config->sequence = 1 + config->reg_tokens + config->patches;
     config->intermediate = 4 * config->dim; /* the package's MLP expands by 4 */
-    config->layer_norm_epsilon = 1e-6;      /* fixed in the package's ImageEncoder */
+    /* The package's ImageEncoder fixes 1e-6 and its config names no epsilon; `layer_norm_eps` (the
+       Hugging Face name, which BERT configs use) overrides it, in (0, 1) as there, and no smaller
+       than float32's smallest normal: the passes add it in float32, where 0 would divide by zero. */
+    config->layer_norm_epsilon = 1e-6;
+    cJSON const *epsilon = cJSON_GetObjectItemCaseSensitive(image, "layer_norm_eps");
+    if (epsilon && !cJSON_IsNull(epsilon)) {
+        if (!cJSON_IsNumber(epsilon))
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'image_encoder.layer_norm_eps' must be a number in (0, 1)",
+                              label);
+        double const number = epsilon->valuedouble;
+        if (!isfinite(number) || number <= 0 || number >= 1 || (float)number < FLT_MIN)
+            return uform_fail(uform_status_corrupt_file_k,
+                              "%s: 'image_encoder.layer_norm_eps' must be a number in (0, 1) that float32 holds as a "
+                              "normal number, not %g",
+                              label, number);
+        config->layer_norm_epsilon = number;
+    }
     return uform_status_ok_k;
 }
 
