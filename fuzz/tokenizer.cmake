@@ -29,7 +29,8 @@ if(UFORM_FUZZ)
   endif()
   file(GLOB _uform_text_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/text/*.c)
   add_executable(fuzz_tokenizer ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_tokenizer.c ${_uform_text_sources}
-    ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c ${CMAKE_CURRENT_SOURCE_DIR}/stubs.c)
+    ${PROJECT_SOURCE_DIR}/src/errors.c ${PROJECT_SOURCE_DIR}/src/sync.c ${PROJECT_SOURCE_DIR}/src/files.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/stubs.c)
   target_include_directories(fuzz_tokenizer PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
     ${CJSON_INCLUDE} ${UTF8PROC_INCLUDE})
   target_compile_definitions(fuzz_tokenizer PRIVATE UFORM_VERSION_STRING="${PROJECT_VERSION}"
