@@ -703,6 +703,19 @@ static void test_loader(void) {
                      "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 1e300, 0.5], "
                      "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
     expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_means' must hold 3 numbers, not 1e+300");
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+                     "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, \"0.5\", 0.5], "
+                     "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.normalization_means' must hold 3 numbers; item 1 is not one");
+    /* Matryoshka widths name the section they came from: the image encoder's own, else the root's. */
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, \"num_layers\": 1, "
+                     "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
+                     "\"normalization_deviations\": [0.5, 0.5, 0.5], \"matryoshka_dims\": [8, 64]}}");
+    expect_open(directory, uform_status_corrupt_file_k, "'image_encoder.matryoshka_dims' must hold integers in [1, 32]");
+    write_text(path, "{\"matryoshka_dims\": [8, 64], \"image_encoder\": {\"dim\": 64, \"patch_size\": 14, \"image_size\": 230, "
+                     "\"num_layers\": 1, \"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
+                     "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
+    expect_open(directory, uform_status_corrupt_file_k, ": 'matryoshka_dims' must hold integers in [1, 32]");
     write_text(path, "{\"text_encoder\": {}}");
     expect_open(directory, uform_status_corrupt_file_k, "missing key 'image_encoder'");
     write_text(path, "{\"image_encoder\": {\"dim\": 64}}");

@@ -52,6 +52,9 @@ static uform_status_t json_triple(char const *label, cJSON const *object, char c
         cJSON const *item = cJSON_GetArrayItem(list, i);
         double const number = cJSON_IsNumber(item) ? item->valuedouble : NAN;
         /* Bounded so that (x - mean) / deviation stays finite in float32 for every 8-bit x. */
+        if (!cJSON_IsNumber(item))
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'image_encoder.%s' must hold 3 numbers; item %d is not one",
+                              label, key, i);
         if (!isfinite(number) || (positive ? !(number >= 1e-6 && number <= 1e6) : !(fabs(number) <= 1e6)))
             return uform_fail(uform_status_corrupt_file_k, "%s: 'image_encoder.%s' must hold 3 %snumbers, not %g", label,
                               key, positive ? "positive " : "", number);
@@ -99,8 +102,9 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
     TRY(json_triple(label, image, "normalization_deviations", 1, config->std));
     /* Matryoshka widths: the section's own, else the root's; ascending, unique, narrower. */
     cJSON const *list = cJSON_GetObjectItemCaseSensitive(image, "matryoshka_dims");
-    if (!list) list = cJSON_GetObjectItemCaseSensitive(root, "matryoshka_dims");
-    TRY(uform_config_matryoshka_widths(label, "", list, config->embedding_dimensions, config->matryoshka));
+    char const *section = "image_encoder."; /* which key an error names */
+    if (!list) list = cJSON_GetObjectItemCaseSensitive(root, "matryoshka_dims"), section = "";
+    TRY(uform_config_matryoshka_widths(label, section, list, config->embedding_dimensions, config->matryoshka));
 #undef TRY
     config->grid = config->image_size / config->patch_size;
     config->patches = config->grid * config->grid;
