@@ -4,8 +4,8 @@
  *          sentence-transformers and UForm3-shaped towers against the `uform` package, embedding by
  *          embedding, by cosine.
  *
- *  usage: test_encode_models --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
- *         exits 77 (skipped) when DIR holds no model
+ *  usage: test_encode_models [--vram] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
+ *         exits 77 (skipped) when DIR holds no model, and with --vram when there is no GPU
  */
 #define _GNU_SOURCE 1
 #include "check.h"
@@ -130,18 +130,90 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
     return check_failures ? 1 : 0;
 }
 
+/**
+ *  test_encode_models --vram ...: the same model VRAM-resident on device 0, encoding the texts
+ *  (uform_encode_texts) with f32, bf16 and f16 weights, against PyTorch's rows (cosine >= 0.99999 in
+ *  f32, >= 0.999 in bf16 and f16) and against this engine's CPU path with f32 weights (the same
+ *  bounds). Skipped (77) without a GPU, cuBLASLt or the texts.
+ */
+static int test_real_model_vram(char const *dir, char const *expected_path, char const *texts_path, size_t limit) {
+    if (uform_gpu_status() != uform_status_ok_k) SKIP("no GPU to run the VRAM tower on (%s)", uform_error_message());
+    if (!texts_path) SKIP("no texts: the VRAM path encodes texts, not ids");
+    size_t expected_size = 0, texts_size = 0;
+    char *expected_raw = read_file(expected_path, &expected_size), *texts_raw = read_file(texts_path, &texts_size);
+    CHECK_FATAL(expected_raw && texts_raw);
+    char const *texts[2048];
+    size_t lengths[2048], count = 0;
+    for (char *line = texts_raw; *line && count < 2048;) {
+        char *newline = strchr(line, '\n');
+        texts[count] = line, lengths[count++] = newline ? (size_t)(newline - line) : strlen(line);
+        line = newline ? newline + 1 : line + strlen(line);
+    }
+    uform_model_options_t options = {.path = dir, .modality = uform_modality_text_k, .residency = uform_residency_ram_k,
+                                     .weights_dtype = uform_dtype_f32_k};
+    uform_model_t cpu = NULL;
+    CHECK_STATUS(uform_model_open(&options, &cpu), uform_status_ok_k);
+    CHECK_FATAL(cpu != NULL);
+    uform_model_description_t md;
+    CHECK_OK(uform_model_describe(cpu, &md));
+    size_t const dims = md.dimensions, rows_expected = expected_size / sizeof(float) / dims;
+    if (count > rows_expected) count = rows_expected; /* the references cover the first texts */
+    if (limit && limit < count) count = limit;
+    size_t probe = 0;
+    if (uform_model_tokenize(cpu, "probe", 5, NULL, 0, &probe) != uform_status_ok_k)
+        SKIP("the model has no tokenizer here (%s)", uform_error_message());
+    float *reference = calloc(count * dims, sizeof(float)), *rows = calloc(count * dims, sizeof(float));
+    uform_executor_t ram = NULL, executor = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 0, &ram), uform_status_ok_k);
+    uform_embeddings_t out = {.data = reference, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(ram, cpu, texts, lengths, count, &out, NULL, NULL), uform_status_ok_k);
+    int32_t const first[] = {0};
+    uform_vram_options_t one = {.devices = first, .devices_count = 1};
+    CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    uform_dtype_t const dtypes[3] = {uform_dtype_f32_k, uform_dtype_bf16_k, uform_dtype_f16_k};
+    double const thresholds[3] = {0.99999, 0.999, 0.999};
+    char const *const names[3] = {"f32", "bf16", "f16"};
+    for (int k = 0; k < 3 && executor; ++k) {
+        uform_model_options_t on_gpu = {.path = dir, .modality = uform_modality_text_k,
+                                        .residency = uform_residency_vram_k, .vram = &one, .weights_dtype = dtypes[k]};
+        uform_model_t model = NULL;
+        uform_status_t status = uform_model_open(&on_gpu, &model);
+        if (k == 0 && status == uform_status_unsupported_k && strstr(uform_error_message(), "cuBLASLt"))
+            SKIP("%s", uform_error_message());
+        CHECK_STATUS(status, uform_status_ok_k);
+        if (!model) break;
+        memset(rows, 0, count * dims * sizeof(float));
+        out.data = rows;
+        CHECK_STATUS(uform_encode_texts(executor, model, texts, lengths, count, &out, NULL, NULL), uform_status_ok_k);
+        char label[256];
+        snprintf(label, sizeof label, "VRAM %s weights against PyTorch", names[k]);
+        CHECK(worst_cosine(label, rows, (float const *)expected_raw, count, dims) >= thresholds[k]);
+        snprintf(label, sizeof label, "VRAM %s weights against the CPU's f32", names[k]);
+        CHECK(worst_cosine(label, rows, reference, count, dims) >= thresholds[k]);
+        uform_model_free(model);
+    }
+    uform_executor_free(executor);
+    uform_executor_free(ram);
+    uform_model_free(cpu);
+    free(reference), free(rows), free(expected_raw), free(texts_raw);
+    return check_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     char const *model = NULL, *ids = NULL, *expected = NULL, *texts = NULL;
     size_t limit = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+    int vram = 0;
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--vram")) vram = 1, --i;
+        else if (i + 1 == argc) break;
+        else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
         else if (!strcmp(argv[i], "--expected")) expected = argv[i + 1];
         else if (!strcmp(argv[i], "--texts")) texts = argv[i + 1];
         else if (!strcmp(argv[i], "--limit")) limit = strtoul(argv[i + 1], NULL, 10);
     }
     if (!model || !ids || !expected) {
-        fprintf(stderr, "usage: test_encode_models --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]\n");
+        fprintf(stderr, "usage: test_encode_models [--vram] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]\n");
         return 2;
     }
     char probe[4096];
@@ -149,5 +221,5 @@ int main(int argc, char **argv) {
     FILE *exists = fopen(probe, "r");
     if (!exists) SKIP("no model at %s (build.sh fetches all-MiniLM-L6-v2; UForm3 fixtures need torch)", model);
     fclose(exists);
-    return test_real_model(model, ids, expected, texts, limit);
+    return vram ? test_real_model_vram(model, expected, texts, limit) : test_real_model(model, ids, expected, texts, limit);
 }

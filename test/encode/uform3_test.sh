@@ -4,9 +4,10 @@
 # make_references.py drew (uform3_references.txt), then test_encode_models compares its embeddings of the
 # committed ids (uform3_ids.txt) with expected/NAME.f32. With all-MiniLM-L6-v2's tokenizer.json in
 # MINILM_DIR it is copied beside the tower, so tokenising the texts themselves is checked too.
-#   uform3_test.sh TEST_ENCODE MAKE_TEXT_TOWER OUT NAME LIMIT MINILM_DIR
+# With a seventh argument --vram, the tower runs VRAM-resident instead (skipped without a GPU).
+#   uform3_test.sh TEST_ENCODE MAKE_TEXT_TOWER OUT NAME LIMIT MINILM_DIR [--vram]
 set -u
-test_encode=$1 make_text_tower=$2 out=$3 name=$4 limit=$5 minilm=$6
+test_encode=$1 make_text_tower=$2 out=$3 name=$4 limit=$5 minilm=$6 where=(${7:-})
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$out"
 rm -rf "${out:?}/$name"
@@ -22,5 +23,5 @@ if [[ -f $minilm/tokenizer.json ]]; then
 else
   echo "no all-MiniLM-L6-v2 tokenizer at $minilm: the ids are checked, not the tokenising of the texts"
 fi
-exec "$test_encode" --model "$out/$name" --ids "$here/uform3_ids.txt" --expected "$here/expected/$name.f32" \
+exec "$test_encode" "${where[@]}" --model "$out/$name" --ids "$here/uform3_ids.txt" --expected "$here/expected/$name.f32" \
   "${texts[@]}" --limit "$limit"
