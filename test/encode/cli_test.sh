@@ -236,6 +236,17 @@ long=$(for i in $(seq 1 150); do printf 'word%d and ' "$i"; done)
 fox="The quick brown fox jumps over the lazy dog while the cat watches from the windowsill, unimpressed."
 order_check "$minilm" 384 "all-MiniLM-L6-v2" "$fox $fox" "x" "$long" "日本語の文章と中文句子，还有 emoji 🙂 und ein bisschen Deutsch." \
   "a cat on a mat" "$fox" "ok" "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura, ché la diritta via era smarrita."
+# --device 0: without a GPU, exit 1 saying why and writing no row; with one, the rows of the CPU run
+# (GPU products round otherwise: within 1e-3 of the row's norm, the distance between any two rows).
+"$uform" encode --model "$minilm" --device 0 <"$tmp/order.txt" >"$tmp/device.jsonl" 2>"$tmp/err"; code=$?
+if grep -q "VRAM residency needs a GPU" "$tmp/err"; then
+  [[ $code == 1 && ! -s $tmp/device.jsonl ]] || fail "--device without a GPU: exit $code, $(wc -c <"$tmp/device.jsonl") bytes"
+  grep -q "^uform encode: $minilm: unsupported: uform_model_open: VRAM residency needs a GPU" "$tmp/err" ||
+    fail "--device without a GPU: $(cat "$tmp/err")"
+else
+  [[ $code == 0 ]] || fail "--device 0: exit $code: $(cat "$tmp/err")"
+  same_rows "$tmp/device.jsonl" jsonl "$tmp/order.jsonl" jsonl 384 1e-3 "--device 0 against the CPU" order
+fi
 printf 'fine\n\xff\xfe\n' | "$uform" encode --model "$minilm" >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 1 ]] || fail "invalid UTF-8: exit $code, expected 1"
 grep -q "invalid_argument" "$tmp/err" || fail "invalid UTF-8: $(cat "$tmp/err")"
