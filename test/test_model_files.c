@@ -64,6 +64,10 @@ static void test_safetensors_hostile(void) {
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8,
          "tensor 'a' appears twice", NULL},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}} x", 4, "bytes after the JSON header's object", NULL},
+        /* cJSON would read "F32\u0000x" as "F32" and a name "a\u0000b" as "a". */
+        {"{\"a\": {\"dtype\": \"F32\\u0000x\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
+         "a string in the header holds U+0000 (the escape at byte 20)", NULL},
+        {"{\"a\\u0000b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4, "holds U+0000", NULL},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
          "overlap", NULL},
     };
@@ -100,6 +104,17 @@ static void test_safetensors_hostile(void) {
     CHECK(uform_safetensors_find(&index, "missing") == NULL);
     uform_safetensors_close(&index);
     uform_safetensors_close(&index); /* zeroed: a no-op */
+    free(bytes);
+
+    /* An escaped backslash, then "u0000": six characters of a name, not a NUL. */
+    char const *literal = "{\"x\\\\u0000\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}";
+    size_t const literal_size = strlen(literal);
+    bytes = calloc(1, 8 + literal_size + 4);
+    for (int i = 0; i < 8; ++i) bytes[i] = (uint8_t)((uint64_t)literal_size >> (8 * i));
+    memcpy(bytes + 8, literal, literal_size);
+    CHECK_STATUS(uform_safetensors_parse("literal.safetensors", bytes, 8 + literal_size + 4, &index), uform_status_ok_k);
+    CHECK(index.count == 1 && uform_safetensors_find(&index, "x\\u0000") != NULL);
+    uform_safetensors_close(&index);
     free(bytes);
 
     /* Files: absent, a directory, empty. */
@@ -200,6 +215,14 @@ static void test_bert_configs(void) {
         {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 100000", uform_status_corrupt_file_k,
          "'num_hidden_layers' must be an integer in [0, 1024]", NULL},
         {"{", "{{", uform_status_corrupt_file_k, "malformed JSON near byte", NULL},
+        /* What Python's json reads differently from cJSON is refused: a NUL that would cut a string
+         * short, a key given twice (Python keeps the last, cJSON would find the first). */
+        {"\"hidden_act\": \"gelu\"", "\"hidden_act\": \"gelu\\u0000x\"", uform_status_corrupt_file_k,
+         "config-bert/config.json: a string holds U+0000 (the escape at byte", NULL},
+        {"\"hidden_size\": 8,", "\"hidden_size\": 8, \"hidden_size\": 16,", uform_status_corrupt_file_k,
+         "config-bert/config.json: key 'hidden_size' appears twice in the top-level object", NULL},
+        {"\"hidden_act\": \"gelu\"", "\"hidden_act\": \"gelu\\\\u0000x\"", uform_status_unsupported_k,
+         "'hidden_act' is 'gelu\\u0000x'", NULL},
         {"\"absolute\"\n}", "\"absolute\"\n} trailing", uform_status_corrupt_file_k, "bytes after the value", NULL},
     };
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); ++i) {
@@ -314,6 +337,9 @@ static void test_uform3_configs(void) {
          "tensor 'embedding_projection.weight' should have shape [7, 8], found [6, 8]"},
         {"\"max_position_embeddings\": 10", "\"max_position_embeddings\": 1", uform_status_corrupt_file_k, "fewer than the 2 specials"},
         {"\"head_one_neuron\": true", "\"head_one_neuron\": 1", uform_status_corrupt_file_k, "'text_encoder.head_one_neuron' must be true or false"},
+        {"\"pooling\": \"cls\"", "\"pooling\": \"mean\", \"pooling\": \"cls\"", uform_status_corrupt_file_k,
+         "key 'pooling' appears twice in the object 'text_encoder'"},
+        {"\"pooling\": \"cls\"", "\"pooling\": \"cls\\u0000mean\"", uform_status_corrupt_file_k, "a string holds U+0000"},
         {"\"text_encoder\": {", "\"text_encoder\": 5, \"x\": {", uform_status_corrupt_file_k, "'text_encoder' must be an object"},
         {"\"dropout_prob\": 0.0\n  },", "\"dropout_prob\": 0.0, \"matryoshka_dims\": [3, 64]\n  },", uform_status_corrupt_file_k,
          "'text_encoder.matryoshka_dims' must hold integers in [1, 6]"},
@@ -414,6 +440,11 @@ static void test_json_depth(void) {
     memset(text + prefix, '[', deep); /* an unterminated string of brackets: malformed, not deep */
     CHECK_STATUS(uform_json_parse("string.json", text, (size_t)prefix + deep, &root), uform_status_corrupt_file_k);
     CHECK_MESSAGE("string.json: malformed JSON near byte");
+    /* A string ending in an escaped backslash ends at its quote: the brackets after it count. */
+    int const escaped = snprintf(text, 32, "{\"a\": \"x\\\\\", \"b\": ");
+    memset(text + escaped, '[', deep);
+    CHECK_STATUS(uform_json_parse("escaped.json", text, (size_t)escaped + deep, &root), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("escaped.json: JSON nested deeper than 1000 levels, at byte");
     free(text);
 }
 

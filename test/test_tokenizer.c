@@ -290,6 +290,9 @@ static void test_errors(void) {
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": -1}}}", "a bad id for the vocabulary entry \"a\"",
          uform_status_corrupt_file_k},
         {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "an empty \"model.vocab\"", uform_status_corrupt_file_k},
+        /* HF keeps the piece "a\u0000b" whole; cJSON would cut it to "a", so it is refused. */
+        {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\\u0000b\": 0, \"a\": 1}}}",
+         "tokenizer.json: a string holds U+0000 (the escape at byte 44)", uform_status_unsupported_k},
         {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]], \"unk_id\": 5}}",
          "an id past the vocabulary in \"model.unk_id\"", uform_status_corrupt_file_k},
         {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\"]]}}", "not [piece, score]", uform_status_corrupt_file_k},

@@ -5,6 +5,7 @@
 #include "models/config.h"
 #include "models/convert.h"
 #include "internal.h"
+#include "json_scan.h"
 
 #include <cjson/cJSON.h>
 
@@ -17,6 +18,36 @@
 
 /* ---- JSON helpers ---- */
 
+/** The first key that appears twice in one object anywhere under `item` (NULL when none); `parent`
+ *  gets the key of the object holding it ("" for the document). Keys are sorted, so an object of n
+ *  keys costs n log n, whatever a hostile file holds. */
+static int json_key_order(void const *a, void const *b) {
+    return strcmp(*(char const *const *)a, *(char const *const *)b);
+}
+static char const *json_duplicate_key(cJSON const *item, char const **parent, int *out_of_memory) {
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item)) return NULL;
+    size_t count = 0;
+    cJSON const *child = NULL;
+    cJSON_ArrayForEach(child, item) ++count;
+    if (cJSON_IsObject(item) && count > 1) {
+        char const **keys = (char const **)malloc(count * sizeof(char const *));
+        if (!keys) return *out_of_memory = 1, NULL;
+        size_t at = 0;
+        cJSON_ArrayForEach(child, item) keys[at++] = child->string ? child->string : "";
+        qsort(keys, count, sizeof(char const *), json_key_order);
+        char const *twice = NULL;
+        for (size_t i = 1; i < count && !twice; ++i)
+            if (!strcmp(keys[i - 1], keys[i])) twice = keys[i];
+        free(keys);
+        if (twice) return *parent = item->string ? item->string : "", twice;
+    }
+    cJSON_ArrayForEach(child, item) {
+        char const *twice = json_duplicate_key(child, parent, out_of_memory);
+        if (twice || *out_of_memory) return twice;
+    }
+    return NULL;
+}
+
 uform_status_t uform_json_parse(char const *label, char const *text, size_t length, void **root) {
     *root = NULL;
     char const *end = NULL;
@@ -24,16 +55,7 @@ uform_status_t uform_json_parse(char const *label, char const *text, size_t leng
     if (!parsed) {
         size_t const at = end && end >= text ? (size_t)(end - text) : 0;
         /* cJSON stops at CJSON_NESTING_LIMIT levels: say so rather than "malformed". */
-        size_t depth = 0;
-        int in_string = 0;
-        for (size_t i = 0; i < at && i < length; ++i) {
-            char const c = text[i];
-            if (in_string) in_string = !(c == '"' && text[i - 1] != '\\');
-            else if (c == '"') in_string = 1;
-            else if (c == '[' || c == '{') ++depth;
-            else if ((c == ']' || c == '}') && depth) --depth;
-        }
-        if (depth >= CJSON_NESTING_LIMIT)
+        if (uform_json_scan(text, length, at < length ? at + 1 : length).max_depth >= CJSON_NESTING_LIMIT)
             return uform_fail(uform_status_corrupt_file_k, "%s: JSON nested deeper than %d levels, at byte %zu", label,
                               CJSON_NESTING_LIMIT, at);
         return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON near byte %zu", label, at);
@@ -44,6 +66,27 @@ uform_status_t uform_json_parse(char const *label, char const *text, size_t leng
             cJSON_Delete(parsed);
             return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON: bytes after the value, at byte %zu", label, i);
         }
+    /* What cJSON reads differently from Python's json (which transformers uses): a NUL inside a
+     * string, which would end cJSON's copy early, and a key given twice, where Python keeps the last
+     * and cJSON finds the first. Both are refused rather than read another way. */
+    size_t const nul = uform_json_scan(text, consumed, 0).nul_escape;
+    if (nul < consumed) {
+        cJSON_Delete(parsed);
+        return uform_fail(uform_status_corrupt_file_k, "%s: a string holds U+0000 (the escape at byte %zu)", label, nul);
+    }
+    char const *parent = NULL;
+    int out_of_memory = 0;
+    char const *twice = json_duplicate_key(parsed, &parent, &out_of_memory);
+    if (twice || out_of_memory) {
+        uform_status_t const status =
+            out_of_memory ? uform_fail(uform_status_out_of_memory_k, "%s: out of memory checking the JSON's keys", label)
+            : *parent     ? uform_fail(uform_status_corrupt_file_k, "%s: key '%s' appears twice in the object '%s'", label,
+                                       twice, parent)
+                          : uform_fail(uform_status_corrupt_file_k, "%s: key '%s' appears twice in the top-level object",
+                                       label, twice);
+        cJSON_Delete(parsed);
+        return status;
+    }
     *root = parsed;
     return uform_status_ok_k;
 }

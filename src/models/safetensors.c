@@ -5,6 +5,7 @@
  */
 #include "models/safetensors.h"
 #include "internal.h"
+#include "json_scan.h"
 
 #include <cjson/cJSON.h>
 
@@ -194,6 +195,13 @@ uform_status_t uform_safetensors_parse(char const *label, void const *bytes, siz
             cJSON_Delete(root);
             return uform_fail(uform_status_corrupt_file_k, "%s: bytes after the JSON header's object, at byte %zu", label, i);
         }
+    }
+    /* A NUL inside a name or dtype would end cJSON's copy of it ("F32\u0000x" read as "F32"). */
+    size_t const nul = uform_json_scan(header, consumed, 0).nul_escape;
+    if (nul < consumed) {
+        cJSON_Delete(root);
+        return uform_fail(uform_status_corrupt_file_k, "%s: a string in the header holds U+0000 (the escape at byte %zu)",
+                          label, nul);
     }
     uform_status_t status = uform_status_ok_k;
     if (!cJSON_IsObject(root)) {

@@ -5,6 +5,7 @@
  *          tokenizer_pipeline.c and tokenizer_vocab.c, the encode pipeline runs in tokenizer_encode.c.
  */
 #include "text/tokenizer_private.h"
+#include "json_scan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,14 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
     if (!root) {
         size_t at = end && end >= data && end <= data + size ? (size_t)(end - data) : size;
         return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON near byte %zu", loader->file, at);
+    }
+    /* cJSON ends a string at a U+0000 it decodes, so "a\u0000b" would read as the piece "a"; HF keeps
+     * it whole. Such a vocabulary is refused, not read as another. */
+    size_t const nul = uform_json_scan(data, size, 0).nul_escape;
+    if (nul < size) {
+        cJSON_Delete(root);
+        return uform_fail(uform_status_unsupported_k, "%s: a string holds U+0000 (the escape at byte %zu), which this "
+                          "engine's JSON reader cannot keep", loader->file, nul);
     }
     uform_status_t status = uform_status_ok_k;
     pieces_t pieces = {0};
