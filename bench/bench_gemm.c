@@ -36,6 +36,9 @@
  *  `DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell BLIS_ARCH_TYPE=3 LIBXSMM_TARGET=hsw` (BLIS 0.9 reads
  *  BLIS_ARCH_TYPE as a number, blis.h's arch_t: 3 is haswell, and a name reads as 0, skx, AVX-512; the program
  *  prints the sub-configuration BLIS runs, zen3 by default on Zen 4: AVX2 kernels).
+ *  `--matmul` measures oneDNN's matmul primitive, the path src/kernels/gemm.c takes on AVX-512 classes, with the
+ *  weights reordered once into its own layout, beside dnnl_sgemm / dnnl_gemm_bf16bf16f32 and libxsmm (f32 and bf16),
+ *  at M = 16 to 128 (the batch-1 plans' rows), each checked against oneDNN's GEMM function of its precision.
  *  A product the library refuses (oneDNN's bf16 under an AVX2 bound, a libxsmm kernel it cannot JIT) reads 0.0 GFLOP/s.
  */
 #define _GNU_SOURCE
@@ -244,6 +247,157 @@ static int tiles_main(double budget) {
     return mismatches ? 1 : 0;
 }
 
+/* ---- `--matmul`: oneDNN's matmul primitive, the path the engine takes on AVX-512 classes (src/kernels/gemm.c),
+ * with fixed M, N, K and the weights reordered once into the primitive's own layout (format `any`), against
+ * dnnl_sgemm / dnnl_gemm_bf16bf16f32 and libxsmm at the small M of batch-1 plans. ---- */
+typedef struct matmul_t {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_primitive_t primitive;
+    dnnl_memory_t src, weights, dst;
+    void *packed;
+} matmul_t;
+
+static void matmul_free(matmul_t *m) {
+    if (m->primitive) dnnl_primitive_destroy(m->primitive);
+    if (m->src) dnnl_memory_destroy(m->src);
+    if (m->weights) dnnl_memory_destroy(m->weights);
+    if (m->dst) dnnl_memory_destroy(m->dst);
+    free(m->packed);
+    memset(m, 0, sizeof *m);
+}
+
+/* C[M][N] (f32) = A[M][K] W^T, W [N][K] (nn.Linear layout), A and W f32 or bf16 (`bf16`); 0 when oneDNN refuses. */
+static int matmul_create(matmul_t *m, dnnl_engine_t engine, dnnl_stream_t stream, size_t M, size_t N, size_t K, int bf16,
+                         void const *w, void *a, float *c) {
+    memset(m, 0, sizeof *m);
+    m->engine = engine, m->stream = stream;
+    dnnl_data_type_t dt = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_dims_t a_dims = {(dnnl_dim_t)M, (dnnl_dim_t)K}, b_dims = {(dnnl_dim_t)K, (dnnl_dim_t)N}, c_dims = {(dnnl_dim_t)M, (dnnl_dim_t)N};
+    dnnl_dims_t a_strides = {(dnnl_dim_t)K, 1}, w_strides = {1, (dnnl_dim_t)K}, c_strides = {(dnnl_dim_t)N, 1};
+    dnnl_memory_desc_t a_md, w_md, any_md, c_md;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL, reorder_pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t w_plain = NULL;
+    int ok = dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dt, a_strides) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&w_md, 2, b_dims, dt, w_strides) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&any_md, 2, b_dims, dt, dnnl_format_tag_any) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides) == dnnl_success &&
+             dnnl_matmul_desc_init(&desc, &a_md, &any_md, NULL, &c_md) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&m->primitive, pd) == dnnl_success;
+    if (ok) {
+        dnnl_memory_desc_t const *packed_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        m->packed = aligned_alloc(64, (dnnl_memory_desc_get_size(packed_md) + 63) / 64 * 64);
+        ok = m->packed && dnnl_memory_create(&w_plain, &w_md, engine, (void *)w) == dnnl_success &&
+             dnnl_memory_create(&m->weights, packed_md, engine, m->packed) == dnnl_success &&
+             dnnl_memory_create(&m->src, &a_md, engine, a) == dnnl_success &&
+             dnnl_memory_create(&m->dst, &c_md, engine, c) == dnnl_success &&
+             dnnl_reorder_primitive_desc_create(&reorder_pd, &w_md, engine, packed_md, engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&reorder, reorder_pd) == dnnl_success;
+        if (ok) {
+            dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, w_plain}, {DNNL_ARG_TO, m->weights}};
+            ok = dnnl_primitive_execute(reorder, stream, 2, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+        }
+    }
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (reorder_pd) dnnl_primitive_desc_destroy(reorder_pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (w_plain) dnnl_memory_destroy(w_plain);
+    if (!ok) matmul_free(m);
+    return ok;
+}
+
+static int matmul_run(matmul_t const *m) {
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m->src}, {DNNL_ARG_WEIGHTS, m->weights}, {DNNL_ARG_DST, m->dst}};
+    return dnnl_primitive_execute(m->primitive, m->stream, 3, args) == dnnl_success && dnnl_stream_wait(m->stream) == dnnl_success;
+}
+
+static int matmul_main(double budget) {
+    size_t const ms[] = {16, 32, 64, 128};
+    size_t const nk[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}, {2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
+    size_t const max_a = 128 * 3072, max_w = 3072 * 3072;
+    float *a = malloc(max_a * 4), *w = malloc(max_w * 4), *wt = malloc(max_w * 4), *c = malloc(128 * 3072 * 4);
+    float *ref = malloc(128 * 3072 * 4), *ref_bf16 = malloc(128 * 3072 * 4);
+    uint16_t *ab = malloc(max_a * 2), *wb = malloc(max_w * 2), *wv = malloc(max_w * 2);
+    dnnl_engine_t engine = NULL;
+    dnnl_stream_t stream = NULL;
+    if (!a || !w || !wt || !c || !ref || !ref_bf16 || !ab || !wb || !wv ||
+        dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
+        return 1;
+    for (size_t i = 0; i < max_a; ++i) a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f, ab[i] = to_bf16(a[i]);
+    for (size_t i = 0; i < max_w; ++i) w[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f, wb[i] = to_bf16(w[i]);
+    printf("threads at start: %d\n", threads_now());
+    printf("%4s %5s %5s | %9s %10s %10s %6s | %9s %10s %10s %6s | %8s %8s  (GFLOP/s, best of 6 alternations; ratio: the "
+           "matmul primitive over libxsmm; err: worst vs dnnl's GEMM function)\n",
+           "M", "N", "K", "sgemm", "matmul f32", "xsmm f32", "ratio", "gemm bf16", "matmul bf16", "xsmm bf16", "ratio",
+           "err f32", "err bf16");
+    int mismatches = 0;
+    enum { S_sgemm, S_matmul, S_xsmm, B_gemm, B_matmul, B_xsmm, S_count };
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
+        for (size_t s = 0; s < sizeof nk / sizeof *nk; ++s) {
+            size_t M = ms[mi], N = nk[s][0], K = nk[s][1];
+            for (size_t k = 0; k < K; ++k)
+                for (size_t n = 0; n < N; ++n) wt[k * N + n] = w[n * K + k], wv[(k / 2) * N * 2 + n * 2 + k % 2] = wb[n * K + k];
+            matmul_t f32, b16;
+            int have_f32 = matmul_create(&f32, engine, stream, M, N, K, 0, w, a, c);
+            int have_b16 = matmul_create(&b16, engine, stream, M, N, K, 1, wb, ab, c);
+            int done[S_count] = {0};
+            double best[S_count], err[S_count] = {0};
+            int bad = 0;
+            for (int sys = 0; sys < S_count; ++sys) best[sys] = 1e30;
+            for (int round = -1; round < 6; ++round) /* round -1: one checked call each */
+                for (int sys = 0; sys < S_count; ++sys) {
+                    if (round >= 0 && !done[sys]) continue;
+                    size_t reps = 0;
+                    double start = now(), t = 0;
+                    if (round < 0) fill_nan(c, M * N);
+                    do {
+                        int ok = 0;
+                        if (sys == S_sgemm) ok = dnnl_sgemm('N', 'T', M, N, K, 1.f, a, K, w, K, 0.f, c, N) == dnnl_success;
+                        else if (sys == S_matmul) ok = have_f32 && matmul_run(&f32);
+                        else if (sys == S_xsmm) ok = xsmm_f32(M, N, K, wt, N, a, K, c, N);
+                        else if (sys == B_gemm) ok = dnnl_gemm_bf16bf16f32('N', 'T', M, N, K, 1.f, ab, K, wb, K, 0.f, c, N) == dnnl_success;
+                        else if (sys == B_matmul) ok = have_b16 && matmul_run(&b16);
+                        else ok = xsmm_bf16(M, N, K, wv, ab, c);
+                        if (round < 0) { done[sys] = ok; break; }
+                        ++reps, t = now() - start;
+                    } while (t < budget / 12);
+                    if (round < 0) {
+                        if (!done[sys]) continue;
+                        if (sys == S_sgemm) memcpy(ref, c, M * N * 4);
+                        else if (sys == B_gemm) memcpy(ref_bf16, c, M * N * 4);
+                        else if (sys < B_gemm || done[B_gemm]) {
+                            err[sys] = relative_error(c, sys < B_gemm ? ref : ref_bf16, M, N, N);
+                            if (!(err[sys] <= CHECK_LIMIT))
+                                bad = 1, printf("MISMATCH: system %d at M %zu N %zu K %zu: %.2e\n", sys, M, N, K, err[sys]);
+                        }
+                        continue;
+                    }
+                    if (t / reps < best[sys]) best[sys] = t / reps;
+                }
+            double flops = 2.0 * M * N * K / 1e9, r[S_count];
+            for (int sys = 0; sys < S_count; ++sys) r[sys] = done[sys] ? flops / best[sys] : 0;
+            double ef = err[S_matmul] > err[S_xsmm] ? err[S_matmul] : err[S_xsmm];
+            double eb = err[B_matmul] > err[B_xsmm] ? err[B_matmul] : err[B_xsmm];
+            printf("%4zu %5zu %5zu | %9.1f %10.1f %10.1f %6.2f | %9.1f %10.1f %10.1f %6.2f | %8.1e %8.1e%s\n", M, N, K, r[S_sgemm],
+                   r[S_matmul], r[S_xsmm], r[S_xsmm] > 0 ? r[S_matmul] / r[S_xsmm] : 0, r[B_gemm], r[B_matmul], r[B_xsmm],
+                   r[B_xsmm] > 0 ? r[B_matmul] / r[B_xsmm] : 0, ef, eb, bad ? "  MISMATCH" : "");
+            fflush(stdout);
+            mismatches += bad;
+            if (have_f32) matmul_free(&f32);
+            if (have_b16) matmul_free(&b16);
+        }
+    printf("threads at end: %d\n", threads_now());
+    if (mismatches) printf("RESULT CHECK FAILED: %d shapes\n", mismatches);
+    else printf("result check passed: every product within %.0e of oneDNN's GEMM function\n", CHECK_LIMIT);
+    dnnl_stream_destroy(stream), dnnl_engine_destroy(engine);
+    free(a), free(w), free(wt), free(c), free(ref), free(ref_bf16), free(ab), free(wb), free(wv);
+    return mismatches ? 1 : 0;
+}
+
 /* Main mode's columns: f32 libraries, then bf16 ones. */
 enum { L_dnnl_f32, L_oblas_f32, L_blis_f32, L_xsmm_f32_lib, L_xsmmt_f32, L_dnnl_bf16, L_oblas_bf16, L_xsmm_bf16_lib, L_count };
 static char const *const lib_names[L_count] = {"dnnl f32", "oblas f32", "blis f32", "xsmm f32",
@@ -252,9 +406,10 @@ static char const *const lib_names[L_count] = {"dnnl f32", "oblas f32", "blis f3
 int main(int argc, char **argv) {
     double budget = 0.3;
     int tiles = argc >= 2 && strcmp(argv[argc - 1], "--tiles") == 0;
-    if (tiles) --argc;
+    int matmul = argc >= 2 && strcmp(argv[argc - 1], "--matmul") == 0;
+    if (tiles || matmul) --argc;
     if (argc > 2 || (argc == 2 && !strict_real(argv[1], 0, 3600, &budget))) {
-        fprintf(stderr, "usage: bench_gemm [SECONDS per shape, default 0.3] [--tiles]\n");
+        fprintf(stderr, "usage: bench_gemm [SECONDS per shape, default 0.3] [--tiles | --matmul]\n");
         return 2;
     }
     omp_set_num_threads(1);
@@ -264,6 +419,7 @@ int main(int argc, char **argv) {
     printf("oneDNN %d.%d.%d; OpenBLAS %s; libxsmm %s, JIT target %s\n", dnnl_version()->major, dnnl_version()->minor,
            dnnl_version()->patch, openblas_get_config(), LIBXSMM_VERSION, libxsmm_get_target_arch());
     if (tiles) return tiles_main(budget);
+    if (matmul) return matmul_main(budget);
     size_t ms[] = {16, 128, 1024, 8192};
     size_t nk[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}, {2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
     size_t max = 8192 * 3072;
