@@ -521,7 +521,9 @@ typedef enum uform_executor_kind_t {
  *  Thread 0 of every call is the calling thread for a blocking call (it is never re-pinned) and an
  *  internal leader thread, pinned to the first chosen core, for a deferred one; threads 1 and up
  *  are spawned workers, pinned one per core in domain order, each with its state allocated on its
- *  own node. Fails with INVALID_ARGUMENT for an unknown or disallowed node, a duplicate node, or
+ *  own node. Threads spread over the domains in proportion to their cores, each domain's threads
+ *  contiguous; a share that does not divide evenly rounds to nearest, halves to the earlier domain
+ *  (one thread over two nodes of equal cores runs on the first). Fails with INVALID_ARGUMENT for an unknown or disallowed node, a duplicate node, or
  *  `threads` above the allowed cores of the domains (the engine never oversubscribes); with
  *  UNSUPPORTED for a class above the CPU; with SYSTEM_ERROR if the OS refuses a thread or a pin.
  *

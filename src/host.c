@@ -575,9 +575,12 @@ static void host_choose_cores(host_executor_t *self) {
         size_t domain_cores = 0;
         while (first_core + domain_cores < total && placement->core_domains[first_core + domain_cores] == domain)
             ++domain_cores;
-        // Proportional share, rounding so the last domain takes what is left.
-        size_t share = domain + 1 == placement->domains_count ? threads - assigned
-                                                              : (threads * (first_core + domain_cores)) / total - assigned;
+        // Proportional share, the running total rounded to nearest with halves up, so a remainder goes
+        // to the first domains (one thread over two nodes runs on the first, as the NULL executor's
+        // caller usually does), and the last domain takes what is left.
+        size_t share = domain + 1 == placement->domains_count
+                           ? threads - assigned
+                           : (threads * (first_core + domain_cores) + total / 2) / total - assigned;
         if (share > domain_cores) share = domain_cores;
         for (size_t index = 0; index < share && assigned < threads; ++index, ++assigned) {
             self->thread_cores[assigned] = placement->cores[first_core + index];

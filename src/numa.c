@@ -469,6 +469,12 @@ void uform_numa_free(void *pointer, size_t bytes) {
     if (pointer && bytes) munmap(pointer, bytes);
 }
 
+int uform_numa_node_of_address(void const *address, int *node) {
+    uform_topology_t const *t = uform_topology_get();
+    if (!address || t->status != uform_status_ok_k || !t->numa) return 0;
+    return get_mempolicy(node, NULL, 0, (void *)address, MPOL_F_NODE | MPOL_F_ADDR) == 0;
+}
+
 /** @brief Parses `digits` hex digits (1 to `max_digits`) at `*text` into `*value`. */
 static int uform_parse_hex(char const **text, unsigned max_digits, unsigned long *value) {
     unsigned digits = 0;

@@ -134,9 +134,20 @@ static inline uform_text_tower_t make_tower(config_t const *c) {
     return t;
 }
 
+/** The first memory domain's node (0 on most machines): a hand-built model holds its one replica there,
+ *  and the executors the tests run it on live there (`first_domain_ram`): an executor over every node
+ *  would have threads on nodes without a replica (RESIDENCY_MISMATCH, as test/numa's guest showed). */
 static int32_t replica_node_zero = 0;
 
+static inline uform_ram_options_t first_domain_ram(uform_cpu_class_t cpu_class) {
+    uform_memory_domain_t domain;
+    size_t count = 0;
+    if (uform_memory_domains(&domain, 1, &count) == uform_status_ok_k && count) replica_node_zero = domain.node;
+    return (uform_ram_options_t){.memory_domains = &replica_node_zero, .memory_domains_count = 1, .cpu_class = cpu_class};
+}
+
 static inline struct uform_model_s make_model(uform_text_tower_t *tower) {
+    (void)first_domain_ram(uform_cpu_class_unknown_k);
     struct uform_model_s model = {0};
     model.modality = uform_modality_text_k, model.residency = uform_residency_ram_k;
     model.weights_dtype = tower->weights_dtype;

@@ -53,7 +53,7 @@ static void test_classes(config_t const *c, char const *name) {
                                          uform_cpu_class_intel_skylake_k, uform_cpu_class_intel_icelake_k,
                                          uform_cpu_class_amd_genoa_k, uform_cpu_class_intel_sapphire_k};
     for (size_t k = 0; k < sizeof classes / sizeof *classes; ++k) {
-        uform_ram_options_t ram = {.cpu_class = classes[k]};
+        uform_ram_options_t ram = first_domain_ram(classes[k]);
         uform_executor_t executor = NULL;
         size_t cores = 0;
         uform_memory_domain_t domain;
@@ -135,7 +135,8 @@ static void test_outputs(void) {
 
     /* Deferred on a RAM executor, then waited. */
     uform_executor_t executor = NULL;
-    CHECK_STATUS(uform_executor_for_ram(NULL, 0, 4, &executor), uform_status_ok_k);
+    uform_ram_options_t const first = first_domain_ram(uform_cpu_class_unknown_k);
+    CHECK_STATUS(uform_executor_for_ram(&first, 0, 4, &executor), uform_status_ok_k);
     memset(rows, 0, count * width * sizeof(float));
     uform_outcome_t outcome;
     CHECK_STATUS(uform_text_encode_ids(executor, &model, b.ids, b.offsets, count, NULL, NULL, &out, &outcome), uform_status_ok_k);
@@ -225,7 +226,8 @@ static void test_large_batch(void) {
     size_t cores = 0;
     uform_memory_domain_t domain;
     CHECK_OK(uform_memory_domains(&domain, 1, &cores));
-    CHECK_STATUS(uform_executor_for_ram(NULL, domain.cores_count >= 3 ? 3 : domain.cores_count, 0, &executor),
+    uform_ram_options_t const first = first_domain_ram(uform_cpu_class_unknown_k);
+    CHECK_STATUS(uform_executor_for_ram(&first, domain.cores_count >= 3 ? 3 : domain.cores_count, 0, &executor),
                  uform_status_ok_k);
     CHECK_STATUS(encode(executor, &model, &b, rows), uform_status_ok_k);
     double diff = max_difference(rows, base, count * width);

@@ -4,7 +4,7 @@
  *          sentence-transformers and UForm3-shaped towers against the `uform` package, embedding by
  *          embedding, by cosine.
  *
- *  usage: test_encode_models [--vram] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
+ *  usage: test_encode_models [--vram | --numa] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
  *         exits 77 (skipped) when DIR holds no model, and with --vram when there is no GPU
  */
 #define _GNU_SOURCE 1
@@ -12,8 +12,12 @@
 #include "rows.h"
 #include "internal.h"
 #include "models/text_forward.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
+#include <numa.h>
+#include <numaif.h>
+#include <unistd.h>
 
 /* ---- Real models against PyTorch (test/encode/make_references.py) ---- */
 
@@ -199,12 +203,120 @@ static int test_real_model_vram(char const *dir, char const *expected_path, char
     return check_failures ? 1 : 0;
 }
 
+/** Pages of `bytes` from `memory` (every 16th, and the last) not on `node`; -1 when placement cannot be read. */
+static long pages_elsewhere(void const *memory, size_t bytes, int node) {
+    if (numa_available() < 0) return -1;
+    size_t const page = (size_t)sysconf(_SC_PAGESIZE);
+    long elsewhere = 0;
+    for (size_t offset = 0; offset < bytes; offset = offset + 16 * page < bytes || offset + page >= bytes ? offset + 16 * page
+                                                                                                         : bytes - 1) {
+        int actual = -1;
+        if (get_mempolicy(&actual, NULL, 0, (void *)((char const *)memory + offset), MPOL_F_NODE | MPOL_F_ADDR) != 0) return -1;
+        elsewhere += actual != node;
+    }
+    return elsewhere;
+}
+
+/**
+ *  test_encode_models --numa ...: the model opened with every memory domain (the default) holds one
+ *  replica per domain, each one's pages on its node; a thread reads its own node's replica; the
+ *  texts encoded by an executor over every core, by one executor per domain and by the NULL executor
+ *  agree within f32's rounding and against PyTorch (cosine >= 0.99999); and every packed copy of a
+ *  replica's weights the products made lies on that replica's node. On a machine of one node this
+ *  checks that node; test/numa/run_numa_guest.sh runs it in a guest of two.
+ */
+static int test_real_model_numa(char const *dir, char const *expected_path, char const *texts_path, size_t limit) {
+    if (!texts_path) SKIP("no texts: --numa encodes texts");
+    size_t expected_size = 0, texts_size = 0;
+    char *expected_raw = read_file(expected_path, &expected_size), *texts_raw = read_file(texts_path, &texts_size);
+    CHECK_FATAL(expected_raw && texts_raw);
+    char const *texts[2048];
+    size_t lengths[2048], count = 0;
+    for (char *line = texts_raw; *line && count < 2048;) {
+        char *newline = strchr(line, '\n');
+        texts[count] = line, lengths[count++] = newline ? (size_t)(newline - line) : strlen(line);
+        line = newline ? newline + 1 : line + strlen(line);
+    }
+    if (limit && limit < count) count = limit;
+    uform_memory_domain_t domains[64];
+    size_t domains_count = 0, cores = 0;
+    CHECK_OK(uform_memory_domains(domains, 64, &domains_count));
+    if (domains_count > 64) domains_count = 64;
+    for (size_t d = 0; d < domains_count; ++d) cores += domains[d].cores_count;
+    printf("%zu memory domain(s), %zu cores; numa_available %d\n", domains_count, cores, numa_available());
+
+    uform_model_options_t options = {.path = dir, .modality = uform_modality_text_k, .residency = uform_residency_ram_k,
+                                     .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = NULL;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+    CHECK_FATAL(model != NULL);
+    uform_model_description_t md;
+    CHECK_OK(uform_model_describe(model, &md));
+    size_t const dims = md.dimensions;
+    CHECK(md.replicas == domains_count && model->replicas_count == domains_count);
+    if (expected_size / sizeof(float) / dims < count) count = expected_size / sizeof(float) / dims;
+    for (size_t r = 0; r < model->replicas_count; ++r) {
+        int const node = model->replica_nodes[r];
+        CHECK(node == domains[r].node);
+        CHECK(uform_model_text_replica(model, node) == &model->text_replicas[r]);
+        long const elsewhere = pages_elsewhere(model->memory.blocks[r], model->memory.block_bytes, node);
+        printf("replica %zu: node %d, %zu bytes, pages elsewhere: %ld\n", r, node, model->memory.block_bytes, elsewhere);
+        CHECK(elsewhere == 0 || (elsewhere == -1 && numa_available() < 0));
+        /* The tower's tensors point into its own replica's block. */
+        char const *block = (char const *)model->memory.blocks[r];
+        char const *weights = (char const *)model->text_replicas[r].layers[0].intermediate_weight.data;
+        CHECK(weights >= block && weights < block + model->memory.block_bytes);
+    }
+
+    /* Every core, each domain alone, the NULL executor: the same rows within f32's rounding. */
+    float *all = calloc(count * dims, sizeof(float)), *rows = calloc(count * dims, sizeof(float));
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, cores, 0, &executor), uform_status_ok_k);
+    uform_embeddings_t out = {.data = all, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(executor, model, texts, lengths, count, &out, NULL, NULL), uform_status_ok_k);
+    uform_executor_free(executor);
+    CHECK(worst_cosine("every core, every domain, against PyTorch", all, (float const *)expected_raw, count, dims) >= 0.99999);
+    out.data = rows;
+    for (size_t d = 0; d <= domains_count; ++d) {
+        int32_t node = d < domains_count ? domains[d].node : -1;
+        uform_ram_options_t ram = {.memory_domains = &node, .memory_domains_count = 1};
+        executor = NULL;
+        if (d < domains_count) CHECK_STATUS(uform_executor_for_ram(&ram, domains[d].cores_count, 0, &executor), uform_status_ok_k);
+        memset(rows, 0, count * dims * sizeof(float));
+        CHECK_STATUS(uform_encode_texts(executor, model, texts, lengths, count, &out, NULL, NULL), uform_status_ok_k);
+        uform_executor_free(executor);
+        double worst = 0;
+        for (size_t i = 0; i < count * dims; ++i) worst = fmax(worst, fabs((double)rows[i] - all[i]));
+        if (d < domains_count) printf("the executor of node %d: max |row - every core's row| %.2e\n", node, worst);
+        else printf("the NULL executor: max |row - every core's row| %.2e\n", worst);
+        CHECK(worst < 1e-5); /* rows of unit norm */
+    }
+
+    /* The packed copies of the weights are on their replica's node. */
+    size_t checked = 0;
+    size_t const misplaced = uform_gemm_packed_misplaced(&checked);
+    uform_executor_description_t description;
+    uform_executor_t probe = NULL;
+    CHECK_OK(uform_executor_for_ram(NULL, 1, 0, &probe));
+    CHECK_OK(uform_executor_describe(probe, &description));
+    uform_executor_free(probe);
+    printf("packed copies of the replicas' weights: %zu, on another node: %zu (class %s)\n", checked, misplaced,
+           uform_cpu_class_name(description.cpu_class));
+    CHECK(misplaced == 0);
+    if (numa_available() >= 0 && description.cpu_class != uform_cpu_class_serial_k) CHECK(checked > 0);
+    uform_model_free(model);
+    CHECK(uform_gemm_packed_misplaced(&checked) == 0 && checked == 0); /* freed with the model */
+    free(all), free(rows), free(expected_raw), free(texts_raw);
+    return check_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     char const *model = NULL, *ids = NULL, *expected = NULL, *texts = NULL;
     size_t limit = 0;
-    int vram = 0;
+    int vram = 0, numa = 0;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--vram")) vram = 1, --i;
+        else if (!strcmp(argv[i], "--numa")) numa = 1, --i;
         else if (i + 1 == argc) break;
         else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
@@ -213,7 +325,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--limit")) limit = strtoul(argv[i + 1], NULL, 10);
     }
     if (!model || !ids || !expected) {
-        fprintf(stderr, "usage: test_encode_models [--vram] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]\n");
+        fprintf(stderr, "usage: test_encode_models [--vram | --numa] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]\n");
         return 2;
     }
     char probe[4096];
@@ -221,5 +333,6 @@ int main(int argc, char **argv) {
     FILE *exists = fopen(probe, "r");
     if (!exists) SKIP("no model at %s (build.sh fetches all-MiniLM-L6-v2; UForm3 fixtures need torch)", model);
     fclose(exists);
+    if (numa) return test_real_model_numa(model, expected, texts, limit);
     return vram ? test_real_model_vram(model, expected, texts, limit) : test_real_model(model, ids, expected, texts, limit);
 }

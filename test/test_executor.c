@@ -345,6 +345,30 @@ static void test_pinning(size_t threads) {
     }
     CHECK_STATUS(uform_executor_thread_placement(executor, threads, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("out of range");
+
+    /* The spread over domains: in proportion to their cores, the running total rounded to nearest with
+     * halves to the earlier domain, each domain's threads contiguous; a thread's node is its core's,
+     * per sysfs (node<N>/cpu<C>). Only a machine of several nodes tells much: test/numa's guest. */
+    uform_memory_domain_t domains[64];
+    size_t domains_count = 0, total = 0;
+    CHECK_OK(uform_memory_domains(domains, 64, &domains_count));
+    if (domains_count > 64) domains_count = 64;
+    for (size_t d = 0; d < domains_count; ++d) total += domains[d].cores_count;
+    size_t assigned = 0, cumulative = 0;
+    for (size_t d = 0; d < domains_count && total; ++d) {
+        cumulative += domains[d].cores_count;
+        size_t share = d + 1 == domains_count ? threads - assigned : (threads * cumulative + total / 2) / total - assigned;
+        if (share > domains[d].cores_count) share = domains[d].cores_count;
+        for (size_t i = 0; i < share && assigned < threads; ++i, ++assigned) {
+            int32_t core = -1, node = -1;
+            CHECK_OK(uform_executor_thread_placement(executor, assigned, &core, &node));
+            CHECK(node == domains[d].node);
+            char path[96];
+            snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpu%d", (int)node, (int)core);
+            if (access("/sys/devices/system/node", F_OK) == 0) CHECK(access(path, F_OK) == 0);
+        }
+    }
+    CHECK(assigned == threads);
     uform_executor_free(executor);
 }
 

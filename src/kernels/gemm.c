@@ -49,6 +49,7 @@
 #include <stdlib.h>   // `getenv`
 #include <stdatomic.h> // the pins' generation
 #include <string.h>   // `strcmp`
+#include <unistd.h>   // `sysconf`
 
 /* Exported by libdnnl 2.6 (row-major, as `dnnl_sgemm`) but not declared in its public header. */
 dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha,
@@ -153,8 +154,9 @@ typedef struct packed_t {
     dnnl_data_type_t type;
     int sgemm;                 /**< oneDNN's packed-GEMM format (`sgemm_pack`), not a primitive's `layout`. */
     dnnl_memory_desc_t layout;
-    void *data; /**< NULL: packing failed (the plain path serves). */
+    void *data; /**< NULL: packing failed (the plain path serves). From `uform_numa_alloc` on `node`. */
     size_t bytes;
+    int32_t node; /**< The pinned range's NUMA node (its replica's), -1 for any. */
 } packed_t;
 
 /* A shape this thread ran lately, with its memory objects (their data handles set per call). */
@@ -179,7 +181,7 @@ typedef struct matmul_thread_t {
 static matmul_entry_t *matmul_entries[MATMUL_ENTRIES_MAX]; /* Never freed: reachable until exit. */
 /* Pinned weights and their packed slices, under the same lock; `pins_generation` changes whenever a
  * pin adds a range or an unpin frees packed slices, so a thread's recent pairs are checked against it. */
-static struct { char const *begin; size_t bytes; } pins[PINS_MAX];
+static struct { char const *begin; size_t bytes; int32_t node; } pins[PINS_MAX];
 static size_t pins_count;
 static packed_t *packed_entries[PACKED_MAX];
 static size_t packed_count, packed_bytes;
@@ -361,10 +363,13 @@ static void pack_budget_init(void) {
     pack_budget = (end && *end) || mib > ((size_t)1 << 30) ? (size_t)2048 << 20 : (size_t)mib << 20;
 }
 
-void uform_gemm_pin(void const *begin, size_t bytes) {
+void uform_gemm_pin(void const *begin, size_t bytes) { uform_gemm_pin_on(begin, bytes, -1); }
+
+void uform_gemm_pin_on(void const *begin, size_t bytes, int32_t node) {
     if (!begin || !bytes) return;
     uform_global_lock(uform_global_lock_matmul_k);
-    if (pins_count < PINS_MAX) pins[pins_count].begin = (char const *)begin, pins[pins_count++].bytes = bytes;
+    if (pins_count < PINS_MAX)
+        pins[pins_count].begin = (char const *)begin, pins[pins_count].bytes = bytes, pins[pins_count++].node = node;
     /* Threads may remember these addresses as not pinned (a tower built by hand there before). */
     atomic_fetch_add_explicit(&pins_generation, 1, memory_order_release);
     uform_global_unlock(uform_global_lock_matmul_k);
@@ -383,7 +388,7 @@ void uform_gemm_unpin(void const *begin, size_t bytes) {
         char const *plain = (char const *)packed->plain;
         if (plain >= low && plain < high) {
             if (packed->data) packed_bytes -= packed->bytes;
-            free(packed->data);
+            uform_numa_free(packed->data, packed->bytes);
             free(packed);
             packed_entries[i] = packed_entries[--packed_count];
             freed = 1;
@@ -400,12 +405,33 @@ size_t uform_gemm_packed_bytes(void) {
     return bytes;
 }
 
-/* Whether the slice of `n` rows of `ldw` elements lies inside one pinned range; under the lock. */
-static int pinned_slice(void const *w, size_t n, size_t k, size_t ldw, size_t element) {
+/* Whether the slice of `n` rows of `ldw` elements lies inside one pinned range, and that range's node;
+ * under the lock. */
+static int pinned_slice(void const *w, size_t n, size_t k, size_t ldw, size_t element, int32_t *node) {
     char const *low = (char const *)w, *high = low + ((n - 1) * ldw + k) * element;
     for (size_t i = 0; i < pins_count; ++i)
-        if (low >= pins[i].begin && high <= pins[i].begin + pins[i].bytes) return 1;
+        if (low >= pins[i].begin && high <= pins[i].begin + pins[i].bytes) return *node = pins[i].node, 1;
     return 0;
+}
+
+size_t uform_gemm_packed_misplaced(size_t *checked) {
+    size_t misplaced = 0, placed = 0;
+    long const page = sysconf(_SC_PAGESIZE);
+    uform_global_lock(uform_global_lock_matmul_k);
+    for (size_t i = 0; i < packed_count; ++i) {
+        packed_t const *packed = packed_entries[i];
+        if (!packed->data || packed->node < 0) continue;
+        ++placed;
+        int wrong = 0;
+        for (size_t offset = 0; offset < packed->bytes && !wrong; offset += (size_t)page) {
+            int actual = -1;
+            wrong = uform_numa_node_of_address((char const *)packed->data + offset, &actual) && actual != packed->node;
+        }
+        misplaced += (size_t)wrong;
+    }
+    uform_global_unlock(uform_global_lock_matmul_k);
+    if (checked) *checked = placed;
+    return misplaced;
 }
 
 /* Reorders one slice of weights into `packed->layout`, on this thread. */
@@ -448,13 +474,14 @@ static packed_t const *packed_for(matmul_thread_t *state, matmul_entry_t const *
             p->type == entry->type && dnnl_memory_desc_equal(&p->layout, &entry->weights))
             found = p;
     }
-    if (!found && packed_count < PACKED_MAX && pinned_slice(w, entry->n, entry->k, entry->ldw, element) &&
+    int32_t node = -1;
+    if (!found && packed_count < PACKED_MAX && pinned_slice(w, entry->n, entry->k, entry->ldw, element, &node) &&
         (found = (packed_t *)calloc(1, sizeof *found)) != NULL) {
         *found = (packed_t){.plain = w, .n = entry->n, .k = entry->k, .ldw = entry->ldw, .type = entry->type,
-                            .layout = entry->weights, .bytes = dnnl_memory_desc_get_size(&entry->weights)};
+                            .layout = entry->weights, .bytes = dnnl_memory_desc_get_size(&entry->weights), .node = node};
         if (found->bytes && packed_bytes + found->bytes <= pack_budget &&
-            posix_memalign(&found->data, 4096, found->bytes) == 0 && !pack_slice(state, found))
-            free(found->data), found->data = NULL;
+            (found->data = uform_numa_alloc(found->bytes, node)) != NULL && !pack_slice(state, found))
+            uform_numa_free(found->data, found->bytes), found->data = NULL;
         if (found->data) packed_bytes += found->bytes;
         packed_entries[packed_count++] = found;
     }
@@ -678,18 +705,19 @@ static packed_t const *sgemm_packed_for(matmul_thread_t *state, float const *w, 
         packed_t *p = packed_entries[i];
         if (p->sgemm && p->plain == w && p->n == n && p->k == k && p->ldw == ldw) found = p;
     }
-    if (!found && packed_count < PACKED_MAX && pinned_slice(w, n, k, ldw, sizeof(float)) &&
+    int32_t node = -1;
+    if (!found && packed_count < PACKED_MAX && pinned_slice(w, n, k, ldw, sizeof(float), &node) &&
         (found = (packed_t *)calloc(1, sizeof *found)) != NULL) {
-        *found = (packed_t){.plain = w, .n = n, .k = k, .ldw = ldw, .type = dnnl_f32, .sgemm = 1};
+        *found = (packed_t){.plain = w, .n = n, .k = k, .ldw = ldw, .type = dnnl_f32, .sgemm = 1, .node = node};
         dnnl_dim_t rows = (dnnl_dim_t)n, columns = SGEMM_PACK_ROWS, depth = (dnnl_dim_t)k, ld = (dnnl_dim_t)ldw;
         _Bool worth = 1;
         size_t bytes = 0;
         if (sgemm_pack_get_size_fn("A", "T", "N", &rows, &columns, &depth, &ld, &depth, &bytes, &worth) == dnnl_success &&
             bytes && bytes <= SGEMM_PACK_PAD_MAX * (double)(n * k * sizeof(float)) && packed_bytes + bytes <= pack_budget &&
-            posix_memalign(&found->data, 4096, bytes) == 0) {
+            (found->data = uform_numa_alloc(bytes, node)) != NULL) {
             found->bytes = bytes;
             if (sgemm_pack_fn("A", "T", "N", &rows, &columns, &depth, &ld, &depth, w, (float *)found->data) != dnnl_success)
-                free(found->data), found->data = NULL;
+                uform_numa_free(found->data, bytes), found->data = NULL;
         }
         if (found->data) packed_bytes += found->bytes;
         packed_entries[packed_count++] = found;

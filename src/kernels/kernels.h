@@ -195,6 +195,13 @@ char const *uform_gemm_matmul_impl(void);
  *  passes split them) are bounded per process by `UFORM_GEMM_PACK_MIB` (default 2048; `0` packs
  *  nothing, the plain path serves, for comparison). */
 void uform_gemm_pin(void const *begin, size_t bytes);
+/** @brief `uform_gemm_pin` for weights that live on NUMA node `node` (a replica's): their packed
+ *  copies are allocated there too (`uform_numa_alloc`), not wherever the first thread to multiply
+ *  by them happens to touch them; -1 (as `uform_gemm_pin`) places them anywhere. */
+void uform_gemm_pin_on(void const *begin, size_t bytes, int32_t node);
+/** @brief For tests: how many packed copies of node-pinned weights have a page on another node
+ *  (read back with `get_mempolicy`); `*checked` gets how many such copies exist. */
+size_t uform_gemm_packed_misplaced(size_t *checked);
 /** @brief Forgets a pinned range (same `begin` and `bytes`) and frees the packed slices of it; call
  *  it before freeing the weights, with no product running on them. */
 void uform_gemm_unpin(void const *begin, size_t bytes);

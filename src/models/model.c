@@ -112,7 +112,7 @@ uform_status_t uform_replica_memory_alloc(struct uform_model_s *model, uform_pla
         if (!memory->blocks[i] || !memory->layers[i])
             return uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte replica of %s on node %d",
                               block_bytes, directory, (int)node);
-        uform_gemm_pin(memory->blocks[i], block_bytes); /* packed lazily, on a first product; unpinned when freed */
+        uform_gemm_pin_on(memory->blocks[i], block_bytes, node); /* packed lazily, on the replica's node */
     }
     return uform_status_ok_k;
 }
