@@ -325,8 +325,8 @@ void uform_placement_free(uform_placement_t *placement);
  *  released with `uform_numa_free` and the same size. */
 void *uform_numa_alloc(size_t bytes, int32_t node);
 void uform_numa_free(void *pointer, size_t bytes);
-/** @brief The NUMA node holding the page at `address` (touched already), into `*node`; 0 when it
- *  cannot be read (no NUMA here, or `get_mempolicy` refused). */
+/** @brief The NUMA node holding the page at `address`, into `*node`; 0 when there is none to read: no
+ *  NUMA here, or a page never written (nothing is faulted in to answer). */
 int uform_numa_node_of_address(void const *address, int *node);
 
 /** @brief The NUMA node nearest a PCI device ("0000:3b:00.0"), or -1 if unknown. */

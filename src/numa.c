@@ -472,7 +472,14 @@ void uform_numa_free(void *pointer, size_t bytes) {
 int uform_numa_node_of_address(void const *address, int *node) {
     uform_topology_t const *t = uform_topology_get();
     if (!address || t->status != uform_status_ok_k || !t->numa) return 0;
-    return get_mempolicy(node, NULL, 0, (void *)address, MPOL_F_NODE | MPOL_F_ADDR) == 0;
+    /* `move_pages` without target nodes only reports where a page is; unlike `get_mempolicy`'s
+       MPOL_F_ADDR, it neither faults an untouched page in (mapping the shared zero page, which lives
+       on one node) nor answers for one: a page never written reads as absent (-ENOENT, -EFAULT). */
+    void *page = (void *)((uintptr_t)address & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1));
+    int status = -1;
+    if (move_pages(0, 1, &page, NULL, &status, 0) != 0 || status < 0) return 0;
+    *node = status;
+    return 1;
 }
 
 /** @brief Parses `digits` hex digits (1 to `max_digits`) at `*text` into `*value`. */

@@ -414,6 +414,7 @@ static int pinned_slice(void const *w, size_t n, size_t k, size_t ldw, size_t el
     return 0;
 }
 
+/* Pages a packing never wrote (a layout's padding) have no node and are not counted. */
 size_t uform_gemm_packed_misplaced(size_t *checked) {
     size_t misplaced = 0, placed = 0;
     long const page = sysconf(_SC_PAGESIZE);

@@ -34,7 +34,7 @@ kernel="$(ls /boot/vmlinuz-* | sort -V | tail -1)"
 release="${kernel#/boot/vmlinuz-}"
 # The tests whose behaviour depends on the topology: domains and placement, executors' pinning, node-local
 # scratch, model replicas per node, encodes over threads of both nodes, pools.
-default_tests='^(test_numa|test_executor|test_executor_misuse|test_pool|test_model|test_encode|test_encode_verb|test_encode_minilm_numa|test_text_plan|test_gemm_pack|test_encode_images)$'
+default_tests='^(test_numa|test_executor|test_executor_misuse|test_pool|test_model|test_encode|test_encode_verb|test_encode_minilm_numa|test_text_plan|test_gemm_pack)$'
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
