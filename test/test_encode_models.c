@@ -21,6 +21,18 @@
 
 /* ---- Real models against PyTorch (test/encode/make_references.py) ---- */
 
+/** Splits `raw` (may be NULL) into at most `capacity` lines, in place of copies: `texts[i]` points at
+ *  line i, `lengths[i]` is its length without the newline. Returns how many. */
+static size_t split_lines(char *raw, char const **texts, size_t *lengths, size_t capacity) {
+    size_t count = 0;
+    for (char *line = raw; line && *line && count < capacity;) {
+        char *newline = strchr(line, '\n');
+        texts[count] = line, lengths[count++] = newline ? (size_t)(newline - line) : strlen(line);
+        line = newline ? newline + 1 : line + strlen(line);
+    }
+    return count;
+}
+
 /** Worst cosine of `count` rows against the expected ones; prints it with a label. */
 static double worst_cosine(char const *label, float const *rows, float const *expected, size_t count, size_t dims) {
     double worst = 1;
@@ -76,12 +88,8 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
     CHECK_STATUS(uform_executor_for_ram(NULL, all, 0, &executor), uform_status_ok_k);
 
     char const *texts[2048];
-    size_t lengths[2048], texts_count = 0;
-    for (char *line = texts_raw; line && *line && texts_count < 2048 && texts_count < count;) {
-        char *newline = strchr(line, '\n');
-        texts[texts_count] = line, lengths[texts_count++] = newline ? (size_t)(newline - line) : strlen(line);
-        line = newline ? newline + 1 : line + strlen(line);
-    }
+    size_t lengths[2048];
+    size_t const texts_count = split_lines(texts_raw, texts, lengths, count < 2048 ? count : 2048);
 
     uform_dtype_t const dtypes[2] = {uform_dtype_f32_k, uform_dtype_bf16_k};
     double const thresholds[2] = {0.99999, 0.999};
@@ -147,12 +155,8 @@ static int test_real_model_vram(char const *dir, char const *expected_path, char
     char *expected_raw = read_file(expected_path, &expected_size), *texts_raw = read_file(texts_path, &texts_size);
     CHECK_FATAL(expected_raw && texts_raw);
     char const *texts[2048];
-    size_t lengths[2048], count = 0;
-    for (char *line = texts_raw; *line && count < 2048;) {
-        char *newline = strchr(line, '\n');
-        texts[count] = line, lengths[count++] = newline ? (size_t)(newline - line) : strlen(line);
-        line = newline ? newline + 1 : line + strlen(line);
-    }
+    size_t lengths[2048];
+    size_t count = split_lines(texts_raw, texts, lengths, 2048);
     uform_model_options_t options = {.path = dir, .modality = uform_modality_text_k, .residency = uform_residency_ram_k,
                                      .weights_dtype = uform_dtype_f32_k};
     uform_model_t cpu = NULL;
@@ -203,17 +207,20 @@ static int test_real_model_vram(char const *dir, char const *expected_path, char
     return check_failures ? 1 : 0;
 }
 
-/** Pages of `bytes` from `memory` (every 16th, and the last) not on `node`; -1 when placement cannot be read. */
+/** Pages of `bytes` from `memory` (every 16th, and the last) not on `node`, an absent page counting as
+ *  elsewhere (a replica is written whole); -1 when placement cannot be read. */
 static long pages_elsewhere(void const *memory, size_t bytes, int node) {
     if (numa_available() < 0) return -1;
+    if (!bytes) return 0;
     size_t const page = (size_t)sysconf(_SC_PAGESIZE);
     long elsewhere = 0;
-    for (size_t offset = 0; offset < bytes; offset = offset + 16 * page < bytes || offset + page >= bytes ? offset + 16 * page
-                                                                                                         : bytes - 1) {
+    for (size_t offset = 0;; offset += 16 * page) {
+        if (offset >= bytes) offset = bytes - 1; /* the last page, once */
         void *address = (void *)((char const *)memory + offset - offset % page);
         int actual = -1;
         if (move_pages(0, 1, &address, NULL, &actual, 0) != 0) return -1;
-        elsewhere += actual != node; /* a replica is written whole: an absent page (negative) counts too */
+        elsewhere += actual != node;
+        if (offset == bytes - 1) break;
     }
     return elsewhere;
 }
@@ -232,12 +239,8 @@ static int test_real_model_numa(char const *dir, char const *expected_path, char
     char *expected_raw = read_file(expected_path, &expected_size), *texts_raw = read_file(texts_path, &texts_size);
     CHECK_FATAL(expected_raw && texts_raw);
     char const *texts[2048];
-    size_t lengths[2048], count = 0;
-    for (char *line = texts_raw; *line && count < 2048;) {
-        char *newline = strchr(line, '\n');
-        texts[count] = line, lengths[count++] = newline ? (size_t)(newline - line) : strlen(line);
-        line = newline ? newline + 1 : line + strlen(line);
-    }
+    size_t lengths[2048];
+    size_t count = split_lines(texts_raw, texts, lengths, 2048);
     if (limit && limit < count) count = limit;
     uform_memory_domain_t domains[64];
     size_t domains_count = 0, cores = 0;
@@ -296,15 +299,12 @@ static int test_real_model_numa(char const *dir, char const *expected_path, char
     /* The packed copies of the weights are on their replica's node. */
     size_t checked = 0;
     size_t const misplaced = uform_gemm_packed_misplaced(&checked);
-    uform_executor_description_t description;
-    uform_executor_t probe = NULL;
-    CHECK_OK(uform_executor_for_ram(NULL, 1, 0, &probe));
-    CHECK_OK(uform_executor_describe(probe, &description));
-    uform_executor_free(probe);
+    uform_cpu_class_t own = uform_cpu_class_unknown_k;
+    CHECK_OK(uform_cpu_detect(&own, NULL));
     printf("packed copies of the replicas' weights: %zu, on another node: %zu (class %s)\n", checked, misplaced,
-           uform_cpu_class_name(description.cpu_class));
+           uform_cpu_class_name(own));
     CHECK(misplaced == 0);
-    if (numa_available() >= 0 && description.cpu_class != uform_cpu_class_serial_k) CHECK(checked > 0);
+    if (numa_available() >= 0 && own != uform_cpu_class_serial_k) CHECK(checked > 0);
     uform_model_free(model);
     CHECK(uform_gemm_packed_misplaced(&checked) == 0 && checked == 0); /* freed with the model */
     free(all), free(rows), free(expected_raw), free(texts_raw);
