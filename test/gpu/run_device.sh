@@ -60,6 +60,8 @@ note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
 
 # 1. Build from scratch. libnuma comes from carried Debian packages only where the image lacks it.
 CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
+# UFORM_DEVICE_MINILM: an all-MiniLM-L6-v2 directory carried to the machine (the GPU fixture tests use it).
+[[ -n ${UFORM_DEVICE_MINILM:-} ]] && CONFIGURE+=(-DUFORM_MINILM_DIR="$UFORM_DEVICE_MINILM")
 unpack_deps "$DEPS" "$BUILD"
 if ! step build "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" ||
     ! step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$JOBS"; then
