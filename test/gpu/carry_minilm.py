@@ -5,10 +5,12 @@ The f32 safetensors is 87 MiB and does not compress, so the carried copy zeroes 
 embeddings that no text of the fixtures indexes (test/encode/minilm_ids.txt; the rows the texts use,
 and every other tensor, are the real weights bit for bit, so every fixture's embedding is unchanged),
 compresses it with xz and cuts it in two parts, carried by two consecutive calls (the machine keeps
-what an earlier call left while it stays warm). On the machine: `carry_minilm.py --join DIR`.
+what an earlier call left in its build folder while it stays warm: test/gpu/run_minilm_device.sh).
 
     carry_minilm.py MODEL_DIR OUT_DIR_A OUT_DIR_B [--first-part-mib 26]
-    carry_minilm.py --join OUT_DIR_A OUT_DIR_B      (writes OUT_DIR_A/model/model.safetensors)
+        writes OUT_DIR_A/model (the directory without its weights), OUT_DIR_A/weights.xz.part1 and
+        OUT_DIR_B/weights.xz.part2
+    carry_minilm.py --join PART1 PART2 TARGET     (writes the weights, TARGET/model.safetensors)
 """
 import glob
 import lzma
@@ -50,21 +52,21 @@ def pack(model_dir, out_a, out_b, first_mib):
           f"{min(cut, len(packed)) / 2**20:.1f} MiB in {out_a}")
 
 
-def join(out_a, out_b):
-    parts = [os.path.join(out_a, "weights.xz.part1"), os.path.join(out_b, "weights.xz.part2")]
+def join(first, second, target_dir):
+    parts = [first, second]
     missing = [part for part in parts if not os.path.exists(part)]
     if missing:
         sys.exit(f"carry_minilm: missing {', '.join(missing)} (the machine went cold between the calls?)")
     packed = b"".join(open(part, "rb").read() for part in parts)
-    target = os.path.join(out_a, "model", "model.safetensors")
+    target = os.path.join(target_dir, "model.safetensors")
     with open(target, "wb") as file:
         file.write(lzma.decompress(packed))
     print(f"carry_minilm: wrote {target} ({os.path.getsize(target)} bytes)")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--join":
-        join(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "--join":
+        join(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) in (4, 6):
         pack(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5]) if len(sys.argv) == 6 else 26)
     else:
