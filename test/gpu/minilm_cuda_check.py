@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """all-MiniLM-L6-v2 through the Python surface on a GPU (`uform.get_model(path, device="cuda")`)
-against sentence-transformers on CUDA, on the fixtures' sentences; f32 and bf16 weights, and the
-engine's CPU rows (`device="cpu"`) beside. Exits 1 when a worst cosine is under its threshold
-(f32 0.99999, bf16 0.999), 77 without CUDA in PyTorch.
+against sentence-transformers on CUDA, on the fixtures' sentences, and against the engine's CPU rows.
+Exits 1 when a worst cosine is under its threshold (f32 0.99999, bf16 0.999), 77 without CUDA.
 
-    UFORM_LIBRARY=build/libuform.so PYTHONPATH=python minilm_cuda_check.py MODEL_DIR SENTENCES [LIMIT]
+    UFORM_LIBRARY=build/libuform.so PYTHONPATH=python minilm_cuda_check.py MODEL_DIR SENTENCES [--limit N]
+        f32 weights on the GPU against sentence-transformers (f32, CUDA) and the engine's CPU f32
+        rows; bf16 weights against the same sentence-transformers rows
+    ... minilm_cuda_check.py MODEL_DIR SENTENCES --stored-bf16 EXPECTED_F32
+        for a model whose file holds the weights already rounded to bf16 (carry_minilm.py --bf16):
+        bf16 weights on the GPU against sentence-transformers run in bf16 on CUDA (the same rounded
+        weights), against EXPECTED_F32 (test/encode/minilm_f32.bin: sentence-transformers' f32 rows
+        of the real f32 weights, one per sentence) and against the engine's CPU bf16 rows
 """
+import argparse
 import sys
 import time
 
@@ -20,44 +27,66 @@ def worst(rows, reference):
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("sentences")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--stored-bf16", metavar="EXPECTED_F32")
+    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu" checks this script itself
+    args = parser.parse_args()
+
     import torch
     from sentence_transformers import SentenceTransformer
 
     import uform
 
-    model_dir, sentences_path = sys.argv[1], sys.argv[2]
-    limit = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    with open(sentences_path, encoding="utf-8") as file:
+    with open(args.sentences, encoding="utf-8") as file:
         texts = [line.rstrip("\n") for line in file]
-    texts = texts[:limit] if limit else texts
-    if not torch.cuda.is_available():
+    texts = texts[: args.limit] if args.limit else texts
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: PyTorch sees no CUDA device")
         return 77
-    reference = SentenceTransformer(model_dir, device="cuda")
-    reference_f32 = reference.encode(texts, batch_size=256, convert_to_numpy=True)
-    failed = 0
-    for dtype, threshold in (("f32", 0.99999), ("bf16", 0.999)):
-        weights = uform.DType.F32 if dtype == "f32" else uform.DType.BF16
-        _, models = uform.get_model(model_dir, device="cuda", weights_dtype=weights)
-        encoder = models["text"]
-        rows = encoder.encode(texts)  # the first call builds the plans and graphs
-        started = time.perf_counter()
-        rows = np.asarray(encoder.encode(texts), dtype=np.float32)
-        seconds = time.perf_counter() - started
-        cosine, at = worst(rows, reference_f32)
+    failed = False
+
+    def check(label, rows, reference, threshold):
+        nonlocal failed
+        cosine, at = worst(rows, reference)
         ok = cosine >= threshold
         failed |= not ok
-        print(f"uform cuda {dtype:4} weights against sentence-transformers on CUDA (f32): {len(texts)} texts, "
-              f"worst cosine {cosine:.7f} (text {at}), threshold {threshold}: {'ok' if ok else 'FAIL'} "
-              f"({len(texts) / seconds:,.0f} texts/s through Python)")
-        if dtype == "f32":
-            _, cpu_models = uform.get_model(model_dir, device="cpu")
-            cpu_rows = np.asarray(cpu_models["text"].encode(texts), dtype=np.float32)
-            cosine, at = worst(rows, cpu_rows)
-            ok = cosine >= threshold
-            failed |= not ok
-            print(f"uform cuda f32  weights against uform cpu f32: worst cosine {cosine:.7f} (text {at}): "
-                  f"{'ok' if ok else 'FAIL'}")
+        print(f"{label}: {len(texts)} texts, worst cosine {cosine:.7f} (text {at}), threshold {threshold}: "
+              f"{'ok' if ok else 'FAIL'}")
+
+    def engine(device, dtype):
+        _, models = uform.get_model(args.model, device=device, weights_dtype=dtype)
+        encoder = models["text"]
+        encoder.encode(texts)  # the first call plans (and on the GPU captures the graphs)
+        started = time.perf_counter()
+        rows = np.asarray(encoder.encode(texts), dtype=np.float32)
+        return rows, len(texts) / (time.perf_counter() - started)
+
+    reference = SentenceTransformer(args.model, device=args.device)
+    if args.stored_bf16:
+        reference = reference.to(torch.bfloat16)
+        torch_bf16 = reference.encode(texts, batch_size=256, convert_to_numpy=False, convert_to_tensor=True)
+        torch_bf16 = torch_bf16.float().cpu().numpy()
+        expected = np.fromfile(args.stored_bf16, dtype=np.float32).reshape(-1, torch_bf16.shape[1])[: len(texts)]
+        rows, rate = engine(args.device, uform.DType.BF16)
+        print(f"uform {args.device} bf16 weights: {rate:,.0f} texts/s through Python")
+        check(f"uform {args.device} bf16 against sentence-transformers bf16 on {args.device}", rows, torch_bf16, 0.999)
+        check(f"uform {args.device} bf16 against sentence-transformers f32 (real f32 weights)", rows, expected, 0.999)
+        check(f"sentence-transformers bf16 on {args.device} against its f32 (the peer's own drift)", torch_bf16, expected, 0.999)
+        cpu_rows, _ = engine("cpu", uform.DType.BF16)
+        check(f"uform {args.device} bf16 against uform cpu bf16", rows, cpu_rows, 0.999)
+    else:
+        torch_f32 = reference.encode(texts, batch_size=256, convert_to_numpy=True)
+        for dtype, threshold in ((uform.DType.F32, 0.99999), (uform.DType.BF16, 0.999)):
+            rows, rate = engine(args.device, dtype)
+            name = "f32 " if dtype == uform.DType.F32 else "bf16"
+            print(f"uform {args.device} {name} weights: {rate:,.0f} texts/s through Python")
+            check(f"uform cuda {name} against sentence-transformers f32 on {args.device}", rows, torch_f32, threshold)
+            if dtype == uform.DType.F32:
+                cpu_rows, _ = engine("cpu", dtype)
+                check(f"uform {args.device} f32  against uform cpu f32", rows, cpu_rows, threshold)
     return 1 if failed else 0
 
 

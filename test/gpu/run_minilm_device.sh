@@ -9,12 +9,15 @@
 #   bash test/gpu/run_minilm_device.sh second   (carry .minilm-b) joins the weights, then runs every
 #                                               ctest case that reads them (test_encode_minilm_gpu
 #                                               among them) and test/gpu/minilm_cuda_check.py
+#   bash test/gpu/run_minilm_device.sh bf16     (carry .minilm-16 from `carry_minilm.py --bf16`,
+#                                               build-gpu/device-deps) one call: builds, unpacks the
+#                                               bf16-rounded weights, runs minilm_cuda_check.py --stored-bf16
 #
 # Logs go to $LOGS (default build-device/minilm-logs); the summary is printed last.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
-PHASE=${1:?usage: run_minilm_device.sh first|second}
+PHASE=${1:?usage: run_minilm_device.sh first|second|bf16}
 LOGS=${LOGS:-$BUILD/minilm-logs}
 MODEL=$BUILD/minilm-model
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -49,8 +52,20 @@ second)
         timeout 240 python3 "$ROOT/test/gpu/minilm_cuda_check.py" "$MODEL" "$ROOT/test/encode/sentences.txt"
     grep -E 'uform cuda|SKIP' "$LOGS/cuda_check.log" | sed 's/^/  /' >>"$SUMMARY"
     ;;
+bf16)
+    CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON)
+    unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
+    step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
+        step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target uform || { cat "$SUMMARY"; exit 1; }
+    rm -rf "$MODEL" && cp -r "$ROOT/.minilm-16/model" "$MODEL" &&
+        step join "$LOGS/join.log" required python3 "$ROOT/test/gpu/carry_minilm.py" --join "$ROOT/.minilm-16/weights.xz" - "$MODEL" &&
+        step minilm_cuda_check "$LOGS/cuda_check.log" required env UFORM_LIBRARY="$BUILD/libuform.so" PYTHONPATH="$ROOT/python" \
+            timeout 240 python3 "$ROOT/test/gpu/minilm_cuda_check.py" "$MODEL" "$ROOT/test/encode/sentences.txt" \
+            --stored-bf16 "$ROOT/test/encode/minilm_f32.bin"
+    grep -E '^uform|^sentence|SKIP|Error' "$LOGS/cuda_check.log" | sed 's/^/  /' >>"$SUMMARY"
+    ;;
 *)
-    echo "usage: run_minilm_device.sh first|second" >&2
+    echo "usage: run_minilm_device.sh first|second|bf16" >&2
     exit 2
     ;;
 esac
