@@ -3,7 +3,9 @@
  *  @brief  How the text forward pass cuts its phases into tasks (src/models/text_plan.h), checked as
  *          a plan, not a timing: at batch 1 on 28 threads every phase of a UForm3-small-shaped and a
  *          MiniLM-shaped tower has at least a task per thread, of sizes one unit apart, and a
- *          makespan within a unit per task of the ideal; products split into exact, disjoint column ranges; and the
+ *          makespan within a unit per task of the ideal; products split into exact, disjoint column ranges; a
+ *          CLS tower's last layer lists as the tail runs it (K and V over every token, the rest a row per
+ *          text: 41% of UForm3-small's multiply-adds at 64 tokens saved); and the
  *          embeddings a tower gives are bit for bit the same on 1, 2, 3 and 7 threads where the
  *          library's AVX-512 products allow it (else within the rounding), on pool executors over the
  *          ForkUnion stand-in, which take more threads than this machine has cores.
@@ -127,6 +129,78 @@ static void test_large_tasks(void) {
     CHECK(uform_text_fuse_norms(&genoa, 4, uform_dtype_f32_k, 3200, 768, 3072));
     CHECK(!uform_text_fuse_norms(&genoa, 28, uform_dtype_f32_k, 64, 768, 3072));
     CHECK(!uform_text_fuse_norms(&genoa, 1, uform_dtype_f32_k, 3200, 768, 3072));
+}
+
+/** Sum of `total` over the phases of `layer` named `name` ("" for every phase of the layer). */
+static double layer_work(uform_text_phase_t const *phases, size_t count, size_t layer, char const *name) {
+    double work = 0;
+    for (size_t p = 0; p < count; ++p)
+        if (phases[p].layer == layer && (!*name || !strcmp(phases[p].name, name))) work += phases[p].total;
+    return work;
+}
+
+/** A CLS tower's last layer as the tail runs it (`cls_tail`): the layers before are listed as without
+ *  it, the last one's products are K and V over every token and the rest over a row per text, its
+ *  attention one query row per (text, head), and no pooling phase follows. UForm3-small at 64 tokens
+ *  (one text, 2 layers) does 41% fewer multiply-adds, as text_forward.c's comment says. */
+static void test_cls_tail_plan(void) {
+    size_t lengths[3] = {64, 20, 7}, tokens = 91, texts = 3;
+    uform_text_plan_shape_t shape = {.hidden = 768, .heads = 12, .intermediate = 3072, .layers = 2, .projection = 256,
+                                     .weights_dtype = uform_dtype_bf16_k, .texts = texts, .lengths = lengths};
+    uform_gemm_t const gemms[3] = {uform_gemm_for(uform_cpu_class_amd_genoa_k), uform_gemm_for(uform_cpu_class_intel_sapphire_k),
+                                   uform_gemm_for(uform_cpu_class_intel_haswell_k)};
+    size_t const counts[] = {1, 2, 7, 28};
+    for (size_t g = 0; g < 3; ++g)
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; ++c) {
+            uform_text_phase_t whole[64], tail[64];
+            shape.cls_tail = 0;
+            size_t whole_count = uform_text_plan_describe(&shape, &gemms[g], counts[c], whole, 64);
+            shape.cls_tail = 1;
+            size_t tail_count = uform_text_plan_describe(&shape, &gemms[g], counts[c], tail, 64);
+            CHECK_FATAL(whole_count > 0 && whole_count <= 64 && tail_count > 0 && tail_count <= 64);
+            /* The first layer and the embeddings, phase for phase. */
+            size_t first = 0;
+            while (first < whole_count && whole[first].layer != 1) ++first;
+            for (size_t p = 0; p < first; ++p) {
+                CHECK(!strcmp(whole[p].name, tail[p].name) && whole[p].tasks == tail[p].tasks);
+                CHECK(whole[p].total == tail[p].total);
+            }
+            /* The tail's phases in order, then the projection and the output rows. */
+            char const *names[] = {"kv", "first rows", "q", "attention", "context rows", "output", "norm", "up", "down",
+                                   "norm", "projection", "output rows"};
+            CHECK_FATAL(tail_count == first + 12);
+            for (size_t p = 0; p < 12; ++p) CHECK(!strcmp(tail[first + p].name, names[p]));
+            CHECK(tail[first + 1].tasks == texts && tail[first + 4].tasks == texts);
+            CHECK(tail[first + 3].tasks == texts * shape.heads);
+            for (size_t p = 0; p < tail_count; ++p) CHECK(strcmp(tail[p].name, "pooling"));
+            CHECK(!strcmp(whole[whole_count - 3].name, "pooling"));
+            /* Multiply-adds: K and V are two thirds of Q/K/V; the rest a row per text. */
+            double h = 768, inter = 3072, head = 64;
+            CHECK(fabs(layer_work(tail, tail_count, 1, "kv") - layer_work(whole, whole_count, 1, "qkv") * 2 / 3) < 1);
+            CHECK(fabs(layer_work(tail, tail_count, 1, "q") - (double)texts * h * h) < 1);
+            CHECK(fabs(layer_work(tail, tail_count, 1, "output") - (double)texts * h * h) < 1);
+            CHECK(fabs(layer_work(tail, tail_count, 1, "up") - (double)texts * h * inter) < 1);
+            CHECK(fabs(layer_work(tail, tail_count, 1, "down") - (double)texts * h * inter) < 1);
+            CHECK(fabs(layer_work(tail, tail_count, 1, "attention") - 2.0 * (double)tokens * head * 12) < 1);
+            CHECK(fabs(layer_work(whole, whole_count, 1, "attention") - 2.0 * (64.0 * 64 + 20 * 20 + 7 * 7) * head * 12) < 1);
+        }
+    /* One text of 64 tokens: the products and attention of the tail's pass against the whole pass's. */
+    size_t one = 64;
+    shape.texts = 1, shape.lengths = &one;
+    double totals[2] = {0, 0};
+    for (int with_tail = 0; with_tail < 2; ++with_tail) {
+        uform_text_phase_t phases[64];
+        shape.cls_tail = with_tail;
+        size_t count = uform_text_plan_describe(&shape, &gemms[1], 2, phases, 64);
+        CHECK_FATAL(count <= 64);
+        for (size_t p = 0; p < count; ++p)
+            if (phases[p].layer != SIZE_MAX && strcmp(phases[p].name, "norm") && strcmp(phases[p].name, "first rows") &&
+                strcmp(phases[p].name, "context rows"))
+                totals[with_tail] += phases[p].total;
+    }
+    double saved = 1 - totals[1] / totals[0];
+    printf("CLS tail plan: UForm3-small, 64 tokens, 2 layers: %.1f%% of the layers' multiply-adds saved\n", 100 * saved);
+    CHECK(saved > 0.40 && saved < 0.42);
 }
 
 /** Packed f32 weights (gemm.c's oneDNN packed GEMM pads narrow slices): a column-split product takes
@@ -498,6 +572,7 @@ int main(void) {
     uform_cpu_class_t own = uform_cpu_class_serial_k;
     CHECK_OK(uform_cpu_detect(&own, NULL));
     test_plain_weights_plan();
+    test_cls_tail_plan();
     test_plain_weights_values(own);
     test_identical_across_threads(uform_dtype_f32_k, own);
     test_identical_across_threads(uform_dtype_bf16_k, own);

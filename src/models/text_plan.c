@@ -152,6 +152,34 @@ static void describe_gemm(describer_t *d, uform_gemm_t const *gemm, uform_dtype_
     }
 }
 
+/** Tasks of a phase with one task per item, each of `work`, as `next_task` over `items` deals them. */
+static void describe_items(describer_t *d, char const *name, size_t layer, size_t items, double work) {
+    uform_text_phase_t *phase = phase_begin(d, name, layer);
+    for (size_t i = 0; i < items; ++i) phase_task(d, phase, work);
+}
+
+/** The last layer as text_forward.c's `forward_cls_tail` runs it: K and V over every token, then a row
+ *  per text. */
+static void describe_cls_tail(describer_t *d, uform_text_plan_shape_t const *shape, uform_gemm_t const *gemm, size_t l,
+                              size_t tokens) {
+    size_t hidden = shape->hidden, inter = shape->intermediate, texts = shape->texts, head = hidden / shape->heads;
+    size_t kv[2] = {hidden, hidden};
+    uform_dtype_t dtype = shape->weights_dtype;
+    describe_gemm(d, gemm, dtype, "kv", l, tokens, hidden, kv, 2);
+    describe_items(d, "first rows", l, texts, (double)hidden);
+    describe_gemm(d, gemm, dtype, "q", l, texts, hidden, &hidden, 1);
+    /* A task per (text, head): its first query row against the text's keys, then their values. */
+    uform_text_phase_t *attention = phase_begin(d, "attention", l);
+    for (size_t task = 0; task < texts * shape->heads; ++task)
+        phase_task(d, attention, 2.0 * (double)shape->lengths[task / shape->heads] * (double)head);
+    describe_items(d, "context rows", l, texts, (double)hidden);
+    describe_gemm(d, gemm, dtype, "output", l, texts, hidden, &hidden, 1);
+    describe_rows(d, "norm", l, texts, hidden);
+    describe_gemm(d, gemm, dtype, "up", l, texts, hidden, &inter, 1);
+    describe_gemm(d, gemm, dtype, "down", l, texts, inter, &hidden, 1);
+    describe_rows(d, "norm", l, texts, hidden);
+}
+
 size_t uform_text_plan_describe(uform_text_plan_shape_t const *shape, uform_gemm_t const *gemm, size_t threads,
                                 uform_text_phase_t *phases, size_t capacity) {
     if (threads == 0) threads = 1;
@@ -168,6 +196,10 @@ size_t uform_text_plan_describe(uform_text_plan_shape_t const *shape, uform_gemm
     size_t qkv[3] = {hidden, hidden, hidden};
     describe_rows(&d, "embeddings", SIZE_MAX, tokens, hidden);
     for (size_t l = 0; l < shape->layers; ++l) {
+        if (shape->cls_tail && l + 1 == shape->layers) {
+            describe_cls_tail(&d, shape, gemm, l, tokens);
+            break;
+        }
         describe_gemm(&d, gemm, dtype, "qkv", l, tokens, hidden, qkv, 3);
         uform_text_phase_t *phase = phase_begin(&d, "attention", l);
         size_t units = 0;
@@ -197,8 +229,10 @@ size_t uform_text_plan_describe(uform_text_plan_shape_t const *shape, uform_gemm
         describe_gemm(&d, gemm, dtype, "down", l, tokens, inter, &hidden, 1);
         if (!fuse || l + 1 == shape->layers) describe_rows(&d, "norm", l, tokens, hidden);
     }
-    uform_text_phase_t *pooling = phase_begin(&d, "pooling", SIZE_MAX);
-    for (size_t i = 0; i < texts; ++i) phase_task(&d, pooling, (double)(shape->lengths[i] * hidden));
+    if (!shape->cls_tail) {
+        uform_text_phase_t *pooling = phase_begin(&d, "pooling", SIZE_MAX);
+        for (size_t i = 0; i < texts; ++i) phase_task(&d, pooling, (double)(shape->lengths[i] * hidden));
+    }
     if (shape->projection) describe_gemm(&d, gemm, dtype, "projection", SIZE_MAX, texts, hidden, &shape->projection, 1);
     size_t width = shape->projection ? shape->projection : hidden;
     uform_text_phase_t *output = phase_begin(&d, "output rows", SIZE_MAX);

@@ -96,12 +96,16 @@ typedef struct uform_text_plan_shape_t {
     uform_dtype_t weights_dtype;
     size_t texts;          /**< Texts in the chunk... */
     size_t const *lengths; /**< ...and their tokens. */
+    int cls_tail;          /**< A CLS-pooled tower whose last layer runs for the first tokens alone
+                                (text_forward.c's `forward_cls_tail`, on unless `UFORM_CLS_TAIL=0`). */
 } uform_text_plan_shape_t;
 
-/** @brief Lists the phases one chunk's pass runs on a group of `threads` threads with `gemm`, in order
- *  (every layer whole, as for mean pooling: a CLS tower's last layer for the first tokens alone,
- *  text_forward.c's `forward_cls_tail`, is not listed),
- *  into `phases` (up to `capacity`); returns how many there are (which may exceed `capacity`). */
+/** @brief Lists the phases one chunk's pass runs on a group of `threads` threads with `gemm`, in order,
+ *  into `phases` (up to `capacity`); returns how many there are (which may exceed `capacity`). Every
+ *  layer is whole unless `cls_tail`: then the last layer lists as `forward_cls_tail` runs it, "kv"
+ *  over every token, "first rows" (each text's first row gathered), "q", "attention" (one query row
+ *  per (text, head)), "context rows", and "output", "norm", "up", "down", "norm" on a row per text,
+ *  with no "pooling" phase after it. */
 size_t uform_text_plan_describe(uform_text_plan_shape_t const *shape, uform_gemm_t const *gemm, size_t threads,
                                 uform_text_phase_t *phases, size_t capacity);
 
