@@ -4,7 +4,7 @@
 (CPU provider, the same ImageEncoder exported to ONNX).
 
     /work/venv/bin/python bench/bench_image_model.py --binary build/bench/bench_image_model --threads 2 \
-        [--shapes vit-s16,vit-b16] [--modes model,whole] [--batches 1,50,256] [--seconds 3] [--min-calls 3]
+        [--shapes vit-s16,vit-b16] [--modes model,whole] [--batches 1,50,256] [--seconds 3] [--min-calls 3] [--rounds N]
 
 Every system runs in a process of its own (peak RSS is its own, from wait4), on towers of the same
 shape with random weights: ViT-S/16 (384 wide, 6 heads) or ViT-B/16 (768, 12 heads), 12 layers, patch
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
-from peer_process import measure
+from peer_process import measure, print_best
 
 SHAPES = {"vit-s16": (384, 6), "vit-b16": (768, 12)}
 PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "image", "photos")
@@ -126,6 +126,8 @@ def main():
     parser.add_argument("--systems", default="uform-f32,uform-bf16,torch-f32,torch-bf16,ort-f32")
     parser.add_argument("--cpu-class", default="", help="pin the engine to this class (e.g. intel_haswell) and "
                         "bound every library to its instruction sets where it has a switch (not ONNX Runtime)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the table, rotating the systems' order, "
+                        "then print each system's best over the rounds")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--peer", nargs=5, metavar=("SYSTEM", "SHAPE", "MODE", "BATCH", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -143,12 +145,28 @@ def main():
           f"random weights", flush=True)
     header = f"{'case':<14} {'batch':>5} " + " ".join(f"{s:>16}" for s in systems) + f" {'f32 ratio':>9} {'bf16 ratio':>10}"
     print(header + "   (images/s [peak RSS MiB])", flush=True)
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     rows = []
+    for round_index in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {round_index + 1} of {args.rounds}", flush=True)
+        rows += run_round(args, systems, environment, round_index)
+    if args.rounds > 1:
+        print_best(rows, systems, "images_per_second")
+    if args.json:
+        print(json.dumps(rows))
+
+
+def run_round(args, systems, environment, round_index):
+    """One table: every shape, mode and batch, each system in its own process, the order rotated by round."""
+    rows = []
+    order = systems[round_index % len(systems):] + systems[:round_index % len(systems)]
     for shape in args.shapes.split(","):
         for mode in args.modes.split(","):
             for batch in [int(b) for b in args.batches.split(",")]:
                 results = {}
-                for system in systems:
+                for system in order:
                     if system.startswith("uform"):
                         command = [args.binary, "--json", "--shape", shape, "--mode", mode, "--batch", str(batch),
                                    "--threads", str(args.threads), "--seconds", str(args.seconds),
@@ -176,10 +194,9 @@ def main():
                 bf16_cell = f"{bf16_ratio:>9.2f}x" if "uform-bf16" in systems else f"{'-':>10}"
                 print(f"{case:<14} {batch:>5} " + " ".join(f"{c:>16}" for c in cells) + f" {f32_ratio:>8.2f}x " + bf16_cell,
                       flush=True)
-                rows.append({"case": case, "batch": batch, "results": results, "f32_ratio": f32_ratio,
-                             "bf16_ratio": bf16_ratio})
-    if args.json:
-        print(json.dumps(rows))
+                rows.append({"case": case, "batch": batch, "round": round_index + 1, "results": results,
+                             "f32_ratio": f32_ratio, "bf16_ratio": bf16_ratio})
+    return rows
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ same shape with random weights, token ids given (tokenising excluded for all):
           2 multimodal (skipped), 12 heads, CLS pooling, 256-wide projection, RoBERTa positions.
 Prints one row per case: texts/s of each system, the engine's ratio to the best peer, peak RSS.
 `--baseline` adds the engine's systems again from another build (`base-f32`, `base-bf16`: a before/after
-in the same run, with the new build's ratio over it); `--rounds` repeats the table, the order of the
+in the same run, with the new build's ratio over it); `--rounds` repeats the table (then prints each system's
+best over the rounds and the ratios of the bests), the order of the
 systems rotated each round, so load on a shared machine falls on every system alike.
 """
 import argparse
@@ -25,7 +26,7 @@ import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
-from peer_process import measure
+from peer_process import measure, print_best
 
 
 def build_torch(shape, dtype):
@@ -150,6 +151,8 @@ def main():
         if args.rounds > 1:
             print(f"# round {round_index + 1} of {args.rounds}", flush=True)
         rows += run_round(args, systems, environment, round_index)
+    if args.rounds > 1:
+        print_best(rows, systems, "texts_per_second")
     if args.json:
         print(json.dumps(rows))
 

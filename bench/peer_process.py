@@ -1,4 +1,5 @@
-"""How bench_text.py and bench_image_model.py run each system: a process of its own, its peak RSS."""
+"""How bench_text.py and bench_image_model.py run each system: a process of its own, its peak RSS; and
+the best of several rounds."""
 import json
 import os
 import subprocess
@@ -14,3 +15,22 @@ def measure(command, environment=None):
     result = json.loads(out.strip().splitlines()[-1])
     result["peak_rss_mib"] = usage.ru_maxrss / 1024.0
     return result
+
+
+def print_best(rows, systems, key):
+    """Each system's best figure over the rounds per case and batch, and the ratios of those bests: on a
+    shared machine the other tenants only ever slow a measurement down, so the best is the least disturbed."""
+    print(f"# best of {max(r['round'] for r in rows)} rounds", flush=True)
+    cases = []
+    for r in rows:
+        if (r["case"], r["batch"]) not in cases:
+            cases.append((r["case"], r["batch"]))
+    for case, batch in cases:
+        best = {s: max((r["results"][s].get(key, 0.0) for r in rows if (r["case"], r["batch"]) == (case, batch)),
+                       default=0.0) for s in systems}
+        peers_f32 = max([best.get(s, 0) for s in ("torch-f32", "ort-f32")] or [0])
+        peers_all = max([best.get(s, 0) for s in ("torch-f32", "torch-bf16", "ort-f32")] or [0])
+        f32_ratio = best.get("uform-f32", 0) / peers_f32 if peers_f32 else 0
+        bf16_ratio = best.get("uform-bf16", 0) / peers_all if peers_all else 0
+        print(f"{case:<14} {batch:>5} " + " ".join(f"{best[s]:>16.2f}" for s in systems) +
+              f" {f32_ratio:>8.2f}x {bf16_ratio:>9.2f}x", flush=True)
