@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
-from peer_process import measure, print_best
+from peer_process import measure, print_best, ratios
 
 
 def build_torch(shape, dtype):
@@ -178,10 +178,7 @@ def run_round(args, systems, environment, round_index):
                     command += ["--cpu-class", args.cpu_class]
                 results[system] = measure(command, environment if system != "ort-f32" else None)
             rate = {s: r.get("texts_per_second", 0.0) for s, r in results.items()}
-            peers_f32 = max([rate.get(s, 0) for s in ("torch-f32", "ort-f32")] or [0])
-            peers_all = max([rate.get(s, 0) for s in ("torch-f32", "torch-bf16", "ort-f32")] or [0])
-            f32_ratio = rate.get("uform-f32", 0) / peers_f32 if peers_f32 else 0
-            bf16_ratio = rate.get("uform-bf16", 0) / peers_all if peers_all else 0
+            f32_ratio, bf16_ratio = ratios(rate)
             cells = []
             for s in systems:
                 r = results[s]

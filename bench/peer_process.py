@@ -17,6 +17,16 @@ def measure(command, environment=None):
     return result
 
 
+def ratios(rate):
+    """The engine's f32 rate over the best f32 peer's, and its bf16 rate over the best peer's of any
+    dtype (0 where a side is missing), from {system: items per second}."""
+    peers_f32 = max([rate.get(s, 0) for s in ("torch-f32", "ort-f32")] or [0])
+    peers_all = max([rate.get(s, 0) for s in ("torch-f32", "torch-bf16", "ort-f32")] or [0])
+    f32_ratio = rate.get("uform-f32", 0) / peers_f32 if peers_f32 else 0
+    bf16_ratio = rate.get("uform-bf16", 0) / peers_all if peers_all else 0
+    return f32_ratio, bf16_ratio
+
+
 def print_best(rows, systems, key):
     """Each system's best figure over the rounds per case and batch, and the ratios of those bests: on a
     shared machine the other tenants only ever slow a measurement down, so the best is the least disturbed."""
@@ -28,9 +38,6 @@ def print_best(rows, systems, key):
     for case, batch in cases:
         best = {s: max((r["results"][s].get(key, 0.0) for r in rows if (r["case"], r["batch"]) == (case, batch)),
                        default=0.0) for s in systems}
-        peers_f32 = max([best.get(s, 0) for s in ("torch-f32", "ort-f32")] or [0])
-        peers_all = max([best.get(s, 0) for s in ("torch-f32", "torch-bf16", "ort-f32")] or [0])
-        f32_ratio = best.get("uform-f32", 0) / peers_f32 if peers_f32 else 0
-        bf16_ratio = best.get("uform-bf16", 0) / peers_all if peers_all else 0
+        f32_ratio, bf16_ratio = ratios(best)
         print(f"{case:<14} {batch:>5} " + " ".join(f"{best[s]:>16.2f}" for s in systems) +
               f" {f32_ratio:>8.2f}x {bf16_ratio:>9.2f}x", flush=True)
