@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
-from peer_process import measure, print_best, ratios
+from peer_process import measure, ratios, rotated, run_rounds
 
 SHAPES = {"vit-s16": (384, 6), "vit-b16": (768, 12)}
 PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "image", "photos")
@@ -147,21 +147,14 @@ def main():
     print(header + "   (images/s [peak RSS MiB])", flush=True)
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
-    rows = []
-    for round_index in range(args.rounds):
-        if args.rounds > 1:
-            print(f"# round {round_index + 1} of {args.rounds}", flush=True)
-        rows += run_round(args, systems, environment, round_index)
-    if args.rounds > 1:
-        print_best(rows, systems, "images_per_second")
-    if args.json:
-        print(json.dumps(rows))
+    run_rounds(args.rounds, lambda round_index: run_round(args, systems, environment, round_index), systems,
+               "images_per_second", args.json)
 
 
 def run_round(args, systems, environment, round_index):
     """One table: every shape, mode and batch, each system in its own process, the order rotated by round."""
     rows = []
-    order = systems[round_index % len(systems):] + systems[:round_index % len(systems)]
+    order = rotated(systems, round_index)
     for shape in args.shapes.split(","):
         for mode in args.modes.split(","):
             for batch in [int(b) for b in args.batches.split(",")]:

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from cpu_class_env import CLASS_ISAS, class_environment
-from peer_process import measure, print_best, ratios
+from peer_process import measure, ratios, rotated, run_rounds
 
 
 def build_torch(shape, dtype):
@@ -146,21 +146,14 @@ def main():
     if args.baseline:
         header += f" {'f32 new/base':>12}"
     print(header + "   (texts/s [peak RSS MiB])", flush=True)
-    rows = []
-    for round_index in range(args.rounds):
-        if args.rounds > 1:
-            print(f"# round {round_index + 1} of {args.rounds}", flush=True)
-        rows += run_round(args, systems, environment, round_index)
-    if args.rounds > 1:
-        print_best(rows, systems, "texts_per_second")
-    if args.json:
-        print(json.dumps(rows))
+    run_rounds(args.rounds, lambda round_index: run_round(args, systems, environment, round_index), systems,
+               "texts_per_second", args.json)
 
 
 def run_round(args, systems, environment, round_index):
     """One table: every case and batch, each system in its own process, the order rotated by round."""
     rows = []
-    order = systems[round_index % len(systems):] + systems[:round_index % len(systems)]
+    order = rotated(systems, round_index)
     for case in args.cases.split(","):
         shape, tokens = case.split(":")
         for batch in [int(b) for b in args.batches.split(",")]:

@@ -41,3 +41,24 @@ def print_best(rows, systems, key):
         f32_ratio, bf16_ratio = ratios(best)
         print(f"{case:<14} {batch:>5} " + " ".join(f"{best[s]:>16.2f}" for s in systems) +
               f" {f32_ratio:>8.2f}x {bf16_ratio:>9.2f}x", flush=True)
+
+
+def rotated(systems, round_index):
+    """The systems in the order of round `round_index`: rotated by one each round, so load on a shared
+    machine falls on every system alike."""
+    shift = round_index % len(systems)
+    return systems[shift:] + systems[:shift]
+
+
+def run_rounds(rounds, run_round, systems, key, as_json):
+    """`rounds` tables of `run_round(round_index)` (rows tagged with their round), each system's best
+    over them when there are several, then every row as JSON where `as_json`."""
+    rows = []
+    for round_index in range(rounds):
+        if rounds > 1:
+            print(f"# round {round_index + 1} of {rounds}", flush=True)
+        rows += run_round(round_index)
+    if rounds > 1:
+        print_best(rows, systems, key)
+    if as_json:
+        print(json.dumps(rows))
