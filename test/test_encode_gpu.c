@@ -12,20 +12,31 @@
  *  text cannot fit `scratch_limit`; a batch split to fit a smaller limit; deferred calls; waves (texts
  *  tokenised in parts while the device runs the part before: a bad text, forced wave sizes, a one-entry
  *  ring, a deferred call, a scratch limit, all against the CPU path); UNSUPPORTED
- *  without cuBLASLt; two devices when there are two. Without a GPU (here and in CI) it checks the
- *  refusals and exits 77 (skipped) naming the reason.
+ *  without cuBLASLt; two devices when there are two; a device fault during an encode (a trapping
+ *  kernel queued on the executor's stream ahead of the verb's launches, in a child process since
+ *  the sticky error breaks the device's primary context for the whole process): the verb fails with
+ *  DEVICE_FAULT naming the driver's error and writes no row, the executor is poisoned for every later
+ *  call, the RAM executor beside it still encodes, and the model and executor free cleanly.
+ *  Without a GPU (here and in CI) it checks the refusals and exits 77 (skipped) naming the reason.
  *
  *      test_encode_gpu [--dump DIRECTORY]   keeps the towers, ids and GPU embeddings there for
  *                                           test/encode/gpu_torch_check.py (PyTorch on CUDA).
+ *
+ *  Environment: UFORM_TEST_UNDER_SANITIZER=1 skips the fault (the trap), which compute-sanitizer
+ *  would count as an error.
  */
 #define _GNU_SOURCE
 #include "check.h"
 #include "rows.h"
 #include "encode/text_towers.h"
+#include "internal.h"       // `uform_now_seconds`, `uform_sleep_seconds`
+#include "uform_testing.h" // `uform_device_launch`, `uform_kernel_trap_k`
 
 #include <math.h>
+#include <signal.h>   // `kill`
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h> // `waitpid`
 #include <unistd.h>
 
 static char const *dump_directory = NULL;
@@ -232,9 +243,110 @@ static void check_tower(char const *label, char const *path, texts_t const *t, u
     uform_model_free(model);
 }
 
+/* ---- A device fault during an encode (in a child process) ---- */
+
+static uform_status_t trap_callback(void *context, uform_device_slot_t const *slot) {
+    (void)context;
+    return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
+}
+
+/** Runs in `test_encode_gpu --fault-child DIRECTORY` (a UForm3-shaped tower written by the parent). */
+static int fault_child(char const *directory) {
+    enum { COUNT = 24, DIMS = 256 };
+    int32_t const first[] = {0};
+    uform_vram_options_t one = {.devices = first, .devices_count = 1};
+    uform_executor_t victim = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &ram_executor), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 0, &victim), uform_status_ok_k);
+    CHECK_FATAL(victim && ram_executor);
+    texts_t t = make_texts(COUNT, 40, 1000, 0x6b0e0011u);
+    char const *const *texts = (char const *const *)t.texts;
+    size_t dims = 0;
+    float *expected = cpu_rows(directory, &t, &dims);
+    CHECK_FATAL(dims == DIMS);
+    uform_model_t cpu = open_model(directory, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+    uform_model_t gpu = open_model(directory, uform_residency_vram_k, uform_dtype_f32_k, &one);
+    CHECK_FATAL(cpu && gpu);
+    static float rows[COUNT * DIMS];
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    // Healthy first: the rows match the CPU's.
+    CHECK_STATUS(uform_encode_texts(victim, gpu, texts, NULL, COUNT, &out, NULL, NULL), uform_status_ok_k);
+    CHECK(cosine(rows, expected, DIMS) >= 0.99999 && cosine(rows + (COUNT - 1) * DIMS, expected + (COUNT - 1) * DIMS, DIMS) >= 0.99999);
+
+    // A trap queued (deferred) on the executor's stream, then the verb behind it: the fault surfaces
+    // while the verb waits for its own launches.
+    uform_call_t const trap = {.residency = uform_residency_vram_k, .device = trap_callback};
+    uform_outcome_t trapped;
+    CHECK_STATUS(uform_executor_call(victim, &trap, &trapped), uform_status_ok_k);
+    memset(rows, 0x7f, sizeof rows);
+    uform_status_t statuses[COUNT];
+    CHECK_STATUS(uform_encode_texts(victim, gpu, texts, NULL, COUNT, &out, statuses, NULL), uform_status_device_fault_k);
+    CHECK_MESSAGE("CUDA_ERROR");
+    printf("an encode behind a trap: %s\n", uform_error_message());
+    int const untouched = rows_untouched(rows, COUNT * DIMS);
+    printf("rows untouched after the fault: %d\n", untouched);
+    CHECK(untouched);
+    CHECK_STATUS(uform_outcome_wait(&trapped, -1), uform_status_device_fault_k);
+    CHECK(trapped.finished && trapped.status == uform_status_device_fault_k);
+
+    // Poisoned from now on, blocking and deferred alike, without touching the rows.
+    CHECK_STATUS(uform_encode_texts(victim, gpu, texts, NULL, 2, &out, NULL, NULL), uform_status_device_fault_k);
+    CHECK_MESSAGE("poisoned");
+    printf("the next encode: %s\n", uform_error_message());
+    uform_outcome_t later;
+    uform_status_t const deferred = uform_encode_texts(victim, gpu, texts, NULL, 2, &out, NULL, &later);
+    CHECK(deferred == uform_status_device_fault_k);
+    if (deferred == uform_status_device_fault_k) CHECK(later.finished && later.status == uform_status_device_fault_k);
+    CHECK(rows_untouched(rows, COUNT * DIMS));
+    CHECK_STATUS(uform_executor_drain(victim, uform_mood_parked_k), uform_status_device_fault_k);
+
+    // The RAM executor beside it still encodes, the same rows as before the fault.
+    memset(rows, 0, sizeof rows);
+    CHECK_STATUS(uform_encode_texts(ram_executor, cpu, texts, NULL, COUNT, &out, NULL, NULL), uform_status_ok_k);
+    CHECK(!memcmp(rows, expected, sizeof rows));
+    // Freeing the model (its device copy in the broken context) and the executor neither hangs nor
+    // crashes; the parent's clock bounds it.
+    uform_model_free(gpu);
+    uform_executor_free(victim);
+    uform_model_free(cpu);
+    uform_executor_free(ram_executor);
+    free(expected);
+    free_texts(&t);
+    printf("fault child: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
+}
+
+static void test_fault(char const *self, char const *directory) {
+    if (getenv("UFORM_TEST_UNDER_SANITIZER")) {
+        printf("fault test skipped under a sanitizer\n");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/proc/self/exe", self, "--fault-child", directory, (char *)NULL);
+        _exit(127);
+    }
+    CHECK_FATAL(child > 0);
+    int status = 0;
+    double const deadline = uform_now_seconds() + 180;
+    pid_t done = 0;
+    while ((done = waitpid(child, &status, WNOHANG)) == 0 && uform_now_seconds() < deadline) uform_sleep_seconds(0.01);
+    if (done == 0) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        fprintf(stderr, "the fault child hung for 180 s\n");
+        ++check_failures;
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* ---- Main ---- */
 
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--fault-child")) return fault_child(argv[2]);
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_directory = argv[++i];
     snprintf(root, sizeof root, "%s", dump_directory ? dump_directory : "/tmp/uform-test-encode-gpu-XXXXXX");
@@ -524,6 +636,8 @@ int main(int argc, char **argv) {
         uform_executor_free(on_second);
         uform_executor_free(pair);
     } else printf("one GPU: the two-device checks need two\n");
+
+    test_fault(argv[0], uform3_dir);
 
     free_texts(&short_texts), free_texts(&long_texts), free_texts(&tiny_texts);
     free_texts(&wide_texts), free_texts(&long_texts_512);

@@ -8,7 +8,8 @@ Exits 1 when a worst cosine is under its threshold (f32 0.99999, bf16 0.999), 77
         rows; bf16 weights against the same sentence-transformers rows
     ... minilm_cuda_check.py MODEL_DIR SENTENCES --stored-bf16 EXPECTED_F32
         for a model whose file holds the weights already rounded to bf16 (carry_minilm.py --bf16):
-        bf16 weights on the GPU against sentence-transformers run in bf16 on CUDA (the same rounded
+        f32 weights on the GPU (the stored values widened) against sentence-transformers in f32 on
+        them; bf16 weights on the GPU against sentence-transformers run in bf16 on CUDA (the same rounded
         weights), against EXPECTED_F32 (test/encode/minilm_f32.bin: sentence-transformers' f32 rows
         of the real f32 weights, one per sentence) and against the engine's CPU bf16 rows
 """
@@ -66,6 +67,17 @@ def main():
 
     reference = SentenceTransformer(args.model, device=args.device)
     if args.stored_bf16:
+        # The f32 path on the same stored weights (bf16 values widened exactly to f32) against
+        # sentence-transformers in f32 on them: the f32 GPU path's check on all-MiniLM-L6-v2's
+        # architecture, tokeniser and (rounded) real weights, at the f32 threshold.
+        # (sentence-transformers loads a bf16 file in bf16 unless told the dtype.)
+        widened = SentenceTransformer(args.model, device=args.device, model_kwargs={"dtype": torch.float32})
+        torch_f32 = widened.encode(texts, batch_size=256, convert_to_numpy=True)
+        del widened
+        rows, rate = engine(args.device, uform.DType.F32)
+        print(f"uform {args.device} f32 weights: {rate:,.0f} texts/s through Python")
+        check(f"uform {args.device} f32 against sentence-transformers f32 on {args.device} (same stored weights)",
+              rows, torch_f32, 0.99999)
         reference = reference.to(torch.bfloat16)
         torch_bf16 = reference.encode(texts, batch_size=256, convert_to_numpy=False, convert_to_tensor=True)
         torch_bf16 = torch_bf16.float().cpu().numpy()
