@@ -12,7 +12,11 @@
  *  executor; LIMIT_EXCEEDED when one image cannot fit `scratch_limit`; a batch split into chunks to
  *  fit a small limit; graphs (three calls of one shape give identical rows); deferred calls; waves
  *  (a batch decoded in parts while the device runs the part before: bad items, forced wave sizes, a
- *  one-entry ring, a deferred call, all against the CPU path); two devices when there are two.
+ *  one-entry ring, a deferred call, all against the CPU path); two devices when there are two; a
+ *  device fault during an encode (a trapping kernel queued ahead of the verb, in a child process as
+ *  the sticky error breaks the device's primary context for the whole process): DEVICE_FAULT naming
+ *  the driver's error, no row written, the executor poisoned for later calls, the RAM executor
+ *  beside it unharmed, clean frees.
  *  ctest runs it twice: as is, and with UFORM_GPU_UPLOAD_SPLIT=2, where every share of two or more
  *  images is cut in two chunks with overlapped uploads (as shares of 128 images and more are by
  *  default). Without a GPU (here and in CI) it checks the refusals and exits 77
@@ -21,15 +25,22 @@
  *      test_encode_images_gpu [--dump DIRECTORY]   keeps the towers, the photo list and the GPU
  *                                                  embeddings there for
  *                                                  test/encode_images/gpu_torch_check.py.
+ *
+ *  Environment: UFORM_TEST_UNDER_SANITIZER=1 skips the fault (the trap), which compute-sanitizer
+ *  would count as an error.
  */
 #define _GNU_SOURCE
 #include "check.h"
 #include "rows.h"
 #include "encode_images/towers.h"
+#include "internal.h"       // `uform_now_seconds`, `uform_sleep_seconds`
+#include "uform_testing.h" // `uform_device_launch`, `uform_kernel_trap_k`
 
 #include <math.h>
+#include <signal.h>   // `kill`
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h> // `waitpid`
 #include <unistd.h>
 
 #ifndef UFORM_TEST_SOURCE_DIR
@@ -116,7 +127,108 @@ static void check_tower(char const *label, char const *path, uform_executor_t ex
     uform_model_free(model);
 }
 
+/* ---- A device fault during an encode (in a child process) ---- */
+
+static void load_photos(void) {
+    for (size_t i = 0; i < PHOTOS; ++i) {
+        char path[1024];
+        size_t size = 0;
+        snprintf(path, sizeof path, "%s/image/photos/%s", UFORM_TEST_SOURCE_DIR, photo_names[i]);
+        photo_bytes[i] = read_file(path, &size);
+        CHECK_FATAL(photo_bytes[i] != NULL);
+        for (size_t j = i; j < BATCH; j += PHOTOS) batch[j] = (uform_image_t){.data = photo_bytes[i], .size = size};
+    }
+}
+
+static uform_status_t trap_callback(void *context, uform_device_slot_t const *slot) {
+    (void)context;
+    return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
+}
+
+/** Runs in `test_encode_images_gpu --fault-child TOWER` (a tower the parent wrote). */
+static int fault_child(char const *tower) {
+    int32_t const first[] = {0};
+    uform_vram_options_t one = {.devices = first, .devices_count = 1};
+    uform_executor_t victim = NULL;
+    CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &ram_executor), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 0, 0, &victim), uform_status_ok_k);
+    CHECK_FATAL(victim && ram_executor);
+    load_photos();
+    size_t dims = 0;
+    float *expected = cpu_rows(tower, &dims);
+    uform_model_t cpu = open_model(tower, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+    uform_model_t gpu = open_model(tower, uform_residency_vram_k, uform_dtype_f32_k, &one);
+    CHECK_FATAL(cpu && gpu);
+    float *rows = (float *)calloc(BATCH * dims, sizeof(float));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_images(victim, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
+    CHECK(cosine(rows, expected, dims) >= 0.99999);
+
+    // A trap queued (deferred) on the executor's stream, then the verb behind it.
+    uform_call_t const trap = {.residency = uform_residency_vram_k, .device = trap_callback};
+    uform_outcome_t trapped;
+    CHECK_STATUS(uform_executor_call(victim, &trap, &trapped), uform_status_ok_k);
+    memset(rows, 0x7f, BATCH * dims * sizeof(float));
+    uform_status_t statuses[BATCH];
+    CHECK_STATUS(uform_encode_images(victim, gpu, batch, BATCH, &out, statuses, NULL), uform_status_device_fault_k);
+    CHECK_MESSAGE("CUDA_ERROR");
+    printf("an image encode behind a trap: %s\n", uform_error_message());
+    int const untouched = rows_untouched(rows, BATCH * dims);
+    printf("rows untouched after the fault: %d\n", untouched);
+    CHECK(untouched);
+    CHECK_STATUS(uform_outcome_wait(&trapped, -1), uform_status_device_fault_k);
+    CHECK(trapped.finished && trapped.status == uform_status_device_fault_k);
+    CHECK_STATUS(uform_encode_images(victim, gpu, batch, 2, &out, NULL, NULL), uform_status_device_fault_k);
+    CHECK_MESSAGE("poisoned");
+    uform_outcome_t later;
+    uform_status_t const deferred = uform_encode_images(victim, gpu, batch, 2, &out, NULL, &later);
+    CHECK(deferred == uform_status_device_fault_k);
+    if (deferred == uform_status_device_fault_k) CHECK(later.finished && later.status == uform_status_device_fault_k);
+    CHECK(rows_untouched(rows, BATCH * dims));
+
+    // The RAM executor beside it still encodes, the same rows as before.
+    memset(rows, 0, BATCH * dims * sizeof(float));
+    CHECK_STATUS(uform_encode_images(ram_executor, cpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
+    CHECK(!memcmp(rows, expected, BATCH * dims * sizeof(float)));
+    uform_model_free(gpu);
+    uform_executor_free(victim);
+    uform_model_free(cpu);
+    uform_executor_free(ram_executor);
+    free(rows), free(expected);
+    for (size_t i = 0; i < PHOTOS; ++i) free(photo_bytes[i]);
+    printf("fault child: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
+}
+
+static void test_fault(char const *self, char const *tower) {
+    if (getenv("UFORM_TEST_UNDER_SANITIZER")) {
+        printf("fault test skipped under a sanitizer\n");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/proc/self/exe", self, "--fault-child", tower, (char *)NULL);
+        _exit(127);
+    }
+    CHECK_FATAL(child > 0);
+    int status = 0;
+    double const deadline = uform_now_seconds() + 180;
+    pid_t done = 0;
+    while ((done = waitpid(child, &status, WNOHANG)) == 0 && uform_now_seconds() < deadline) uform_sleep_seconds(0.01);
+    if (done == 0) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        fprintf(stderr, "the fault child hung for 180 s\n");
+        ++check_failures;
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--fault-child")) return fault_child(argv[2]);
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_directory = argv[++i];
     snprintf(root, sizeof root, "%s", dump_directory ? dump_directory : "/tmp/uform-test-images-gpu-XXXXXX");
@@ -172,14 +284,7 @@ int main(int argc, char **argv) {
         uform_model_free(model);
     }
 
-    for (size_t i = 0; i < PHOTOS; ++i) {
-        char path[1024];
-        size_t size = 0;
-        snprintf(path, sizeof path, "%s/image/photos/%s", UFORM_TEST_SOURCE_DIR, photo_names[i]);
-        photo_bytes[i] = read_file(path, &size);
-        CHECK_FATAL(photo_bytes[i] != NULL);
-        for (size_t j = i; j < BATCH; j += PHOTOS) batch[j] = (uform_image_t){.data = photo_bytes[i], .size = size};
-    }
+    load_photos();
     if (dump_directory) {
         char path[1024];
         snprintf(path, sizeof path, "%s/photos.txt", dump_directory);
@@ -381,6 +486,7 @@ int main(int argc, char **argv) {
         uform_executor_free(pair);
     } else printf("one GPU: the two-device checks need two\n");
 
+    test_fault(argv[0], towers[0]);
     for (size_t i = 0; i < PHOTOS; ++i) free(photo_bytes[i]);
     uform_executor_free(executor);
     uform_executor_free(ram_executor);
