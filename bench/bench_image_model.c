@@ -6,7 +6,7 @@
  *
  *      bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--threads N]
  *                        [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] [--images DIR]
- *                        [--cpu-class NAME] [--json]
+ *                        [--cpu-class NAME] [--in-flight N] [--json]
  *
  *  Shapes: vit-s16 (384 wide, 6 heads, 12 layers), vit-b16 (768 wide, 12 heads, 12 layers), both
  *  patch 16 at 224 pixels, CLS pooling, a 256-wide projection. Modes: `whole` feeds the JPEG files of
@@ -20,6 +20,11 @@
  *  devices; the line then adds the achieved TFLOP/s (the products and attention the pass executes, 2 FLOPs per
  *  multiply-add), and UFORM_GPU_PROFILE=1 prints the time per kernel and product. bench_image_gpu.c
  *  is this program with `--devices 1 --dtype bf16` as defaults (bench_image_gpu.py drives it).
+ *
+ *  `--in-flight N` (N >= 2) submits the calls deferred, up to N at once (each into its own rows),
+ *  waiting for the oldest before reusing its slot: the rate a caller streaming batches gets when one
+ *  call's decoding and uploads overlap the call before on the devices. The call times are then the
+ *  intervals between submissions; the rate includes waiting for the last calls.
  *
  *  `--cpu-class NAME` (e.g. intel_haswell) pins the RAM executor's class (`uform_ram_options_t`):
  *  that class's kernels and GEMM paths; DNNL_MAX_CPU_ISA in the environment bounds oneDNN's own.
@@ -86,16 +91,38 @@ typedef struct image_call_t {
     size_t batch;
     uform_embeddings_t *out;
     uform_status_t *statuses;
+    /* --in-flight N: N slots of rows and outcomes, used in turn. */
+    size_t in_flight, next;
+    uform_embeddings_t *outs;
+    uform_outcome_t *outcomes;
+    int *pending;
 } image_call_t;
 
 static int encode_images(void *context) {
-    image_call_t const *c = (image_call_t const *)context;
-    return uform_encode_images(c->executor, c->model, c->images, c->batch, c->out, c->statuses, NULL) != uform_status_ok_k;
+    image_call_t *c = (image_call_t *)context;
+    if (c->in_flight < 2)
+        return uform_encode_images(c->executor, c->model, c->images, c->batch, c->out, c->statuses, NULL) != uform_status_ok_k;
+    size_t k = c->next;
+    c->next = (k + 1) % c->in_flight;
+    if (c->pending[k] && (c->pending[k] = 0, uform_outcome_wait(&c->outcomes[k], -1) != uform_status_ok_k)) return 1;
+    if (uform_encode_images(c->executor, c->model, c->images, c->batch, &c->outs[k], NULL, &c->outcomes[k]) !=
+        uform_status_ok_k)
+        return 1;
+    c->pending[k] = 1;
+    return 0;
+}
+
+/** Waits for every call still in flight; 0 when they all succeeded. */
+static int finish_in_flight(image_call_t *c) {
+    int failed = 0;
+    for (size_t k = 0; k < c->in_flight; ++k)
+        if (c->pending[k]) c->pending[k] = 0, failed |= uform_outcome_wait(&c->outcomes[k], -1) != uform_status_ok_k;
+    return failed;
 }
 
 int main(int argc, char **argv) {
     char const *shape = "vit-s16", *dtype_name = BENCH_DEFAULT_DTYPE, *mode = "model", *images_dir = UFORM_BENCH_PHOTOS;
-    size_t batch = 50, threads = 0, min_calls = 3, devices = BENCH_DEFAULT_DEVICES;
+    size_t batch = 50, threads = 0, min_calls = 3, devices = BENCH_DEFAULT_DEVICES, in_flight = 1;
     double seconds = 3.0;
     int json = 0;
     uform_cpu_class_t cpu_class = uform_cpu_class_unknown_k;
@@ -113,10 +140,11 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else if (v && !strcmp(a, "--devices") && strict_count(v, 0, 8, false, &devices)) ++i;
         else if (v && !strcmp(a, "--cpu-class") && bench_cpu_class(v, &cpu_class)) ++i;
+        else if (v && !strcmp(a, "--in-flight") && strict_count(v, 1, 64, false, &in_flight)) ++i;
         else {
             fprintf(stderr, "usage: " BENCH_NAME " [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
                             "[--threads N] [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] "
-                            "[--images DIR] [--cpu-class NAME] [--json]\n");
+                            "[--images DIR] [--cpu-class NAME] [--in-flight N] [--json]\n");
             return 2;
         }
     }
@@ -191,7 +219,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < bytes; ++i) pixels[i] = (uint8_t)(tower_splitmix64(&s) >> 56);
         for (size_t i = 0; i < batch; ++i) images[i] = (uform_image_t){.data = pixels, .size = bytes, .width = side, .height = side};
     }
-    float *rows = malloc(batch * spec->embedding_dim * sizeof(float));
+    float *rows = malloc(in_flight * batch * spec->embedding_dim * sizeof(float));
     uform_status_t *statuses = malloc(batch * sizeof(uform_status_t));
     uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
     uform_executor_t executor = NULL;
@@ -208,9 +236,19 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* One warm-up call, then as many as fit in `seconds`. */
-    image_call_t call = {executor, model, images, batch, &out, statuses};
+    image_call_t call = {executor, model, images, batch, &out, statuses, .in_flight = in_flight};
+    call.outs = calloc(in_flight, sizeof(uform_embeddings_t));
+    call.outcomes = calloc(in_flight, sizeof(uform_outcome_t));
+    call.pending = calloc(in_flight, sizeof(int));
+    for (size_t k = 0; k < in_flight; ++k)
+        call.outs[k] = (uform_embeddings_t){.data = rows + k * batch * spec->embedding_dim, .dtype = uform_dtype_f32_k};
     call_summary_t timed;
-    if (encode_images(&call) != 0 || !call_times_run(encode_images, &call, seconds, min_calls, &timed)) {
+    int ran = encode_images(&call) == 0 && finish_in_flight(&call) == 0;
+    double const timed_start = call_times_clock(CLOCK_MONOTONIC);
+    ran = ran && call_times_run(encode_images, &call, seconds, min_calls, &timed);
+    if (ran && in_flight > 1) /* the rate counts until the last call finished */
+        ran = finish_in_flight(&call) == 0, timed.elapsed = call_times_clock(CLOCK_MONOTONIC) - timed_start;
+    if (!ran) {
         fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
         return 1;
     }
@@ -253,5 +291,6 @@ int main(int argc, char **argv) {
     uform_model_free(model);
     for (size_t i = 0; i < files_count; ++i) free(files[i]);
     free(pixels), free(images), free(rows), free(statuses);
+    free(call.outs), free(call.outcomes), free(call.pending);
     return 0;
 }

@@ -1170,11 +1170,16 @@ typedef struct uform_image_t {
  *  proportion to their SMs, each device's share cut into chunks that fit its scratch. A wave asks
  *  for the scratch it needs (at most 4 GiB per device without a `scratch_limit`); under a
  *  `scratch_limit` it is split to fit, and LIMIT_EXCEEDED (with the bytes one text needs) when even
- *  one text cannot. A chunk shape seen before runs as a CUDA graph. The rows are written, in input
- *  order, once every wave finished (a failing wave writes none), and only then does the call
- *  return, so a deferred encode is already finished when it returns; when the executor's deferred
- *  ring is full its waves wait for each other, and a deferred encode meeting a ring full of other
- *  calls gets DEFERRED_FULL. UFORM_GPU_TEXT_WAVE=N (texts per wave, 0 for one) overrides the split.
+ *  one text cannot. A chunk shape seen before runs as a CUDA graph. The rows (and `statuses`) are
+ *  written, in input order, once every wave finished (a failing wave writes none): a blocking call
+ *  returns after that; a deferred one returns once its last wave is enqueued (its texts tokenised),
+ *  and the rows are written as its outcome finishes, by whichever thread polls, waits for or drains
+ *  it (or frees the executor), so the next call's tokenising overlaps this one's device work. The
+ *  model must stay open until then. Each model has two pinned host buffers for its jobs, so two
+ *  deferred encodes of one model may be in flight at once with overlapped copies; a third meanwhile
+ *  runs from unpinned memory in one wave and has finished when it returns. When the executor's
+ *  deferred ring is full its waves wait for each other, and a deferred encode meeting a ring full of
+ *  other calls gets DEFERRED_FULL. UFORM_GPU_TEXT_WAVE=N (texts per wave, 0 for one) overrides the split.
  *  f32 weights compute in f32 (the CPU path's results up to rounding); bf16 and f16 keep activations
  *  in that dtype between kernels, with f32 reductions, and cuBLASLt's tanh-approximated GELU.
  *
@@ -1228,8 +1233,11 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  8-bit crops are uploaded (bytes, not floats) and the devices normalise them, lay out the patches
  *  and run the tower. The scratch is planned before anything is decoded: under a `scratch_limit` the
  *  waves are cut into chunks of whole images, and LIMIT_EXCEEDED when even one image cannot fit.
- *  With or without `statuses`, bad images behave as above; the call returns once every row is
- *  written. UFORM_GPU_IMAGE_WAVE=N (images per wave, 0 for one) overrides the wave size. A device's
+ *  With or without `statuses`, bad images behave as above; rows and statuses are written once every
+ *  wave finished, before a blocking call returns or as a deferred call's outcome finishes (a deferred
+ *  call returns once its last wave is decoded and enqueued; the model must stay open until its
+ *  outcome finishes; two per model in flight at once, as for texts). UFORM_GPU_IMAGE_WAVE=N (images
+ *  per wave, 0 for one) overrides the wave size. A device's
  *  share of at least 128 images that fits one chunk runs as two chunks (a fifth, then the rest), the
  *  second's crops uploading on a copy stream while the first's pass runs; UFORM_GPU_UPLOAD_SPLIT=N
  *  sets that threshold (0: never).

@@ -479,5 +479,21 @@ size_t uform_vram_members(uform_executor_t executor, uform_vram_member_t const *
 typedef uform_status_t (*uform_vram_watchdog_t)(void *context);
 void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t watchdog, void *context);
 
+/** @brief What a deferred VRAM call runs as it settles: once the devices finished it (`status` OK) or
+ *  when it is finished otherwise (a fault, the executor freed or forked: that status and message),
+ *  exactly once, under the executor's lock, on whichever thread brings the executor up to date (a
+ *  poll, a wait, a drain, a later call, the executor's free), after every earlier deferred call
+ *  settled and before the call's outcome reads finished. It may change `status` and `message` (a
+ *  NUL-terminated string of at most `message_bytes` bytes) and must not call into the executor. */
+typedef void (*uform_vram_settle_t)(void *context, uform_status_t *status, char *message, size_t message_bytes);
+
+/** @brief `uform_executor_call` of a deferred call (`outcome` non-NULL) on a VRAM executor with
+ *  `settle` attached to it. `*attached` is true when the call was queued (OK): then `settle` runs
+ *  exactly once; otherwise (a refusal, or a device part that failed) it never runs. The verbs use it
+ *  to write their rows and free their jobs when the call finishes, so a deferred encode returns as
+ *  soon as its work is enqueued. */
+uform_status_t uform_vram_call_settling(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome,
+                                        uform_vram_settle_t settle, void *context, bool *attached);
+
 
 #endif // UFORM_INTERNAL_H

@@ -133,6 +133,28 @@ static uform_status_t vram_reserve_scratch(vram_executor_t *self, size_t bytes, 
 
 /* ---- The backend ---- */
 
+/** The settle `uform_vram_call_settling` hands to `vram_call` on this thread, for `executor` only
+ *  (a device callback may call another executor). */
+static _Thread_local struct {
+    uform_executor_t executor;
+    uform_vram_settle_t settle;
+    void *context;
+    bool attached;
+} vram_pending_settle;
+
+uform_status_t uform_vram_call_settling(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome,
+                                        uform_vram_settle_t settle, void *context, bool *attached) {
+    *attached = false;
+    if (!outcome || !settle) return uform_executor_call(executor, call, outcome);
+    vram_pending_settle.executor = executor, vram_pending_settle.settle = settle, vram_pending_settle.context = context;
+    vram_pending_settle.attached = false;
+    uform_status_t const status = uform_executor_call(executor, call, outcome);
+    *attached = status == uform_status_ok_k && vram_pending_settle.attached;
+    vram_pending_settle.executor = NULL, vram_pending_settle.settle = NULL, vram_pending_settle.context = NULL;
+    vram_pending_settle.attached = false;
+    return status;
+}
+
 uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome) {
     vram_executor_t *self = (vram_executor_t *)executor;
     uform_cuda_t const *cuda = self->cuda;
@@ -240,10 +262,15 @@ uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uf
     }
 
     outcome->reserved[1] = sequence;
+    vram_entry_t entry = {.outcome = outcome, .sequence = sequence};
+    if (vram_pending_settle.settle && vram_pending_settle.executor == executor) {
+        entry.settle = vram_pending_settle.settle, entry.settle_context = vram_pending_settle.context;
+        vram_pending_settle.settle = NULL, vram_pending_settle.attached = true;
+    }
     pthread_mutex_lock(&self->lock);
     vram_publish_locked(self, sequence, mark, mark_recorded);
     unsigned const tail = atomic_load_explicit(&self->ring.tail, memory_order_relaxed);
-    *(vram_entry_t *)uform_ring_at(&self->ring, tail) = (vram_entry_t) {.outcome = outcome, .sequence = sequence};
+    *(vram_entry_t *)uform_ring_at(&self->ring, tail) = entry;
     atomic_store_explicit(&self->ring.tail, tail + 1, memory_order_release);
     pthread_mutex_unlock(&self->lock);
     uform_cuda_context_leave(cuda, &context);

@@ -59,6 +59,8 @@ typedef enum vram_mark_state_t {
 typedef struct vram_entry_t {
     uform_outcome_t *outcome;
     uint64_t sequence;
+    uform_vram_settle_t settle; /**< Runs as the call settles, before `outcome` reads finished; or NULL. */
+    void *settle_context;
 } vram_entry_t;
 
 struct vram_executor_s {

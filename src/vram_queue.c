@@ -20,6 +20,16 @@ static void vram_finish_locked(vram_executor_t *self, bool all, uform_status_t s
         vram_entry_t const *entry = uform_ring_at(&self->ring, head);
         if (!all && entry->sequence > completed) break;
         // No wake-up: nobody parks on a VRAM outcome (`uform_outcome_wait` hands it to `vram_poll`).
+        if (entry->settle) {
+            // The call's own failure as `uform_outcome_settle` would take it, then the settle's word.
+            uform_status_t settled = all ? status : (uform_status_t)entry->outcome->reserved[2];
+            char text[sizeof(entry->outcome->message)];
+            snprintf(text, sizeof(text), "%s", all ? (message ? message : "") : settled ? entry->outcome->message : "");
+            entry->settle(entry->settle_context, &settled, text, sizeof(text));
+            entry->outcome->reserved[2] = 0;
+            uform_outcome_settle(entry->outcome, settled, text, false);
+            continue;
+        }
         uform_outcome_settle(entry->outcome, all ? status : uform_status_ok_k, all ? message : NULL, false);
     }
     atomic_store_explicit(&self->ring.head, head, memory_order_release);

@@ -250,6 +250,94 @@ static uform_status_t trap_callback(void *context, uform_device_slot_t const *sl
     return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
 }
 
+/* ---- Deferred encodes in flight together ---- */
+
+static uform_status_t sleep_callback(void *context, uform_device_slot_t const *slot) {
+    return uform_device_launch(slot, uform_kernel_sleep_k, slot->scratch, 0, *(double const *)context);
+}
+
+/** Deferred encodes return once enqueued and write their rows as their outcomes finish: three of
+ *  one model in flight behind a 300 ms device sleep (two with the model's pinned buffers, the third
+ *  from unpinned memory, so finished when it returns), each against the CPU rows; a bad text's
+ *  status written as the outcome finishes; a deferred encode left to `uform_executor_free`. */
+static void test_deferred_in_flight(char const *path, uform_vram_options_t const *one, texts_t const *t) {
+    enum { CALLS = 3 };
+    size_t dims = 0;
+    float *expected = cpu_rows(path, t, &dims);
+    uform_model_t gpu = open_model(path, uform_residency_vram_k, uform_dtype_f32_k, one);
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(one, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    CHECK_FATAL(gpu && executor);
+    size_t n = t->count;
+    float *rows[CALLS];
+    uform_outcome_t outcomes[CALLS];
+    uform_status_t statuses[CALLS][256];
+    CHECK_FATAL(n <= 256);
+    char const **texts = (char const **)malloc(n * sizeof(char const *));
+    memcpy(texts, t->texts, n * sizeof(char const *));
+    texts[n / 2] = "bad \xc3\x28 text";
+    {   // Warm: the first calls of a shape plan and time the products and capture the graphs.
+        float *warm = (float *)calloc(n * dims, sizeof(float));
+        uform_embeddings_t out = {.data = warm, .dtype = uform_dtype_f32_k};
+        for (int r = 0; r < 2; ++r)
+            CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, n, &out, statuses[0], NULL), uform_status_ok_k);
+        free(warm);
+    }
+    double const nanoseconds = 300e6;
+    uform_call_t const sleep = {.residency = uform_residency_vram_k, .device = sleep_callback, .context = (void *)&nanoseconds};
+    uform_outcome_t slept;
+    CHECK_STATUS(uform_executor_call(executor, &sleep, &slept), uform_status_ok_k);
+    double const start = uform_now_seconds();
+    int pending_after_return[CALLS], untouched_after_return[CALLS];
+    for (int c = 0; c < CALLS; ++c) {
+        rows[c] = (float *)malloc(n * dims * sizeof(float));
+        memset(rows[c], 0x7f, n * dims * sizeof(float));
+        memset(statuses[c], 0x7f, sizeof statuses[c]);
+        uform_embeddings_t out = {.data = rows[c], .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, n, &out, statuses[c], &outcomes[c]), uform_status_ok_k);
+        pending_after_return[c] = !__atomic_load_n(&outcomes[c].finished, __ATOMIC_ACQUIRE);
+        untouched_after_return[c] = rows_untouched(rows[c], n * dims);
+    }
+    double const submitted = uform_now_seconds() - start;
+    printf("three deferred encodes behind a 300 ms device sleep: submitted in %.1f ms; pending on return %d %d %d, "
+           "rows untouched on return %d %d %d\n",
+           submitted * 1e3, pending_after_return[0], pending_after_return[1], pending_after_return[2],
+           untouched_after_return[0], untouched_after_return[1], untouched_after_return[2]);
+    // The two with pinned buffers return before the device gets to them (their rows unwritten); the
+    // third, unpinned, copies its rows back synchronously, so it returns after the sleep.
+    CHECK(pending_after_return[0] && pending_after_return[1] && untouched_after_return[0] && untouched_after_return[1]);
+    CHECK(submitted >= 0.2);
+    for (int c = CALLS - 1; c >= 0; --c) { // waiting for the last first settles the others on the way
+        CHECK_STATUS(uform_outcome_wait(&outcomes[c], -1), uform_status_ok_k);
+        double worst = 1.0;
+        int statuses_right = 1;
+        for (size_t i = 0; i < n; ++i) {
+            statuses_right &= statuses[c][i] == (i == n / 2 ? uform_status_invalid_argument_k : uform_status_ok_k);
+            if (i == n / 2) continue;
+            double const cos = cosine(rows[c] + i * dims, expected + i * dims, dims);
+            if (cos < worst) worst = cos;
+        }
+        int zero = 1;
+        for (size_t j = 0; j < dims; ++j) zero &= rows[c][n / 2 * dims + j] == 0.0f;
+        printf("deferred encode %d: worst cosine %.7f, bad text's status and zero row: %d %d\n", c, worst, statuses_right, zero);
+        CHECK(worst >= 0.99999 && statuses_right && zero);
+    }
+    CHECK_STATUS(uform_outcome_wait(&slept, -1), uform_status_ok_k);
+
+    // Left to the executor's free: the outcome finishes OK and the rows are written.
+    memset(rows[0], 0x7f, n * dims * sizeof(float));
+    uform_embeddings_t out = {.data = rows[0], .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(executor, gpu, texts, NULL, n, &out, statuses[0], &outcomes[0]), uform_status_ok_k);
+    uform_executor_free(executor);
+    CHECK(outcomes[0].finished && outcomes[0].status == uform_status_ok_k);
+    CHECK(cosine(rows[0], expected, dims) >= 0.99999);
+    printf("a deferred encode left to uform_executor_free: finished %u, status %s\n", outcomes[0].finished,
+           uform_status_name(outcomes[0].status));
+    for (int c = 0; c < CALLS; ++c) free(rows[c]);
+    free(texts), free(expected);
+    uform_model_free(gpu);
+}
+
 /** Runs in `test_encode_gpu --fault-child DIRECTORY` (a UForm3-shaped tower written by the parent). */
 static int fault_child(char const *directory) {
     enum { COUNT = 24, DIMS = 256 };
@@ -637,6 +725,7 @@ int main(int argc, char **argv) {
         uform_executor_free(pair);
     } else printf("one GPU: the two-device checks need two\n");
 
+    test_deferred_in_flight(uform3_dir, &one, &short_texts);
     test_fault(argv[0], uform3_dir);
 
     free_texts(&short_texts), free_texts(&long_texts), free_texts(&tiny_texts);

@@ -145,6 +145,59 @@ static uform_status_t trap_callback(void *context, uform_device_slot_t const *sl
     return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
 }
 
+/* ---- Deferred encodes in flight together ---- */
+
+static uform_status_t sleep_callback(void *context, uform_device_slot_t const *slot) {
+    return uform_device_launch(slot, uform_kernel_sleep_k, slot->scratch, 0, *(double const *)context);
+}
+
+/** Two deferred encodes of one model behind a 300 ms device sleep return before the device gets to
+ *  them, their rows unwritten until their outcomes finish; then both match the CPU rows. */
+static void test_deferred_in_flight(char const *tower, uform_vram_options_t const *one) {
+    size_t dims = 0;
+    float *expected = cpu_rows(tower, &dims);
+    uform_model_t gpu = open_model(tower, uform_residency_vram_k, uform_dtype_f32_k, one);
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(one, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    CHECK_FATAL(gpu && executor);
+    float *rows[2];
+    uform_outcome_t outcomes[2];
+    for (int c = 0; c < 2; ++c) {
+        rows[c] = (float *)malloc(BATCH * dims * sizeof(float));
+        uform_embeddings_t out = {.data = rows[c], .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k); // warm
+    }
+    double const nanoseconds = 300e6;
+    uform_call_t const sleep = {.residency = uform_residency_vram_k, .device = sleep_callback, .context = (void *)&nanoseconds};
+    uform_outcome_t slept;
+    CHECK_STATUS(uform_executor_call(executor, &sleep, &slept), uform_status_ok_k);
+    int pending[2], untouched[2];
+    for (int c = 0; c < 2; ++c) {
+        memset(rows[c], 0x7f, BATCH * dims * sizeof(float));
+        uform_embeddings_t out = {.data = rows[c], .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, &outcomes[c]), uform_status_ok_k);
+        pending[c] = !__atomic_load_n(&outcomes[c].finished, __ATOMIC_ACQUIRE);
+        untouched[c] = rows_untouched(rows[c], BATCH * dims);
+    }
+    printf("two deferred image encodes behind a 300 ms device sleep: pending on return %d %d, rows untouched %d %d\n",
+           pending[0], pending[1], untouched[0], untouched[1]);
+    CHECK(pending[0] && pending[1] && untouched[0] && untouched[1]);
+    for (int c = 1; c >= 0; --c) {
+        CHECK_STATUS(uform_outcome_wait(&outcomes[c], -1), uform_status_ok_k);
+        double worst = 1.0;
+        for (size_t i = 0; i < BATCH; ++i) {
+            double const cos = cosine(rows[c] + i * dims, expected + i * dims, dims);
+            if (cos < worst) worst = cos;
+        }
+        printf("deferred image encode %d: worst cosine %.7f\n", c, worst);
+        CHECK(worst >= 0.99999);
+    }
+    CHECK_STATUS(uform_outcome_wait(&slept, -1), uform_status_ok_k);
+    uform_executor_free(executor);
+    uform_model_free(gpu);
+    free(rows[0]), free(rows[1]), free(expected);
+}
+
 /** Runs in `test_encode_images_gpu --fault-child TOWER` (a tower the parent wrote). */
 static int fault_child(char const *tower) {
     int32_t const first[] = {0};
@@ -486,6 +539,7 @@ int main(int argc, char **argv) {
         uform_executor_free(pair);
     } else printf("one GPU: the two-device checks need two\n");
 
+    test_deferred_in_flight(towers[0], &one);
     test_fault(argv[0], towers[0]);
     for (size_t i = 0; i < PHOTOS; ++i) free(photo_bytes[i]);
     uform_executor_free(executor);

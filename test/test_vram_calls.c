@@ -2,8 +2,11 @@
  *  @file   test_vram_calls.c
  *  @brief  VRAM executors' calls with a GPU: deferred calls overlapping, CONTENDED, submission
  *          order, DEFERRED_FULL and the ring's progress, scratch growth, limits and release,
- *          callback failures and the watchdog seam. Without a GPU it skips (test_vram.c checks the
- *          arguments and the no-driver paths).
+ *          callback failures, the watchdog seam, and the settle a verb attaches to a deferred call
+ *          (`uform_vram_call_settling`: once, in order, before the outcome reads finished, its word
+ *          final, never for a refused call, from many threads polling at once, and when the
+ *          executor is freed). Without a GPU it skips (test_vram.c checks the arguments and the
+ *          no-driver paths).
  *
  *  Environment: UFORM_TEST_UNDER_SANITIZER=1 skips an impossible allocation, which
  *  compute-sanitizer would count as an error.
@@ -343,6 +346,131 @@ static void test_watchdog(void) {
     uform_executor_free(executor);
 }
 
+/* ---- Settles ---- */
+
+typedef struct settle_probe_t {
+    atomic_int runs;
+    uform_status_t seen;           /**< The status the settle was handed. */
+    uform_outcome_t const *own;    /**< Its call's outcome: not yet finished while it runs. */
+    uform_outcome_t const *before; /**< An earlier call's: finished by then. */
+    bool own_pending, before_finished;
+    uform_status_t replace;        /**< When not OK: the settle's word, with "replaced by the settle". */
+} settle_probe_t;
+
+static void settle_probe(void *context, uform_status_t *status, char *message, size_t message_bytes) {
+    settle_probe_t *probe = context;
+    atomic_fetch_add(&probe->runs, 1);
+    probe->seen = *status;
+    probe->own_pending = !__atomic_load_n(&probe->own->finished, __ATOMIC_ACQUIRE);
+    probe->before_finished = !probe->before || __atomic_load_n(&probe->before->finished, __ATOMIC_ACQUIRE);
+    if (probe->replace != uform_status_ok_k) {
+        *status = probe->replace;
+        snprintf(message, message_bytes, "replaced by the settle (it saw %s)", uform_status_name(probe->seen));
+    }
+}
+
+typedef struct poller_t {
+    uform_outcome_t *outcome;
+    atomic_int *go;
+    uform_status_t status;
+} poller_t;
+
+static void *poll_until_finished(void *context) {
+    poller_t *poller = context;
+    while (!atomic_load(poller->go)) {}
+    uform_status_t status;
+    while ((status = uform_outcome_poll(poller->outcome)) == uform_status_pending_k) {}
+    poller->status = status;
+    return NULL;
+}
+
+static void test_settle(void) {
+    int32_t const ordinals[] = {0};
+    uform_executor_t executor = open_on(ordinals, 1, 1u << 20, 0);
+    if (!executor) return;
+    CHECK(fill_and_check(executor, 1.0f, 16) == 0);
+    plan_t sleepy = {.kernel = uform_kernel_sleep_k, .value = 50e6};
+    uform_call_t sleeping = device_call(&sleepy, 0);
+
+    // After an earlier deferred call, before its own outcome reads finished, once, with OK.
+    uform_outcome_t earlier, outcome;
+    settle_probe_t probe = {.own = &outcome, .before = &earlier};
+    bool attached = false;
+    CHECK_STATUS(uform_executor_call(executor, &sleeping, &earlier), uform_status_ok_k);
+    CHECK_STATUS(uform_vram_call_settling(executor, &sleeping, &outcome, settle_probe, &probe, &attached), uform_status_ok_k);
+    CHECK(attached);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    CHECK(atomic_load(&probe.runs) == 1 && probe.seen == uform_status_ok_k && probe.own_pending && probe.before_finished);
+    CHECK(earlier.finished && earlier.status == uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_ok_k);
+    CHECK(atomic_load(&probe.runs) == 1);
+
+    // Its word is final: status and message.
+    settle_probe_t replacing = {.own = &outcome, .replace = uform_status_corrupt_file_k};
+    CHECK_STATUS(uform_vram_call_settling(executor, &sleeping, &outcome, settle_probe, &replacing, &attached), uform_status_ok_k);
+    CHECK(attached);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(outcome.finished && outcome.status == uform_status_corrupt_file_k);
+    printf("a settle replacing the status: %s, \"%s\"\n", uform_status_name(outcome.status), outcome.message);
+    CHECK(!strcmp(outcome.message, "replaced by the settle (it saw ok)"));
+    CHECK(atomic_load(&replacing.runs) == 1);
+
+    // Never for a refused call (scratch above the limit) or a failing device part.
+    settle_probe_t refused = {.own = &outcome};
+    uform_call_t const greedy = device_call(&sleepy, 2u << 20);
+    CHECK_STATUS(uform_vram_call_settling(executor, &greedy, &outcome, settle_probe, &refused, &attached),
+                 uform_status_limit_exceeded_k);
+    CHECK(!attached && outcome.finished && outcome.status == uform_status_limit_exceeded_k);
+    plan_t failing = {.kernel = uform_kernel_fill_f32_k, .fail_with = uform_status_invalid_argument_k};
+    uform_call_t const failing_call = device_call(&failing, 0);
+    CHECK_STATUS(uform_vram_call_settling(executor, &failing_call, &outcome, settle_probe, &refused, &attached),
+                 uform_status_invalid_argument_k);
+    CHECK(!attached);
+    CHECK_STATUS(uform_executor_drain(executor, uform_mood_parked_k), uform_status_ok_k);
+    CHECK(atomic_load(&refused.runs) == 0);
+    // A later plain deferred call carries no settle.
+    CHECK_STATUS(uform_executor_call(executor, &sleeping, &outcome), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    CHECK(atomic_load(&refused.runs) == 0 && atomic_load(&probe.runs) == 1);
+
+    // Eight threads polling the same outcomes at once, repeated: each settle runs once.
+    enum { POLLERS = 8, ROUNDS = 20 };
+    size_t const rounds = scaled(ROUNDS) ? scaled(ROUNDS) : 2;
+    int once = 1;
+    sleepy.value = 2e6;
+    for (size_t round = 0; round < rounds; ++round) {
+        uform_outcome_t outcomes[2];
+        settle_probe_t probes[2] = {{.own = &outcomes[0]}, {.own = &outcomes[1], .before = &outcomes[0]}};
+        for (int c = 0; c < 2; ++c)
+            CHECK_STATUS(uform_vram_call_settling(executor, &sleeping, &outcomes[c], settle_probe, &probes[c], &attached),
+                         uform_status_ok_k);
+        atomic_int go = 0;
+        pthread_t threads[POLLERS];
+        poller_t pollers[POLLERS];
+        for (int t = 0; t < POLLERS; ++t) {
+            pollers[t] = (poller_t){.outcome = &outcomes[t % 2], .go = &go};
+            CHECK_FATAL(pthread_create(&threads[t], NULL, poll_until_finished, &pollers[t]) == 0);
+        }
+        atomic_store(&go, 1);
+        for (int t = 0; t < POLLERS; ++t) {
+            pthread_join(threads[t], NULL);
+            once &= pollers[t].status == uform_status_ok_k;
+        }
+        once &= atomic_load(&probes[0].runs) == 1 && atomic_load(&probes[1].runs) == 1;
+        once &= probes[0].own_pending && probes[1].own_pending && probes[1].before_finished;
+    }
+    printf("settles polled by %d threads, %zu rounds: each ran once, in order: %d\n", POLLERS, rounds, once);
+    CHECK(once);
+
+    // Freed with a call in flight: the free waits for it and the settle runs with OK.
+    sleepy.value = 100e6;
+    settle_probe_t last = {.own = &outcome};
+    CHECK_STATUS(uform_vram_call_settling(executor, &sleeping, &outcome, settle_probe, &last, &attached), uform_status_ok_k);
+    uform_executor_free(executor);
+    CHECK(atomic_load(&last.runs) == 1 && last.seen == uform_status_ok_k && outcome.finished &&
+          outcome.status == uform_status_ok_k);
+}
+
 #endif // UFORM_WITH_CUDA
 
 int main(void) {
@@ -364,6 +492,7 @@ int main(void) {
     test_scratch();
     test_callback_failure();
     test_watchdog();
+    test_settle();
     vram_devices_end(anchor);
 #endif
     CHECK_DONE();

@@ -6,7 +6,7 @@
  *  In waves of images (`wave_size`: up to 128, at least two from 32 images on, one for ready crops),
  *  each one deferred call on the executor whose host part decodes the wave while the devices still
  *  run the wave before (vram.c runs a call's host part before its device part, and a deferred call
- *  returns once its device part is enqueued), then waits for every wave:
+ *  returns once its device part is enqueued), then (a blocking encode) waits for every wave:
  *  1. the host part (DYNAMIC, one task per image) decodes, resizes and centre-crops each image on the
  *     executor's decoder threads (each thread its own scratch) exactly as the CPU path does
  *     (src/image/), into `side * side * 3` bytes of 8-bit RGB per image in the tower's pinned staging
@@ -35,8 +35,10 @@
  *     device's stream (the tower's `vram_uploader_t` for that stream), the second's while the
  *     first's pass runs.
  *     The last device's callback enqueues the copies of every device's rows into pinned host rows.
- *  When every wave finished, the rows are written in input order (`vram_write_rows`). Without the
- *  pinned buffer (another call of the same model holds it) there is one wave, copied back
+ *  When every wave finished, the rows are written in input order (`vram_write_rows`): by the verb
+ *  when blocking; for a deferred encode, whose last wave carries the caller's outcome, by `job_settle`
+ *  as that outcome finishes (`uform_vram_call_settling`), which also frees the job. Without the
+ *  pinned buffers (two other calls of the same model hold them) there is one wave, copied back
  *  synchronously.
  */
 #define _GNU_SOURCE
@@ -78,6 +80,7 @@ typedef struct image_job_t {
     size_t wave_first, wave_end, wave_base;
     size_t scratch; /**< Scratch each wave's call holds: planned for the largest wave. */
     int cls_tail;   /**< The last layer past attention for the [CLS] rows alone (`uform_forward_cls_tail`). */
+    vram_waves_t run; /**< The waves' calls; `run.outcomes` is the job's. */
 } image_job_t;
 
 /** Pointers into one device's scratch: [workspace][output rows][a chunk's buffers]. */
@@ -92,7 +95,19 @@ static void job_free(image_job_t *job) {
     if (job->pinned) vram_staging_give(job->vram, job->rgb);
     else free(job->rgb), free(job->host_rows), free(job->chunk_offsets);
     free(job->scratches), free(job->items), free(job->order), free(job->offsets), free(job->shares);
+    free(job->run.outcomes);
     free(job);
+}
+
+/** A deferred encode's end (`uform_vram_settle_t`, its last wave settling): the rows in input order
+ *  when every wave succeeded, then the job freed. */
+static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
+    image_job_t *job = (image_job_t *)context;
+    vram_waves_settled(&job->run, status, message, message_bytes);
+    if (*status == uform_status_ok_k)
+        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
+                        job->statuses);
+    job_free(job);
 }
 
 static void decode_task(void *context, size_t task, size_t thread, size_t domain) {
@@ -472,10 +487,10 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     job->order = (size_t *)malloc(count * sizeof(size_t));
     job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
     size_t waves = (count + wave - 1) / wave;
-    uform_outcome_t *outcomes = (uform_outcome_t *)calloc(waves, sizeof(uform_outcome_t));
+    job->run = (vram_waves_t){.outcomes = (uform_outcome_t *)calloc(waves, sizeof(uform_outcome_t)),
+                              .failure = {.status = uform_status_ok_k}};
     if (!job->scratches || !job->rgb || !job->host_rows || !job->items || !job->order || !job->offsets ||
-        !job->chunk_offsets || !outcomes) {
-        free(outcomes);
+        !job->chunk_offsets || !job->run.outcomes) {
         status = uform_fail(uform_status_out_of_memory_k, VERB ": no memory for the pixels of %zu images", count);
         goto refused;
     }
@@ -490,24 +505,24 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     snprintf(what, sizeof what, "an image of %zu tokens", job->sequence);
     status = vram_plan_shares(job->shares, job->shares_count, wave, job->offsets, job->sequence, job->workspace,
                               job->row_bytes, limit, chunk_bytes, job, VERB, what, &job->scratch);
-    if (status != uform_status_ok_k) {
-        free(outcomes);
-        goto refused;
-    }
+    if (status != uform_status_ok_k) goto refused;
 
     /* 3. One call per wave: its host part decodes the wave on the decoder threads (while the devices
-     *    still run the wave before: calls are deferred), its device part packs and enqueues it. */
-    vram_waves_t run = {.outcomes = outcomes, .failure = {.status = uform_status_ok_k}};
-    for (size_t w = 0; w < waves && run.failure.status == uform_status_ok_k; ++w) {
+     *    still run the wave before: calls are deferred), its device part packs and enqueues it. A
+     *    deferred encode's last wave carries the caller's outcome and `job_settle`, which writes the
+     *    rows and frees the job when it finishes: then the verb returns once everything is enqueued. */
+    for (size_t w = 0; w < waves && job->run.failure.status == uform_status_ok_k; ++w) {
         job->wave_first = w * wave;
         job->wave_end = job->wave_first + wave < count ? job->wave_first + wave : count;
         uform_call_t call = {.residency = uform_residency_vram_k, .schedule = uform_schedule_dynamic_k,
                              .tasks = job->wave_end - job->wave_first, .task = decode_task, .device = wave_device,
                              .scratch_bytes = job->scratch, .context = job};
-        (void)vram_waves_submit(&run, executor, &call, outcome != NULL);
+        if (outcome && w + 1 == waves) {
+            if (vram_waves_submit_last(&job->run, executor, &call, outcome, job_settle, job))
+                return uform_status_ok_k; /* the job is the settle's now, maybe freed already */
+        } else (void)vram_waves_submit(&job->run, executor, &call, outcome != NULL);
     }
-    status = vram_waves_finish(&run); /* every submitted wave finishes before the job is freed */
-    free(outcomes);
+    status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
     if (status == uform_status_ok_k)
         vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items, statuses);
     job_free(job);

@@ -11,7 +11,9 @@
  *  positions after the earlier waves', in the tower's pinned staging buffer, so uploads never wait for
  *  the stream), checks it (without `statuses` the first bad text fails the call, naming its index,
  *  and nothing is written) and plans it. The last device of each wave enqueues the copy of the
- *  wave's rows into pinned host rows; when every wave finished, the rows are written in input order.
+ *  wave's rows into pinned host rows; when every wave finished, the rows are written in input order
+ *  (by the verb when blocking; for a deferred encode by `job_settle` as the caller's outcome, carried by
+ *  the last call, finishes).
  */
 #define _GNU_SOURCE
 #include "models/text_vram_private.h"
@@ -28,7 +30,19 @@ static void job_free(vram_job_t *job) {
     if (job->pinned) vram_staging_give(job->vram, job->ids);
     else free(job->ids), free(job->positions), free(job->chunk_offsets), free(job->host_rows);
     free(job->slots), free(job->produced), free(job->items), free(job->order), free(job->offsets), free(job->shares);
+    free(job->run.outcomes);
     free(job);
+}
+
+/** A deferred encode's end (`uform_vram_settle_t`, its last call settling): the rows in input order
+ *  when every wave succeeded, then the job freed. */
+static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
+    vram_job_t *job = (vram_job_t *)context;
+    vram_waves_settled(&job->run, status, message, message_bytes);
+    if (*status == uform_status_ok_k)
+        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
+                        job->statuses);
+    job_free(job);
 }
 
 static void tokenize_task(void *context, size_t task, size_t thread, size_t domain) {
@@ -297,9 +311,11 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     size_t fixed[3] = {0, count, count}, *listed = NULL;
     size_t waves = tokenise && job->pinned ? wave_starts(count, fixed, &listed) : 1;
     size_t const *starts = listed ? listed : fixed;
-    uform_outcome_t *outcomes = (uform_outcome_t *)calloc(waves + 1, sizeof(uform_outcome_t));
-    if (!job->ids || !job->positions || !job->chunk_offsets || !job->host_rows || !job->order || !job->offsets || !outcomes) {
-        free(outcomes), free(listed);
+    job->run = (vram_waves_t){.outcomes = (uform_outcome_t *)calloc(waves + 1, sizeof(uform_outcome_t)),
+                              .failure = {.status = uform_status_ok_k}};
+    if (!job->ids || !job->positions || !job->chunk_offsets || !job->host_rows || !job->order || !job->offsets ||
+        !job->run.outcomes) {
+        free(listed);
         job_free(job);
         return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k,
                                                         "uform_encode_texts: no memory for the tokens of %zu texts", count));
@@ -309,14 +325,15 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     size_t limit = description->scratch_limit;
     if (limit && limit < (256u << 20)) job->workspace = 1u << 20;
 
-    /* Call w tokenises wave w (its host part) and runs wave w - 1 (its device part). */
-    vram_waves_t run = {.outcomes = outcomes, .failure = {.status = uform_status_ok_k}};
-    for (size_t w = 0; w <= waves && run.failure.status == uform_status_ok_k; ++w) {
+    /* Call w tokenises wave w (its host part) and runs wave w - 1 (its device part). A deferred
+     * encode's last call carries the caller's outcome and `job_settle`, which writes the rows and frees
+     * the job when it finishes: then the verb returns once everything is enqueued. */
+    for (size_t w = 0; w <= waves && job->run.failure.status == uform_status_ok_k; ++w) {
         size_t scratch = 0;
         if (w > 0) {
             uform_status_t packed = pack_wave(job, starts[w - 1], starts[w], limit, &scratch);
             if (packed != uform_status_ok_k) {
-                uform_failure_save(&run.failure, packed);
+                uform_failure_save(&job->run.failure, packed);
                 break;
             }
         }
@@ -327,10 +344,15 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
                              .tasks = tokenising ? job->wave_end - job->wave_first : 0,
                              .task = tokenising ? tokenize_task : NULL, .device = scratch ? device_part : NULL,
                              .scratch_bytes = scratch, .context = job};
-        (void)vram_waves_submit(&run, executor, &call, outcome != NULL);
+        if (outcome && w == waves) {
+            if (vram_waves_submit_last(&job->run, executor, &call, outcome, job_settle, job)) {
+                free(listed);
+                return uform_status_ok_k; /* the job is the settle's now, maybe freed already */
+            }
+        } else (void)vram_waves_submit(&job->run, executor, &call, outcome != NULL);
     }
-    uform_status_t status = vram_waves_finish(&run); /* every submitted wave finishes before the job is freed */
-    free(outcomes), free(listed);
+    uform_status_t status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
+    free(listed);
     if (status == uform_status_ok_k)
         vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items,
                         job->statuses);

@@ -44,6 +44,7 @@ typedef struct vram_job_t {
     size_t workspace;          /**< cuBLASLt workspace bytes per device. */
     size_t chunks;             /**< Chunks enqueued so far, over all devices. */
     int cls_tail;              /**< The last layer past attention for the first tokens alone (`uform_forward_cls_tail`). */
+    vram_waves_t run;          /**< The waves' calls; `run.outcomes` is the job's. */
 } vram_job_t;
 
 /** Pointers into one device's scratch: [workspace][output rows][chunk buffers]. */

@@ -122,33 +122,39 @@ size_t uform_text_vram_copies(struct uform_model_s const *model) {
     return model && model->vram ? ((vram_tower_t const *)model->vram)->count : 0;
 }
 
-/** Frees the staging buffer in the first copy's context (pinned memory belongs to a context). */
-static void staging_release(vram_tower_t *vram) {
-    if (!vram->staging) return;
+/** Frees staging buffer `slot` in the first copy's context (pinned memory belongs to a context). */
+static void staging_release(vram_tower_t *vram, size_t slot) {
+    if (!vram->staging[slot]) return;
     CUcontext previous = NULL;
     if (vram->count && vram->copies[0].context && vram->cuda->CtxPushCurrent(vram->copies[0].context) == CUDA_SUCCESS) {
-        vram->cuda->MemFreeHost(vram->staging);
+        vram->cuda->MemFreeHost(vram->staging[slot]);
         vram->cuda->CtxPopCurrent(&previous);
     }
-    vram->staging = NULL, vram->staging_bytes = 0;
+    vram->staging[slot] = NULL, vram->staging_bytes[slot] = 0;
 }
 
 void *vram_staging_take(vram_tower_t *vram, size_t bytes) {
     void *buffer = NULL;
     pthread_mutex_lock(&vram->staging_lock);
-    if (!vram->staging_lent && vram->count && vram->copies[0].context) {
-        if (vram->staging_bytes < bytes) {
-            staging_release(vram);
+    /* A free buffer large enough, else the largest free one grown. */
+    size_t slot = VRAM_STAGING;
+    for (size_t s = 0; s < VRAM_STAGING; ++s)
+        if (!vram->staging_lent[s] &&
+            (slot == VRAM_STAGING || (vram->staging_bytes[slot] < bytes && vram->staging_bytes[s] > vram->staging_bytes[slot])))
+            slot = s;
+    if (slot < VRAM_STAGING && vram->count && vram->copies[0].context) {
+        if (vram->staging_bytes[slot] < bytes) {
+            staging_release(vram, slot);
             CUcontext previous = NULL;
             if (vram->cuda->CtxPushCurrent(vram->copies[0].context) == CUDA_SUCCESS) {
                 size_t grown = bytes + bytes / 4; /* room for a somewhat larger batch next time */
-                if (vram->cuda->MemHostAlloc(&vram->staging, grown, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS)
-                    vram->staging_bytes = grown;
-                else vram->staging = NULL;
+                if (vram->cuda->MemHostAlloc(&vram->staging[slot], grown, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS)
+                    vram->staging_bytes[slot] = grown;
+                else vram->staging[slot] = NULL;
                 vram->cuda->CtxPopCurrent(&previous);
             }
         }
-        if (vram->staging) buffer = vram->staging, vram->staging_lent = 1;
+        if (vram->staging[slot]) buffer = vram->staging[slot], vram->staging_lent[slot] = 1;
     }
     pthread_mutex_unlock(&vram->staging_lock);
     return buffer;
@@ -156,14 +162,15 @@ void *vram_staging_take(vram_tower_t *vram, size_t bytes) {
 
 void vram_staging_give(vram_tower_t *vram, void *buffer) {
     pthread_mutex_lock(&vram->staging_lock);
-    if (buffer && buffer == vram->staging) vram->staging_lent = 0;
+    for (size_t s = 0; s < VRAM_STAGING; ++s)
+        if (buffer && buffer == vram->staging[s]) vram->staging_lent[s] = 0;
     pthread_mutex_unlock(&vram->staging_lock);
 }
 
 void uform_text_vram_free(struct uform_model_s *model) {
     vram_tower_t *vram = model ? (vram_tower_t *)model->vram : NULL;
     if (!vram) return;
-    staging_release(vram);
+    for (size_t s = 0; s < VRAM_STAGING; ++s) staging_release(vram, s);
     pthread_mutex_destroy(&vram->staging_lock);
     for (size_t i = 0; i < vram->count; ++i) copy_release(vram, &vram->copies[i]);
     free(vram->copies);
@@ -473,6 +480,32 @@ uform_status_t vram_waves_submit(vram_waves_t *waves, uform_executor_t executor,
     }
     if (status != uform_status_ok_k) uform_failure_save(&waves->failure, status);
     return status;
+}
+
+bool vram_waves_submit_last(vram_waves_t *waves, uform_executor_t executor, uform_call_t const *call,
+                            uform_outcome_t *outcome, uform_vram_settle_t settle, void *context) {
+    if (waves->failure.status != uform_status_ok_k) return false;
+    for (;;) {
+        bool attached = false;
+        uform_status_t status = uform_vram_call_settling(executor, call, outcome, settle, context, &attached);
+        if (attached) return true;
+        if (status == uform_status_ok_k) /* queued without the settle (not a VRAM executor's ring): as a wave */
+            status = uform_outcome_wait(outcome, -1);
+        else if (status == uform_status_deferred_full_k && waves->waited < waves->used) {
+            status = uform_outcome_wait(&waves->outcomes[waves->waited++], -1);
+            if (status == uform_status_ok_k) continue;
+        }
+        if (status != uform_status_ok_k) uform_failure_save(&waves->failure, status);
+        return false;
+    }
+}
+
+void vram_waves_settled(vram_waves_t const *waves, uform_status_t *status, char *message, size_t message_bytes) {
+    for (size_t w = waves->waited; w < waves->used && *status == uform_status_ok_k; ++w)
+        if (waves->outcomes[w].status != uform_status_ok_k) {
+            *status = waves->outcomes[w].status;
+            snprintf(message, message_bytes, "%s", waves->outcomes[w].message);
+        }
 }
 
 uform_status_t vram_waves_finish(vram_waves_t *waves) {

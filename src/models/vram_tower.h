@@ -105,6 +105,9 @@ typedef struct vram_copy_t {
     vram_uploader_t uploaders[VRAM_UPLOADERS]; /**< Guarded by `lock`. */
 } vram_copy_t;
 
+/** Pinned staging buffers per tower (`vram_staging_take`). */
+#define VRAM_STAGING 2
+
 /** `model->vram` of a VRAM model, text or image. */
 typedef struct vram_tower_t {
     uform_cuda_t const *cuda;
@@ -113,11 +116,13 @@ typedef struct vram_tower_t {
     vram_copy_t *copies;
     int lt_type; /**< CUDA_R_* of the activations and weights. */
     int suffix;  /**< 0 f32, 1 bf16, 2 f16. */
-    /* A pinned host buffer for uploads (image towers' 8-bit crops), lent to one job at a time. */
+    /* Pinned host buffers for a job's uploads and rows (tokens, 8-bit crops, the rows copied back),
+     * each lent to one job at a time: two, so a deferred call's job can hold one until it settles
+     * while the next call fills the other. */
     pthread_mutex_t staging_lock;
-    void *staging;
-    size_t staging_bytes;
-    int staging_lent;
+    void *staging[VRAM_STAGING];
+    size_t staging_bytes[VRAM_STAGING];
+    int staging_lent[VRAM_STAGING];
 } vram_tower_t;
 
 #define CHECK_STEP(expression)                                                                                         \
@@ -161,9 +166,10 @@ typedef void (*vram_layout_t)(vram_image_t *image, void const *tower, vram_weigh
 uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t const *options, void const *tower,
                                size_t layers_count, uform_dtype_t dtype, vram_layout_t layout);
 
-/** @brief The tower's pinned host buffer, grown to at least `bytes` (kept until the model is freed),
- *  for one job at a time: uploads from it run at the bus's speed, not through the driver's staging.
- *  NULL when another job holds it or the driver cannot pin that much: the caller then uses malloc. */
+/** @brief One of the tower's `VRAM_STAGING` pinned host buffers, grown to at least `bytes` (kept
+ *  until the model is freed), for one job at a time: uploads from it run at the bus's speed, not
+ *  through the driver's staging. NULL when other jobs hold them all or the driver cannot pin that
+ *  much: the caller then uses malloc. */
 void *vram_staging_take(vram_tower_t *vram, size_t bytes);
 /** @brief Returns the buffer `vram_staging_take` lent. */
 void vram_staging_give(vram_tower_t *vram, void *buffer);
@@ -301,6 +307,18 @@ uform_status_t vram_waves_submit(vram_waves_t *waves, uform_executor_t executor,
 /** @brief Waits for every deferred wave (each must finish before the job is freed, failed or not);
  *  returns the first failure (with its message as the thread's), else OK. */
 uform_status_t vram_waves_finish(vram_waves_t *waves);
+
+/** @brief Submits a deferred verb's last wave with the caller's `outcome` and `settle` attached
+ *  (`uform_vram_call_settling`), as `vram_waves_submit` does the others (after our oldest wave when
+ *  the ring is full). True when attached: `settle` then owns the job and finishes the verb when the
+ *  call settles. False after an earlier failure or a refusal (kept in `waves->failure`; `outcome` was
+ *  finished with it): the caller finishes the verb itself, as a blocking one. */
+bool vram_waves_submit_last(vram_waves_t *waves, uform_executor_t executor, uform_call_t const *call,
+                            uform_outcome_t *outcome, uform_vram_settle_t settle, void *context);
+
+/** @brief For a settle: the first failure among `waves`' own deferred waves not yet waited for
+ *  (settled by then: they came first), into `status` and `message` while `status` is OK. */
+void vram_waves_settled(vram_waves_t const *waves, uform_status_t *status, char *message, size_t message_bytes);
 
 /** @brief Finds each executor device's copy of `model` into `shares` (zeroed, `members_count` of
  *  them): RESIDENCY_MISMATCH when the executor drives no GPU or a device holds no copy. */
