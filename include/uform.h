@@ -1240,7 +1240,11 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  per wave, 0 for one) overrides the wave size. A device's
  *  share of at least 128 images that fits one chunk runs as two chunks (a fifth, then the rest), the
  *  second's crops uploading on a copy stream while the first's pass runs; UFORM_GPU_UPLOAD_SPLIT=N
- *  sets that threshold (0: never).
+ *  sets that threshold (0: never). A smaller share that fits one chunk uploads on that copy stream
+ *  into one of two device buffers the model keeps per executor stream (up to 2.5 times the crops of
+ *  the largest such share, until the model is freed), used in turn: its upload waits only for the
+ *  pass that last read that buffer, so it runs under the pass before (the previous wave's, or a
+ *  deferred call's still in flight); UFORM_GPU_ALTERNATE=0 uploads into the scratch instead.
  *
  *  @code{.c}
  *  uform_image_t images[2] = {{.data = jpeg, .size = jpeg_size}, {.data = png, .size = png_size}};

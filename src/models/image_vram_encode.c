@@ -33,7 +33,9 @@
  *     A share of at least `split_images()` images that fits one chunk is cut in two chunks instead
  *     (`enqueue_split`, a fifth and the rest): both chunks' crops go up on a copy stream beside the
  *     device's stream (the tower's `vram_uploader_t` for that stream), the second's while the
- *     first's pass runs.
+ *     first's pass runs. A smaller share that fits one chunk uploads on that copy stream into one of
+ *     the uploader's own two device buffers, in turn (`enqueue_alternating`), waiting only for the
+ *     pass that last read it: under the previous wave's or deferred call's pass.
  *     The last device's callback enqueues the copies of every device's rows into pinned host rows.
  *  When every wave finished, the rows are written in input order (`vram_write_rows`): by the verb
  *  when blocking; for a deferred encode, whose last wave carries the caller's outcome, by `job_settle`
@@ -325,6 +327,20 @@ static size_t split_images(void) {
     return __atomic_load_n(&value, __ATOMIC_RELAXED);
 }
 
+/** Whether a share that fits one chunk below the split uploads its crops into the uploader's own
+ *  buffers in turn (`enqueue_alternating`); UFORM_GPU_ALTERNATE=0 turns it off (into the scratch,
+ *  behind everything on the stream, as before). */
+static int alternating_allowed(void) {
+    static int value = 1, read = 0;
+    if (!__atomic_load_n(&read, __ATOMIC_ACQUIRE)) {
+        size_t forced = 1;
+        if (strict_count(getenv("UFORM_GPU_ALTERNATE"), 0, 1, false, &forced))
+            __atomic_store_n(&value, (int)forced, __ATOMIC_RELAXED);
+        __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&value, __ATOMIC_RELAXED);
+}
+
 /** A share that fits one chunk, cut in two: both chunks' crops go up on the uploader's stream (after
  *  what the share's stream holds, so no earlier call's use of the scratch is overwritten), each into
  *  its own part of the chunk's pixel buffer, and the share's stream waits for each chunk's upload just
@@ -362,6 +378,49 @@ static uform_status_t enqueue_split(image_job_t *job, vram_share_t *share, image
                                 b->pixels + (bounds[c] - share->first) * job->per_image));
     }
     return uform_status_ok_k;
+}
+
+/** A share that fits one chunk, below the split: its crops go up on the uploader's stream into the
+ *  uploader's own device buffers, used in turn, and the pass reads them from there. The upload waits
+ *  only for the pass that last read that buffer (two calls of this model on this stream ago), not for
+ *  the stream: so when the caller keeps deferred calls in flight, a call's upload runs under the
+ *  call before's pass. False (nothing enqueued) when the buffers cannot be had: the caller then
+ *  uploads into the scratch as usual. */
+static bool enqueue_alternating(image_job_t *job, vram_share_t *share, image_buffers_t const *b, vram_uploader_t *u,
+                                uform_status_t *status) {
+    uform_cuda_t const *cuda = job->vram->cuda;
+    size_t n = share->end - share->first, bytes = n * job->per_image;
+    if (u->pixels_bytes < bytes) { /* grown once both buffers' last readers finished */
+        for (int r = 0; r < 2; ++r) {
+            if (!u->pixels[r]) continue;
+            if (cuda->EventSynchronize(u->freed[r]) != CUDA_SUCCESS) return false;
+            cuda->MemFree(u->pixels[r]);
+            u->pixels[r] = 0;
+        }
+        u->pixels_bytes = 0;
+        size_t grown = align_up(bytes + bytes / 4, VRAM_ALIGN);
+        if (cuda->MemAlloc(&u->pixels[0], grown) != CUDA_SUCCESS) return u->pixels[0] = 0, false;
+        if (cuda->MemAlloc(&u->pixels[1], grown) != CUDA_SUCCESS) {
+            cuda->MemFree(u->pixels[0]);
+            return u->pixels[0] = u->pixels[1] = 0, false;
+        }
+        u->pixels_bytes = grown;
+    }
+    int r = u->turn ^= 1;
+    char const *what = "cuStreamWaitEvent";
+    CUresult result = cuda->StreamWaitEvent(u->stream, u->freed[r], 0);
+    if (result == CUDA_SUCCESS)
+        what = "cuMemcpyHtoDAsync", result = cuda->MemcpyHtoDAsync(u->pixels[r], job->rgb + (job->wave_base + share->first) * job->per_image,
+                                                                   bytes, u->stream);
+    if (result == CUDA_SUCCESS) what = "cuEventRecord", result = cuda->EventRecord(u->ready[0], u->stream);
+    if (result == CUDA_SUCCESS)
+        what = "cuMemcpyHtoDAsync", result = cuda->MemcpyHtoDAsync(b->offsets, job->chunk_offsets, (n + 1) * 4, share->stream);
+    if (result == CUDA_SUCCESS) what = "cuStreamWaitEvent", result = cuda->StreamWaitEvent(share->stream, u->ready[0], 0);
+    if (result != CUDA_SUCCESS) return *status = vram_launch_failed(result, VERB, what, share->copy->ordinal), true;
+    *status = enqueue_pass(job, share, b, share->first, share->end, u->pixels[r]);
+    if (*status == uform_status_ok_k && (result = cuda->EventRecord(u->freed[r], share->stream)) != CUDA_SUCCESS)
+        *status = vram_launch_failed(result, VERB, "cuEventRecord", share->copy->ordinal);
+    return true;
 }
 
 /** Packs the wave's decoded images after the earlier waves' (in input order) and splits them over
@@ -402,15 +461,20 @@ static uform_status_t wave_device(void *context, uform_device_slot_t const *slot
     share->out = b.out;
     size_t per_chunk = share->chunk_tokens / job->sequence, images = share->end - share->first;
     size_t split = split_images();
-    vram_uploader_t *uploader = NULL;
-    if (split && images >= split && per_chunk >= images && job->pinned && !vram_profiling())
-        uploader = vram_uploader_take(job->vram, share->copy, share->stream);
+    int const one_chunk = images && per_chunk >= images && job->pinned && !vram_profiling();
+    int const cut = one_chunk && split && images >= split;
+    vram_uploader_t *uploader = one_chunk && (cut || alternating_allowed())
+                                    ? vram_uploader_take(job->vram, share->copy, share->stream)
+                                    : NULL;
+    int done = 0;
     if (uploader) {
-        uform_status_t status = enqueue_split(job, share, &b, uploader);
+        uform_status_t status = uform_status_ok_k;
+        if (cut) status = enqueue_split(job, share, &b, uploader), done = 1;
+        else done = enqueue_alternating(job, share, &b, uploader, &status);
         vram_uploader_give(share->copy, uploader);
         CHECK_STEP(status);
     }
-    for (size_t e = share->first; e < share->end && per_chunk && !uploader;) {
+    for (size_t e = share->first; e < share->end && per_chunk && !done;) {
         size_t end = share->end - e < per_chunk ? share->end : e + per_chunk;
         CHECK_STEP(enqueue_chunk(job, share, &b, e, end));
         e = end;

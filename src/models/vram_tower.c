@@ -64,8 +64,11 @@ void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3],
 static void uploader_release(uform_cuda_t const *cuda, vram_uploader_t *uploader) {
     if (uploader->stream) cuda->StreamDestroy(uploader->stream);
     if (uploader->start) cuda->EventDestroy(uploader->start);
-    for (size_t r = 0; r < 2; ++r)
+    for (size_t r = 0; r < 2; ++r) {
         if (uploader->ready[r]) cuda->EventDestroy(uploader->ready[r]);
+        if (uploader->freed[r]) cuda->EventDestroy(uploader->freed[r]);
+        if (uploader->pixels[r]) cuda->MemFree(uploader->pixels[r]);
+    }
     memset(uploader, 0, sizeof *uploader);
 }
 
@@ -82,7 +85,9 @@ vram_uploader_t *vram_uploader_take(vram_tower_t const *vram, vram_copy_t *copy,
         int made = cuda->StreamCreate(&free_slot->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
                    cuda->EventCreate(&free_slot->start, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
                    cuda->EventCreate(&free_slot->ready[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-                   cuda->EventCreate(&free_slot->ready[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+                   cuda->EventCreate(&free_slot->ready[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                   cuda->EventCreate(&free_slot->freed[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                   cuda->EventCreate(&free_slot->freed[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
         if (made) free_slot->owner = owner, found = free_slot;
         else uploader_release(cuda, free_slot);
     }

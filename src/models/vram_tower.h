@@ -71,6 +71,13 @@ typedef struct vram_uploader_t {
     CUstream owner, stream;
     CUevent start;    /**< Recorded on `owner` before the first upload: the uploads wait for it. */
     CUevent ready[2]; /**< Recorded on `stream` after each chunk's upload: `owner` waits for it. */
+    /* Alternating crops (image_vram_encode.c's `enqueue_alternating`): two device buffers of its own,
+     * outside the executor's scratch, used in turn; `freed[r]` is recorded on `owner` after the pass
+     * that read `pixels[r]`. Allocated on first use, freed with the model. */
+    CUevent freed[2];
+    CUdeviceptr pixels[2];
+    size_t pixels_bytes;
+    int turn;
     int busy;
 } vram_uploader_t;
 #define VRAM_UPLOADERS 8u
