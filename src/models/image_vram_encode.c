@@ -390,7 +390,8 @@ static bool enqueue_alternating(image_job_t *job, vram_share_t *share, image_buf
                                 uform_status_t *status) {
     uform_cuda_t const *cuda = job->vram->cuda;
     size_t n = share->end - share->first, bytes = n * job->per_image;
-    if (u->pixels_bytes < bytes) { /* grown once both buffers' last readers finished */
+    if (u->pixels_bytes < bytes) { /* grown once both buffers' last uploads and readers finished */
+        if (cuda->StreamSynchronize(u->stream) != CUDA_SUCCESS) return false;
         for (int r = 0; r < 2; ++r) {
             if (!u->pixels[r]) continue;
             if (cuda->EventSynchronize(u->freed[r]) != CUDA_SUCCESS) return false;
@@ -418,7 +419,10 @@ static bool enqueue_alternating(image_job_t *job, vram_share_t *share, image_buf
     if (result == CUDA_SUCCESS) what = "cuStreamWaitEvent", result = cuda->StreamWaitEvent(share->stream, u->ready[0], 0);
     if (result != CUDA_SUCCESS) return *status = vram_launch_failed(result, VERB, what, share->copy->ordinal), true;
     *status = enqueue_pass(job, share, b, share->first, share->end, u->pixels[r]);
-    if (*status == uform_status_ok_k && (result = cuda->EventRecord(u->freed[r], share->stream)) != CUDA_SUCCESS)
+    /* Recorded even after a failed pass: the stream waited for the upload, so the buffer's next use
+     * waits for it too. */
+    result = cuda->EventRecord(u->freed[r], share->stream);
+    if (*status == uform_status_ok_k && result != CUDA_SUCCESS)
         *status = vram_launch_failed(result, VERB, "cuEventRecord", share->copy->ordinal);
     return true;
 }
