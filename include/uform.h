@@ -1177,7 +1177,8 @@ typedef struct uform_image_t {
  *  it (or frees the executor), so the next call's tokenising overlaps this one's device work. The
  *  model must stay open until then. Each model has two pinned host buffers for its jobs, so two
  *  deferred encodes of one model may be in flight at once with overlapped copies; a third meanwhile
- *  runs from unpinned memory in one wave and has finished when it returns. When the executor's
+ *  runs from unpinned memory in one wave and returns only after the devices ran it (its rows still
+ *  written as its outcome finishes). When the executor's
  *  deferred ring is full its waves wait for each other, and a deferred encode meeting a ring full of
  *  other calls gets DEFERRED_FULL. UFORM_GPU_TEXT_WAVE=N (texts per wave, 0 for one) overrides the split.
  *  f32 weights compute in f32 (the CPU path's results up to rounding); bf16 and f16 keep activations
