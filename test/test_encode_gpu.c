@@ -29,14 +29,11 @@
 #include "check.h"
 #include "rows.h"
 #include "encode/text_towers.h"
-#include "internal.h"       // `uform_now_seconds`, `uform_sleep_seconds`
-#include "uform_testing.h" // `uform_device_launch`, `uform_kernel_trap_k`
+#include "fault_harness.h"
 
 #include <math.h>
-#include <signal.h>   // `kill`
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/wait.h> // `waitpid`
 #include <unistd.h>
 
 static char const *dump_directory = NULL;
@@ -245,16 +242,9 @@ static void check_tower(char const *label, char const *path, texts_t const *t, u
 
 /* ---- A device fault during an encode (in a child process) ---- */
 
-static uform_status_t trap_callback(void *context, uform_device_slot_t const *slot) {
-    (void)context;
-    return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
-}
 
 /* ---- Deferred encodes in flight together ---- */
 
-static uform_status_t sleep_callback(void *context, uform_device_slot_t const *slot) {
-    return uform_device_launch(slot, uform_kernel_sleep_k, slot->scratch, 0, *(double const *)context);
-}
 
 /** Deferred encodes return once enqueued and write their rows as their outcomes finish: three of
  *  one model in flight behind a 300 ms device sleep (two with the model's pinned buffers, the third
@@ -284,7 +274,7 @@ static void test_deferred_in_flight(char const *path, uform_vram_options_t const
         free(warm);
     }
     double const nanoseconds = 300e6;
-    uform_call_t const sleep = {.residency = uform_residency_vram_k, .device = sleep_callback, .context = (void *)&nanoseconds};
+    uform_call_t const sleep = {.residency = uform_residency_vram_k, .device = fault_sleep_callback, .context = (void *)&nanoseconds};
     uform_outcome_t slept;
     CHECK_STATUS(uform_executor_call(executor, &sleep, &slept), uform_status_ok_k);
     double const start = uform_now_seconds();
@@ -363,7 +353,7 @@ static int fault_child(char const *directory) {
 
     // A trap queued (deferred) on the executor's stream, then the verb behind it: the fault surfaces
     // while the verb waits for its own launches.
-    uform_call_t const trap = {.residency = uform_residency_vram_k, .device = trap_callback};
+    uform_call_t const trap = {.residency = uform_residency_vram_k, .device = fault_trap_callback};
     uform_outcome_t trapped;
     CHECK_STATUS(uform_executor_call(victim, &trap, &trapped), uform_status_ok_k);
     memset(rows, 0x7f, sizeof rows);
@@ -404,32 +394,7 @@ static int fault_child(char const *directory) {
     return check_failures ? 1 : 0;
 }
 
-static void test_fault(char const *self, char const *directory) {
-    if (getenv("UFORM_TEST_UNDER_SANITIZER")) {
-        printf("fault test skipped under a sanitizer\n");
-        return;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t child = fork();
-    if (child == 0) {
-        execl("/proc/self/exe", self, "--fault-child", directory, (char *)NULL);
-        _exit(127);
-    }
-    CHECK_FATAL(child > 0);
-    int status = 0;
-    double const deadline = uform_now_seconds() + 180;
-    pid_t done = 0;
-    while ((done = waitpid(child, &status, WNOHANG)) == 0 && uform_now_seconds() < deadline) uform_sleep_seconds(0.01);
-    if (done == 0) {
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        fprintf(stderr, "the fault child hung for 180 s\n");
-        ++check_failures;
-        return;
-    }
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+static void test_fault(char const *self, char const *directory) { fault_run_child(self, "--fault-child", directory, 180, "fault"); }
 
 /* ---- Main ---- */
 

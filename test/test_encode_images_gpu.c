@@ -33,14 +33,11 @@
 #include "check.h"
 #include "rows.h"
 #include "encode_images/towers.h"
-#include "internal.h"       // `uform_now_seconds`, `uform_sleep_seconds`
-#include "uform_testing.h" // `uform_device_launch`, `uform_kernel_trap_k`
+#include "fault_harness.h"
 
 #include <math.h>
-#include <signal.h>   // `kill`
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/wait.h> // `waitpid`
 #include <unistd.h>
 
 #ifndef UFORM_TEST_SOURCE_DIR
@@ -140,16 +137,9 @@ static void load_photos(void) {
     }
 }
 
-static uform_status_t trap_callback(void *context, uform_device_slot_t const *slot) {
-    (void)context;
-    return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
-}
 
 /* ---- Deferred encodes in flight together ---- */
 
-static uform_status_t sleep_callback(void *context, uform_device_slot_t const *slot) {
-    return uform_device_launch(slot, uform_kernel_sleep_k, slot->scratch, 0, *(double const *)context);
-}
 
 /** Two deferred encodes of one model behind a 300 ms device sleep return before the device gets to
  *  them, their rows unwritten until their outcomes finish; then both match the CPU rows. */
@@ -168,7 +158,7 @@ static void test_deferred_in_flight(char const *tower, uform_vram_options_t cons
         CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k); // warm
     }
     double const nanoseconds = 300e6;
-    uform_call_t const sleep = {.residency = uform_residency_vram_k, .device = sleep_callback, .context = (void *)&nanoseconds};
+    uform_call_t const sleep = {.residency = uform_residency_vram_k, .device = fault_sleep_callback, .context = (void *)&nanoseconds};
     uform_outcome_t slept;
     CHECK_STATUS(uform_executor_call(executor, &sleep, &slept), uform_status_ok_k);
     int pending[2], untouched[2];
@@ -218,7 +208,7 @@ static int fault_child(char const *tower) {
     CHECK(cosine(rows, expected, dims) >= 0.99999);
 
     // A trap queued (deferred) on the executor's stream, then the verb behind it.
-    uform_call_t const trap = {.residency = uform_residency_vram_k, .device = trap_callback};
+    uform_call_t const trap = {.residency = uform_residency_vram_k, .device = fault_trap_callback};
     uform_outcome_t trapped;
     CHECK_STATUS(uform_executor_call(victim, &trap, &trapped), uform_status_ok_k);
     memset(rows, 0x7f, BATCH * dims * sizeof(float));
@@ -253,32 +243,7 @@ static int fault_child(char const *tower) {
     return check_failures ? 1 : 0;
 }
 
-static void test_fault(char const *self, char const *tower) {
-    if (getenv("UFORM_TEST_UNDER_SANITIZER")) {
-        printf("fault test skipped under a sanitizer\n");
-        return;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t child = fork();
-    if (child == 0) {
-        execl("/proc/self/exe", self, "--fault-child", tower, (char *)NULL);
-        _exit(127);
-    }
-    CHECK_FATAL(child > 0);
-    int status = 0;
-    double const deadline = uform_now_seconds() + 180;
-    pid_t done = 0;
-    while ((done = waitpid(child, &status, WNOHANG)) == 0 && uform_now_seconds() < deadline) uform_sleep_seconds(0.01);
-    if (done == 0) {
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        fprintf(stderr, "the fault child hung for 180 s\n");
-        ++check_failures;
-        return;
-    }
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+static void test_fault(char const *self, char const *tower) { fault_run_child(self, "--fault-child", tower, 180, "fault"); }
 
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--fault-child")) return fault_child(argv[2]);

@@ -10,6 +10,7 @@
  *  (the trap), which compute-sanitizer would count as an error.
  */
 #include "vram_harness.h"
+#include "fault_harness.h"
 
 static void test_arguments(void) {
     uform_executor_t const sentinel = (uform_executor_t)(uintptr_t)0x1234;
@@ -469,32 +470,7 @@ static int trap_child(void) {
     return check_failures ? 1 : 0;
 }
 
-static void test_trap(char const *self) {
-    if (getenv("UFORM_TEST_UNDER_SANITIZER")) {
-        printf("trap test skipped under a sanitizer\n");
-        return;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t child = fork();
-    if (child == 0) {
-        execl("/proc/self/exe", self, "--trap-child", (char *)NULL);
-        _exit(127);
-    }
-    CHECK_FATAL(child > 0);
-    int status = 0;
-    double const deadline = uform_now_seconds() + 120;
-    pid_t done = 0;
-    while ((done = waitpid(child, &status, WNOHANG)) == 0 && uform_now_seconds() < deadline) uform_sleep_seconds(0.01);
-    if (done == 0) {
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        fprintf(stderr, "the trap child hung for 120 s\n");
-        ++check_failures;
-        return;
-    }
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+static void test_trap(char const *self) { fault_run_child(self, "--trap-child", NULL, 120, "trap"); }
 
 #endif // UFORM_WITH_CUDA
 
