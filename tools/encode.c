@@ -4,42 +4,59 @@
  *          ABI only.
  *
  *      uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]
- *                   [--threads N] [TEXT...]
+ *                   [--threads N] [--device N] [--batch N] [TEXT...]
  *      uform encode --model DIR [...] --image FILE... (a directory expands to its .jpg, .jpeg and
  *                   .png files in name order)
  *
- *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped). Texts
- *  are encoded in batches of 256 on a RAM executor. `jsonl`, the default, writes one JSON array of
- *  numbers per text, in input order; `f32` raw little-endian rows; `npy` one NumPy array [texts,
- *  dimensions] of float32. A progress bar goes to standard error when it is a terminal and there
- *  are more than 256 texts: drawn at the start and after each batch on one line, which it ends when
- *  the run ends or before an error is printed; where the embeddings go to that same terminal, each
- *  drawing ends its line, so that no row starts on the bar's line. Errors print the status name and
- *  the engine's message and exit 1, naming the first text (its index, and its line when read from
- *  standard input) or image file that failed; usage errors exit 2. `--output FILE` is written
- *  beside it under a temporary name and renamed over FILE only when every item was encoded, so a
- *  failure leaves FILE as it was (a FILE that is not a regular file, such as /dev/stdout or a FIFO,
- *  or a symbolic link, is written in place); standard output is written batch by batch, so a
- *  failure leaves the batches before it there. An embedding that is not finite (weights that hold
- *  NaN) fails the run rather than print invalid JSON.
+ *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped) as the
+ *  lines come: a batch takes the first line (waiting for it) and those already there, up to
+ *  `--batch` (256), so memory stays bounded by two batches however long the input, and a writer that
+ *  keeps its pipe open gets each line's row once it is encoded. Two batches are in flight: batch k
+ *  runs as a deferred encode (on a RAM executor, or a VRAM one with `--device`) while batch k - 1's
+ *  rows are written and batch k + 1 is read. `jsonl`, the default, writes one JSON array of numbers
+ *  per text, in input order, each number as "%.9g" prints it (the same float32 read back;
+ *  format_float.h, ten times faster than printf); `f32` raw little-endian rows; `npy` one NumPy
+ *  array [texts, dimensions] of float32 (its header rewritten at the end where the output is a file
+ *  it can seek in, else the rows are held until the count is known). Each batch's rows are flushed
+ *  once written. A progress bar goes to standard error when it is a terminal and there are more
+ *  than one batch of items: where the total is known (arguments, images, or standard input from a
+ *  regular file, whose lines are counted first) drawn at the start and after each batch on one
+ *  line, which it ends when the run ends or before an error is printed; from a pipe, the count
+ *  alone from the second batch on. Where the embeddings go to that same terminal, each drawing ends
+ *  its line, so that no row starts on the bar's line. Errors print the status name and the engine's
+ *  message and exit 1, naming the first text (its index, and its line when read from standard
+ *  input) or image file that failed, after the rows of the batches before it; usage errors exit 2.
+ *  `--output FILE` is written beside it under a temporary name and renamed over FILE only when
+ *  every item was encoded, so a failure leaves FILE as it was (a FILE that is not a regular file,
+ *  such as /dev/stdout or a FIFO, or a symbolic link, is written in place); standard output is
+ *  written batch by batch, so a failure leaves the batches before it there. An embedding that is
+ *  not finite (weights that hold NaN) fails the run rather than print invalid JSON.
  */
 #define _GNU_SOURCE // `mkostemp`
 #include <uform.h>
 
+#include <ctype.h>   // `isdigit`
 #include <dirent.h>  // `opendir`
 #include <errno.h>   // `errno`
 #include <fcntl.h>   // `open`, `O_NONBLOCK`
 #include <limits.h>  // `PATH_MAX`
 #include <math.h>    // `isfinite`
+#include <poll.h>    // `poll`
 #include <strings.h> // `strcasecmp`
 #include <sys/stat.h> // `stat`
+#include <stdarg.h>  // `va_list`
 #include <stdint.h>  // `uint8_t`
 #include <stdio.h>   // `fopen`
 #include <stdlib.h>  // `malloc`
 #include <string.h>  // `strcmp`
 #include <unistd.h>  // `isatty`
 
+#include "format_float.h" // `format_float_g9`
+
+/** Items per call unless `--batch` says otherwise. */
 #define ENCODE_BATCH 256
+/** The most items `--batch` takes. */
+#define ENCODE_BATCH_MAX 65536
 /** The largest image file read: larger ones are refused before anything is allocated. */
 #define ENCODE_IMAGE_MAX_BYTES ((size_t)1 << 30)
 /** The most threads `--threads` takes. */
@@ -47,7 +64,7 @@
 
 static char const encode_usage[] =
     "usage: uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]\n"
-    "                    [--threads N] [--device N] [TEXT...]\n"
+    "                    [--threads N] [--device N] [--batch N] [TEXT...]\n"
     "       uform encode --model DIR [options] --image FILE...\n"
     "\n"
     "Encodes texts into embeddings with the text tower of a model directory (UForm3 or\n"
@@ -61,6 +78,8 @@ static char const encode_usage[] =
     "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
     "  --device N      hold the tower on GPU N (VRAM residency) and encode there; tokenising and\n"
     "                  image decoding run on host threads beside it (default: encode on the CPU)\n"
+    "  --batch N       items per call (default 256); two calls are in flight, so reading and writing\n"
+    "                  overlap the encoding\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
     "                  files in name order\n";
@@ -145,11 +164,18 @@ static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
 static char const *progress_unit = "texts";
 static int progress_open = 0, progress_own_lines = 0;
 
-static void progress(size_t done, size_t total) {
-    int width = 40, filled = total ? (int)((double)done / (double)total * width) : 0;
-    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %s", filled, "########################################", width - filled, "",
-            done, total, progress_unit);
-    progress_open = done != total && !progress_own_lines;
+/** Draws the bar at `done` of `total` items, or, when the total is not known (`known` 0: texts from
+ *  a pipe or a terminal), the count alone; `final` ends the line (so does a bar at its total). */
+static void progress(size_t done, size_t total, int known, int final) {
+    if (known) {
+        int width = 40, filled = total ? (int)((double)done / (double)total * width) : 0;
+        if (filled > width) filled = width;
+        fprintf(stderr, "\r[%.*s%*s] %zu/%zu %s", filled, "########################################", width - filled, "",
+                done, total, progress_unit);
+        final = final || done >= total;
+    }
+    else fprintf(stderr, "\r%zu %s", done, progress_unit);
+    progress_open = !final && !progress_own_lines;
     if (!progress_open) fputc('\n', stderr);
     fflush(stderr);
 }
@@ -165,6 +191,17 @@ static int same_terminal_as_stderr(FILE *file) {
     int fd = fileno(file);
     return fd >= 0 && isatty(fd) && fstat(fd, &a) == 0 && fstat(STDERR_FILENO, &b) == 0 && S_ISCHR(a.st_mode) &&
            S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
+}
+
+/** Why reading the next batch failed: printed only after the batch before it was written (its rows
+ *  and its drawing of the bar come first). */
+static char read_failure[PATH_MAX + 256];
+
+__attribute__((format(printf, 1, 2))) static void read_failed(char const *format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(read_failure, sizeof read_failure, format, arguments);
+    va_end(arguments);
 }
 
 /** Reads a whole image file: a regular file of at most ENCODE_IMAGE_MAX_BYTES (never a FIFO or a
@@ -189,8 +226,7 @@ static char *read_image_file(char const *path, size_t *size) {
     }
     if (fd >= 0) close(fd);
     if (problem) {
-        progress_end();
-        fprintf(stderr, "uform encode: cannot read %s: %s\n", path, problem);
+        read_failed("uform encode: cannot read %s: %s\n", path, problem);
         free(data);
         return NULL;
     }
@@ -204,18 +240,62 @@ static int fail_engine(uform_status_t status, char const *what) {
     return 1;
 }
 
+/** The header of a version 1.0 npy file of `rows` x `cols` float32, always 128 bytes (the
+ *  dictionary padded with spaces), so that a header written first can be rewritten in place. */
 static void write_npy_header(FILE *out, size_t rows, size_t cols) {
     char header[128];
     int length = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", rows,
                           cols);
-    size_t total = 10 + (size_t)length + 1, padded = (total + 63) / 64 * 64;
     fwrite("\x93NUMPY\x01\x00", 1, 8, out);
-    uint16_t header_length = (uint16_t)(padded - 10);
-    uint8_t little[2] = {(uint8_t)(header_length & 0xFF), (uint8_t)(header_length >> 8)};
+    uint8_t const little[2] = {128 - 10, 0};
     fwrite(little, 1, 2, out);
     fwrite(header, 1, (size_t)length, out);
-    for (size_t i = total; i < padded; ++i) fputc(' ', out);
+    for (size_t i = 10 + (size_t)length + 1; i < 128; ++i) fputc(' ', out);
     fputc('\n', out);
+}
+
+/** The rows of an npy output: written as they come after a placeholder header that the end rewrites,
+ *  where the output is a regular file written at a position it can seek back to (not appending);
+ *  else (a pipe, a terminal) held until the end, when the row count is known. */
+typedef struct npy_rows_t {
+    int seekable;
+    off_t start;  /**< Where the header goes, when seekable. */
+    float *rows;  /**< The rows held, when not seekable. */
+    size_t count, capacity;
+} npy_rows_t;
+
+static int npy_begin(npy_rows_t *npy, FILE *out, size_t dims) {
+    struct stat info;
+    int const fd = fileno(out), flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    npy->start = ftello(out);
+    npy->seekable = flags >= 0 && !(flags & O_APPEND) && fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && npy->start >= 0;
+    if (npy->seekable) write_npy_header(out, 0, dims);
+    return 1;
+}
+
+static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t count, size_t dims) {
+    if (npy->seekable) return fwrite(rows, sizeof(float) * dims, count, out) == count || !count;
+    if (npy->count + count > npy->capacity) {
+        size_t capacity = npy->capacity ? npy->capacity : 1024;
+        while (capacity < npy->count + count) capacity *= 2;
+        float *grown = capacity <= SIZE_MAX / sizeof(float) / dims ? realloc(npy->rows, capacity * dims * sizeof(float)) : NULL;
+        if (!grown) return fputs("uform encode: out of memory holding the npy rows\n", stderr), 0;
+        npy->rows = grown, npy->capacity = capacity;
+    }
+    memcpy(npy->rows + npy->count * dims, rows, count * dims * sizeof(float));
+    npy->count += count;
+    return 1;
+}
+
+static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
+    if (!npy->seekable) {
+        write_npy_header(out, count, dims);
+        return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
+    }
+    off_t const end = ftello(out);
+    if (fflush(out) != 0 || end < 0 || fseeko(out, npy->start, SEEK_SET) != 0) return 0;
+    write_npy_header(out, count, dims);
+    return fflush(out) == 0 && fseeko(out, end, SEEK_SET) == 0;
 }
 
 /** Where the embeddings go: standard output, FILE in place (not a regular file), or a temporary
@@ -296,15 +376,299 @@ static int output_close(output_t *output, int code) {
 
 /** Names the item `index` of the run: its file for images, its index (and line of standard input)
  *  for texts. */
-static void item_name(char *name, size_t size, int images, texts_t const *texts, size_t index, int from_stdin) {
-    if (images) snprintf(name, size, "%s", texts->items[index]);
+static void item_name(char *name, size_t size, int images, texts_t const *items, size_t index, int from_stdin) {
+    if (images) snprintf(name, size, "%s", items->items[index]);
     else if (from_stdin) snprintf(name, size, "text %zu (line %zu of standard input)", index, index + 1);
     else snprintf(name, size, "text %zu", index);
 }
 
+/** Lines of standard input as they come: `read` into a buffer that grows to hold the longest line. */
+typedef struct line_reader_t {
+    int fd;
+    char *buffer;
+    size_t start, end, capacity; /**< The unread bytes are [start, end). */
+    int at_end;
+} line_reader_t;
+
+typedef enum { reader_line_k, reader_end_k, reader_stall_k, reader_error_k } reader_result_t;
+
+/** The next line (without its "\n", or a "\r\n"'s "\r"), valid until the next call. With `may_wait`
+ *  0 it returns `reader_stall_k` rather than wait for input that has not come yet. A last line
+ *  without "\n" counts; nothing after the last "\n" is no line. Prints the reason of an error. */
+static reader_result_t reader_next(line_reader_t *reader, int may_wait, char const **line, size_t *length) {
+    for (;;) {
+        char *start = reader->buffer + reader->start, *newline = reader->end > reader->start
+                                                                   ? memchr(start, '\n', reader->end - reader->start)
+                                                                   : NULL;
+        if (newline || (reader->at_end && reader->end > reader->start)) {
+            size_t size = newline ? (size_t)(newline - start) : reader->end - reader->start;
+            reader->start += size + (newline != NULL);
+            if (size && start[size - 1] == '\r') --size;
+            *line = start, *length = size;
+            return reader_line_k;
+        }
+        if (reader->at_end) return reader_end_k;
+        if (!may_wait) {
+            struct pollfd ready = {.fd = reader->fd, .events = POLLIN};
+            if (poll(&ready, 1, 0) == 0) return reader_stall_k;
+        }
+        if (reader->start) {
+            memmove(reader->buffer, reader->buffer + reader->start, reader->end - reader->start);
+            reader->end -= reader->start, reader->start = 0;
+        }
+        if (reader->end == reader->capacity) {
+            size_t capacity = reader->capacity ? reader->capacity * 2 : (size_t)1 << 20;
+            char *grown = capacity > reader->capacity ? realloc(reader->buffer, capacity) : NULL;
+            if (!grown) {
+                read_failed("uform encode: out of memory reading standard input\n");
+                return reader_error_k;
+            }
+            reader->buffer = grown, reader->capacity = capacity;
+        }
+        ssize_t got = read(reader->fd, reader->buffer + reader->end, reader->capacity - reader->end);
+        if (got > 0) reader->end += (size_t)got;
+        else if (got == 0) reader->at_end = 1;
+        else if (errno == EAGAIN || errno == EWOULDBLOCK) { /* a non-blocking standard input */
+            if (!may_wait) return reader_stall_k;
+            struct pollfd ready = {.fd = reader->fd, .events = POLLIN};
+            (void)poll(&ready, 1, -1);
+        }
+        else if (errno != EINTR) {
+            read_failed("uform encode: cannot read standard input: %s\n", strerror(errno));
+            return reader_error_k;
+        }
+    }
+}
+
+/** Where `fd` is a regular file, counts the lines from its position on (as `reader_next` will read
+ *  them) without moving it, into `*count`; returns 1 then, else 0 (a pipe or a terminal: no total). */
+static int count_regular_lines(int fd, size_t *count) {
+    struct stat info;
+    off_t position = lseek(fd, 0, SEEK_CUR);
+    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || position < 0) return 0;
+    static char chunk[1 << 16];
+    size_t lines = 0;
+    char last = '\n';
+    for (;;) {
+        ssize_t got = pread(fd, chunk, sizeof chunk, position);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        for (char const *cursor = chunk, *end = chunk + got; (cursor = memchr(cursor, '\n', (size_t)(end - cursor)));
+             ++cursor)
+            ++lines;
+        last = chunk[got - 1], position += got;
+    }
+    *count = lines + (last != '\n');
+    return 1;
+}
+
+/** One batch of items and where it goes: the texts (pointers into the arguments, or copies of
+ *  standard input's lines in `arena`) or images (file contents), the rows and statuses its deferred
+ *  encode writes, and its outcome. */
+typedef struct batch_t {
+    size_t first, count;
+    char const **texts;
+    size_t *lengths;
+    size_t *offsets; /**< The lines' offsets in `arena` while it may still move. */
+    char *arena;
+    size_t arena_capacity;
+    uform_image_t *images;
+    float *rows;
+    uform_status_t *statuses;
+    uform_embeddings_t embeddings;
+    uform_outcome_t outcome;
+    int in_flight;
+} batch_t;
+
+static int batch_allocate(batch_t *batch, size_t capacity, size_t dims, int images, int copies) {
+    batch->rows = malloc(capacity * dims * sizeof(float));
+    batch->statuses = malloc(capacity * sizeof(uform_status_t));
+    if (images) batch->images = calloc(capacity, sizeof(uform_image_t));
+    if (copies) {
+        batch->texts = malloc(capacity * sizeof(char *));
+        batch->lengths = malloc(capacity * sizeof(size_t)), batch->offsets = malloc(capacity * sizeof(size_t));
+    }
+    batch->embeddings = (uform_embeddings_t){.data = batch->rows, .dtype = uform_dtype_f32_k};
+    return batch->rows && batch->statuses && (!images || batch->images) && (!copies || (batch->texts && batch->lengths && batch->offsets));
+}
+
+static void batch_release_images(batch_t *batch) {
+    for (size_t i = 0; batch->images && i < batch->count; ++i) free((void *)batch->images[i].data), batch->images[i].data = NULL;
+}
+
+/** Waits for a batch still in flight (after a failure elsewhere), dropping its rows. */
+static void batch_settle(batch_t *batch) {
+    if (batch->in_flight) {
+        uform_status_t dropped = uform_outcome_wait(&batch->outcome, -1);
+        (void)dropped, batch->in_flight = 0;
+    }
+    batch_release_images(batch);
+}
+
+static void batch_free(batch_t *batch) {
+    batch_release_images(batch);
+    free(batch->rows), free(batch->statuses), free(batch->images), free(batch->arena);
+    if (batch->lengths) free((void *)batch->texts);
+    free(batch->lengths), free(batch->offsets);
+}
+
+/** Fills `batch` with the next items of the command line's list (texts, or image files read whole).
+ *  Returns the items taken (0 at the end), or -1 after printing why a file could not be read. */
+static int batch_from_list(batch_t *batch, texts_t const *items, int images, size_t *next, size_t capacity) {
+    size_t const count = items->count - *next < capacity ? items->count - *next : capacity;
+    batch->first = *next, batch->count = 0;
+    if (!images) batch->texts = (char const **)items->items + *next, batch->lengths = NULL;
+    for (size_t i = 0; images && i < count; ++i) {
+        size_t size = 0;
+        void *data = read_image_file(items->items[*next + i], &size);
+        if (!data) return -1; /* the images read so far are released with the batch */
+        batch->images[i] = (uform_image_t){.data = data, .size = size};
+        batch->count = i + 1;
+    }
+    batch->count = count, *next += count;
+    return (int)(count > 0);
+}
+
+/** Fills `batch` with lines of standard input: the first (waiting for it only when `may_wait`),
+ *  then those already there, up to `capacity`, so a slow writer's lines are encoded as they come.
+ *  Returns 1 with lines, 0 at the end, 2 when no line is there yet and it may not wait, -1 on an
+ *  error (kept for `read_failure`). */
+static int batch_from_reader(batch_t *batch, line_reader_t *reader, size_t *next, size_t capacity, int may_wait) {
+    size_t used = 0, count = 0, *offsets = batch->offsets;
+    batch->first = *next, batch->count = 0;
+    while (count < capacity) {
+        char const *line = NULL;
+        size_t length = 0;
+        reader_result_t result = reader_next(reader, count == 0 && may_wait, &line, &length);
+        if (result == reader_error_k) return -1;
+        if (result == reader_stall_k && count == 0) return 2;
+        if (result != reader_line_k) break;
+        if (used + length + 1 > batch->arena_capacity || !batch->arena) {
+            size_t grown_capacity = batch->arena_capacity ? batch->arena_capacity : (size_t)1 << 16;
+            while (grown_capacity < used + length + 1) grown_capacity *= 2;
+            char *grown = realloc(batch->arena, grown_capacity);
+            if (!grown) {
+                read_failed("uform encode: out of memory reading standard input\n");
+                return -1;
+            }
+            batch->arena = grown, batch->arena_capacity = grown_capacity;
+        }
+        memcpy(batch->arena + used, line, length);
+        batch->arena[used + length] = '\0';
+        offsets[count] = used, batch->lengths[count++] = length;
+        used += length + 1;
+    }
+    for (size_t i = 0; i < count; ++i) batch->texts[i] = batch->arena + offsets[i];
+    batch->count = count, *next += count;
+    return count > 0;
+}
+
+/** What every batch of a run shares. */
+typedef struct run_t {
+    uform_executor_t executor;
+    uform_model_t model;
+    int images, from_stdin, jsonl;
+    texts_t const *items; /**< The command line's texts or image files. */
+    size_t dims;
+    npy_rows_t *npy;      /**< NULL unless the format is npy. */
+    FILE *output;
+    size_t done, total;   /**< Items written; the total where known. */
+    int total_known, show, drawn;
+    size_t drawn_at;      /**< The count the last drawing showed. */
+    size_t batch;         /**< Items per batch. */
+    size_t const *read;   /**< Items read so far. */
+    char *line;           /**< One JSON row. */
+} run_t;
+
+/** Submits a filled batch as a deferred encode. A refused submission finishes its outcome at once
+ *  with the reason (`batch_report`); returns 0 then. */
+static int batch_submit(run_t *run, batch_t *batch) {
+    batch->outcome = (uform_outcome_t){0};
+    uform_status_t status =
+        run->images ? uform_encode_images(run->executor, run->model, batch->images, batch->count, &batch->embeddings,
+                                          batch->statuses, &batch->outcome)
+                    : uform_encode_texts(run->executor, run->model, batch->texts, batch->lengths, batch->count,
+                                         &batch->embeddings, batch->statuses, &batch->outcome);
+    batch->in_flight = 1;
+    return status == uform_status_ok_k;
+}
+
+/** Prints a batch's failed call: the status and the engine's message. */
+static void batch_report(run_t *run, batch_t *batch) {
+    progress_end();
+    fprintf(stderr, "uform encode: %s %zu to %zu: %s: %s\n", run->images ? "images" : "texts", batch->first,
+            batch->first + batch->count - 1, uform_status_name(batch->outcome.status), batch->outcome.message);
+}
+
+/** Waits for a submitted batch and writes its rows; on a failed item prints the first (by index and
+ *  line or file, with the engine's reason) and returns 0. */
+static int batch_finish(run_t *run, batch_t *batch) {
+    uform_status_t status = uform_outcome_wait(&batch->outcome, -1);
+    batch->in_flight = 0;
+    if (status != uform_status_ok_k) {
+        batch_report(run, batch);
+        batch_release_images(batch);
+        return 0;
+    }
+    char name[PATH_MAX + 64];
+    size_t const dims = run->dims;
+    /* The first item that failed, with the engine's reason: the item again alone, without statuses,
+     * so that the engine says why. */
+    for (size_t i = 0; i < batch->count; ++i) {
+        if (batch->statuses[i] == uform_status_ok_k) continue;
+        progress_end();
+        item_name(name, sizeof name, run->images, run->items, batch->first + i, run->from_stdin);
+        uform_embeddings_t one = {.data = batch->rows, .dtype = uform_dtype_f32_k};
+        uform_status_t alone =
+            run->images ? uform_encode_images(run->executor, run->model, batch->images + i, 1, &one, NULL, NULL)
+                        : uform_model_tokenize(run->model, batch->texts[i],
+                                               batch->lengths ? batch->lengths[i] : strlen(batch->texts[i]), NULL, 0,
+                                               &(size_t){0});
+        char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
+        if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
+        fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(batch->statuses[i]), reason);
+        batch_release_images(batch);
+        return 0;
+    }
+    batch_release_images(batch);
+    float const *rows = batch->rows;
+    for (size_t i = 0; i < batch->count; ++i)
+        for (size_t j = 0; j < dims; ++j)
+            if (!isfinite(rows[i * dims + j])) {
+                progress_end();
+                item_name(name, sizeof name, run->images, run->items, batch->first + i, run->from_stdin);
+                fprintf(stderr, "uform encode: %s: the embedding is not finite (the model's weights hold NaN or "
+                                "infinity)\n", name);
+                return 0;
+            }
+    if (run->jsonl)
+        for (size_t i = 0; i < batch->count; ++i) {
+            char *cursor = run->line;
+            *cursor++ = '[';
+            for (size_t j = 0; j < dims; ++j) {
+                if (j) *cursor++ = ',', *cursor++ = ' ';
+                cursor += format_float_g9(cursor, rows[i * dims + j]);
+            }
+            *cursor++ = ']', *cursor++ = '\n';
+            fwrite(run->line, 1, (size_t)(cursor - run->line), run->output);
+        }
+    else if (run->npy) {
+        if (!npy_append(run->npy, run->output, rows, batch->count, dims)) return 0;
+    }
+    else fwrite(rows, sizeof(float) * dims, batch->count, run->output);
+    run->done += batch->count;
+    fflush(run->output); /* each batch's rows as soon as they exist, for a reader at the other end of a pipe */
+    /* The bar: where the total is known, after every batch; else from the second batch on. */
+    if (run->show && (run->total_known || *run->read > run->batch)) {
+        progress(run->done, run->total > run->done ? run->total : run->done, run->total_known, 0);
+        run->drawn = 1, run->drawn_at = run->done;
+    }
+    return 1;
+}
+
 int uform_command_encode(int argc, char **argv) {
     char const *model_path = NULL, *format = "jsonl", *output_path = NULL, *dtype = "f32";
-    long threads = 0, device = -1;
+    long threads = 0, device = -1, batch = ENCODE_BATCH;
     texts_t texts = {0}, owned = {0};
     int from_arguments = 0, images = 0;
     for (int i = 0; i < argc; ++i) {
@@ -319,18 +683,22 @@ int uform_command_encode(int argc, char **argv) {
         else if (!strcmp(a, "--format") && has_value) format = argv[++i];
         else if (!strcmp(a, "--output") && has_value) output_path = argv[++i];
         else if (!strcmp(a, "--dtype") && has_value) dtype = argv[++i];
-        else if ((!strcmp(a, "--threads") || !strcmp(a, "--device")) && has_value) {
-            int is_threads = a[2] == 't';
+        else if ((!strcmp(a, "--threads") || !strcmp(a, "--device") || !strcmp(a, "--batch")) && has_value) {
+            char const kind = a[2]; /* 't', 'd' or 'b' */
+            long const lowest = kind == 'b' ? 1 : 0, highest = kind == 't' ? ENCODE_THREADS_MAX : kind == 'd' ? 4095 : ENCODE_BATCH_MAX;
             char *end = NULL;
             errno = 0;
             long value = strtol(argv[++i], &end, 10);
-            if (!*argv[i] || *end || errno == ERANGE || value < 0 || value > (is_threads ? ENCODE_THREADS_MAX : 4095)) {
+            if (!*argv[i] || *end || errno == ERANGE || value < lowest || value > highest || !isdigit((unsigned char)*argv[i])) {
                 fprintf(stderr, "uform encode: %s takes %s, not '%s'\n%s", a,
-                        is_threads ? "a count from 0 to 65536" : "a GPU ordinal from 0 to 4095", argv[i], encode_usage);
+                        kind == 't'   ? "a count from 0 to 65536"
+                        : kind == 'd' ? "a GPU ordinal from 0 to 4095"
+                                      : "a count from 1 to 65536",
+                        argv[i], encode_usage);
                 lists_free(&texts, &owned);
                 return 2;
             }
-            *(is_threads ? &threads : &device) = value;
+            *(kind == 't' ? &threads : kind == 'd' ? &device : &batch) = value;
         }
         else if (!strcmp(a, "--image")) images = 1, from_arguments = 1;
         else if (!strcmp(a, "--")) {
@@ -376,55 +744,19 @@ int uform_command_encode(int argc, char **argv) {
         return 2;
     }
 
-    /* Texts from standard input, one per line. */
-    char *buffer = NULL;
-    if (!from_arguments) {
-        size_t size = 0, capacity = 0;
-        for (;;) {
-            if (size + 65536 > capacity) {
-                capacity = capacity ? capacity * 2 : 1 << 20;
-                char *grown = realloc(buffer, capacity);
-                if (!grown) {
-                    fputs("uform encode: out of memory reading standard input\n", stderr);
-                    free(buffer);
-                    lists_free(&texts, &owned);
-                    return 1;
-                }
-                buffer = grown;
-            }
-            size_t got = fread(buffer + size, 1, capacity - size - 1, stdin);
-            size += got;
-            if (got == 0) break;
-        }
-        if (ferror(stdin)) {
-            fprintf(stderr, "uform encode: cannot read standard input: %s\n", strerror(errno));
-            free(buffer);
-            lists_free(&texts, &owned);
-            return 1;
-        }
-        buffer[size] = '\0';
-        for (size_t start = 0; start < size;) {
-            char *newline = memchr(buffer + start, '\n', size - start);
-            size_t end = newline ? (size_t)(newline - buffer) : size, length = end - start;
-            if (length && buffer[start + length - 1] == '\r') --length;
-            buffer[start + length] = '\0';
-            if (!texts_push(&texts, buffer + start, length)) {
-                fputs("uform encode: out of memory\n", stderr);
-                free(buffer);
-                lists_free(&texts, &owned);
-                return 1;
-            }
-            start = end + 1;
-        }
-    }
+    /* Texts from standard input, one per line, read as they come (or the arguments). */
+    line_reader_t reader = {.fd = STDIN_FILENO};
+    size_t total = texts.count; /* items, where known before the run: the bar's end */
+    int total_known = 1;
+    if (!from_arguments) total_known = count_regular_lines(STDIN_FILENO, &total);
 
     int code = 1;
     uform_model_t model = NULL;
     uform_executor_t executor = NULL;
-    float *rows = NULL, *all = NULL;
     output_t output = {.file = stdout};
-    uform_image_t *batch_images = NULL;
-    uform_status_t *statuses = NULL;
+    batch_t slots[2] = {{0}, {0}};
+    npy_rows_t npy_rows = {0};
+    char *run_line = NULL; /* one JSON row */
     int32_t const ordinal[1] = {(int32_t)device};
     uform_vram_options_t vram = {.devices = ordinal, .devices_count = 1};
     uform_model_options_t options = {.path = model_path, .modality = images ? uform_modality_image_k : uform_modality_text_k,
@@ -449,94 +781,67 @@ int uform_command_encode(int argc, char **argv) {
         goto done;
     }
     if (!output_open(&output, output_path)) goto done;
-    size_t dims = description.dimensions;
-    int npy = !strcmp(format, "npy"), jsonl = !strcmp(format, "jsonl");
-    rows = malloc(ENCODE_BATCH * dims * sizeof(float));
-    statuses = malloc(ENCODE_BATCH * sizeof(uform_status_t));
-    if (npy) all = malloc((texts.count ? texts.count : 1) * dims * sizeof(float));
-    if (images) batch_images = calloc(ENCODE_BATCH, sizeof(uform_image_t)), progress_unit = "images";
-    if (!rows || !statuses || (npy && !all) || (images && !batch_images)) {
+    size_t const dims = description.dimensions;
+    int const npy = !strcmp(format, "npy"), jsonl = !strcmp(format, "jsonl");
+    if (images) progress_unit = "images";
+    for (int k = 0; k < 2; ++k)
+        if (!batch_allocate(&slots[k], (size_t)batch, dims, images, !from_arguments)) {
+            fputs("uform encode: out of memory for the embeddings\n", stderr);
+            goto done;
+        }
+    if (npy && !npy_begin(&npy_rows, output.file, dims)) goto done;
+    size_t next = 0; /* items read so far */
+    if (jsonl && !(run_line = malloc(dims * (FORMAT_FLOAT_CAPACITY + 2) + 4))) {
         fputs("uform encode: out of memory for the embeddings\n", stderr);
         goto done;
     }
-    int show = isatty(STDERR_FILENO) && texts.count > ENCODE_BATCH;
+    run_t run = {.executor = executor, .model = model, .images = images, .from_stdin = !from_arguments,
+                 .items = &texts, .dims = dims, .jsonl = jsonl, .npy = npy ? &npy_rows : NULL, .output = output.file,
+                 .total = total, .total_known = total_known, .batch = (size_t)batch, .read = &next,
+                 .line = run_line};
+    run.show = isatty(STDERR_FILENO) && (!total_known || total > (size_t)batch);
     progress_own_lines = same_terminal_as_stderr(output.file);
-    if (show) progress(0, texts.count);
-    for (size_t first = 0; first < texts.count; first += ENCODE_BATCH) {
-        size_t count = texts.count - first < ENCODE_BATCH ? texts.count - first : ENCODE_BATCH;
-        float *target = npy ? all + first * dims : rows;
-        uform_embeddings_t embeddings = {.data = target, .dtype = uform_dtype_f32_k};
-        if (images) {
-            for (size_t i = 0; i < count; ++i) {
-                size_t size = 0;
-                void *data = read_image_file(texts.items[first + i], &size);
-                if (!data) {
-                    for (size_t k = 0; k < i; ++k) free((void *)batch_images[k].data);
-                    goto done;
-                }
-                batch_images[i] = (uform_image_t){.data = data, .size = size};
+    if (run.show && total_known) progress(0, total, 1, 0);
+
+    /* Two batches in turn: batch k is submitted as a deferred encode, then batch k - 1 is waited for
+     * and written while k runs, then batch k + 1 is read. */
+    int failed = 0;
+    for (size_t current = 0;; current ^= 1) {
+        batch_t *filling = &slots[current], *previous = &slots[current ^ 1];
+        int filled = from_arguments ? batch_from_list(filling, &texts, images, &next, (size_t)batch)
+                                    : batch_from_reader(filling, &reader, &next, (size_t)batch, !previous->in_flight);
+        if (filled == 2) { /* no line there yet: the batch before is written while the writer is awaited */
+            if (!batch_finish(&run, previous)) {
+                failed = 1;
+                break;
             }
-            status = uform_encode_images(executor, model, batch_images, count, &embeddings, statuses, NULL);
+            filled = batch_from_reader(filling, &reader, &next, (size_t)batch, 1);
         }
-        else
-            status = uform_encode_texts(executor, model, (char const *const *)texts.items + first, texts.lengths + first,
-                                        count, &embeddings, statuses, NULL);
-        char name[PATH_MAX + 64];
-        if (status != uform_status_ok_k) {
-            snprintf(name, sizeof name, "%s %zu to %zu", images ? "images" : "texts", first, first + count - 1);
-            code = fail_engine(status, name);
-        }
-        /* The first item that failed, by its index and line or its file, with the engine's reason:
-         * the item again alone, without statuses, so that the engine says why. */
-        for (size_t i = 0; status == uform_status_ok_k && i < count; ++i) {
-            if (statuses[i] == uform_status_ok_k) continue;
-            progress_end();
-            item_name(name, sizeof name, images, &texts, first + i, !from_arguments);
-            uform_status_t alone =
-                images ? uform_encode_images(executor, model, batch_images + i, 1, &embeddings, NULL, NULL)
-                       : uform_model_tokenize(model, texts.items[first + i], texts.lengths[first + i], NULL, 0, &(size_t){0});
-            char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
-            if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
-            fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(statuses[i]), reason);
-            status = statuses[i];
-        }
-        if (images)
-            for (size_t i = 0; i < count; ++i) free((void *)batch_images[i].data), batch_images[i].data = NULL;
-        if (status != uform_status_ok_k) goto done;
-        for (size_t i = 0; i < count; ++i)
-            for (size_t j = 0; j < dims; ++j)
-                if (!isfinite(target[i * dims + j])) {
-                    progress_end();
-                    item_name(name, sizeof name, images, &texts, first + i, !from_arguments);
-                    fprintf(stderr, "uform encode: %s: the embedding is not finite (the model's weights hold NaN or "
-                                    "infinity)\n", name);
-                    goto done;
-                }
-        if (jsonl)
-            for (size_t i = 0; i < count; ++i) {
-                fputc('[', output.file);
-                for (size_t j = 0; j < dims; ++j) fprintf(output.file, j ? ", %.9g" : "%.9g", (double)target[i * dims + j]);
-                fputs("]\n", output.file);
-            }
-        else if (!npy) fwrite(target, sizeof(float), count * dims, output.file);
-        if (show && progress_own_lines) fflush(output.file); /* the rows before the bar's line */
-        if (show) progress(first + count, texts.count);
+        int const submitted = filled > 0 && batch_submit(&run, filling);
+        /* The first failure is the one printed: the batch before's, then this one's reading or call. */
+        if (previous->in_flight && !batch_finish(&run, previous)) failed = 1;
+        else if (filled < 0) failed = 1, progress_end(), fputs(read_failure, stderr);
+        else if (filled > 0 && !submitted) failed = 1, batch_report(&run, filling);
+        if (failed || filled == 0) break;
     }
-    if (npy) {
-        write_npy_header(output.file, texts.count, dims);
-        fwrite(all, sizeof(float), texts.count * dims, output.file);
+    for (int k = 0; k < 2; ++k) batch_settle(&slots[k]); /* a batch still in flight after a failure */
+    if (failed) goto done;
+    if (run.show && run.drawn && (!total_known || run.done != run.total)) {
+        if (run.drawn_at == run.done) progress_end(); /* the last drawing showed the count: end its line */
+        else progress(run.done, run.done, total_known, 1);
     }
-    if (fflush(output.file) != 0 || ferror(output.file)) {
+    if ((npy && !npy_end(&npy_rows, output.file, run.done, dims)) || fflush(output.file) != 0 || ferror(output.file)) {
         fprintf(stderr, "uform encode: could not write the output: %s\n", strerror(errno));
         goto done;
     }
     code = 0;
 done:
+    for (int k = 0; k < 2; ++k) batch_settle(&slots[k]);
     code = output_close(&output, code);
-    free(batch_images), free(statuses);
-    free(rows), free(all), free(buffer);
-    lists_free(&texts, &owned);
     uform_executor_free(executor);
     uform_model_free(model);
+    for (int k = 0; k < 2; ++k) batch_free(&slots[k]);
+    free(npy_rows.rows), free(reader.buffer), free(run_line);
+    lists_free(&texts, &owned);
     return code;
 }

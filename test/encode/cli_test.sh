@@ -189,6 +189,90 @@ tr '\r' '\n' <"$tmp/bad0.err" | grep -v '^$' >"$tmp/bad0.lines"
    $(sed -n 2p "$tmp/bad0.lines") == "uform encode: text 0 (line 1 of standard input): invalid_argument: "* &&
    $(wc -l <"$tmp/bad0.lines") == 2 && $(grep -c '^$' "$tmp/bad0.err") == 0 ]] || fail "text 0 on a terminal: $(od -c "$tmp/bad0.err" | head -8)"
 
+# ---- Standard input read as it comes, npy through a pipe, --batch ----
+# A writer that keeps its pipe open gets the rows of the lines it wrote (a batch takes the lines
+# already there and waits only for its first), then the rest once it writes more and closes.
+cat >"$tmp/stream.py" <<'PY'
+import os, select, subprocess, sys
+uform, model, expected = sys.argv[1], sys.argv[2], open(sys.argv[3]).read().splitlines()
+child = subprocess.Popen([uform, "encode", "--model", model], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def rows(count, seconds=120):
+    got, data = [], b""
+    while len(got) < count:
+        ready, _, _ = select.select([child.stdout], [], [], seconds)
+        if not ready:
+            sys.exit(f"no row {len(got)} within {seconds} s while the pipe stays open")
+        chunk = os.read(child.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        data += chunk
+        got = data.decode().splitlines() if data.endswith(b"\n") else data.decode().splitlines()[:-1]
+    return got
+lines = open(sys.argv[4]).read().splitlines()
+child.stdin.write(("\n".join(lines[:3]) + "\n").encode()); child.stdin.flush()
+first = rows(3)
+if first != expected[:3]:
+    sys.exit(f"the first 3 rows, read while the pipe is open, are not those of a whole run: {first!r:.300}")
+child.stdin.write(("\n".join(lines[3:]) + "\n").encode()); child.stdin.close()
+rest = child.stdout.read().decode().splitlines()
+if child.wait() != 0 or first + rest != expected:
+    sys.exit(f"exit {child.returncode}; {len(first) + len(rest)} rows, expected {len(expected)}")
+print(f"stream: 3 rows while the pipe was open, then {len(rest)}")
+PY
+head -n 40 "$tmp/300.txt" >"$tmp/40.txt"
+"$uform" encode --model "$tiny" <"$tmp/40.txt" >"$tmp/40.jsonl" || fail "40 texts"
+python3 "$tmp/stream.py" "$uform" "$tiny" "$tmp/40.jsonl" "$tmp/40.txt" || fail "texts from a pipe held open"
+# From a pipe the total is not known: on a terminal, the count alone from the second batch on, then
+# the final count on a line of its own; the rows those of the file.
+cat >"$tmp/pipe_tty.py" <<'PY'
+import os, pty, subprocess, sys, tty
+capture, source, stdout, command = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+master, slave = pty.openpty()
+tty.setraw(slave)
+with open(stdout, "wb") as o:
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=o, stderr=slave)
+os.close(slave)
+child.stdin.write(open(source, "rb").read()); child.stdin.close()
+data = bytearray()
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    data += chunk
+open(capture, "wb").write(data)
+sys.exit(child.wait())
+PY
+python3 "$tmp/pipe_tty.py" "$tmp/pipe.err" "$tmp/300.txt" "$tmp/pipe.jsonl" "$uform" encode --model "$tiny" || fail "300 texts from a pipe on a terminal: exit $?"
+cmp -s "$tmp/pipe.jsonl" "$tmp/plain.jsonl" || fail "300 texts from a pipe: rows differ from the file's"
+tr '\r' '\n' <"$tmp/pipe.err" | grep -v '^$' >"$tmp/pipe.lines"
+# Drawn after batch 0 (when batch 1 was read: 256) unless batch 1 came in later reads; always ends at 300.
+[[ $(tail -n 1 "$tmp/pipe.lines") == "300 texts" && $(tail -c 1 "$tmp/pipe.err" | od -An -c | tr -d ' ') == '\n' ]] &&
+  ! grep -q '\[' "$tmp/pipe.lines" || fail "300 texts from a pipe on a terminal: $(od -c "$tmp/pipe.err" | head -5)"
+# npy to a pipe (rows held until the count is known), appended to a file (no seeking back) and into a
+# file (header rewritten in place): the same array.
+"$uform" encode --model "$tiny" --format npy <"$tmp/300.txt" | cat >"$tmp/piped.npy" || fail "npy into a pipe"
+cmp -s "$tmp/piped.npy" "$tmp/plain.npy" || fail "npy into a pipe differs from npy into a file"
+printf 'head' >"$tmp/appended.npy"
+"$uform" encode --model "$tiny" --format npy <"$tmp/300.txt" >>"$tmp/appended.npy" || fail "npy appended"
+cmp -s "$tmp/appended.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy appended to a file is not 'head' then the array"
+{ printf 'head'; "$uform" encode --model "$tiny" --format npy <"$tmp/300.txt"; } >"$tmp/after.npy" || fail "npy after 4 bytes"
+cmp -s "$tmp/after.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy written from offset 4 of a file: its header went elsewhere"
+"$uform" encode --model "$tiny" --format npy </dev/null >"$tmp/none.npy" || fail "npy of no texts"
+python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128 and ast.literal_eval(d[10:].decode())['shape']==(0, 8), d" "$tmp/none.npy" ||
+  fail "npy of no texts is not a (0, 8) array"
+# --batch: any size gives the rows of the default's (within rounding); a bad size is a usage error.
+for size in 1 7 300; do
+  "$uform" encode --model "$tiny" --batch $size <"$tmp/300.txt" >"$tmp/batch$size.jsonl" || fail "--batch $size"
+  same_rows "$tmp/batch$size.jsonl" jsonl "$tmp/plain.jsonl" jsonl 8 1e-5 "--batch $size" quiet
+done
+for size in 0 65537 -3 x 1e3; do
+  "$uform" encode --model "$tiny" --batch "$size" a >"$tmp/out" 2>"$tmp/err"; code=$?
+  [[ $code == 2 ]] && grep -q -- "--batch takes a count from 1 to 65536, not '$size'" "$tmp/err" || fail "--batch $size: exit $code: $(head -1 "$tmp/err")"
+done
+
 # ---- Row i of a run is text i alone: texts of 1 to 23 words (past the tiny BERT's 16 positions),
 # in no order of length, from standard input (jsonl, npy) and from arguments (f32) ----
 # Batching may change the products' rounding (measured up to 4.1e-7 of the row's norm with
