@@ -5,7 +5,7 @@ CUDA and, with --compile-batches, torch.compile of it (compile time excluded and
 
     python3 bench/bench_image_gpu.py --binary build/bench/bench_image_gpu [--seconds 2]
         [--shapes vit-s16,vit-b16] [--modes model,whole] [--batches 1,50,256] [--compile-batches 256]
-        [--devices 1]
+        [--devices 1] [--in-flight 2]
 
 Towers as bench_image_model.py's (whose build_torch, processor_for and jpegs this reuses): ViT-S/16
 (384 wide, 6 heads) or ViT-B/16 (768, 12 heads), 12 layers, patch 16 at 224 pixels, CLS pooling,
@@ -96,6 +96,8 @@ def main():
     parser.add_argument("--compile-batches", default="", help="batches (model mode) that also run torch.compile")
     parser.add_argument("--compile-timeout", type=int, default=240)
     parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--in-flight", type=int, default=1,
+                        help="the engine's calls deferred, this many at once (its own rows each): 1 is blocking")
     parser.add_argument("--peer", nargs=4, metavar=("SYSTEM", "SHAPE", "MODE", "BATCH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
@@ -103,14 +105,16 @@ def main():
         print(json.dumps(run_peer(system, shape, mode, int(batch), args.seconds)))
         return
     compiled = {int(b) for b in args.compile_batches.split(",") if b}
-    print(f"# {args.seconds} s per measurement, random weights, engine on {args.devices} device(s), bf16", flush=True)
+    print(f"# {args.seconds} s per measurement, random weights, engine on {args.devices} device(s), bf16, "
+          f"{args.in_flight} call(s) in flight", flush=True)
     print(f"{'case':<14} {'batch':>5} {'uform-bf16':>11} {'torch-bf16':>11} {'compile':>11} {'x eager':>8} "
           f"{'x compile':>9} {'TFLOP/s':>8} {'best ms':>8}", flush=True)
     for shape in args.shapes.split(","):
         for mode in args.modes.split(","):
             for batch in [int(b) for b in args.batches.split(",")]:
                 ours = measure([args.binary, "--json", "--shape", shape, "--mode", mode, "--batch", str(batch),
-                                "--dtype", "bf16", "--devices", str(args.devices), "--seconds", str(args.seconds)], 300)
+                                "--dtype", "bf16", "--devices", str(args.devices), "--seconds", str(args.seconds),
+                                "--in-flight", str(args.in_flight)], 300)
                 peer = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds), "--peer"]
                 eager = measure(peer + ["torch-bf16", shape, mode, str(batch)], 300)
                 compile_result = (measure(peer + ["torch-compile", shape, mode, str(batch)], args.compile_timeout)

@@ -8,7 +8,12 @@
  *          random lowercase words, as many as make at most `--tokens` ids with [CLS] and [SEP].
  *
  *      bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32]
- *                     [--devices N] [--seconds S] [--texts] [--json]
+ *                     [--devices N] [--seconds S] [--texts] [--in-flight N] [--json]
+ *
+ *  `--in-flight N` (N >= 2) submits the calls deferred, up to N at once, each into its own rows (a
+ *  deferred encode returns once its waves are enqueued: with `--texts`, the next call's tokenising
+ *  overlaps this one's device work); the rate then counts until the last call finished, and the
+ *  best call is the shortest time from one submission to the next.
  *
  *  Shapes as bench_text.c's: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers,
  *  mean pooling, normalised); uform3 = UForm3-small's text tower (768 wide, 12 heads, 3072 inner, 2
@@ -64,7 +69,7 @@ static char **make_texts(uform_tokenizer_t const *tokenizer, size_t count, size_
 
 int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "bf16";
-    size_t tokens = 128, batch = 50, devices = 1;
+    size_t tokens = 128, batch = 50, devices = 1, in_flight = 1;
     double seconds = 3.0;
     int json = 0, from_texts = 0;
     for (int i = 1; i < argc; ++i) {
@@ -76,10 +81,11 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--tokens") && strict_count(v, 1, 510, false, &tokens)) ++i;
         else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
         else if (v && !strcmp(a, "--devices") && strict_count(v, 1, 8, false, &devices)) ++i;
+        else if (v && !strcmp(a, "--in-flight") && strict_count(v, 1, 64, false, &in_flight)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else {
             fprintf(stderr, "usage: bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32] "
-                            "[--devices N] [--seconds S] [--texts] [--json]\n");
+                            "[--devices N] [--seconds S] [--texts] [--in-flight N] [--json]\n");
             return 2;
         }
     }
@@ -117,8 +123,12 @@ int main(int argc, char **argv) {
     size_t *offsets = malloc((batch + 1) * sizeof(size_t));
     for (size_t i = 0; i <= batch; ++i) offsets[i] = i * tokens;
     for (size_t i = 0; i < batch * tokens; ++i) ids[i] = 1000 + (int32_t)((random_uniform() + 1.0f) * 0.5f * 29000.0f);
-    float *rows = malloc(batch * t.embedding_dimensions * sizeof(float));
-    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    float *rows = malloc(in_flight * batch * t.embedding_dimensions * sizeof(float));
+    uform_embeddings_t *outs = calloc(in_flight, sizeof(uform_embeddings_t));
+    uform_outcome_t *outcomes = calloc(in_flight, sizeof(uform_outcome_t));
+    int *pending = calloc(in_flight, sizeof(int));
+    for (size_t k = 0; k < in_flight; ++k)
+        outs[k] = (uform_embeddings_t){.data = rows + k * batch * t.embedding_dimensions, .dtype = uform_dtype_f32_k};
     char **texts = NULL;
     if (from_texts) {
         size_t size = 0;
@@ -132,24 +142,39 @@ int main(int argc, char **argv) {
         texts = make_texts(model.tokenizer, batch, tokens);
         if (!texts) return 1;
     }
-#define ENCODE()                                                                                                       \
-    (texts ? uform_text_vram_encode(executor, &model, (char const *const *)texts, NULL, batch, &out, NULL, NULL)        \
-           : uform_text_vram_encode_ids(executor, &model, ids, offsets, batch, &out, NULL))
+    /* Slot k's call: blocking with one in flight, else deferred after slot k's previous call finished. */
+#define ENCODE_INTO(k, outcome)                                                                                        \
+    (texts ? uform_text_vram_encode(executor, &model, (char const *const *)texts, NULL, batch, &outs[k], NULL, outcome)  \
+           : uform_text_vram_encode_ids(executor, &model, ids, offsets, batch, &outs[k], outcome))
     for (int w = 0; w < 3; ++w)
-        if (ENCODE() != uform_status_ok_k) {
+        if (ENCODE_INTO(0, NULL) != uform_status_ok_k) {
             fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
             return 1;
         }
     size_t calls = 0;
+    int failed = 0;
     double start = uform_now_seconds(), elapsed, best = 1e30;
     do {
         double before = uform_now_seconds();
-        (void)ENCODE();
+        size_t const k = calls % in_flight;
+        if (in_flight < 2) failed |= ENCODE_INTO(0, NULL) != uform_status_ok_k;
+        else {
+            if (pending[k]) pending[k] = 0, failed |= uform_outcome_wait(&outcomes[k], -1) != uform_status_ok_k;
+            failed |= ENCODE_INTO(k, &outcomes[k]) != uform_status_ok_k;
+            pending[k] = 1;
+        }
         double took = uform_now_seconds() - before;
         if (took < best) best = took;
         ++calls;
         elapsed = uform_now_seconds() - start;
     } while (elapsed < seconds || calls < 3);
+    for (size_t k = 0; k < in_flight; ++k)
+        if (pending[k]) pending[k] = 0, failed |= uform_outcome_wait(&outcomes[k], -1) != uform_status_ok_k;
+    elapsed = uform_now_seconds() - start;
+    if (failed) {
+        fprintf(stderr, "bench_text_gpu: a call failed: %s\n", uform_error_message());
+        return 1;
+    }
     double rate = (double)(calls * batch) / elapsed;
     /* FLOPs per text the pass executes; with the CLS tail (`uform_forward_cls_tail`, UForm3's CLS
      * pooling) the last layer's output product and MLP for the first token alone. */
@@ -161,12 +186,13 @@ int main(int argc, char **argv) {
     double tflops = rate * per_text / 1e12;
     if (json)
         printf("{\"system\": \"uform-gpu\", \"shape\": \"%s\", \"dtype\": \"%s\", \"tokens\": %zu, \"batch\": %zu, "
-               "\"devices\": %zu, \"from\": \"%s\", \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, \"tflops\": %.1f}\n",
-               shape, dtype_name, tokens, batch, devices, texts ? "texts" : "ids", rate, best * 1e3, tflops);
+               "\"devices\": %zu, \"from\": \"%s\", \"in_flight\": %zu, \"texts_per_second\": %.1f, \"best_call_ms\": %.3f, "
+               "\"tflops\": %.1f}\n",
+               shape, dtype_name, tokens, batch, devices, texts ? "texts" : "ids", in_flight, rate, best * 1e3, tflops);
     else
-        printf("uform-gpu %s %s from %s: %zu tokens (at most), batch %zu, %zu device(s): %.1f texts/s, best call %.3f ms, "
-               "%.1f TFLOP/s\n",
-               shape, dtype_name, texts ? "texts" : "ids", tokens, batch, devices, rate, best * 1e3, tflops);
+        printf("uform-gpu %s %s from %s: %zu tokens (at most), batch %zu, %zu device(s), %zu in flight: %.1f texts/s, best "
+               "call %.3f ms, %.1f TFLOP/s\n",
+               shape, dtype_name, texts ? "texts" : "ids", tokens, batch, devices, in_flight, rate, best * 1e3, tflops);
     uform_text_vram_profile_report(stderr);
     if (uform_executor_drain(executor, uform_mood_parked_k) != uform_status_ok_k)
         fprintf(stderr, "bench_text_gpu: %s\n", uform_error_message());
@@ -175,6 +201,6 @@ int main(int argc, char **argv) {
     random_text_tower_free(&t);
     if (model.tokenizer) uform_tokenizer_free(model.tokenizer);
     for (size_t i = 0; texts && i < batch; ++i) free(texts[i]);
-    free(texts), free(ids), free(offsets), free(rows);
+    free(texts), free(ids), free(offsets), free(rows), free(outs), free(outcomes), free(pending);
     return 0;
 }

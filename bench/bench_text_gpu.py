@@ -6,7 +6,7 @@ towers of the same shapes with random weights, token ids given (tokenising exclu
     python3 bench/bench_text_gpu.py --binary build/bench/bench_text_gpu [--seconds 2]
         [--cases uform3:64,minilm:128] [--batches 1,50,1024] [--devices 1]
         [--attention flash,wmma] [--compile] [--compile-batches 1024] [--compile-mode default]
-        [--compile-timeout 240]
+        [--compile-timeout 240] [--in-flight 2]
 
 --attention runs the engine once per attention kernel (UFORM_GPU_ATTENTION=flash|wmma|simt in its
 environment), one column each, ratios against the first. --compile adds a torch.compile column (of
@@ -81,6 +81,8 @@ def main():
     parser.add_argument("--cases", default="uform3:64,minilm:128")
     parser.add_argument("--batches", default="1,50,1024")
     parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--in-flight", type=int, default=1,
+                        help="the engine's calls deferred, this many at once (its own rows each): 1 is blocking")
     parser.add_argument("--attention", default="", help="engine columns per kernel, e.g. flash,wmma")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--compile-batches", default="", help="batches with a torch.compile column (default: all)")
@@ -96,7 +98,8 @@ def main():
     engines = [f"uform-{k}" for k in kernels] or ["uform-bf16"]
     peers = ["torch-bf16"] + (["torch-compile"] if args.compile else [])
     compile_batches = {int(b) for b in args.compile_batches.split(",") if b}
-    print(f"# {args.seconds} s per measurement, random weights, ids given, engine on {args.devices} device(s)"
+    print(f"# {args.seconds} s per measurement, random weights, ids given, engine on {args.devices} device(s), "
+          f"{args.in_flight} call(s) in flight"
           + (f", torch.compile mode {args.compile_mode} (compile time excluded)" if args.compile else ""), flush=True)
     header = (f"{'case':<11} {'batch':>5} " + " ".join(f"{e:>11}" for e in engines) + " " +
               " ".join(f"{p:>13}" for p in peers) + " " + " ".join(f"{'x ' + p:>16}" for p in peers) +
@@ -109,7 +112,8 @@ def main():
             ours = {}
             for engine, kernel in zip(engines, kernels or [None]):
                 ours[engine] = measure([args.binary, "--json", "--shape", shape, "--tokens", tokens, "--batch", str(batch),
-                                        "--dtype", "bf16", "--devices", str(args.devices), "--seconds", str(args.seconds)],
+                                        "--dtype", "bf16", "--devices", str(args.devices), "--seconds", str(args.seconds),
+                                "--in-flight", str(args.in_flight)],
                                        300, {"UFORM_GPU_ATTENTION": kernel} if kernel else None)
             theirs = {}
             for p in peers:
