@@ -15,7 +15,9 @@
  *  runs as a deferred encode (on a RAM executor, or a VRAM one with `--device`) while batch k - 1's
  *  rows are written and batch k + 1 is read. `jsonl`, the default, writes one JSON array of numbers
  *  per text, in input order, each number as "%.9g" prints it (the same float32 read back;
- *  format_float.h, ten times faster than printf); `f32` raw little-endian rows; `npy` one NumPy
+ *  format_float.h, ten times faster than printf; with `--device`, on a RAM executor's threads
+ *  beside the GPU, 32 rows a task, since one thread formats slower than a GPU encodes;
+ *  UFORM_ENCODE_FORMAT_THREADS=N sets their count, 0 none); `f32` raw little-endian rows; `npy` one NumPy
  *  array [texts, dimensions] of float32 (its header rewritten at the end where the output is a file
  *  it can seek in, else the rows are held until the count is known). Each batch's rows are flushed
  *  once written. A progress bar goes to standard error when it is a terminal and there are more
@@ -577,8 +579,75 @@ typedef struct run_t {
     size_t drawn_at;      /**< The count the last drawing showed. */
     size_t batch;         /**< Items per batch. */
     size_t const *read;   /**< Items read so far. */
-    char *line;           /**< One JSON row. */
+    char *line;           /**< JSON rows: one, or a round's chunks with `formatter`. */
+    size_t line_capacity;
+    uform_executor_t formatter; /**< Threads that format JSON rows in parallel, or NULL (one thread). */
 } run_t;
+
+/** JSON rows of this many numbers at most take at most this many bytes each ("%.9g" and ", "). */
+static size_t json_row_bytes(size_t dims) { return dims * (FORMAT_FLOAT_CAPACITY + 1) + 4; }
+
+/** Writes rows as one JSON array each, "[a, b, ...]\n". */
+static size_t format_json_rows(char *out, float const *rows, size_t count, size_t dims) {
+    char *cursor = out;
+    for (size_t i = 0; i < count; ++i) {
+        *cursor++ = '[';
+        for (size_t j = 0; j < dims; ++j) {
+            if (j) *cursor++ = ',', *cursor++ = ' ';
+            cursor += format_float_g9(cursor, rows[i * dims + j]);
+        }
+        *cursor++ = ']', *cursor++ = '\n';
+    }
+    return (size_t)(cursor - out);
+}
+
+/** Rows per task when the formatter's threads share a batch, and rows per round of tasks (which
+ *  bounds the buffer: 2,048 rows of 768 numbers are 38 MiB at most). */
+#define ENCODE_FORMAT_CHUNK 32
+#define ENCODE_FORMAT_ROUND 2048
+
+typedef struct format_job_t {
+    float const *rows;
+    size_t dims, count;
+    char *buffer;    /**< Task t writes at `buffer + t * stride`. */
+    size_t stride;
+    size_t *lengths; /**< Bytes task t wrote. */
+} format_job_t;
+
+static void format_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)thread, (void)domain;
+    format_job_t const *job = (format_job_t const *)context;
+    size_t const first = task * ENCODE_FORMAT_CHUNK, count = job->count - first < ENCODE_FORMAT_CHUNK ? job->count - first
+                                                                                                      : ENCODE_FORMAT_CHUNK;
+    job->lengths[task] = format_json_rows(job->buffer + task * job->stride, job->rows + first * job->dims, count, job->dims);
+}
+
+/** Writes a batch's rows as JSON lines: on the formatter's threads, chunk by chunk in input order,
+ *  where there is one and more than a chunk of rows; else here. */
+static int write_json_rows(run_t *run, float const *rows, size_t count) {
+    size_t const dims = run->dims, stride = ENCODE_FORMAT_CHUNK * json_row_bytes(dims);
+    for (size_t first = 0; first < count;) {
+        size_t const round = count - first < ENCODE_FORMAT_ROUND ? count - first : ENCODE_FORMAT_ROUND;
+        size_t const tasks = (round + ENCODE_FORMAT_CHUNK - 1) / ENCODE_FORMAT_CHUNK;
+        size_t lengths[ENCODE_FORMAT_ROUND / ENCODE_FORMAT_CHUNK];
+        int parallel = run->formatter && tasks > 1;
+        if (parallel && tasks * stride > run->line_capacity) {
+            char *grown = realloc(run->line, tasks * stride);
+            if (grown) run->line = grown, run->line_capacity = tasks * stride;
+            else parallel = 0;
+        }
+        format_job_t job = {.rows = rows + first * dims, .dims = dims, .count = round, .buffer = run->line,
+                            .stride = stride, .lengths = lengths};
+        uform_call_t call = {.schedule = uform_schedule_dynamic_k, .tasks = tasks, .task = format_task, .context = &job};
+        if (parallel && uform_executor_call(run->formatter, &call, NULL) == uform_status_ok_k)
+            for (size_t t = 0; t < tasks; ++t) fwrite(run->line + t * stride, 1, lengths[t], run->output);
+        else
+            for (size_t i = 0; i < round; ++i)
+                fwrite(run->line, 1, format_json_rows(run->line, rows + (first + i) * dims, 1, dims), run->output);
+        first += round;
+    }
+    return 1;
+}
 
 /** Submits a filled batch as a deferred encode. A refused submission finishes its outcome at once
  *  with the reason (`batch_report`); returns 0 then. */
@@ -641,17 +710,9 @@ static int batch_finish(run_t *run, batch_t *batch) {
                                 "infinity)\n", name);
                 return 0;
             }
-    if (run->jsonl)
-        for (size_t i = 0; i < batch->count; ++i) {
-            char *cursor = run->line;
-            *cursor++ = '[';
-            for (size_t j = 0; j < dims; ++j) {
-                if (j) *cursor++ = ',', *cursor++ = ' ';
-                cursor += format_float_g9(cursor, rows[i * dims + j]);
-            }
-            *cursor++ = ']', *cursor++ = '\n';
-            fwrite(run->line, 1, (size_t)(cursor - run->line), run->output);
-        }
+    if (run->jsonl) {
+        if (!write_json_rows(run, rows, batch->count)) return 0;
+    }
     else if (run->npy) {
         if (!npy_append(run->npy, run->output, rows, batch->count, dims)) return 0;
     }
@@ -756,7 +817,8 @@ int uform_command_encode(int argc, char **argv) {
     output_t output = {.file = stdout};
     batch_t slots[2] = {{0}, {0}};
     npy_rows_t npy_rows = {0};
-    char *run_line = NULL; /* one JSON row */
+    run_t run = {0};
+    uform_executor_t formatter = NULL;
     int32_t const ordinal[1] = {(int32_t)device};
     uform_vram_options_t vram = {.devices = ordinal, .devices_count = 1};
     uform_model_options_t options = {.path = model_path, .modality = images ? uform_modality_image_k : uform_modality_text_k,
@@ -791,14 +853,26 @@ int uform_command_encode(int argc, char **argv) {
         }
     if (npy && !npy_begin(&npy_rows, output.file, dims)) goto done;
     size_t next = 0; /* items read so far */
-    if (jsonl && !(run_line = malloc(dims * (FORMAT_FLOAT_CAPACITY + 2) + 4))) {
+    run = (run_t){.executor = executor, .model = model, .images = images, .from_stdin = !from_arguments,
+                  .items = &texts, .dims = dims, .jsonl = jsonl, .npy = npy ? &npy_rows : NULL, .output = output.file,
+                  .total = total, .total_known = total_known, .batch = (size_t)batch, .read = &next,
+                  .line = jsonl ? malloc(json_row_bytes(dims)) : NULL, .line_capacity = jsonl ? json_row_bytes(dims) : 0};
+    if (jsonl && !run.line) {
         fputs("uform encode: out of memory for the embeddings\n", stderr);
         goto done;
     }
-    run_t run = {.executor = executor, .model = model, .images = images, .from_stdin = !from_arguments,
-                 .items = &texts, .dims = dims, .jsonl = jsonl, .npy = npy ? &npy_rows : NULL, .output = output.file,
-                 .total = total, .total_known = total_known, .batch = (size_t)batch, .read = &next,
-                 .line = run_line};
+    /* JSON rows are formatted on threads of their own where one thread could not keep up: beside a
+     * GPU (whose host cores are otherwise idle), or as UFORM_ENCODE_FORMAT_THREADS=N asks (0: none). */
+    char const *format_threads = getenv("UFORM_ENCODE_FORMAT_THREADS");
+    long formatter_threads = device >= 0 ? 0 : -1; /* 0: the executor's default, 7/8 of the cores */
+    if (format_threads && *format_threads) {
+        long const asked = strtol(format_threads, NULL, 10);
+        formatter_threads = asked > 0 && asked <= ENCODE_THREADS_MAX ? asked : -1;
+    }
+    if (jsonl && formatter_threads >= 0 &&
+        uform_executor_for_ram(NULL, (size_t)formatter_threads, 0, &formatter) != uform_status_ok_k)
+        formatter = NULL; /* more threads than cores asked, or none to be had: one thread formats */
+    run.formatter = formatter;
     run.show = isatty(STDERR_FILENO) && (!total_known || total > (size_t)batch);
     progress_own_lines = same_terminal_as_stderr(output.file);
     if (run.show && total_known) progress(0, total, 1, 0);
@@ -839,9 +913,10 @@ done:
     for (int k = 0; k < 2; ++k) batch_settle(&slots[k]);
     code = output_close(&output, code);
     uform_executor_free(executor);
+    uform_executor_free(formatter);
     uform_model_free(model);
     for (int k = 0; k < 2; ++k) batch_free(&slots[k]);
-    free(npy_rows.rows), free(reader.buffer), free(run_line);
+    free(npy_rows.rows), free(reader.buffer), free(run.line);
     lists_free(&texts, &owned);
     return code;
 }

@@ -263,6 +263,12 @@ cmp -s "$tmp/after.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy writ
 "$uform" encode --model "$tiny" --format npy </dev/null >"$tmp/none.npy" || fail "npy of no texts"
 python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128 and ast.literal_eval(d[10:].decode())['shape']==(0, 8), d" "$tmp/none.npy" ||
   fail "npy of no texts is not a (0, 8) array"
+# JSON rows formatted on threads of their own (as beside a GPU): the same bytes, also when more
+# threads are asked than there are cores (one thread formats then).
+for threads in 2 99; do
+  UFORM_ENCODE_FORMAT_THREADS=$threads "$uform" encode --model "$tiny" <"$tmp/300.txt" >"$tmp/formatted.jsonl" || fail "format threads $threads"
+  cmp -s "$tmp/formatted.jsonl" "$tmp/plain.jsonl" || fail "JSON rows formatted on $threads threads differ from one thread's"
+done
 # --batch: any size gives the rows of the default's (within rounding); a bad size is a usage error.
 for size in 1 7 300; do
   "$uform" encode --model "$tiny" --batch $size <"$tmp/300.txt" >"$tmp/batch$size.jsonl" || fail "--batch $size"
