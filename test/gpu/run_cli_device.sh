@@ -6,13 +6,18 @@
 # threads; then texts/s of bench_text_gpu with one call and two calls in flight, and images/s with two
 # calls in flight beside PyTorch eager and torch.compile.
 #
-#   bash test/gpu/run_cli_device.sh   (carry build-gpu/device-deps, .minilm-16, .old-cli, .whl)
+#   bash test/gpu/run_cli_device.sh [all]   (carry build-gpu/device-deps, .minilm-16, .old-cli, .whl)
+#   bash test/gpu/run_cli_device.sh format  the same build and model, then only the JSON rows formatted
+#                                           on the formatter's threads (the default with --device)
+#                                           against one thread (UFORM_ENCODE_FORMAT_THREADS=0), 400,000
+#                                           lines, batches of 256 and 1,024, and f32 rows beside them
 #
 # Logs go to $LOGS (default build-device/cli-logs), written as each step ends; the summary last.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
 LOGS=${LOGS:-$BUILD/cli-logs}
+PHASE=${1:-all}
 MODEL=$BUILD/minilm-model
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 mkdir -p "$LOGS"
@@ -33,6 +38,42 @@ rm -rf "$MODEL" && cp -r "$ROOT/.minilm-16/model" "$MODEL" &&
 step old_cli "$LOGS/build.log" required cc -O2 -std=gnu17 -I"$ROOT/include" "$ROOT/tools/uform.c" "$ROOT/.old-cli/encode.c" \
     -o "$BUILD/uform-old" -L"$BUILD" -luform -Wl,-rpath,"$BUILD"
 note "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+if [[ $PHASE == format ]]; then
+    python3 -c "
+import itertools, sys
+lines = open(sys.argv[1]).read().splitlines()
+open(sys.argv[2], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 400000)))
+" "$ROOT/test/encode/sentences.txt" "$BUILD/lines400k.txt"
+    step cli_tests "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -R '^test_encode_cli$'
+    grep -E 'tests passed|tests failed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
+    timed() { # timed NAME THREADS ARGS...: 400,000 lines through `uform encode --device 0 --dtype bf16 ARGS` with
+        local name=$1 threads=$2 start end # UFORM_ENCODE_FORMAT_THREADS=THREADS ("" is the default)
+        shift 2
+        start=$(date +%s.%N)
+        UFORM_ENCODE_FORMAT_THREADS=$threads "$BUILD/uform" encode --model "$MODEL" --device 0 --dtype bf16 "$@" \
+            <"$BUILD/lines400k.txt" >"$LOGS/out.$name" ||
+            echo "  $name: FAILED" >>"$SUMMARY"
+        end=$(date +%s.%N)
+        echo "  $name: $(python3 -c "print(f'{400000 / ($end - $start):,.0f} texts/s, {$end - $start:.2f} s')")" >>"$SUMMARY"
+    }
+    note "400,000 lines, --device 0, bf16 weights (model open included, about 0.7 s)"
+    for round in 1 2; do
+        for batch in 256 1024; do
+            timed "jsonl-threads-b$batch-r$round" "" --batch $batch
+            timed "jsonl-one-b$batch-r$round" 0 --batch $batch
+            timed "f32-b$batch-r$round" "" --batch $batch --format f32
+        done
+    done
+    for batch in 256 1024; do
+        cmp -s "$LOGS/out.jsonl-threads-b$batch-r1" "$LOGS/out.jsonl-one-b$batch-r1" &&
+            echo "  batch $batch: the same bytes from the formatter's threads and from one" >>"$SUMMARY" ||
+            { echo "  batch $batch: the formatter's threads DIFFER from one thread" >>"$SUMMARY"; FAILED=1; }
+    done
+    rm -f "$LOGS"/out.*
+    cat "$SUMMARY"
+    exit $FAILED
+fi
 
 # The CLI's tests with the model (its --device 0 rows against the CPU's among them), the formatter's.
 step cli_tests "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure --timeout 300 \
