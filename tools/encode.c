@@ -10,7 +10,7 @@
  *
  *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped) as the
  *  lines come: a batch takes the first line (waiting for it) and those already there, up to
- *  `--batch` (256), so memory stays bounded by two batches however long the input, and a writer that
+ *  `--batch` (256; 1,024 with `--device`), so memory stays bounded by two batches however long the input, and a writer that
  *  keeps its pipe open gets each line's row once it is encoded. Two batches are in flight: batch k
  *  runs as a deferred encode (on a RAM executor, or a VRAM one with `--device`) while batch k - 1's
  *  rows are written and batch k + 1 is read. `jsonl`, the default, writes one JSON array of numbers
@@ -55,8 +55,10 @@
 
 #include "format_float.h" // `format_float_g9`
 
-/** Items per call unless `--batch` says otherwise. */
+/** Items per call unless `--batch` says otherwise: on CPU threads, and beside a GPU (`--device`),
+ *  where larger calls pay (all-MiniLM-L6-v2 on an H100: 33-44k texts/s at 256, 55-73k at 1,024). */
 #define ENCODE_BATCH 256
+#define ENCODE_BATCH_DEVICE 1024
 /** The most items `--batch` takes. */
 #define ENCODE_BATCH_MAX 65536
 /** The largest image file read: larger ones are refused before anything is allocated. */
@@ -80,8 +82,8 @@ static char const encode_usage[] =
     "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
     "  --device N      hold the tower on GPU N (VRAM residency) and encode there; tokenising and\n"
     "                  image decoding run on host threads beside it (default: encode on the CPU)\n"
-    "  --batch N       items per call (default 256); two calls are in flight, so reading and writing\n"
-    "                  overlap the encoding\n"
+    "  --batch N       items per call (default 256, or 1024 with --device); two calls are in flight, so\n"
+    "                  reading and writing overlap the encoding\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
     "                  files in name order\n";
@@ -729,7 +731,7 @@ static int batch_finish(run_t *run, batch_t *batch) {
 
 int uform_command_encode(int argc, char **argv) {
     char const *model_path = NULL, *format = "jsonl", *output_path = NULL, *dtype = "f32";
-    long threads = 0, device = -1, batch = ENCODE_BATCH;
+    long threads = 0, device = -1, batch = 0;
     texts_t texts = {0}, owned = {0};
     int from_arguments = 0, images = 0;
     for (int i = 0; i < argc; ++i) {
@@ -792,6 +794,7 @@ int uform_command_encode(int argc, char **argv) {
         }
         else from_arguments = 1;
     }
+    if (!batch) batch = device >= 0 ? ENCODE_BATCH_DEVICE : ENCODE_BATCH;
     int bad_usage = 0;
     if (!model_path) fputs("uform encode: --model DIR is required\n", stderr), bad_usage = 1;
     if (strcmp(format, "jsonl") && strcmp(format, "npy") && strcmp(format, "f32"))
