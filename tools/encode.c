@@ -15,7 +15,7 @@
  *  runs as a deferred encode (on a RAM executor, or a VRAM one with `--device`) while batch k - 1's
  *  rows are written and batch k + 1 is read. `jsonl`, the default, writes one JSON array of numbers
  *  per text, in input order, each number as "%.9g" prints it (the same float32 read back;
- *  format_float.h, ten times faster than printf; with `--device`, on a RAM executor's threads
+ *  format_float.h, seven times faster than printf; with `--device`, on a RAM executor's threads
  *  beside the GPU, 32 rows a task, since one thread formats slower than a GPU encodes;
  *  UFORM_ENCODE_FORMAT_THREADS=N sets their count, 0 none); `f32` raw little-endian rows; `npy` one NumPy
  *  array [texts, dimensions] of float32 (its header rewritten at the end where the output is a file

@@ -1,19 +1,21 @@
 /**
  *  @file   format_float.h
- *  @brief  `printf("%.9g", (double)value)` for a float32, byte for byte, about ten times faster:
+ *  @brief  `printf("%.9g", (double)value)` for a float32, byte for byte, seven to ten times faster:
  *          the JSON rows of `uform encode` (nine significant digits read back as the same float32).
  *
- *  glibc's `printf` spends about 360 ns on one "%.9g" (measured on a Sapphire Rapids core), so a
- *  384-number row costs 140 us and one thread formats about 7,000 rows a second, a tenth of what one
- *  GPU encodes. Here the values `%g` prints in fixed notation (decimal exponent X from -4 to 8 after
- *  rounding to nine digits: every embedding value from 1e-4 up) are formatted exactly with integer
- *  arithmetic: a finite float32 is m 2^q (m < 2^24), so N = m 10^(8 - X) 2^q is computed exactly in
- *  128 bits and rounded to an integer half to even, as glibc rounds the exact binary value in the
- *  default rounding mode; the nine digits of N are printed with the point after X + 1 of them and
- *  the trailing zeros of the fraction dropped, as `%g` does. Everything else (zero's sign aside,
- *  values below 1e-4 or from 1e9 up, which `%g` prints as exponents, infinities and NaN) goes to
- *  `snprintf` itself. test/test_format_float.c compares both on every float32 of the fast range's
- *  binades it samples and on the rounding ties; bench/RESULTS.md records the exhaustive run.
+ *  glibc's `printf` spends 230-360 ns on one "%.9g" (Sapphire Rapids cores), so one thread formats
+ *  7,000-11,000 rows of 384 numbers a second, a tenth of what one GPU encodes. Here normal floats
+ *  from 2^-14 to below 2^30 that `%g` prints in fixed notation (decimal exponent X from -4 to 8 after
+ *  rounding to nine digits) are formatted with integer arithmetic: such a float is m 2^q (m < 2^24,
+ *  q from -37 to 6), so N = m 10^(8 - X) 2^q is computed exactly in 64 bits and rounded to an integer
+ *  half to even, as glibc rounds the exact binary value in the default rounding mode; X comes from
+ *  the binary exponent (a binade holds at most one power of ten) and is corrected by one when N has
+ *  ten digits; the nine digits of N are printed with the point after X + 1 of them and the
+ *  fraction's trailing zeros dropped, as `%g` does. Everything else (zeros, subnormals, values below
+ *  2^-14 or from 2^30 up, those rounding outside X in [-4, 8], infinities, NaN) goes to `snprintf`.
+ *  test/test_format_float.c compares both on a sample (every binade's ends, around every power of
+ *  ten, the rounding ties, random bits); `test_format_float --all` on every float32 (bench/RESULTS.md).
+ *  bench/bench_format_float.c times both.
  */
 #ifndef UFORM_FORMAT_FLOAT_H
 #define UFORM_FORMAT_FLOAT_H
