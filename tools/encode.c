@@ -10,7 +10,8 @@
  *
  *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped) as the
  *  lines come: a batch takes the first line (waiting for it) and those already there, up to
- *  `--batch` (256; 1,024 with `--device`), so memory stays bounded by two batches however long the input, and a writer that
+ *  `--batch` (256; 1,024 texts with `--device`; fewer once its lines hold 64 MiB, or its image files
+ *  256 MiB), so memory stays bounded by two batches however long the input, and a writer that
  *  keeps its pipe open gets each line's row once it is encoded. Two batches are in flight: batch k
  *  runs as a deferred encode (on a RAM executor, or a VRAM one with `--device`) while batch k - 1's
  *  rows are written and batch k + 1 is read. `jsonl`, the default, writes one JSON array of numbers
@@ -59,6 +60,9 @@
  *  where larger calls pay (all-MiniLM-L6-v2 on an H100: 33-44k texts/s at 256, 55-73k at 1,024). */
 #define ENCODE_BATCH 256
 #define ENCODE_BATCH_DEVICE 1024
+/** A batch also ends once its image files or its lines hold this many bytes (two batches are held). */
+#define ENCODE_BATCH_IMAGE_BYTES ((size_t)256 << 20)
+#define ENCODE_BATCH_TEXT_BYTES ((size_t)64 << 20)
 /** The most items `--batch` takes. */
 #define ENCODE_BATCH_MAX 65536
 /** The largest image file read: larger ones are refused before anything is allocated. */
@@ -82,8 +86,9 @@ static char const encode_usage[] =
     "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
     "  --device N      hold the tower on GPU N (VRAM residency) and encode there; tokenising and\n"
     "                  image decoding run on host threads beside it (default: encode on the CPU)\n"
-    "  --batch N       items per call (default 256, or 1024 with --device); two calls are in flight, so\n"
-    "                  reading and writing overlap the encoding\n"
+    "  --batch N       items per call (default 256, or 1024 texts with --device; fewer where the\n"
+    "                  files or lines reach 256 or 64 MiB); two calls are in flight, so reading and\n"
+    "                  writing overlap the encoding\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
     "                  files in name order\n";
@@ -519,15 +524,19 @@ static void batch_free(batch_t *batch) {
 /** Fills `batch` with the next items of the command line's list (texts, or image files read whole).
  *  Returns the items taken (0 at the end), or -1 after printing why a file could not be read. */
 static int batch_from_list(batch_t *batch, texts_t const *items, int images, size_t *next, size_t capacity) {
-    size_t const count = items->count - *next < capacity ? items->count - *next : capacity;
+    size_t count = items->count - *next < capacity ? items->count - *next : capacity, bytes = 0;
     batch->first = *next, batch->count = 0;
     if (!images) batch->texts = (char const **)items->items + *next, batch->lengths = NULL;
     for (size_t i = 0; images && i < count; ++i) {
+        if (i && bytes >= ENCODE_BATCH_IMAGE_BYTES) { /* large files: a shorter batch */
+            count = i;
+            break;
+        }
         size_t size = 0;
         void *data = read_image_file(items->items[*next + i], &size);
         if (!data) return -1; /* the images read so far are released with the batch */
         batch->images[i] = (uform_image_t){.data = data, .size = size};
-        batch->count = i + 1;
+        batch->count = i + 1, bytes += size;
     }
     batch->count = count, *next += count;
     return (int)(count > 0);
@@ -540,7 +549,7 @@ static int batch_from_list(batch_t *batch, texts_t const *items, int images, siz
 static int batch_from_reader(batch_t *batch, line_reader_t *reader, size_t *next, size_t capacity, int may_wait) {
     size_t used = 0, count = 0, *offsets = batch->offsets;
     batch->first = *next, batch->count = 0;
-    while (count < capacity) {
+    while (count < capacity && used < ENCODE_BATCH_TEXT_BYTES) { /* long lines: a shorter batch */
         char const *line = NULL;
         size_t length = 0;
         reader_result_t result = reader_next(reader, count == 0 && may_wait, &line, &length);
@@ -794,7 +803,7 @@ int uform_command_encode(int argc, char **argv) {
         }
         else from_arguments = 1;
     }
-    if (!batch) batch = device >= 0 ? ENCODE_BATCH_DEVICE : ENCODE_BATCH;
+    if (!batch) batch = device >= 0 && !images ? ENCODE_BATCH_DEVICE : ENCODE_BATCH;
     int bad_usage = 0;
     if (!model_path) fputs("uform encode: --model DIR is required\n", stderr), bad_usage = 1;
     if (strcmp(format, "jsonl") && strcmp(format, "npy") && strcmp(format, "f32"))
