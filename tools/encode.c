@@ -63,6 +63,8 @@
 /** A batch also ends once its image files or its lines hold this many bytes (two batches are held). */
 #define ENCODE_BATCH_IMAGE_BYTES ((size_t)256 << 20)
 #define ENCODE_BATCH_TEXT_BYTES ((size_t)64 << 20)
+/** The longest line of standard input: a longer one fails the run (it is no text to encode). */
+#define ENCODE_LINE_MAX_BYTES ((size_t)64 << 20)
 /** The most items `--batch` takes. */
 #define ENCODE_BATCH_MAX 65536
 /** The largest image file read: larger ones are refused before anything is allocated. */
@@ -396,7 +398,8 @@ typedef struct line_reader_t {
     int fd;
     char *buffer;
     size_t start, end, capacity; /**< The unread bytes are [start, end). */
-    int at_end;
+    size_t lines;                /**< Lines returned so far. */
+    int at_end, failed;          /**< Failed: every later call fails (`read_failure` says why). */
 } line_reader_t;
 
 typedef enum { reader_line_k, reader_end_k, reader_stall_k, reader_error_k } reader_result_t;
@@ -405,6 +408,7 @@ typedef enum { reader_line_k, reader_end_k, reader_stall_k, reader_error_k } rea
  *  0 it returns `reader_stall_k` rather than wait for input that has not come yet. A last line
  *  without "\n" counts; nothing after the last "\n" is no line. Prints the reason of an error. */
 static reader_result_t reader_next(line_reader_t *reader, int may_wait, char const **line, size_t *length) {
+    if (reader->failed) return reader_error_k;
     for (;;) {
         char *start = reader->buffer + reader->start, *newline = reader->end > reader->start
                                                                    ? memchr(start, '\n', reader->end - reader->start)
@@ -413,7 +417,7 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
             size_t size = newline ? (size_t)(newline - start) : reader->end - reader->start;
             reader->start += size + (newline != NULL);
             if (size && start[size - 1] == '\r') --size;
-            *line = start, *length = size;
+            *line = start, *length = size, ++reader->lines;
             return reader_line_k;
         }
         if (reader->at_end) return reader_end_k;
@@ -425,12 +429,17 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
             memmove(reader->buffer, reader->buffer + reader->start, reader->end - reader->start);
             reader->end -= reader->start, reader->start = 0;
         }
+        if (reader->end >= ENCODE_LINE_MAX_BYTES) { /* /dev/zero, or a file that is not text */
+            read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
+                        ENCODE_LINE_MAX_BYTES >> 20);
+            return reader->failed = 1, reader_error_k;
+        }
         if (reader->end == reader->capacity) {
             size_t capacity = reader->capacity ? reader->capacity * 2 : (size_t)1 << 20;
             char *grown = capacity > reader->capacity ? realloc(reader->buffer, capacity) : NULL;
             if (!grown) {
                 read_failed("uform encode: out of memory reading standard input\n");
-                return reader_error_k;
+                return reader->failed = 1, reader_error_k;
             }
             reader->buffer = grown, reader->capacity = capacity;
         }
@@ -444,7 +453,7 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
         }
         else if (errno != EINTR) {
             read_failed("uform encode: cannot read standard input: %s\n", strerror(errno));
-            return reader_error_k;
+            return reader->failed = 1, reader_error_k;
         }
     }
 }
@@ -553,7 +562,8 @@ static int batch_from_reader(batch_t *batch, line_reader_t *reader, size_t *next
         char const *line = NULL;
         size_t length = 0;
         reader_result_t result = reader_next(reader, count == 0 && may_wait, &line, &length);
-        if (result == reader_error_k) return -1;
+        if (result == reader_error_k && !count) return -1;
+        if (result == reader_error_k) break; /* the lines before it are encoded; the next batch fails */
         if (result == reader_stall_k && count == 0) return 2;
         if (result != reader_line_k) break;
         if (used + length + 1 > batch->arena_capacity || !batch->arena) {

@@ -263,6 +263,13 @@ cmp -s "$tmp/after.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy writ
 "$uform" encode --model "$tiny" --format npy </dev/null >"$tmp/none.npy" || fail "npy of no texts"
 python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128 and ast.literal_eval(d[10:].decode())['shape']==(0, 8), d" "$tmp/none.npy" ||
   fail "npy of no texts is not a (0, 8) array"
+# Standard input that is no text: a line past 64 MiB (/dev/zero) fails the run after the rows of the
+# lines before it; a directory fails at once.
+{ printf 'one\ntwo\n'; head -c 70M /dev/zero; } | "$uform" encode --model "$tiny" >"$tmp/zero.jsonl" 2>"$tmp/err"; code=$?
+[[ $code == 1 && $(wc -l <"$tmp/zero.jsonl") == 2 ]] && grep -q "^uform encode: line 3 of standard input is longer than 64 MiB$" "$tmp/err" ||
+  fail "a 70 MiB line: exit $code, $(wc -l <"$tmp/zero.jsonl") rows: $(head -c 200 "$tmp/err")"
+"$uform" encode --model "$tiny" <"$tmp" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 ]] && grep -q "cannot read standard input: Is a directory" "$tmp/err" || fail "a directory as standard input: exit $code: $(cat "$tmp/err")"
 # JSON rows formatted on threads of their own (as beside a GPU): the same bytes, also when more
 # threads are asked than there are cores (one thread formats then).
 for threads in 2 99; do
