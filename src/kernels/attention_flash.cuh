@@ -78,21 +78,6 @@ __device__ __forceinline__ float flash_exp2(float x) {
 }
 #endif // UFORM_FLASH_EMULATION
 
-/** Waits until at most `pending` of this thread's committed copy groups are still in flight (fewer,
- *  from 7 on: always safe, only stricter). */
-__device__ __forceinline__ void copy_wait_leaving(int pending) {
-    switch (pending) {
-    case 0: copy_wait<0>(); break;
-    case 1: copy_wait<1>(); break;
-    case 2: copy_wait<2>(); break;
-    case 3: copy_wait<3>(); break;
-    case 4: copy_wait<4>(); break;
-    case 5: copy_wait<5>(); break;
-    case 6: copy_wait<6>(); break;
-    default: copy_wait<7>(); break;
-    }
-}
-
 /** Attention on tensor cores, FlashAttention-2 style, for `HEAD`-wide heads (32, 64, 128).
  *
  *  Grid: x = (text * (heads / group) + head group) * chunks + query chunk, so the blocks that read
@@ -104,9 +89,7 @@ __device__ __forceinline__ void copy_wait_leaving(int pending) {
  *  `flash_keys` rows at a time (cp.async; rows past the text are zeros): with `resident` 0 in two
  *  buffers (the next tile loads while this one computes, two barriers a tile); with `resident` 1 every
  *  tile of the text in a buffer of its own, all loaded up front, then one barrier, after which the
- *  warps run without waiting for each other; with `resident` 2 the same buffers and loads, but each
- *  tile awaited (one barrier) only when the warps reach it, so the first tile's keys are multiplied
- *  while the later tiles are still on their way. Each warp computes S = Q K^T for `STEP` keys of the tile at a
+ *  warps run without waiting for each other. Each warp computes S = Q K^T for `STEP` keys of the tile at a
  *  time (16 x STEP in f32 registers; 32 keeps a third fewer registers live than 64 for 32-wide
  *  heads, so more blocks fit an SM), masks keys past the text, keeps the running row maximum and sum (online softmax,
  *  base 2 with `scale log2 e` folded in), rescales its O accumulator and adds P V with P taken from
@@ -175,7 +158,7 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
     float best_low = -INFINITY, best_high = -INFINITY, sum_low = 0.f, sum_high = 0.f;
     float const scale2 = scale * 1.4426950408889634f;
 
-    if (resident == 1) {
+    if (resident) {
         copy_wait<0>();
         __syncthreads(); // every tile landed: the only barrier
         if (!busy) return;
@@ -186,10 +169,6 @@ __device__ void attention_flash(T *context, T const *qkv, int const *offsets, in
                 stage(tile + 1, (tile + 1) & 1);
                 copy_wait<1>();
             } else copy_wait<0>();
-            __syncthreads();
-        }
-        else if (resident == 2) { // this tile landed; the later ones may still be on their way
-            copy_wait_leaving(tiles - 1 - tile);
             __syncthreads();
         }
         if (busy) {

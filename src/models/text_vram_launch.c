@@ -189,9 +189,8 @@ static size_t attention_flash_warps = 8;
 /** Keys per softmax step of the flash kernel: 0 (by head width: 32 for 32-wide heads, where it
  *  saves a third of the registers, else 64), or UFORM_GPU_FLASH_STEP (32 or 64). */
 static int attention_flash_step = 0;
-/** Whether every key tile of a text gets its own shared buffer, loaded up front, where they fit: 1
- *  (one barrier per block instead of two per tile, after every tile landed), 2 (each tile awaited
- *  when the warps reach it), or UFORM_GPU_FLASH_RESIDENT=0 (two buffers, loaded tile by tile). */
+/** Whether every key tile of a text gets its own shared buffer, loaded up front (one barrier per
+ *  block instead of two per tile) where they fit: 1, or UFORM_GPU_FLASH_RESIDENT=0 (two buffers). */
 static int attention_flash_resident = 1;
 static pthread_once_t attention_ceiling_once = PTHREAD_ONCE_INIT;
 
@@ -205,8 +204,7 @@ static void attention_ceiling_read(void) {
     char const *step = getenv("UFORM_GPU_FLASH_STEP");
     if (step && (!strcmp(step, "32") || !strcmp(step, "64"))) attention_flash_step = atoi(step);
     char const *resident = getenv("UFORM_GPU_FLASH_RESIDENT");
-    if (resident && (!strcmp(resident, "0") || !strcmp(resident, "1") || !strcmp(resident, "2")))
-        attention_flash_resident = atoi(resident);
+    if (resident && (!strcmp(resident, "0") || !strcmp(resident, "1"))) attention_flash_resident = atoi(resident);
 }
 
 /** The most capable attention kernel the environment allows (UFORM_GPU_ATTENTION, read once). */
@@ -261,7 +259,7 @@ uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, 
         int group = 1;
         while (chunk * (size_t)group * 2 <= 4 && heads % (group * 2) == 0) group *= 2;
         size_t const tiles = (longest + 63) / 64, tile_bytes = (size_t)group * 2 * 64 * ((size_t)head + 8) * element;
-        int resident = tiles > 1 && tiles * tile_bytes <= optin ? attention_flash_resident : 0;
+        int resident = attention_flash_resident && tiles > 1 && tiles * tile_bytes <= optin;
         size_t const buffers = resident ? tiles : tiles > 1 ? 2 : 1; /* 64 keys per staged tile (`flash_keys`) */
         size_t const shared = buffers * tile_bytes;
         if (shared <= optin) {
