@@ -398,6 +398,7 @@ typedef struct line_reader_t {
     int fd;
     char *buffer;
     size_t start, end, capacity; /**< The unread bytes are [start, end). */
+    size_t scanned;              /**< [start, scanned) holds no newline (a long line is searched once). */
     size_t lines;                /**< Lines returned so far. */
     int at_end, failed;          /**< Failed: every later call fails (`read_failure` says why). */
 } line_reader_t;
@@ -410,12 +411,13 @@ typedef enum { reader_line_k, reader_end_k, reader_stall_k, reader_error_k } rea
 static reader_result_t reader_next(line_reader_t *reader, int may_wait, char const **line, size_t *length) {
     if (reader->failed) return reader_error_k;
     for (;;) {
-        char *start = reader->buffer + reader->start, *newline = reader->end > reader->start
-                                                                   ? memchr(start, '\n', reader->end - reader->start)
-                                                                   : NULL;
+        char *start = reader->buffer + reader->start;
+        size_t const from = reader->scanned > reader->start ? reader->scanned : reader->start;
+        char *newline = reader->end > from ? memchr(reader->buffer + from, '\n', reader->end - from) : NULL;
+        reader->scanned = reader->end; /* no newline before it, unless one was just found */
         if (newline || (reader->at_end && reader->end > reader->start)) {
             size_t size = newline ? (size_t)(newline - start) : reader->end - reader->start;
-            reader->start += size + (newline != NULL);
+            reader->start += size + (newline != NULL), reader->scanned = reader->start;
             if (size && start[size - 1] == '\r') --size;
             *line = start, *length = size, ++reader->lines;
             return reader_line_k;
@@ -427,7 +429,7 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
         }
         if (reader->start) {
             memmove(reader->buffer, reader->buffer + reader->start, reader->end - reader->start);
-            reader->end -= reader->start, reader->start = 0;
+            reader->end -= reader->start, reader->scanned -= reader->start, reader->start = 0;
         }
         if (reader->end >= ENCODE_LINE_MAX_BYTES) { /* /dev/zero, or a file that is not text */
             read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
