@@ -45,6 +45,7 @@
 #include <limits.h>  // `PATH_MAX`
 #include <math.h>    // `isfinite`
 #include <poll.h>    // `poll`
+#include <sched.h>   // `sched_getaffinity`
 #include <strings.h> // `strcasecmp`
 #include <sys/stat.h> // `stat`
 #include <stdarg.h>  // `va_list`
@@ -85,7 +86,7 @@ static char const encode_usage[] =
     "                  array of texts x dimensions) or f32 (raw little-endian float32 rows)\n"
     "  --output FILE   write there instead of standard output\n"
     "  --dtype D       hold and multiply the weights as f32 (default) or bf16\n"
-    "  --threads N     threads to encode on (default: 7/8 of the cores)\n"
+    "  --threads N     threads to encode on (default: every core the process may run on)\n"
     "  --device N      hold the tower on GPU N (VRAM residency) and encode there; tokenising and\n"
     "                  image decoding run on host threads beside it (default: encode on the CPU)\n"
     "  --batch N       items per call (default 256, or 1024 texts with --device; fewer where the\n"
@@ -753,6 +754,7 @@ static int batch_finish(run_t *run, batch_t *batch) {
 int uform_command_encode(int argc, char **argv) {
     char const *model_path = NULL, *format = "jsonl", *output_path = NULL, *dtype = "f32";
     long threads = 0, device = -1, batch = 0;
+    int threads_given = 0;
     texts_t texts = {0}, owned = {0};
     int from_arguments = 0, images = 0;
     for (int i = 0; i < argc; ++i) {
@@ -783,6 +785,7 @@ int uform_command_encode(int argc, char **argv) {
                 return 2;
             }
             *(kind == 't' ? &threads : kind == 'd' ? &device : &batch) = value;
+            threads_given |= kind == 't';
         }
         else if (!strcmp(a, "--image")) images = 1, from_arguments = 1;
         else if (!strcmp(a, "--")) {
@@ -860,8 +863,17 @@ int uform_command_encode(int argc, char **argv) {
         code = fail_engine(status, "describing the model");
         goto done;
     }
+    /* The engine's default leaves an eighth of the cores to the caller's own threads; this process has
+     * only its reader and writer beside the encoding, so by default every allowed core encodes (2
+     * cores: 2 threads instead of 1, all-MiniLM-L6-v2 1.3-1.5x faster), or the engine's default where
+     * the executor cannot take them all. */
+    cpu_set_t allowed;
+    size_t const cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? (size_t)CPU_COUNT(&allowed) : 0;
+    size_t const encode_threads = device < 0 && !threads_given && cores > 1 ? cores : (size_t)threads;
     status = device >= 0 ? uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor)
-                         : uform_executor_for_ram(NULL, (size_t)threads, 0, &executor);
+                         : uform_executor_for_ram(NULL, encode_threads, 0, &executor);
+    if (status != uform_status_ok_k && device < 0 && encode_threads != (size_t)threads)
+        status = uform_executor_for_ram(NULL, (size_t)threads, 0, &executor);
     if (status != uform_status_ok_k) {
         code = fail_engine(status, "starting the threads");
         goto done;
