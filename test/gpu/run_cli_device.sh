@@ -11,6 +11,9 @@
 #                                           on the formatter's threads (the default with --device)
 #                                           against one thread (UFORM_ENCODE_FORMAT_THREADS=0), 400,000
 #                                           lines, batches of 256 and 1,024, and f32 rows beside them
+#   bash test/gpu/run_cli_device.sh check   the same build and model, then the CLI's tests and the
+#                                           defaults' rates: old and new on the GPU (jsonl, 400,000
+#                                           lines) and on the host's cores (jsonl, 20,000 lines)
 #
 # Logs go to $LOGS (default build-device/cli-logs), written as each step ends; the summary last.
 set -uo pipefail
@@ -39,6 +42,40 @@ step old_cli "$LOGS/build.log" required cc -O2 -std=gnu17 -I"$ROOT/include" "$RO
     -o "$BUILD/uform-old" -L"$BUILD" -luform -Wl,-rpath,"$BUILD"
 note "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
+if [[ $PHASE == check ]]; then
+    python3 -c "
+import itertools, sys
+lines = open(sys.argv[1]).read().splitlines()
+open(sys.argv[2], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 400000)))
+open(sys.argv[3], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 20000)))
+" "$ROOT/test/encode/sentences.txt" "$BUILD/lines400k.txt" "$BUILD/lines20k.txt"
+    step cli_tests "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure --timeout 300 \
+        -R '^(test_encode_cli|test_encode_images_cli|test_format_float)$'
+    grep -E 'tests passed|tests failed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
+    defaults() { # defaults NAME LINES BINARY ARGS...: the CLI's defaults (threads, batch, formatter) on LINES
+        local name=$1 lines=$2 start end count
+        shift 2
+        count=$(wc -l <"$lines")
+        start=$(date +%s.%N)
+        "$@" <"$lines" >"$LOGS/out.$name" || echo "  $name: FAILED" >>"$SUMMARY"
+        end=$(date +%s.%N)
+        echo "  $name: $(python3 -c "print(f'{$count / ($end - $start):,.0f} texts/s, {$end - $start:.2f} s')")" >>"$SUMMARY"
+    }
+    note "the CLI's defaults, jsonl, bf16 weights (model open included)"
+    for round in 1 2; do
+        defaults "gpu-old-r$round" "$BUILD/lines400k.txt" "$BUILD/uform-old" encode --model "$MODEL" --device 0 --dtype bf16
+        defaults "gpu-new-r$round" "$BUILD/lines400k.txt" "$BUILD/uform" encode --model "$MODEL" --device 0 --dtype bf16
+        defaults "cpu-old-r$round" "$BUILD/lines20k.txt" "$BUILD/uform-old" encode --model "$MODEL" --dtype bf16
+        defaults "cpu-new-r$round" "$BUILD/lines20k.txt" "$BUILD/uform" encode --model "$MODEL" --dtype bf16
+    done
+    for pair in gpu cpu; do
+        cmp -s "$LOGS/out.$pair-old-r1" "$LOGS/out.$pair-new-r1" && echo "  $pair: the same bytes, old and new" >>"$SUMMARY" ||
+            echo "  $pair: old and new differ (batches of other sizes round otherwise)" >>"$SUMMARY"
+    done
+    rm -f "$LOGS"/out.*
+    cat "$SUMMARY"
+    exit $FAILED
+fi
 if [[ $PHASE == format ]]; then
     python3 -c "
 import itertools, sys
