@@ -42,71 +42,63 @@ step old_cli "$LOGS/build.log" required cc -O2 -std=gnu17 -I"$ROOT/include" "$RO
     -o "$BUILD/uform-old" -L"$BUILD" -luform -Wl,-rpath,"$BUILD"
 note "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
-if [[ $PHASE == check ]]; then
+# lines COUNT FILE: the fixture's 1,200 sentences repeated to COUNT lines.
+lines() {
     python3 -c "
 import itertools, sys
 lines = open(sys.argv[1]).read().splitlines()
-open(sys.argv[2], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 400000)))
-open(sys.argv[3], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 20000)))
-" "$ROOT/test/encode/sentences.txt" "$BUILD/lines400k.txt" "$BUILD/lines20k.txt"
+open(sys.argv[3], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), int(sys.argv[2]))))
+" "$ROOT/test/encode/sentences.txt" "$1" "$2"
+}
+# rate NAME LINES COMMAND...: runs COMMAND on LINES, its rows into $LOGS/out.NAME; notes texts/s (wall
+# time, model open included) and peak RSS.
+rate() {
+    local name=$1 input=$2 count start end
+    shift 2
+    count=$(wc -l <"$input")
+    start=$(date +%s.%N)
+    /usr/bin/time -f '%M' -o "$LOGS/time.txt" "$@" <"$input" >"$LOGS/out.$name" 2>>"$LOGS/cli-rates.log" ||
+        echo "  $name: FAILED" >>"$SUMMARY"
+    end=$(date +%s.%N)
+    echo "  $name: $(python3 -c "print(f'{$count / ($end - $start):,.0f} texts/s, {$end - $start:.2f} s')"), peak RSS $(($(cat "$LOGS/time.txt") / 1024)) MiB" >>"$SUMMARY"
+}
+# same NAME_A NAME_B: notes whether the two runs wrote the same bytes; DIFFERS fails the run.
+same() {
+    if cmp -s "$LOGS/out.$1" "$LOGS/out.$2"; then echo "  $2: the same bytes as $1" >>"$SUMMARY"
+    else echo "  $2: DIFFERS from $1" >>"$SUMMARY"; FAILED=1; fi
+}
+
+if [[ $PHASE == check ]]; then
+    lines 400000 "$BUILD/lines400k.txt" && lines 20000 "$BUILD/lines20k.txt"
     step cli_tests "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure --timeout 300 \
         -R '^(test_encode_cli|test_encode_images_cli|test_format_float)$'
     grep -E 'tests passed|tests failed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
-    defaults() { # defaults NAME LINES BINARY ARGS...: the CLI's defaults (threads, batch, formatter) on LINES
-        local name=$1 lines=$2 start end count
-        shift 2
-        count=$(wc -l <"$lines")
-        start=$(date +%s.%N)
-        "$@" <"$lines" >"$LOGS/out.$name" || echo "  $name: FAILED" >>"$SUMMARY"
-        end=$(date +%s.%N)
-        echo "  $name: $(python3 -c "print(f'{$count / ($end - $start):,.0f} texts/s, {$end - $start:.2f} s')")" >>"$SUMMARY"
-    }
-    note "the CLI's defaults, jsonl, bf16 weights (model open included)"
+    note "the CLI's defaults (threads, batch, formatter), jsonl, bf16 weights"
     for round in 1 2; do
-        defaults "gpu-old-r$round" "$BUILD/lines400k.txt" "$BUILD/uform-old" encode --model "$MODEL" --device 0 --dtype bf16
-        defaults "gpu-new-r$round" "$BUILD/lines400k.txt" "$BUILD/uform" encode --model "$MODEL" --device 0 --dtype bf16
-        defaults "cpu-old-r$round" "$BUILD/lines20k.txt" "$BUILD/uform-old" encode --model "$MODEL" --dtype bf16
-        defaults "cpu-new-r$round" "$BUILD/lines20k.txt" "$BUILD/uform" encode --model "$MODEL" --dtype bf16
+        rate "gpu-old-r$round" "$BUILD/lines400k.txt" "$BUILD/uform-old" encode --model "$MODEL" --device 0 --dtype bf16
+        rate "gpu-new-r$round" "$BUILD/lines400k.txt" "$BUILD/uform" encode --model "$MODEL" --device 0 --dtype bf16
+        rate "cpu-old-r$round" "$BUILD/lines20k.txt" "$BUILD/uform-old" encode --model "$MODEL" --dtype bf16
+        rate "cpu-new-r$round" "$BUILD/lines20k.txt" "$BUILD/uform" encode --model "$MODEL" --dtype bf16
     done
-    for pair in gpu cpu; do
-        cmp -s "$LOGS/out.$pair-old-r1" "$LOGS/out.$pair-new-r1" && echo "  $pair: the same bytes, old and new" >>"$SUMMARY" ||
-            echo "  $pair: old and new differ (batches of other sizes round otherwise)" >>"$SUMMARY"
-    done
+    same cpu-old-r1 cpu-new-r1 # the GPU runs' batches differ in size (256 and 1,024), so their rounding may
     rm -f "$LOGS"/out.*
     cat "$SUMMARY"
     exit $FAILED
 fi
 if [[ $PHASE == format ]]; then
-    python3 -c "
-import itertools, sys
-lines = open(sys.argv[1]).read().splitlines()
-open(sys.argv[2], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 400000)))
-" "$ROOT/test/encode/sentences.txt" "$BUILD/lines400k.txt"
+    lines 400000 "$BUILD/lines400k.txt"
     step cli_tests "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -R '^test_encode_cli$'
     grep -E 'tests passed|tests failed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
-    timed() { # timed NAME THREADS ARGS...: 400,000 lines through `uform encode --device 0 --dtype bf16 ARGS` with
-        local name=$1 threads=$2 start end # UFORM_ENCODE_FORMAT_THREADS=THREADS ("" is the default)
-        shift 2
-        start=$(date +%s.%N)
-        UFORM_ENCODE_FORMAT_THREADS=$threads "$BUILD/uform" encode --model "$MODEL" --device 0 --dtype bf16 "$@" \
-            <"$BUILD/lines400k.txt" >"$LOGS/out.$name" ||
-            echo "  $name: FAILED" >>"$SUMMARY"
-        end=$(date +%s.%N)
-        echo "  $name: $(python3 -c "print(f'{400000 / ($end - $start):,.0f} texts/s, {$end - $start:.2f} s')")" >>"$SUMMARY"
-    }
-    note "400,000 lines, --device 0, bf16 weights (model open included, about 0.7 s)"
+    note "400,000 lines, --device 0, bf16 weights"
+    encode=("$BUILD/uform" encode --model "$MODEL" --device 0 --dtype bf16)
     for round in 1 2; do
         for batch in 256 1024; do
-            timed "jsonl-threads-b$batch-r$round" "" --batch $batch
-            timed "jsonl-one-b$batch-r$round" 0 --batch $batch
-            timed "f32-b$batch-r$round" "" --batch $batch --format f32
+            rate "jsonl-threads-b$batch-r$round" "$BUILD/lines400k.txt" "${encode[@]}" --batch $batch
+            rate "jsonl-one-b$batch-r$round" "$BUILD/lines400k.txt" env UFORM_ENCODE_FORMAT_THREADS=0 "${encode[@]}" --batch $batch
+            rate "f32-b$batch-r$round" "$BUILD/lines400k.txt" "${encode[@]}" --batch $batch --format f32
         done
     done
-    for batch in 256 1024; do
-        cmp -s "$LOGS/out.jsonl-threads-b$batch-r1" "$LOGS/out.jsonl-one-b$batch-r1" &&
-            echo "  batch $batch: the same bytes from the formatter's threads and from one" >>"$SUMMARY" ||
-            { echo "  batch $batch: the formatter's threads DIFFER from one thread" >>"$SUMMARY"; FAILED=1; }
-    done
+    for batch in 256 1024; do same "jsonl-one-b$batch-r1" "jsonl-threads-b$batch-r1"; done
     rm -f "$LOGS"/out.*
     cat "$SUMMARY"
     exit $FAILED
@@ -119,22 +111,7 @@ grep -E 'tests passed|tests failed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/
 
 # Texts/s of the CLI: 100,000 lines (the fixture's 1,200 sentences over and over) on the GPU,
 # 20,000 on the CPU; old and new alternating, each output compared with the other's.
-python3 -c "
-import itertools, sys
-lines = open(sys.argv[1]).read().splitlines()
-open(sys.argv[2], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 100000)))
-open(sys.argv[3], 'w').write(''.join(line + '\n' for line in itertools.islice(itertools.cycle(lines), 20000)))
-" "$ROOT/test/encode/sentences.txt" "$BUILD/lines100k.txt" "$BUILD/lines20k.txt"
-rate() { # rate NAME LINES ARGS...: runs the CLI, prints texts/s and peak RSS
-    local name=$1 lines=$2
-    shift 2
-    local count start end
-    count=$(wc -l <"$lines")
-    start=$(date +%s.%N)
-    /usr/bin/time -f '%M' -o "$LOGS/time.txt" "$@" <"$lines" >"$LOGS/out.$name" 2>>"$LOGS/cli-rates.log" || echo "  $name: FAILED" >>"$SUMMARY"
-    end=$(date +%s.%N)
-    echo "  $name: $(python3 -c "print(f'{$count / ($end - $start):,.0f} texts/s, {$end - $start:.2f} s')"), peak RSS $(($(cat "$LOGS/time.txt") / 1024)) MiB" >>"$SUMMARY"
-}
+lines 100000 "$BUILD/lines100k.txt" && lines 20000 "$BUILD/lines20k.txt"
 note "cli rates (GPU: 100,000 lines; CPU: 20,000 lines, 14 threads; bf16 weights unless said)"
 for round in 1 2; do
     for format in jsonl f32; do
@@ -146,9 +123,8 @@ for round in 1 2; do
     rate "cpu-new-jsonl-r$round" "$BUILD/lines20k.txt" "$BUILD/uform" encode --model "$MODEL" --threads 14 --dtype bf16
 done
 for pair in gpu-%s-jsonl-r1 gpu-%s-f32-r1 cpu-%s-jsonl-r1; do
-    old=$(printf "$pair" old) new=$(printf "$pair" new)
-    cmp -s "$LOGS/out.$old" "$LOGS/out.$new" && echo "  $new: the same bytes as $old" >>"$SUMMARY" ||
-        { echo "  $new: DIFFERS from $old" >>"$SUMMARY"; FAILED=1; }
+    # shellcheck disable=SC2059 # the pair is the format
+    same "$(printf "$pair" old)" "$(printf "$pair" new)"
 done
 rm -f "$LOGS"/out.*
 
