@@ -12,18 +12,14 @@
 #define _GNU_SOURCE 1
 #include "../tools/format_float.h"
 #include "../tools/strict_number.h"
+#include "call_times.h" // `call_times_clock`
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now(void) { return call_times_clock(CLOCK_MONOTONIC); }
 
 int main(int argc, char **argv) {
     size_t rows = 5000, rounds = 3;
