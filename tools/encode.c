@@ -38,7 +38,6 @@
 #define _GNU_SOURCE // `mkostemp`
 #include <uform.h>
 
-#include <ctype.h>   // `isdigit`
 #include <dirent.h>  // `opendir`
 #include <errno.h>   // `errno`
 #include <fcntl.h>   // `open`, `O_NONBLOCK`
@@ -55,7 +54,8 @@
 #include <string.h>  // `strcmp`
 #include <unistd.h>  // `isatty`
 
-#include "format_float.h" // `format_float_g9`
+#include "format_float.h"  // `format_float_g9`
+#include "strict_number.h" // `strict_count`
 
 /** Items per call unless `--batch` says otherwise: on CPU threads, and beside a GPU (`--device`),
  *  where larger calls pay (all-MiniLM-L6-v2 on an H100: 33-44k texts/s at 256, 55-73k at 1,024). */
@@ -217,7 +217,7 @@ __attribute__((format(printf, 1, 2))) static void read_failed(char const *format
 }
 
 /** Reads a whole image file: a regular file of at most ENCODE_IMAGE_MAX_BYTES (never a FIFO or a
- *  device, which could block or never end). NULL with the reason printed. */
+ *  device, which could block or never end). NULL with the reason kept in `read_failure`. */
 static char *read_image_file(char const *path, size_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     struct stat info;
@@ -408,7 +408,8 @@ typedef enum { reader_line_k, reader_end_k, reader_stall_k, reader_error_k } rea
 
 /** The next line (without its "\n", or a "\r\n"'s "\r"), valid until the next call. With `may_wait`
  *  0 it returns `reader_stall_k` rather than wait for input that has not come yet. A last line
- *  without "\n" counts; nothing after the last "\n" is no line. Prints the reason of an error. */
+ *  without "\n" counts; nothing after the last "\n" is no line. An error's reason goes to
+ *  `read_failure`, and every later call fails too. */
 static reader_result_t reader_next(line_reader_t *reader, int may_wait, char const **line, size_t *length) {
     if (reader->failed) return reader_error_k;
     for (;;) {
@@ -534,7 +535,7 @@ static void batch_free(batch_t *batch) {
 }
 
 /** Fills `batch` with the next items of the command line's list (texts, or image files read whole).
- *  Returns the items taken (0 at the end), or -1 after printing why a file could not be read. */
+ *  Returns 1 with items, 0 at the end, or -1 when a file could not be read (why: `read_failure`). */
 static int batch_from_list(batch_t *batch, texts_t const *items, int images, size_t *next, size_t capacity) {
     size_t count = items->count - *next < capacity ? items->count - *next : capacity, bytes = 0;
     batch->first = *next, batch->count = 0;
@@ -599,8 +600,8 @@ typedef struct run_t {
     npy_rows_t *npy;      /**< NULL unless the format is npy. */
     FILE *output;
     size_t done, total;   /**< Items written; the total where known. */
-    int total_known, show, drawn;
-    size_t drawn_at;      /**< The count the last drawing showed. */
+    int total_known, show;
+    size_t drawn_at;      /**< The count the last drawing after a batch showed; 0 before one. */
     size_t batch;         /**< Items per batch. */
     size_t const *read;   /**< Items read so far. */
     char *line;           /**< JSON rows: one, or a round's chunks with `formatter`. */
@@ -648,7 +649,7 @@ static void format_task(void *context, size_t task, size_t thread, size_t domain
 
 /** Writes a batch's rows as JSON lines: on the formatter's threads, chunk by chunk in input order,
  *  where there is one and more than a chunk of rows; else here. */
-static int write_json_rows(run_t *run, float const *rows, size_t count) {
+static void write_json_rows(run_t *run, float const *rows, size_t count) {
     size_t const dims = run->dims, stride = ENCODE_FORMAT_CHUNK * json_row_bytes(dims);
     for (size_t first = 0; first < count;) {
         size_t const round = count - first < ENCODE_FORMAT_ROUND ? count - first : ENCODE_FORMAT_ROUND;
@@ -670,7 +671,6 @@ static int write_json_rows(run_t *run, float const *rows, size_t count) {
                 fwrite(run->line, 1, format_json_rows(run->line, rows + (first + i) * dims, 1, dims), run->output);
         first += round;
     }
-    return 1;
 }
 
 /** Submits a filled batch as a deferred encode. A refused submission finishes its outcome at once
@@ -734,9 +734,7 @@ static int batch_finish(run_t *run, batch_t *batch) {
                                 "infinity)\n", name);
                 return 0;
             }
-    if (run->jsonl) {
-        if (!write_json_rows(run, rows, batch->count)) return 0;
-    }
+    if (run->jsonl) write_json_rows(run, rows, batch->count);
     else if (run->npy) {
         if (!npy_append(run->npy, run->output, rows, batch->count, dims)) return 0;
     }
@@ -746,7 +744,7 @@ static int batch_finish(run_t *run, batch_t *batch) {
     /* The bar: where the total is known, after every batch; else from the second batch on. */
     if (run->show && (run->total_known || *run->read > run->batch)) {
         progress(run->done, run->total > run->done ? run->total : run->done, run->total_known, 0);
-        run->drawn = 1, run->drawn_at = run->done;
+        run->drawn_at = run->done;
     }
     return 1;
 }
@@ -771,11 +769,9 @@ int uform_command_encode(int argc, char **argv) {
         else if (!strcmp(a, "--dtype") && has_value) dtype = argv[++i];
         else if ((!strcmp(a, "--threads") || !strcmp(a, "--device") || !strcmp(a, "--batch")) && has_value) {
             char const kind = a[2]; /* 't', 'd' or 'b' */
-            long const lowest = kind == 'b' ? 1 : 0, highest = kind == 't' ? ENCODE_THREADS_MAX : kind == 'd' ? 4095 : ENCODE_BATCH_MAX;
-            char *end = NULL;
-            errno = 0;
-            long value = strtol(argv[++i], &end, 10);
-            if (!*argv[i] || *end || errno == ERANGE || value < lowest || value > highest || !isdigit((unsigned char)*argv[i])) {
+            size_t const lowest = kind == 'b' ? 1 : 0, highest = kind == 't' ? ENCODE_THREADS_MAX : kind == 'd' ? 4095 : ENCODE_BATCH_MAX;
+            size_t value = 0;
+            if (!strict_count(argv[++i], lowest, highest, false, &value)) {
                 fprintf(stderr, "uform encode: %s takes %s, not '%s'\n%s", a,
                         kind == 't'   ? "a count from 0 to 65536"
                         : kind == 'd' ? "a GPU ordinal from 0 to 4095"
@@ -784,7 +780,7 @@ int uform_command_encode(int argc, char **argv) {
                 lists_free(&texts, &owned);
                 return 2;
             }
-            *(kind == 't' ? &threads : kind == 'd' ? &device : &batch) = value;
+            *(kind == 't' ? &threads : kind == 'd' ? &device : &batch) = (long)value;
             threads_given |= kind == 't';
         }
         else if (!strcmp(a, "--image")) images = 1, from_arguments = 1;
@@ -902,8 +898,8 @@ int uform_command_encode(int argc, char **argv) {
     char const *format_threads = getenv("UFORM_ENCODE_FORMAT_THREADS");
     long formatter_threads = device >= 0 ? 0 : -1; /* 0: the executor's default, 7/8 of the cores */
     if (format_threads && *format_threads) {
-        long const asked = strtol(format_threads, NULL, 10);
-        formatter_threads = asked > 0 && asked <= ENCODE_THREADS_MAX ? asked : -1;
+        size_t asked = 0;
+        formatter_threads = strict_count(format_threads, 1, ENCODE_THREADS_MAX, false, &asked) ? (long)asked : -1;
     }
     if (jsonl && formatter_threads >= 0 &&
         uform_executor_for_ram(NULL, (size_t)formatter_threads, 0, &formatter) != uform_status_ok_k)
@@ -934,9 +930,8 @@ int uform_command_encode(int argc, char **argv) {
         else if (filled > 0 && !submitted) failed = 1, batch_report(&run, filling);
         if (failed || filled == 0) break;
     }
-    for (int k = 0; k < 2; ++k) batch_settle(&slots[k]); /* a batch still in flight after a failure */
-    if (failed) goto done;
-    if (run.show && run.drawn && (!total_known || run.done != run.total)) {
+    if (failed) goto done; /* where a batch still in flight is settled */
+    if (run.show && run.drawn_at && (!total_known || run.done != run.total)) {
         if (run.drawn_at == run.done) progress_end(); /* the last drawing showed the count: end its line */
         else progress(run.done, run.done, total_known, 1);
     }
