@@ -251,8 +251,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     size_t row_floats = c->dim > c->embedding_dimensions ? c->dim : c->embedding_dimensions;
     /* The norm buffer of the fused LayerNorms: a tile's rows (at most 512, the plan's largest) of dim. */
     job->widens = uform_gemm_scratch_bytes(&job->gemm, job->tower0->weights_dtype, 1, 1, 1) == sizeof(float);
-    int fused = 0;
-    for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens;
+    int fused = 0; /* as image_pass_chunk decides: f32 A only (a group with bf16 A normalises once, into it) */
+    for (size_t g = 0; g < job->groups_count; ++g) fused |= job->groups[g].threads > 1 && !job->widens && !job->groups[g].a16;
     size_t chunk_tokens = job->chunk_images * c->sequence;
     size_t norm_floats = fused ? (chunk_tokens < 512 ? chunk_tokens : 512) * c->dim : 0;
     job->norm_offset = round_up(image_pass_gemm_scratch_floats(job) + image_pass_scores_floats(c) + row_floats, 16);

@@ -358,11 +358,15 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
     int tail = job->cls_tail;
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
-        /* With several threads in the group, the two LayerNorms are not phases of their own: the
-         * products that read them (Q/K/V, the MLP's up product) normalise the rows of x they take;
-         * unless those products split rows into more than two column tiles (few images on many
-         * threads), where every tile would normalise (and convert) its rows again: a phase is cheaper. */
-        int fuse = group->threads > 1 && !job->widens && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
+        /* With several threads in the group and A in f32, the two LayerNorms are not phases of their
+         * own: the products that read them (Q/K/V, the MLP's up product) normalise the rows of x they
+         * take; unless those products split rows into more than two column tiles (few images on many
+         * threads), where every tile would normalise its rows again: a phase is cheaper. Where A is
+         * bf16 (`a16`) the phase is cheaper too: it normalises and rounds each row once, and the
+         * products then read bf16 with their epilogues inside the library's kernel where they can
+         * (ViT-B/16 and ViT-S/16 at batch 1 on 2 AMX threads: 10-13% less time per call; see
+         * bench/RESULTS.md, session 2026-12-06 third). */
+        int fuse = group->threads > 1 && !job->widens && !group->a16 && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
                    plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
         /* Q, K and V in bf16 as three planes [3][tokens][dim], each product's C dense (brgemm's dst, so
