@@ -385,6 +385,14 @@ size_t uform_batch_groups(size_t threads, size_t count, double const *costs, siz
 /** @brief `UFORM_FORWARD_GROUP` as a number of threads per group, or 0 (automatic). */
 size_t uform_forward_group_forced(void);
 
+/** @brief The most threads a group may have for its bf16 products to split rows alone (every tile
+ *  whole rows, so bias, rounding and LayerScale run inside the library's kernel, and the MLP runs
+ *  over planes of its hidden activations) where it would otherwise split columns too:
+ *  `UFORM_ROW_TILES_THREADS` (0 turns it off: the A/B switch), else 2, the group size it was
+ *  measured faster for (ViT-B/16 and ViT-S/16 at batch 1 on two AMX threads, bench/RESULTS.md). With
+ *  more threads every tile would read a whole weight matrix, which column tiles share out. */
+size_t uform_forward_row_tiles_threads(void);
+
 /** @brief Whether a tower of `layers` layers that pools the first token (`cls_pooling`) runs its last
  *  layer for that token alone (1, the default where it has a layer), or for every token (0, also
  *  under `UFORM_CLS_TAIL=0`, for benchmarks and tests). Under CLS pooling the other tokens' outputs

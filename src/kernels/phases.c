@@ -169,6 +169,14 @@ size_t uform_forward_group_forced(void) {
     return end && *end == 0 ? (size_t)threads : 0;
 }
 
+size_t uform_forward_row_tiles_threads(void) {
+    char const *value = getenv("UFORM_ROW_TILES_THREADS");
+    if (!value || !*value) return 2;
+    char *end = NULL;
+    unsigned long threads = strtoul(value, &end, 10);
+    return end && *end == 0 ? (size_t)threads : 2;
+}
+
 int uform_forward_cls_tail(int cls_pooling, size_t layers) {
     if (!cls_pooling || !layers) return 0;
     char const *value = getenv("UFORM_CLS_TAIL");

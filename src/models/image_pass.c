@@ -49,6 +49,21 @@ static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_
     return uform_gemm_plan(&job->gemm, threads, dtype, m, n);
 }
 
+/** Whether the group's bf16 products of `tokens` rows split rows alone (`uform_forward_row_tiles_threads`):
+ *  a group of several threads, few enough, each with a tile of 32 rows at least, A in bf16 and the
+ *  epilogues inside the library's kernel. Then Q/K/V and the output product take whole-row tiles
+ *  (`rows_plan`) and the MLP runs over planes (`mlp_planes`). */
+static int rows_alone(image_job_t const *job, image_group_t const *group, size_t tokens) {
+    return group->threads > 1 && group->threads <= job->row_tiles_threads && tokens >= 32 * group->threads &&
+           group->a16 && group->ffn16 && job->gemm.fused && job->gemm.mlp_planes;
+}
+
+/** `m` rows in tiles of whole rows, a multiple of 32 (brgemm's row block) each, one per thread. */
+static uform_gemm_plan_t rows_plan(size_t threads, size_t m, size_t n) {
+    size_t rows = round_up(ceil_div(m, threads), 32);
+    return (uform_gemm_plan_t){.rows_per_tile = rows, .cols_per_tile = n, .tiles_m = ceil_div(m, rows), .tiles_n = 1};
+}
+
 typedef enum epilogue_t { epilogue_none_k, epilogue_bias_k, epilogue_bias_gelu_k, epilogue_layer_scale_k } epilogue_t;
 
 /** A LayerNorm that a product applies to the rows of A as it reads them. */
@@ -68,7 +83,8 @@ static float const *normalised_rows(image_job_t *job, size_t thread, norm_t cons
     return normed;
 }
 
-/** C = A W^T + epilogue. `epilogue_layer_scale_k`: C gets the product plus bias, then
+/** C = A W^T + epilogue, in the plan's tiles, or in tiles of whole rows (`whole_rows`, `rows_plan`).
+ *  `epilogue_layer_scale_k`: C gets the product plus bias, then
  *  `residual[i][j] += gamma[j] * C[i][j]` (LayerScale into the residual stream). `a16` (may be NULL,
  *  never with `a_norm`): A already in bf16, `k` wide; `c16` (may be NULL): C after the epilogue
  *  also written in bf16, `ldc` apart (the next product's `a16`).
@@ -79,9 +95,10 @@ static float const *normalised_rows(image_job_t *job, size_t thread, norm_t cons
 static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, char const *const label[2], atomic_size_t *counter,
                        size_t m, size_t n, size_t k, float const *a, size_t lda, uform_tensor_t const *weight, float *c,
                        size_t ldc, epilogue_t epilogue, uform_tensor_t const *bias, uform_tensor_t const *gamma,
-                       float *residual, size_t residual_ld, norm_t const *a_norm, uint16_t const *a16, uint16_t *c16) {
+                       float *residual, size_t residual_ld, norm_t const *a_norm, uint16_t const *a16, uint16_t *c16,
+                       int whole_rows) {
     double since = profile_start();
-    uform_gemm_plan_t plan = plan_for(job, group->threads, weight->dtype, m, n);
+    uform_gemm_plan_t plan = whole_rows ? rows_plan(group->threads, m, n) : plan_for(job, group->threads, weight->dtype, m, n);
     uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n); /* plain weights where columns split */
     size_t tiles = plan.tiles_m * plan.tiles_n;
     size_t element = dtype_size(weight->dtype);
@@ -274,8 +291,11 @@ static void mlp_planes(image_job_t *job, image_group_t *group, atomic_size_t *up
         profile_step("gemm up", since);
     }
     barrier(group);
-    for (size_t tile; (tile = atomic_fetch_add_explicit(down_counter, 1, memory_order_relaxed)) < plan.tiles_m;) {
-        size_t i0 = tile * plan.rows_per_tile, rows = tokens - i0 < plan.rows_per_tile ? tokens - i0 : plan.rows_per_tile;
+    /* The down product in row tiles: the plan's for one thread, one a thread for several. */
+    size_t down_rows = group->threads > 1 ? rows_plan(group->threads, tokens, d).rows_per_tile : plan.rows_per_tile;
+    size_t down_tiles = ceil_div(tokens, down_rows);
+    for (size_t tile; (tile = atomic_fetch_add_explicit(down_counter, 1, memory_order_relaxed)) < down_tiles;) {
+        size_t i0 = tile * down_rows, rows = tokens - i0 < down_rows ? tokens - i0 : down_rows;
         float *ct = group->tmp + i0 * d;
         uform_gemm_down_planes(&gemm, rows, d, width, parts, group->ffn16 + i0 * width, tokens * width, down_w, f, ct,
                                group->ffn + i0 * f);
@@ -337,7 +357,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
     static char const *const down_label[2] = {"gemm down", "epilogue down"};
     static char const *const projection_label[2] = {"gemm projection", "epilogue projection"};
     gemm_phase(job, group, thread, patch_label, &group->counters[(*phase)++], n * P, d, depth, group->patches, depth, &tower->patch_weight,
-               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL, NULL, NULL);
+               group->tmp, d, epilogue_bias_k, &tower->patch_bias, NULL, NULL, 0, NULL, NULL, NULL, 0);
     /* Assembly: x = [CLS, registers, patches + pos_embed] per image. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
@@ -368,6 +388,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
          * bench/RESULTS.md, session 2026-12-06 third). */
         int fuse = group->threads > 1 && !job->widens && !group->a16 && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
                    plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
+        int whole_rows = !fuse && rows_alone(job, group, tokens);
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
         /* Q, K and V in bf16 as three planes [3][tokens][dim], each product's C dense (brgemm's dst, so
          * the bias and the rounding to bf16 run inside the library's kernel), where the bf16
@@ -382,6 +403,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
             uform_gemm_plan_t plan = plan_for(job, group->threads, layer->query_weight.dtype, tokens, d);
+            if (planes && whole_rows) plan = rows_plan(group->threads, tokens, d);
             uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};
@@ -476,23 +498,23 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
             }
             barrier(group);
             gemm_phase(job, group, thread, out_label, &group->counters[(*phase)++], n, d, d, ctxc, d, &layer->out_weight,
-                       group->tmp, d, epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, xc, d, NULL, NULL, NULL);
+                       group->tmp, d, epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, xc, d, NULL, NULL, NULL, 0);
             norm_phase(job, group, &group->counters[(*phase)++], n, xc, group->h, d, &layer->norm2_weight,
                        &layer->norm2_bias, epsilon, NULL);
             gemm_phase(job, group, thread, up_label, &group->counters[(*phase)++], n, f, d, group->h, d,
                        &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
-                       NULL, NULL, NULL);
+                       NULL, NULL, NULL, 0);
             gemm_phase(job, group, thread, down_label, &group->counters[(*phase)++], n, d, f, group->ffn, f,
                        &layer->output_weight, group->tmp, d, epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, xc,
-                       d, NULL, NULL, NULL);
+                       d, NULL, NULL, NULL, 0);
             break;
         }
         gemm_phase(job, group, thread, out_label, &group->counters[(*phase)++], tokens, d, d, group->ctx, d, &layer->out_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL);
+                   epilogue_layer_scale_k, &layer->out_bias, &layer->ls1, group->x, d, NULL, group->a16, NULL, whole_rows);
         if (!fuse)
             norm_phase(job, group, &group->counters[(*phase)++], tokens, group->x, group->h, d, &layer->norm2_weight,
                        &layer->norm2_bias, epsilon, group->a16);
-        if (job->gemm.mlp_planes && group->threads == 1 && !fuse && group->a16 && group->ffn16) {
+        if (job->gemm.mlp_planes && (group->threads == 1 || whole_rows) && !fuse && group->a16 && group->ffn16) {
             atomic_size_t *up_counter = &group->counters[(*phase)++];
             double since = profile_start();
             mlp_planes(job, group, up_counter, &group->counters[(*phase)++], layer, tokens, d, f, &since);
@@ -500,9 +522,9 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
         }
         gemm_phase(job, group, thread, up_label, &group->counters[(*phase)++], tokens, f, d, fuse ? group->x : group->h, d,
                    &layer->hidden_weight, group->ffn, f, epilogue_bias_gelu_k, &layer->hidden_bias, NULL, NULL, 0,
-                   fuse ? &norm2 : NULL, fuse ? NULL : group->a16, group->ffn16);
+                   fuse ? &norm2 : NULL, fuse ? NULL : group->a16, group->ffn16, 0);
         gemm_phase(job, group, thread, down_label, &group->counters[(*phase)++], tokens, d, f, group->ffn, f, &layer->output_weight, group->tmp, d,
-                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL);
+                   epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL, 0);
     }
 
     /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
@@ -524,7 +546,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
         barrier(group);
     }
     gemm_phase(job, group, thread, projection_label, &group->counters[(*phase)++], n, c->embedding_dimensions, d, group->pooled, d, &tower->projection,
-               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL, NULL, NULL);
+               group->projected, c->embedding_dimensions, epilogue_none_k, NULL, NULL, NULL, 0, NULL, NULL, NULL, 0);
     /* Output rows: truncation, the caller's normalisation, the dtype; zero rows for failed images. */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
