@@ -6,7 +6,7 @@
  *
  *      bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--threads N]
  *                        [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] [--images DIR]
- *                        [--cpu-class NAME] [--in-flight N] [--json]
+ *                        [--cpu-class NAME] [--in-flight N] [--ab NAME=A,B] [--json]
  *
  *  Shapes: vit-s16 (384 wide, 6 heads, 12 layers), vit-b16 (768 wide, 12 heads, 12 layers), both
  *  patch 16 at 224 pixels, CLS pooling, a 256-wide projection. Modes: `whole` feeds the JPEG files of
@@ -25,6 +25,11 @@
  *  waiting for the oldest before reusing its slot: the rate a caller streaming batches gets when one
  *  call's decoding and uploads overlap the call before on the devices. The call times are then the
  *  intervals between submissions; the rate includes waiting for the last calls.
+ *
+ *  `--ab NAME=A,B` alternates blocking calls between the environment variable NAME set to A and to
+ *  B (`call_ab_run`), for `--seconds`, and prints each variant's best, first quartile and median call
+ *  and the ratio of the medians instead of the usual line: an A/B both sides of which meet the same
+ *  neighbours on a shared machine.
  *
  *  `--cpu-class NAME` (e.g. intel_haswell) pins the RAM executor's class (`uform_ram_options_t`):
  *  that class's kernels and GEMM paths; DNNL_MAX_CPU_ISA in the environment bounds oneDNN's own.
@@ -124,7 +129,8 @@ int main(int argc, char **argv) {
     char const *shape = "vit-s16", *dtype_name = BENCH_DEFAULT_DTYPE, *mode = "model", *images_dir = UFORM_BENCH_PHOTOS;
     size_t batch = 50, threads = 0, min_calls = 3, devices = BENCH_DEFAULT_DEVICES, in_flight = 1;
     double seconds = 3.0;
-    int json = 0;
+    int json = 0, ab_given = 0;
+    call_ab_t ab;
     uform_cpu_class_t cpu_class = uform_cpu_class_unknown_k;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -141,10 +147,11 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--devices") && strict_count(v, 0, 8, false, &devices)) ++i;
         else if (v && !strcmp(a, "--cpu-class") && bench_cpu_class(v, &cpu_class)) ++i;
         else if (v && !strcmp(a, "--in-flight") && strict_count(v, 1, 64, false, &in_flight)) ++i;
+        else if (v && !strcmp(a, "--ab") && call_ab_parse(v, &ab)) ab_given = 1, ++i;
         else {
             fprintf(stderr, "usage: " BENCH_NAME " [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
                             "[--threads N] [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] "
-                            "[--images DIR] [--cpu-class NAME] [--in-flight N] [--json]\n");
+                            "[--images DIR] [--cpu-class NAME] [--in-flight N] [--ab NAME=A,B] [--json]\n");
             return 2;
         }
     }
@@ -244,6 +251,16 @@ int main(int argc, char **argv) {
         call.outs[k] = (uform_embeddings_t){.data = rows + k * batch * spec->embedding_dim, .dtype = uform_dtype_f32_k};
     call_summary_t timed;
     int ran = encode_images(&call) == 0 && finish_in_flight(&call) == 0;
+    if (ab_given && ran && in_flight == 1) {
+        if (!call_ab_run(encode_images, &call, &ab, seconds, min_calls)) {
+            fprintf(stderr, BENCH_NAME ": %s\n", uform_error_message());
+            return 1;
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s %s %s batch %zu, %zu threads:", shape, mode, dtype_name, batch, description.threads_count);
+        call_ab_print(stdout, what, &ab);
+        goto done;
+    }
     double const timed_start = call_times_clock(CLOCK_MONOTONIC);
     ran = ran && call_times_run(encode_images, &call, seconds, min_calls, &timed);
     if (ran && in_flight > 1) /* the rate counts until the last call finished */
@@ -287,6 +304,7 @@ int main(int argc, char **argv) {
                usage.ru_maxrss / 1024.0);
     if (devices) uform_text_vram_profile_report(stderr);
     else if (uform_cpu_profiling()) uform_cpu_profile_report(stderr);
+done:
     uform_executor_free(executor);
     uform_model_free(model);
     for (size_t i = 0; i < files_count; ++i) free(files[i]);
