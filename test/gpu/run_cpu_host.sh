@@ -22,7 +22,12 @@
 #   3. bench_text.py: UForm3-small at 64 tokens and MiniLM at 128, batches 1 and 50 (engine f32/bf16, PyTorch f32/bf16,
 #      ONNX Runtime f32), all at the machine's widest instructions (AMX);
 #   4. bench_image_model.py, model only, batch 50: ViT-S/16, then ViT-B/16 (one step each);
-#   5. UForm3-small bf16 at batch 1 on 1, half and all the threads (how the tile-split pass scales).
+#   5. UForm3-small bf16 at batch 1 on 1, half and all the threads (how the tile-split pass scales);
+#   6. the image towers at batch 1 on groups of 2, 4 and 8 threads, bf16: whole-row tiles
+#      (UFORM_ROW_TILES_THREADS=N) against column tiles (0), call by call (`bench_image_model --ab`),
+#      then every system beside the engine on 2 threads (bench_image_model.py, best of 2 rounds).
+#
+# UFORM_CPU_HOST_STEPS picks the steps (default "1 2 3 4 5 6"; step 2 also needs UFORM_CPU_HOST_AVX2=1).
 #
 # Threads: UFORM_BENCH_THREADS, else the cores less two, at most 28 (14 on 16 cores, 28 on 32). Logs
 # go to $OUT (default build-device/cpu-host-logs): summary.txt (every line that matters), bench.log
@@ -120,8 +125,11 @@ engine() {
     echo "  $label, $arm: $(env "${arm_env[@]}" timeout "$box" "$@" 2>&1 | tr '\n' ' ')" >>"$SUMMARY"
 }
 export TMPDIR=${TMPDIR:-/tmp}
+STEPS=" ${UFORM_CPU_HOST_STEPS:-1 2 3 4 5 6} "
+want() { [[ $STEPS == *" $1 "* ]]; }
 
 # 1. The fused products' A/B, alternating (A B C A B C).
+if want 1; then
 read -r -a ARMS <<<"${UFORM_CPU_HOST_ARMS:-default UFORM_GEMM_FUSED=0 UFORM_MLP_PLANES=0}"
 note "1. A/B, bf16, $THREADS threads, batch $BATCH: ${ARMS[*]}"
 for _ in 1 2; do
@@ -143,9 +151,10 @@ for shape in vit-s16 vit-b16; do
         --dtype bf16 --threads "$THREADS" --seconds "$TIME" --batch "$BATCH" --min-calls 2
     fresh | grep -E '^(cpu profile|uform)' | sed "s/^/  ($shape) /" >>"$SUMMARY"
 done
+fi
 
 # 2. The AVX2 machine, f32: the engine as intel_haswell, PyTorch bounded to AVX2, ONNX Runtime not.
-if [[ ${UFORM_CPU_HOST_AVX2:-0} == 1 ]]; then
+if want 2 && [[ ${UFORM_CPU_HOST_AVX2:-0} == 1 ]]; then
 note "2. f32 as on an AVX2 machine: engine --cpu-class intel_haswell (oneDNN AVX2), PyTorch AVX2, ONNX Runtime unrestricted"
 boxed "avx2 bench_text" 120 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
     --seconds "$TIME" --cases minilm:128,uform3:64 --batches "1,$BATCH" --systems uform-f32,torch-f32,ort-f32 \
@@ -162,13 +171,15 @@ done
 fi
 
 # 3. Text towers against the peers, every system at the machine's widest instructions.
+if want 3; then
 note "3. bf16 and f32 at the machine's own class, $THREADS threads"
 boxed bench_text 150 python3 "$ROOT/bench/bench_text.py" --binary "$BUILD/bench/bench_text" --threads "$THREADS" \
     --seconds "$TIME" --cases uform3:64,minilm:128 --batches "1,$BATCH"
 fresh | grep -E '^(case|uform3|minilm)' | sed 's/^/  /' >>"$SUMMARY"
+fi
 
 # 4. Image towers against the peers, model only, batch 50: one step per shape.
-for shape in vit-s16 vit-b16; do
+want 4 && for shape in vit-s16 vit-b16; do
     box=70
     [[ $shape == vit-b16 ]] && box=110
     boxed "bench_image_model $shape" $box python3 "$ROOT/bench/bench_image_model.py" \
@@ -178,11 +189,26 @@ for shape in vit-s16 vit-b16; do
 done
 
 # 5. The batch-1 pass by thread count.
-for threads in $(printf '%s\n' 1 $((THREADS / 2)) "$THREADS" | sort -nu); do
+want 5 && for threads in $(printf '%s\n' 1 $((THREADS / 2)) "$THREADS" | sort -nu); do
     ((threads >= 1)) || continue
     engine "uform3 bf16 batch 1, $threads threads" default "$BUILD/bench/bench_text" --shape uform3 --tokens 64 \
         --batch 1 --dtype bf16 --threads "$threads" --seconds "$TIME"
 done
+# 6. Whole-row tiles for small groups at batch 1 (UFORM_ROW_TILES_THREADS), then the peers on 2 threads.
+if want 6; then
+    note "6. batch 1, bf16: whole-row tiles (UFORM_ROW_TILES_THREADS=N) against column tiles (0), call by call"
+    for threads in 2 4 8; do
+        for shape in vit-s16 vit-b16; do
+            boxed "rows $shape $threads threads" 40 "$BUILD/bench/bench_image_model" --shape "$shape" --batch 1 \
+                --dtype bf16 --threads "$threads" --seconds 3 --min-calls 4 --ab "UFORM_ROW_TILES_THREADS=0,$threads"
+            fresh | grep -E ': [0-9]+ calls|median UFORM' | sed 's/^/  /' >>"$SUMMARY"
+        done
+    done
+    boxed "bench_image_model 2 threads batch 1" 200 python3 "$ROOT/bench/bench_image_model.py" \
+        --binary "$BUILD/bench/bench_image_model" --threads 2 --seconds 2 --min-calls 2 --shapes vit-s16,vit-b16 \
+        --modes model --batches 1 --rounds 2
+    fresh | grep -E "^(case|vit|#)" | sed 's/^/  /' >>"$SUMMARY"
+fi
 note "cpu host benchmarks done in $(($(date +%s) - STARTED)) s (budget $BUDGET s)"
 cat "$SUMMARY"
 exit $FAILED
