@@ -388,9 +388,10 @@ size_t uform_forward_group_forced(void);
 /** @brief The most threads a group may have for its bf16 products to split rows alone (every tile
  *  whole rows, so bias, rounding and LayerScale run inside the library's kernel, and the MLP runs
  *  over planes of its hidden activations) where it would otherwise split columns too:
- *  `UFORM_ROW_TILES_THREADS` (0 turns it off: the A/B switch), else 2, the group size it was
- *  measured faster for (ViT-B/16 and ViT-S/16 at batch 1 on two AMX threads, bench/RESULTS.md). With
- *  more threads every tile would read a whole weight matrix, which column tiles share out. */
+ *  `UFORM_ROW_TILES_THREADS` (0 turns it off: the A/B switch), else 4: ViT-S/16 and ViT-B/16 at
+ *  batch 1 on AMX ran 1.15-1.33x faster so on groups of 2 and of 4 threads (bench/RESULTS.md, third
+ *  session of 2026-12-06). With more threads each would read whole weight matrices, which column
+ *  tiles share out, and a tile needs 32 rows (8 threads: 256 tokens), so larger groups keep columns. */
 size_t uform_forward_row_tiles_threads(void);
 
 /** @brief Whether a tower of `layers` layers that pools the first token (`cls_pooling`) runs its last

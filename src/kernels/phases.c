@@ -171,10 +171,10 @@ size_t uform_forward_group_forced(void) {
 
 size_t uform_forward_row_tiles_threads(void) {
     char const *value = getenv("UFORM_ROW_TILES_THREADS");
-    if (!value || !*value) return 2;
+    if (!value || !*value) return 4;
     char *end = NULL;
     unsigned long threads = strtoul(value, &end, 10);
-    return end && *end == 0 ? (size_t)threads : 2;
+    return end && *end == 0 ? (size_t)threads : 4;
 }
 
 int uform_forward_cls_tail(int cls_pooling, size_t layers) {
