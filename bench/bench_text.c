@@ -5,7 +5,7 @@
  *          runs this program beside PyTorch and ONNX Runtime and prints them side by side).
  *
  *      bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] [--dtype f32|bf16]
- *                 [--seconds S] [--min-calls N] [--cpu-class NAME] [--json]
+ *                 [--seconds S] [--min-calls N] [--cpu-class NAME] [--ab NAME=A,B] [--json]
  *
  *  Shapes: minilm = all-MiniLM-L6-v2 (384 wide, 12 heads, 1536 inner, 6 layers, mean pooling,
  *  normalised); uform3 = a UForm3-small-shaped text tower (768 wide, 12 heads, 3072 inner, 2
@@ -15,6 +15,9 @@
  *  (`uform_ram_options_t.cpu_class`): the kernels and GEMM paths of that class. oneDNN's own ISA is
  *  the process's: DNNL_MAX_CPU_ISA=AVX2 in the environment keeps its products at AVX2 too
  *  (bench_text.py --cpu-class sets it).
+ *
+ *  `--ab NAME=A,B` alternates the calls between the environment variable NAME set to A and to B
+ *  (call_times.h's `call_ab_run`) and prints each variant's calls instead of the usual line.
  *
  *  Besides texts/s and the best call, the JSON line gives `cpu_ms_per_call`: the process's CPU time
  *  over the timed calls, per call. On one thread it is the work of a call, which a shared machine's
@@ -69,7 +72,8 @@ int main(int argc, char **argv) {
     size_t tokens = 128, batch = 50, threads = 0;
     double seconds = 3.0;
     size_t min_calls = 3; /* timed calls at least, whatever `seconds` */
-    int json = 0;
+    int json = 0, ab_given = 0;
+    call_ab_t ab;
     uform_cpu_class_t cpu_class = uform_cpu_class_unknown_k;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -82,9 +86,10 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else if (v && !strcmp(a, "--min-calls") && strict_count(v, 1, 1000000, false, &min_calls)) ++i;
         else if (v && !strcmp(a, "--cpu-class") && bench_cpu_class(v, &cpu_class)) ++i;
+        else if (v && !strcmp(a, "--ab") && call_ab_parse(v, &ab)) ab_given = 1, ++i;
         else {
             fprintf(stderr, "usage: bench_text [--shape minilm|uform3] [--tokens N] [--batch N] [--threads N] "
-                            "[--dtype f32|bf16] [--seconds S] [--min-calls N] [--cpu-class NAME] [--json]\n");
+                            "[--dtype f32|bf16] [--seconds S] [--min-calls N] [--cpu-class NAME] [--ab NAME=A,B] [--json]\n");
             return 2;
         }
     }
@@ -119,6 +124,17 @@ int main(int argc, char **argv) {
     /* Two warm-up calls, then as many as fit in `seconds`. */
     text_call_t call = {executor, &model, ids, offsets, batch, &out};
     call_summary_t timed;
+    if (ab_given) {
+        if (encode_ids(&call) != 0 || !call_ab_run(encode_ids, &call, &ab, seconds, min_calls)) {
+            fprintf(stderr, "bench_text: %s\n", uform_error_message());
+            return 1;
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s %s %zu tokens batch %zu, %zu threads:", shape, dtype_name, tokens, batch,
+                 description.threads_count);
+        call_ab_print(stdout, what, &ab);
+        goto done;
+    }
     if (encode_ids(&call) != 0 || encode_ids(&call) != 0 || !call_times_run(encode_ids, &call, seconds, min_calls, &timed)) {
         fprintf(stderr, "bench_text: %s\n", uform_error_message());
         return 1;
@@ -143,6 +159,7 @@ int main(int argc, char **argv) {
                shape, dtype_name, tokens, batch, description.threads_count, class_name, rate, timed.best * 1e3, timed.median * 1e3, timed.p90 * 1e3,
                usage.ru_maxrss / 1024.0);
     if (uform_gemm_matmul_impl()) fprintf(stderr, "bench_text: matmul primitive %s\n", uform_gemm_matmul_impl());
+done:
     uform_executor_free(executor);
     pin_tower(&t, dtype, uform_gemm_unpin);
     random_text_tower_free(&t);
