@@ -269,6 +269,36 @@ static void test_columns_exact(void) {
             }
 }
 
+/* ---- Whole-row tiles for small groups (uform_text_whole_rows) ---- */
+
+/** Groups of 2 to 4 threads with bf16 A on the fused path split rows alone, a tile per thread of 32
+ *  rows at least, reading packed weights; larger groups, f32, widened bf16 and UFORM_ROW_TILES_THREADS=0
+ *  split columns as before. */
+static void test_whole_rows_plan(void) {
+    uform_gemm_t sapphire = uform_gemm_for(uform_cpu_class_intel_sapphire_k);
+    uform_gemm_t haswell = uform_gemm_for(uform_cpu_class_intel_haswell_k);
+    size_t hidden = 384, qkv[3] = {384, 384, 384};
+    for (size_t threads = 2; threads <= 4; ++threads) {
+        CHECK(uform_text_whole_rows(&sapphire, threads, uform_dtype_bf16_k, 32 * threads));
+        CHECK(!uform_text_whole_rows(&sapphire, threads, uform_dtype_bf16_k, 32 * threads - 1));
+        uform_text_gemm_plan_t plan = uform_text_gemm_plan(&sapphire, threads, uform_dtype_bf16_k, 128, qkv, 3);
+        CHECK(plan.tiles_m == threads && plan.tiles_n == 1 && !plan.plain_weights && plan.rows_max == (128 + threads - 1) / threads);
+        CHECK(!uform_text_whole_rows(&sapphire, threads, uform_dtype_f32_k, 128));
+        CHECK(!uform_text_whole_rows(&haswell, threads, uform_dtype_bf16_k, 128));
+        CHECK(!uform_text_fuse_norms(&sapphire, threads, uform_dtype_bf16_k, 128, hidden, 1536));
+    }
+    CHECK(!uform_text_whole_rows(&sapphire, 1, uform_dtype_bf16_k, 128));
+    CHECK(!uform_text_whole_rows(&sapphire, 5, uform_dtype_bf16_k, 512));
+    CHECK(uform_text_gemm_plan(&sapphire, 5, uform_dtype_bf16_k, 128, &hidden, 1).tiles_n > 1);
+    CHECK(setenv("UFORM_ROW_TILES_THREADS", "0", 1) == 0);
+    CHECK(!uform_text_whole_rows(&sapphire, 2, uform_dtype_bf16_k, 128));
+    CHECK(uform_text_gemm_plan(&sapphire, 2, uform_dtype_bf16_k, 128, &hidden, 1).tiles_n > 1);
+    CHECK(setenv("UFORM_ROW_TILES_THREADS", "8", 1) == 0);
+    CHECK(uform_text_whole_rows(&sapphire, 8, uform_dtype_bf16_k, 256));
+    CHECK(unsetenv("UFORM_ROW_TILES_THREADS") == 0);
+    printf("whole-row tiles: groups of 2 to 4 threads with bf16 A, 32 rows a tile at least\n");
+}
+
 /* ---- Packed or plain weights, per product ---- */
 
 static float uniform(void);
@@ -284,7 +314,7 @@ static void test_plain_weights_plan(void) {
     uform_text_gemm_plan_t batch1 = uform_text_gemm_plan(&sapphire, 28, uform_dtype_bf16_k, 64, qkv, 3);
     CHECK(batch1.tiles_n > 1 && batch1.plain_weights);
     CHECK(uform_text_gemm_plan(&sapphire, 28, uform_dtype_bf16_k, 64, &inter, 1).plain_weights);
-    CHECK(uform_text_gemm_plan(&sapphire, 2, uform_dtype_bf16_k, 64, &hidden, 1).plain_weights);
+    CHECK(uform_text_gemm_plan(&sapphire, 5, uform_dtype_bf16_k, 64, &hidden, 1).plain_weights);
     uform_text_gemm_plan_t alone = uform_text_gemm_plan(&sapphire, 1, uform_dtype_bf16_k, 128, qkv, 3);
     CHECK(alone.tiles_n == 1 && !alone.plain_weights);
     uform_text_gemm_plan_t rows = uform_text_gemm_plan(&sapphire, 4, uform_dtype_bf16_k, 3200, &hidden, 1);
@@ -572,6 +602,7 @@ int main(void) {
     uform_cpu_class_t own = uform_cpu_class_serial_k;
     CHECK_OK(uform_cpu_detect(&own, NULL));
     test_plain_weights_plan();
+    test_whole_rows_plan();
     test_cls_tail_plan();
     test_plain_weights_values(own);
     test_identical_across_threads(uform_dtype_f32_k, own);

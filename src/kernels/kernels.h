@@ -386,8 +386,9 @@ size_t uform_batch_groups(size_t threads, size_t count, double const *costs, siz
 size_t uform_forward_group_forced(void);
 
 /** @brief The most threads a group may have for its bf16 products to split rows alone (every tile
- *  whole rows, so bias, rounding and LayerScale run inside the library's kernel, and the MLP runs
- *  over planes of its hidden activations) where it would otherwise split columns too:
+ *  whole rows, so bias, GELU, rounding and LayerScale run inside the library's kernel; the image
+ *  pass's MLP then runs over planes of its hidden activations; texts: `uform_text_whole_rows`) where
+ *  it would otherwise split columns too:
  *  `UFORM_ROW_TILES_THREADS` (0 turns it off: the A/B switch), else 4: ViT-S/16 and ViT-B/16 at
  *  batch 1 on AMX ran 1.15-1.33x faster so on groups of 2 and of 4 threads (bench/RESULTS.md, third
  *  session of 2026-12-06). With more threads each would read whole weight matrices, which column

@@ -24,6 +24,11 @@ static int gemm_widens(uform_gemm_t const *gemm, uform_dtype_t dtype) {
     return uform_gemm_scratch_bytes(gemm, dtype, 1, 1, 1) == sizeof(float);
 }
 
+int uform_text_whole_rows(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m) {
+    return threads > 1 && threads <= uform_forward_row_tiles_threads() && m >= 32 * threads && gemm->fused &&
+           uform_gemm_takes_bf16(gemm, dtype);
+}
+
 uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m,
                                             size_t const *widths, size_t products) {
     uform_text_gemm_plan_t plan = {.tiles_m = 0, .tiles_n = 1};
@@ -60,6 +65,7 @@ uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t thr
         }
         if (tiles_n > plan.units) tiles_n = plan.units;
     }
+    if (uform_text_whole_rows(gemm, threads, dtype, m)) tiles_m = threads, tiles_n = 1;
     plan.tiles_m = tiles_m, plan.tiles_n = tiles_n;
     plan.plain_weights = uform_gemm_for_product(gemm, tiles_n).plain_weights;
     plan.rows_max = ceil_div(m, tiles_m);
@@ -87,7 +93,8 @@ size_t uform_text_attention_tasks(size_t pairs, size_t units, size_t longest, si
 
 int uform_text_fuse_norms(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t tokens, size_t hidden,
                           size_t intermediate) {
-    if (threads <= 1 || gemm_widens(gemm, dtype)) return 0;
+    /* With A in bf16 the LayerNorm phases write it once, and the products take whole rows. */
+    if (threads <= 1 || gemm_widens(gemm, dtype) || uform_gemm_takes_bf16(gemm, dtype)) return 0;
     size_t qkv[3] = {hidden, hidden, hidden};
     return uform_text_gemm_plan(gemm, threads, dtype, tokens, qkv, 3).tiles_n <= 2 &&
            uform_text_gemm_plan(gemm, threads, dtype, tokens, &hidden, 1).tiles_n <= 2 &&

@@ -45,6 +45,14 @@ typedef struct uform_text_gemm_plan_t {
     int plain_weights;
 } uform_text_gemm_plan_t;
 
+/** @brief Whether a group of `threads` threads splits its products of `m` rows by whole rows alone, a
+ *  tile per thread (`uform_forward_row_tiles_threads`: 2 to 4 threads, 32 rows a tile at least, bf16
+ *  A, epilogues inside the library's kernel): then each task runs its products' bias, GELU and
+ *  rounding inside oneDNN's kernel instead of copying a column tile out and running them after.
+ *  MiniLM at 64 and 128 tokens and UForm3-small at 64, batch 1 on 2 AMX threads: 7-30% less per call
+ *  (bench/RESULTS.md, third session of 2026-12-06). */
+int uform_text_whole_rows(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m);
+
 /** @brief The split of `m` rows times products of `widths[0..products)` columns for `threads` threads:
  *  row tiles of 128 to 512 rows while every thread keeps two tiles; else columns split so every
  *  thread keeps two tasks of at least 64 columns, else one task each of at least one unit, else rows
@@ -74,8 +82,9 @@ size_t uform_text_attention_blocks(size_t length);
 size_t uform_text_attention_tasks(size_t pairs, size_t units, size_t longest, size_t threads, int library);
 
 /** @brief Whether a group of `threads` applies the LayerNorms inside the products that read them (two
- *  barriers fewer per layer) instead of in phases of their own: only while no product of the layer
- *  splits a row tile into more than two column tasks (each task normalises its whole rows). */
+ *  barriers fewer per layer) instead of in phases of their own: only for A in f32 (with bf16 A the
+ *  phase normalises and rounds each row once), and while no product of the layer splits a row tile
+ *  into more than two column tasks (each task normalises its whole rows). */
 int uform_text_fuse_norms(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t tokens, size_t hidden,
                           size_t intermediate);
 
