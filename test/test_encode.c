@@ -242,6 +242,49 @@ static void test_large_batch(void) {
     free(expected), free(rows), free(base), free_batch(&b), free(tower.layers), free_tensors();
 }
 
+/** Texts one at a time on a RAM executor of two threads (one group of both: the batch-1 plan) with
+ *  bf16 weights, their products split by whole rows (the default for groups of up to 4 threads with
+ *  bf16 A, `uform_text_whole_rows`, from 64 tokens) and by columns (UFORM_ROW_TILES_THREADS=0),
+ *  against the reference and against the NULL executor's rows: the splits differ in how the products
+ *  block and round, within a bf16 step. */
+static void test_whole_rows(config_t const *c, char const *name) {
+    uform_text_tower_t tower = make_tower(c);
+    struct uform_model_s model = make_model(&tower);
+    size_t width = tower.embedding_dimensions, count = 6;
+    batch_t b = make_batch(count, c->vocab, c->context);
+    float *base = calloc(count * width, sizeof(float)), *alone = calloc(count * width, sizeof(float));
+    double *expected = calloc(width, sizeof(double));
+    CHECK_STATUS(encode(NULL, &model, &b, base), uform_status_ok_k);
+    uform_memory_domain_t domain;
+    size_t domains = 0;
+    CHECK_OK(uform_memory_domains(&domain, 1, &domains));
+    uform_ram_options_t const first = first_domain_ram(uform_cpu_class_unknown_k);
+    uform_executor_t executor = NULL;
+    CHECK_STATUS(uform_executor_for_ram(&first, domain.cores_count >= 2 ? 2 : 1, 0, &executor), uform_status_ok_k);
+    char const *splits[2] = {NULL, "0"};
+    for (size_t split = 0; split < 2; ++split) {
+        if (splits[split]) CHECK(setenv("UFORM_ROW_TILES_THREADS", splits[split], 1) == 0);
+        double worst_cos = 1, worst_diff = 0;
+        for (size_t i = 0; i < count; ++i) {
+            size_t n = b.offsets[i + 1] - b.offsets[i];
+            batch_t one = {.count = 1, .ids = b.ids + b.offsets[i], .offsets = (size_t[]){0, n}};
+            CHECK_STATUS(encode(executor, &model, &one, alone + i * width), uform_status_ok_k);
+            reference(&tower, b.ids + b.offsets[i], n, expected);
+            double cos = cosine_fd(alone + i * width, expected, width);
+            worst_cos = cos < worst_cos ? cos : worst_cos;
+            double diff = max_difference(alone + i * width, base + i * width, width);
+            worst_diff = diff > worst_diff ? diff : worst_diff;
+        }
+        CHECK(unsetenv("UFORM_ROW_TILES_THREADS") == 0);
+        printf("%-28s alone on 2 threads, %s: cosine to reference >= %.7f, against the NULL executor max |diff| %.2e\n",
+               name, split ? "column tiles" : "whole-row tiles", worst_cos, worst_diff);
+        CHECK(worst_cos >= 0.999);
+        CHECK(worst_diff <= 2e-2);
+    }
+    uform_executor_free(executor);
+    free(base), free(alone), free(expected), free_batch(&b), free(tower.layers), free_tensors();
+}
+
 int main(void) {
     if (skip_refused_run()) return 77;
     config_t bert = {.hidden = 64, .heads = 4, .intermediate = 256, .layers = 2, .vocab = 97, .max_positions = 40,
@@ -261,5 +304,10 @@ int main(void) {
     test_classes(&u16, "uform3 cls bf16 weights");
     test_outputs();
     test_large_batch();
+    /* Long enough for whole-row tiles at batch 1 on two threads (32 rows a tile). */
+    config_t long16 = {.hidden = 128, .heads = 4, .intermediate = 512, .layers = 2, .vocab = 200, .max_positions = 140,
+                       .context = 128, .pooling = uform_pooling_mean_k, .positions = uform_position_ids_absolute_k,
+                       .token_types = 1, .normalize = 1, .dtype = uform_dtype_bf16_k};
+    test_whole_rows(&long16, "bert mean bf16, 128 tokens");
     CHECK_DONE();
 }

@@ -600,6 +600,57 @@ static void test_pool(void) {
 #endif
 }
 
+/* ---- One image at a time on a group of two threads ---- */
+
+/** Each photo alone on a 2-thread executor (one group of both threads: the batch-1 plan) against the
+ *  rows of the whole batch (one thread per image), for every tower in bf16, with the products split
+ *  by whole rows (the default for groups of up to 4 threads, `uform_forward_row_tiles_threads`) and
+ *  by columns (UFORM_ROW_TILES_THREADS=0); and in f32 (where columns serve). A split differs from
+ *  another only in how the products block and round, so the rows agree to a bf16 step. */
+static void test_one_at_a_time(void) {
+    uform_executor_t executor = ram_executor(uform_cpu_class_unknown_k, 2, 0);
+    CHECK_FATAL(executor != NULL);
+    uform_executor_description_t description;
+    CHECK_OK(uform_executor_describe(executor, &description));
+    for (size_t t = 0; t < 3; ++t) {
+        tower_spec_t const *spec = &tower_specs[t];
+        char directory[512];
+        snprintf(directory, sizeof directory, "%s/%s", root, spec->name);
+        size_t const width = spec->embedding_dim;
+        float *batch = calloc(photos_count * width, sizeof(float)), *alone = calloc(photos_count * width, sizeof(float));
+        CHECK_FATAL(batch && alone);
+        uform_dtype_t const dtypes[2] = {uform_dtype_bf16_k, uform_dtype_f32_k};
+        for (size_t k = 0; k < 2; ++k) {
+            uform_model_t model = open_tower(directory, dtypes[k]);
+            CHECK_FATAL(model != NULL);
+            uform_embeddings_t out = {.data = batch, .dtype = uform_dtype_f32_k};
+            CHECK_STATUS(uform_encode_images(executor, model, photos, photos_count, &out, NULL, NULL), uform_status_ok_k);
+            char const *splits[2] = {NULL, "0"};
+            for (size_t split = 0; split < (k ? 1u : 2u); ++split) {
+                if (splits[split]) CHECK(setenv("UFORM_ROW_TILES_THREADS", splits[split], 1) == 0);
+                for (size_t i = 0; i < photos_count; ++i) {
+                    uform_embeddings_t one = {.data = alone + i * width, .dtype = uform_dtype_f32_k};
+                    CHECK_STATUS(uform_encode_images(executor, model, &photos[i], 1, &one, NULL, NULL), uform_status_ok_k);
+                }
+                CHECK(unsetenv("UFORM_ROW_TILES_THREADS") == 0);
+                double worst = 1;
+                for (size_t i = 0; i < photos_count; ++i) {
+                    double const cos = cosine(alone + i * width, batch + i * width, width);
+                    worst = cos < worst ? cos : worst;
+                }
+                printf("%-14s %-4s one photo at a time on %zu threads (%s): worst cosine to the batch's rows %.7f%s\n",
+                       spec->name, k ? "f32" : "bf16", description.threads_count,
+                       k ? "the plan's tiles" : split ? "column tiles" : "whole-row tiles", worst,
+                       memcmp(alone, batch, photos_count * width * sizeof(float)) ? "" : " (bit for bit)");
+                CHECK(worst > (k ? 0.999999 : 0.9999));
+            }
+            uform_model_free(model);
+        }
+        free(batch), free(alone);
+    }
+    uform_executor_free(executor);
+}
+
 /* ---- The loader's validation ---- */
 
 static void write_text(char const *path, char const *text) {
@@ -769,6 +820,7 @@ int main(int argc, char **argv) {
     test_verb();
     test_bombs();
     test_pool();
+    test_one_at_a_time();
     test_loader();
     for (size_t i = 0; i < photos_count; ++i) free((void *)photos[i].data);
     remove_tree(root);

@@ -49,10 +49,10 @@ static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_
     return uform_gemm_plan(&job->gemm, threads, dtype, m, n);
 }
 
-/** Whether the group's bf16 products of `tokens` rows split rows alone (`uform_forward_row_tiles_threads`):
+/** Whether the group's bf16 products of `tokens` rows may split rows alone (`uform_forward_row_tiles_threads`):
  *  a group of several threads, few enough, each with a tile of 32 rows at least, A in bf16 and the
- *  epilogues inside the library's kernel. Then Q/K/V and the output product take whole-row tiles
- *  (`rows_plan`) and the MLP runs over planes (`mlp_planes`). */
+ *  epilogues inside the library's kernel. Where the plan would split columns, Q/K/V and the output
+ *  product then take whole-row tiles (`rows_plan`) and the MLP runs over planes (`mlp_planes`). */
 static int rows_alone(image_job_t const *job, image_group_t const *group, size_t tokens) {
     return group->threads > 1 && group->threads <= job->row_tiles_threads && tokens >= 32 * group->threads &&
            group->a16 && group->ffn16 && job->gemm.fused && job->gemm.mlp_planes;
@@ -388,7 +388,8 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
          * bench/RESULTS.md, session 2026-12-06 third). */
         int fuse = group->threads > 1 && !job->widens && !group->a16 && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
                    plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
-        int whole_rows = !fuse && rows_alone(job, group, tokens);
+        int whole_rows = !fuse && rows_alone(job, group, tokens) &&
+                         plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n > 1;
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
         /* Q, K and V in bf16 as three planes [3][tokens][dim], each product's C dense (brgemm's dst, so
          * the bias and the rounding to bf16 run inside the library's kernel), where the bf16

@@ -65,7 +65,7 @@ uform_text_gemm_plan_t uform_text_gemm_plan(uform_gemm_t const *gemm, size_t thr
         }
         if (tiles_n > plan.units) tiles_n = plan.units;
     }
-    if (uform_text_whole_rows(gemm, threads, dtype, m)) tiles_m = threads, tiles_n = 1;
+    if (tiles_n > 1 && uform_text_whole_rows(gemm, threads, dtype, m)) tiles_m = threads, tiles_n = 1;
     plan.tiles_m = tiles_m, plan.tiles_n = tiles_n;
     plan.plain_weights = uform_gemm_for_product(gemm, tiles_n).plain_weights;
     plan.rows_max = ceil_div(m, tiles_m);
