@@ -58,9 +58,10 @@ static int rows_alone(image_job_t const *job, image_group_t const *group, size_t
            group->a16 && group->ffn16 && job->gemm.fused && job->gemm.mlp_planes;
 }
 
-/** `m` rows in tiles of whole rows, a multiple of 32 (brgemm's row block) each, one per thread. */
+/** `m` rows in tiles of whole rows, one per thread, each a whole number of AMX tiles' 16 rows (197
+ *  rows on 2 threads: 112 + 85, seven tiles and six, 1-4% faster than 128 + 69 in 32-row blocks). */
 static uform_gemm_plan_t rows_plan(size_t threads, size_t m, size_t n) {
-    size_t rows = round_up(ceil_div(m, threads), 32);
+    size_t rows = 16 * ceil_div(ceil_div(m, 16), threads);
     return (uform_gemm_plan_t){.rows_per_tile = rows, .cols_per_tile = n, .tiles_m = ceil_div(m, rows), .tiles_n = 1};
 }
 
