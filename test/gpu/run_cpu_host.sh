@@ -23,9 +23,9 @@
 #      ONNX Runtime f32), all at the machine's widest instructions (AMX);
 #   4. bench_image_model.py, model only, batch 50: ViT-S/16, then ViT-B/16 (one step each);
 #   5. UForm3-small bf16 at batch 1 on 1, half and all the threads (how the tile-split pass scales);
-#   6. the image towers at batch 1 on groups of 2, 4 and 8 threads, bf16: whole-row tiles
-#      (UFORM_ROW_TILES_THREADS=N) against column tiles (0), call by call (`bench_image_model --ab`),
-#      then every system beside the engine on 2 threads (bench_image_model.py, best of 2 rounds).
+#   6. the image and text towers at batch 1 on groups of 2, 4 and 8 threads, bf16: whole-row tiles
+#      (UFORM_ROW_TILES_THREADS=N) against column tiles (0), call by call (`--ab`), then every system
+#      beside the engine on 2 threads (bench_image_model.py, best of 2 rounds).
 #
 # UFORM_CPU_HOST_STEPS picks the steps (default "1 2 3 4 5 6"; step 2 also needs UFORM_CPU_HOST_AVX2=1).
 #
@@ -197,10 +197,23 @@ done
 # 6. Whole-row tiles for small groups at batch 1 (UFORM_ROW_TILES_THREADS), then the peers on 2 threads.
 if want 6; then
     note "6. batch 1, bf16: whole-row tiles (UFORM_ROW_TILES_THREADS=N) against column tiles (0), call by call"
+    step "6. build the CPU tests" "$LOGS/build.log" optional timeout 120 cmake --build "$BUILD" -j "$(nproc)" --target \
+        test_encode test_encode_images test_text_plan
+    for groups in "" 2 4; do
+        boxed "tests, groups of ${groups:-any} threads" 120 env ${groups:+UFORM_FORWARD_GROUP=$groups} sh -c \
+            "'$BUILD/test/test_encode' && '$BUILD/test/test_encode_images' && '$BUILD/test/test_text_plan'"
+        fresh | grep -E 'one photo|alone on 2|CHECK|FAIL' | sed 's/^/  /' >>"$SUMMARY"
+    done
     for threads in 2 4 8; do
         for shape in vit-s16 vit-b16; do
             boxed "rows $shape $threads threads" 40 "$BUILD/bench/bench_image_model" --shape "$shape" --batch 1 \
                 --dtype bf16 --threads "$threads" --seconds 3 --min-calls 4 --ab "UFORM_ROW_TILES_THREADS=0,$threads"
+            fresh | grep -E ': [0-9]+ calls|median UFORM' | sed 's/^/  /' >>"$SUMMARY"
+        done
+        for text in minilm:128 uform3:64; do
+            boxed "rows ${text%%:*} ${text##*:} tokens $threads threads" 30 "$BUILD/bench/bench_text" --shape "${text%%:*}" \
+                --tokens "${text##*:}" --batch 1 --dtype bf16 --threads "$threads" --seconds 3 --min-calls 4 \
+                --ab "UFORM_ROW_TILES_THREADS=0,$threads"
             fresh | grep -E ': [0-9]+ calls|median UFORM' | sed 's/^/  /' >>"$SUMMARY"
         done
     done
