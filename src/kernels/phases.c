@@ -161,21 +161,19 @@ size_t uform_batch_groups(size_t threads, size_t count, double const *costs, siz
     return groups;
 }
 
-size_t uform_forward_group_forced(void) {
-    char const *value = getenv("UFORM_FORWARD_GROUP");
-    if (!value || !*value) return 0;
+/** The environment variable `name` as a count of threads, else `otherwise` (unset, empty or not a
+ *  plain decimal number). */
+static size_t threads_from_environment(char const *name, size_t otherwise) {
+    char const *value = getenv(name);
+    if (!value || !*value) return otherwise;
     char *end = NULL;
     unsigned long threads = strtoul(value, &end, 10);
-    return end && *end == 0 ? (size_t)threads : 0;
+    return end && *end == 0 ? (size_t)threads : otherwise;
 }
 
-size_t uform_forward_row_tiles_threads(void) {
-    char const *value = getenv("UFORM_ROW_TILES_THREADS");
-    if (!value || !*value) return 4;
-    char *end = NULL;
-    unsigned long threads = strtoul(value, &end, 10);
-    return end && *end == 0 ? (size_t)threads : 4;
-}
+size_t uform_forward_group_forced(void) { return threads_from_environment("UFORM_FORWARD_GROUP", 0); }
+
+size_t uform_forward_row_tiles_threads(void) { return threads_from_environment("UFORM_ROW_TILES_THREADS", 4); }
 
 int uform_forward_cls_tail(int cls_pooling, size_t layers) {
     if (!cls_pooling || !layers) return 0;
