@@ -290,11 +290,16 @@ static void test_whole_rows_plan(void) {
     CHECK(!uform_text_whole_rows(&sapphire, 1, uform_dtype_bf16_k, 128));
     CHECK(!uform_text_whole_rows(&sapphire, 5, uform_dtype_bf16_k, 512));
     CHECK(uform_text_gemm_plan(&sapphire, 5, uform_dtype_bf16_k, 128, &hidden, 1).tiles_n > 1);
+    /* The switch is read as `uform_gemm_for` runs (once per call): a GEMM made before keeps its value. */
+    CHECK(sapphire.row_tiles_threads == 4);
     CHECK(setenv("UFORM_ROW_TILES_THREADS", "0", 1) == 0);
-    CHECK(!uform_text_whole_rows(&sapphire, 2, uform_dtype_bf16_k, 128));
-    CHECK(uform_text_gemm_plan(&sapphire, 2, uform_dtype_bf16_k, 128, &hidden, 1).tiles_n > 1);
+    uform_gemm_t const off = uform_gemm_for(uform_cpu_class_intel_sapphire_k);
+    CHECK(off.row_tiles_threads == 0 && sapphire.row_tiles_threads == 4);
+    CHECK(!uform_text_whole_rows(&off, 2, uform_dtype_bf16_k, 128));
+    CHECK(uform_text_gemm_plan(&off, 2, uform_dtype_bf16_k, 128, &hidden, 1).tiles_n > 1);
     CHECK(setenv("UFORM_ROW_TILES_THREADS", "8", 1) == 0);
-    CHECK(uform_text_whole_rows(&sapphire, 8, uform_dtype_bf16_k, 256));
+    uform_gemm_t const eight = uform_gemm_for(uform_cpu_class_intel_sapphire_k);
+    CHECK(uform_text_whole_rows(&eight, 8, uform_dtype_bf16_k, 256));
     CHECK(unsetenv("UFORM_ROW_TILES_THREADS") == 0);
     printf("whole-row tiles: groups of 2 to 4 threads with bf16 A, 32 rows a tile at least\n");
 }

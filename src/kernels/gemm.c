@@ -896,5 +896,6 @@ uform_gemm_t uform_gemm_for(uform_cpu_class_t cpu_class) {
     char const *forced = getenv("UFORM_GEMM_MATMUL");
     int primitive_first = uform_kernels_amx_bf16(cpu_class) || (forced && strcmp(forced, "1") == 0);
     gemm.sgemm_packed = gemm.use_library && !(gemm.matmul && primitive_first) && uform_gemm_sgemm_packs();
+    gemm.row_tiles_threads = uform_forward_row_tiles_threads();
     return gemm;
 }

@@ -148,6 +148,9 @@ typedef struct uform_gemm_t {
      *  primitive where `matmul`, else `dnnl_sgemm`. The plans then cut one column tile per thread
      *  where rows are few, since the packed layout pads narrow slices (see gemm.c). */
     int sgemm_packed;
+    /** The most threads a group may have for its bf16 products over few rows to split rows alone
+     *  (`uform_forward_row_tiles_threads` as `uform_gemm_for` ran; 0: columns as before). */
+    size_t row_tiles_threads;
 } uform_gemm_t;
 
 /** @brief How one product multiplies, given how many column tiles its plan splits the weights into:
@@ -393,7 +396,7 @@ size_t uform_forward_group_forced(void);
  *  batch 1 on AMX ran 1.15-1.33x faster so on groups of 2 and of 4 threads (bench/RESULTS.md, third
  *  session of 2026-12-06). With more threads each would read whole weight matrices, which column
  *  tiles share out, and a tile needs 32 rows (8 threads: 256 tokens), so larger groups keep columns. */
-size_t uform_forward_row_tiles_threads(void);
+size_t uform_forward_row_tiles_threads(void); /* read by `uform_gemm_for` into `row_tiles_threads` */
 
 /** @brief Whether a tower of `layers` layers that pools the first token (`cls_pooling`) runs its last
  *  layer for that token alone (1, the default where it has a layer), or for every token (0, also

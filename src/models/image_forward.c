@@ -146,7 +146,6 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->statuses = statuses;
     job->strict = statuses == NULL;
     job->cls_tail = uform_forward_cls_tail(c->pooling == uform_pooling_cls_k, c->layers_count);
-    job->row_tiles_threads = uform_forward_row_tiles_threads();
     job->caller_frees = outcome == NULL;
     job->outcome = outcome;
     job->preprocess.side = c->image_size;

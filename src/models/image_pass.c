@@ -49,12 +49,12 @@ static uform_gemm_plan_t plan_for(image_job_t const *job, size_t threads, uform_
     return uform_gemm_plan(&job->gemm, threads, dtype, m, n);
 }
 
-/** Whether the group's bf16 products of `tokens` rows may split rows alone (`uform_forward_row_tiles_threads`):
+/** Whether the group's bf16 products of `tokens` rows may split rows alone (`row_tiles_threads`):
  *  a group of several threads, few enough, each with a tile of 32 rows at least, A in bf16 and the
  *  epilogues inside the library's kernel. Where the plan would split columns, Q/K/V and the output
  *  product then take whole-row tiles (`rows_plan`) and the MLP runs over planes (`mlp_planes`). */
 static int rows_alone(image_job_t const *job, image_group_t const *group, size_t tokens) {
-    return group->threads > 1 && group->threads <= job->row_tiles_threads && tokens >= 32 * group->threads &&
+    return group->threads > 1 && group->threads <= job->gemm.row_tiles_threads && tokens >= 32 * group->threads &&
            group->a16 && group->ffn16 && job->gemm.fused && job->gemm.mlp_planes;
 }
 
@@ -377,20 +377,22 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
 
     float scale = (float)(1.0 / sqrt((double)head));
     int tail = job->cls_tail;
+    /* How the layers' d-wide products split (every layer alike: the same rows, widths and dtype). */
+    uform_dtype_t const weights_dtype = tower->weights_dtype;
+    uform_gemm_plan_t const columns_plan = plan_for(job, group->threads, weights_dtype, tokens, d);
+    /* With several threads in the group and A in f32, the two LayerNorms are not phases of their
+     * own: the products that read them (Q/K/V, the MLP's up product) normalise the rows of x they
+     * take; unless those products split rows into more than two column tiles (few images on many
+     * threads), where every tile would normalise its rows again: a phase is cheaper. Where A is
+     * bf16 (`a16`) the phase is cheaper too: it normalises and rounds each row once, and the
+     * products then read bf16 with their epilogues inside the library's kernel where they can
+     * (ViT-B/16 and ViT-S/16 at batch 1 on 2 AMX threads: 10-13% less time per call; see
+     * bench/RESULTS.md, session 2026-12-06 third). */
+    int const fuse = group->threads > 1 && !job->widens && !group->a16 && columns_plan.tiles_n <= 2 &&
+                     plan_for(job, group->threads, weights_dtype, tokens, f).tiles_n <= 2;
+    int const whole_rows = !fuse && rows_alone(job, group, tokens) && columns_plan.tiles_n > 1;
     for (size_t l = 0; l < c->layers_count; ++l) {
         uform_image_layer_t const *layer = &tower->layers[l];
-        /* With several threads in the group and A in f32, the two LayerNorms are not phases of their
-         * own: the products that read them (Q/K/V, the MLP's up product) normalise the rows of x they
-         * take; unless those products split rows into more than two column tiles (few images on many
-         * threads), where every tile would normalise its rows again: a phase is cheaper. Where A is
-         * bf16 (`a16`) the phase is cheaper too: it normalises and rounds each row once, and the
-         * products then read bf16 with their epilogues inside the library's kernel where they can
-         * (ViT-B/16 and ViT-S/16 at batch 1 on 2 AMX threads: 10-13% less time per call; see
-         * bench/RESULTS.md, session 2026-12-06 third). */
-        int fuse = group->threads > 1 && !job->widens && !group->a16 && plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n <= 2 &&
-                   plan_for(job, group->threads, layer->query_weight.dtype, tokens, f).tiles_n <= 2;
-        int whole_rows = !fuse && rows_alone(job, group, tokens) &&
-                         plan_for(job, group->threads, layer->query_weight.dtype, tokens, d).tiles_n > 1;
         norm_t norm1 = {&layer->norm1_weight, &layer->norm1_bias, epsilon}, norm2 = {&layer->norm2_weight, &layer->norm2_bias, epsilon};
         /* Q, K and V in bf16 as three planes [3][tokens][dim], each product's C dense (brgemm's dst, so
          * the bias and the rounding to bf16 run inside the library's kernel), where the bf16
@@ -404,8 +406,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
         /* Q, K and V: one counter over the tiles of the three products. */
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
-            uform_gemm_plan_t plan = plan_for(job, group->threads, layer->query_weight.dtype, tokens, d);
-            if (planes && whole_rows) plan = rows_plan(group->threads, tokens, d);
+            uform_gemm_plan_t const plan = planes && whole_rows ? rows_plan(group->threads, tokens, d) : columns_plan;
             uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n);
             size_t per = plan.tiles_m * plan.tiles_n;
             uform_tensor_t const *weights[3] = {&layer->query_weight, &layer->key_weight, &layer->value_weight};

@@ -73,7 +73,6 @@ typedef struct image_job_t {
      *  oneDNN's GEMM functions. Its packed keys, values and scores take the probabilities' place. */
     uform_attention_bf16_t attention16;
     int widens;          /**< The GEMM widens weights per tile: no fused LayerNorms. */
-    size_t row_tiles_threads; /**< `uform_forward_row_tiles_threads` as the call began. */
     /** Every group is one thread, with images: the threads take chunks from `counters[1]` rather
      *  than each its group's run (chunks of `chunk_images`, the same in every group). */
     int chunks_shared;

@@ -25,7 +25,7 @@ static int gemm_widens(uform_gemm_t const *gemm, uform_dtype_t dtype) {
 }
 
 int uform_text_whole_rows(uform_gemm_t const *gemm, size_t threads, uform_dtype_t dtype, size_t m) {
-    return threads > 1 && threads <= uform_forward_row_tiles_threads() && m >= 32 * threads && gemm->fused &&
+    return threads > 1 && threads <= gemm->row_tiles_threads && m >= 32 * threads && gemm->fused &&
            uform_gemm_takes_bf16(gemm, dtype);
 }
 

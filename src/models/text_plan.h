@@ -47,7 +47,7 @@ typedef struct uform_text_gemm_plan_t {
 
 /** @brief Whether a group of `threads` threads, where `uform_text_gemm_plan` would split the columns
  *  of products of `m` rows, splits rows alone instead, a tile per thread
- *  (`uform_forward_row_tiles_threads`: 2 to 4 threads, 32 rows a tile at least, bf16 A, epilogues
+ *  (`row_tiles_threads`, `uform_forward_row_tiles_threads`: 2 to 4 threads, 32 rows a tile at least, bf16 A, epilogues
  *  inside the library's kernel): then each task runs its products' bias, GELU and rounding inside
  *  oneDNN's kernel instead of copying a column tile out and running them after.
  *  MiniLM at 64 and 128 tokens and UForm3-small at 64, batch 1 on 2 AMX threads: 7-30% less per call
