@@ -54,8 +54,11 @@ uform_status_t uform_ring_init(uform_ring_t *ring, size_t deferred_limit, size_t
     atomic_init(&ring->tail, 0u);
     atomic_init(&ring->head, 0u);
     ring->capacity = (uint32_t)(deferred_limit ? deferred_limit : UFORM_DEFERRED_LIMIT_DEFAULT);
+    uint32_t slots = 1;
+    while (slots < ring->capacity) slots <<= 1; // at most UFORM_DEFERRED_LIMIT_MAX, itself a power of two
+    ring->mask = slots - 1;
     ring->slot_bytes = slot_bytes;
-    ring->slots = calloc(ring->capacity, slot_bytes);
+    ring->slots = calloc(slots, slot_bytes);
     if (!ring->slots)
         return uform_fail(uform_status_out_of_memory_k, "%s: cannot allocate %u deferred slots", verb,
                           (unsigned)ring->capacity);

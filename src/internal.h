@@ -123,16 +123,20 @@ static inline void uform_spin_pause(void) {
 #define UFORM_DEFERRED_LIMIT_MAX ((size_t)1 << 20)
 
 /**
- *  @brief The deferred ring: `capacity` slots of `slot_bytes`, filled by the one gate holder at
- *  `tail` and consumed in order at `head` (by a leader thread, or by pollers under a lock). Both
- *  counters only grow (wrapping), so `tail - head` is the number of calls tracked.
+ *  @brief The deferred ring: up to `capacity` calls in slots of `slot_bytes`, filled by the one gate
+ *  holder at `tail` and consumed in order at `head` (by a leader thread, or by pollers under a lock).
+ *  Both 32-bit counters only grow (wrapping), so `tail - head` is the number of calls tracked. The
+ *  slots are a power of two in number (`mask` + 1, at least `capacity`), so a counter maps to the
+ *  same slot on both sides of its wrap: with `index % capacity` a capacity that does not divide 2^32
+ *  would map 2^32 - 1 and 0 to one slot and overwrite a queued call.
  */
 typedef struct uform_ring_t {
     UFORM_ALIGNED atomic_uint tail; /**< Slots published by the submitter. */
     UFORM_ALIGNED atomic_uint head; /**< Slots consumed. */
     unsigned char *slots;
     size_t slot_bytes;
-    uint32_t capacity;
+    uint32_t capacity; /**< The most calls tracked at once: the executor's `deferred_limit`. */
+    uint32_t mask;     /**< Slots minus one: a power of two at least `capacity`, minus one. */
 } uform_ring_t;
 
 /** @brief Checks `deferred_limit` (0: the default; above the maximum: INVALID_ARGUMENT naming
@@ -148,7 +152,7 @@ static inline unsigned uform_ring_count(uform_ring_t const *ring) {
            atomic_load_explicit(&ring->head, memory_order_acquire);
 }
 static inline void *uform_ring_at(uform_ring_t const *ring, unsigned index) {
-    return ring->slots + (size_t)(index % ring->capacity) * ring->slot_bytes;
+    return ring->slots + (size_t)(index & ring->mask) * ring->slot_bytes;
 }
 
 /** @brief Marks an outcome as pending and owned by `executor`, before it is queued. Its `reserved`
