@@ -434,6 +434,66 @@ static void test_long_text(uform_tokenizer_t const *minilm) {
     free(joined), free(expected), free(ours);
 }
 
+/** Many added tokens, matched leftmost-longest in one walk down their trie: 20,000 tokens "ab0" ..
+ *  "ab19999" over a Unigram of single letters and digits (the scan compared every added token at
+ *  every byte: 18 s for a 200 kB text), the longest of nested ones ("ab1", "ab19", "ab199"), the first of
+ *  two with one content, a token at the text's end and one cut by it; then an added token past the
+ *  length cap (UNSUPPORTED, named). */
+static void test_many_added_tokens(void) {
+    enum { added = 20000 };
+    size_t capacity = 64 * (size_t)added + 4096, length = 0;
+    char *json = malloc(capacity);
+    CHECK_FATAL(json != NULL);
+    length += (size_t)snprintf(json + length, capacity - length, "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, "
+                               "\"vocab\": [[\"<unk>\", 0]");
+    char const *letters = "ab0123456789 x";
+    for (size_t k = 0; letters[k]; k++)
+        length += (size_t)snprintf(json + length, capacity - length, ", [\"%c\", -1]", letters[k]);
+    length += (size_t)snprintf(json + length, capacity - length, "]}, \"added_tokens\": [");
+    for (size_t k = 0; k < added; k++) // ids 100 + k; then a second "ab7" that must not win
+        length += (size_t)snprintf(json + length, capacity - length, "%s{\"id\": %zu, \"content\": \"ab%zu\", \"special\": true}",
+                                   k ? ", " : "", 100 + k, k);
+    length += (size_t)snprintf(json + length, capacity - length,
+                               ", {\"id\": 99, \"content\": \"ab7\", \"special\": true}]}");
+    CHECK_FATAL(length < capacity);
+    uform_tokenizer_t *tokenizer = NULL;
+    CHECK_STATUS(open_json_text(json, length, &tokenizer), uform_status_ok_k);
+    if (tokenizer) {
+        int32_t ids[64];
+        size_t count = 0;
+        char const *text = "xab199ab19xab1ab7ab19999ab";
+        CHECK_STATUS(uform_tokenizer_encode(tokenizer, text, strlen(text), 0, ids, 64, &count), uform_status_ok_k);
+        /* x | ab199 | ab19 | x | ab1 | ab7 (the first of its two ids) | ab19999 | a b */
+        int32_t const expected[] = {14, 100 + 199, 100 + 19, 14, 100 + 1, 100 + 7, 100 + 19999, 1, 2};
+        CHECK(count == sizeof expected / sizeof expected[0] && !memcmp(ids, expected, sizeof expected));
+        /* A long text dense with added tokens: every one found (ids only, no counts of time). */
+        size_t const repeats = 50000;
+        char *long_text = malloc(repeats * 8 + 16);
+        int32_t *long_ids = malloc(repeats * 2 * sizeof(int32_t));
+        CHECK_FATAL(long_text && long_ids);
+        size_t used = 0;
+        for (size_t r = 0; r < repeats; r++) used += (size_t)snprintf(long_text + used, 16, "ab%zux", r % added);
+        CHECK_STATUS(uform_tokenizer_encode(tokenizer, long_text, used, 0, long_ids, repeats * 2, &count),
+                     uform_status_ok_k);
+        bool all = count == 2 * repeats;
+        for (size_t r = 0; all && r < repeats; r++)
+            all = long_ids[2 * r] == (int32_t)(r % added == 7 ? 107 : 100 + r % added) && long_ids[2 * r + 1] == 14;
+        CHECK(all);
+        free(long_text), free(long_ids);
+        uform_tokenizer_free(tokenizer);
+    }
+    /* An added token past TOKENIZER_ADDED_MAX_BYTES (256). */
+    length = (size_t)snprintf(json, capacity, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, "
+                              "\"added_tokens\": [{\"id\": 1, \"content\": \"");
+    memset(json + length, 'a', 257), length += 257;
+    length += (size_t)snprintf(json + length, capacity - length, "\", \"special\": true}]}");
+    tokenizer = (uform_tokenizer_t *)1;
+    CHECK_STATUS(open_json_text(json, length, &tokenizer), uform_status_unsupported_k);
+    CHECK_MESSAGE("has 257 bytes, more than the 256 this engine matches");
+    CHECK(tokenizer == NULL);
+    free(json);
+}
+
 /** The variants of make_variants.py (variants.json): a base tokenizer.json with top-level keys
  *  replaced, here through cJSON as there through Python; HF's ids as hashes on every stride-th text,
  *  untruncated and truncated. */
@@ -578,6 +638,7 @@ int main(void) {
     }
     test_variants();
     test_errors();
+    test_many_added_tokens();
     remove_tree(temp_dir);
     free(texts);
     free(corpus_data);

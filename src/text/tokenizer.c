@@ -117,8 +117,8 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
     return status;
 }
 
-/** The vocabulary size and the padding id, once everything is loaded. */
-static void finish_open(uform_tokenizer_t *result, loader_t const *loader) {
+/** The vocabulary size, the padding id and the added tokens' trie, once everything is loaded. */
+static uform_status_t finish_open(uform_tokenizer_t *result, loader_t const *loader) {
     result->vocab_size = (size_t)loader->max_id + 1;
     if (result->pad_id < 0) {
         char const *pads[] = {"[PAD]", "<pad>"};
@@ -127,6 +127,18 @@ static void finish_open(uform_tokenizer_t *result, loader_t const *loader) {
                                                                 : uform_strmap_get(&result->unigram.lookup, pads[k], 5);
         if (result->pad_id < 0) result->pad_id = 0;
     }
+    if (!result->added_count) return uform_status_ok_k;
+    size_t bytes = 0;
+    for (size_t k = 0; k < result->added_count; k++) bytes += result->added[k].length;
+    uform_status_t status = uform_trie_init(&result->added_trie, bytes);
+    /* Backwards, so that of two added tokens with one content the first keeps it, as the scan did. */
+    for (size_t k = result->added_count; k-- > 0 && status == uform_status_ok_k;) {
+        added_t const *token = &result->added[k];
+        if (!uform_trie_insert(&result->added_trie, (unsigned char const *)result->blob + token->offset, token->length,
+                               (int32_t)k))
+            status = uform_fail(uform_status_out_of_memory_k, "%s: out of memory indexing the added tokens", loader->file);
+    }
+    return status;
 }
 
 uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, uform_tokenizer_t **tokenizer) {
@@ -165,11 +177,9 @@ uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, 
     }
     free(data);
     free(loader.blob);
-    if (status == uform_status_ok_k) {
-        finish_open(result, &loader);
-        *tokenizer = result;
-    } else
-        uform_tokenizer_free(result);
+    if (status == uform_status_ok_k) status = finish_open(result, &loader);
+    if (status == uform_status_ok_k) *tokenizer = result;
+    else uform_tokenizer_free(result);
     free(path);
     return status;
 }
@@ -184,11 +194,9 @@ uform_status_t uform_tokenizer_open_json(char const *json, size_t size, char con
     loader_t loader = {.file = name ? name : "tokenizer.json", .max_id = -1};
     uform_status_t status = open_json(result, &loader, json ? json : "", size);
     free(loader.blob);
-    if (status == uform_status_ok_k) {
-        finish_open(result, &loader);
-        *tokenizer = result;
-    } else
-        uform_tokenizer_free(result);
+    if (status == uform_status_ok_k) status = finish_open(result, &loader);
+    if (status == uform_status_ok_k) *tokenizer = result;
+    else uform_tokenizer_free(result);
     return status;
 }
 
@@ -198,6 +206,7 @@ void uform_tokenizer_free(uform_tokenizer_t *tokenizer) {
     uform_strmap_free(&tokenizer->wordpiece.continuations);
     uform_trie_free(&tokenizer->wordpiece.word_trie);
     uform_trie_free(&tokenizer->wordpiece.continuation_trie);
+    uform_trie_free(&tokenizer->added_trie);
     uform_unigram_free(&tokenizer->unigram);
     for (size_t i = 0; i < tokenizer->steps_count; i++) free(tokenizer->steps[i].pattern), free(tokenizer->steps[i].content);
     free(tokenizer->steps);

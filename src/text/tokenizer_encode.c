@@ -240,14 +240,17 @@ static uform_status_t encode_stretch(uform_tokenizer_t const *tokenizer, char co
     return status;
 }
 
-/** The added token matching at `text[i]`, longest first, or NULL. */
+/** The longest added token matching at `text[i]`, or NULL: one walk down their trie, at most
+ *  TOKENIZER_ADDED_MAX_BYTES steps whatever the number of added tokens. */
 static added_t const *match_added(uform_tokenizer_t const *tokenizer, char const *text, size_t length, size_t i) {
+    uform_trie_t const *trie = &tokenizer->added_trie;
     added_t const *best = NULL;
-    for (size_t k = 0; k < tokenizer->added_count; k++) {
-        added_t const *token = &tokenizer->added[k];
-        if (token->length <= length - i && (!best || token->length > best->length) &&
-            !memcmp(text + i, tokenizer->blob + token->offset, token->length))
-            best = token;
+    uint32_t node = 0;
+    for (size_t k = i; k < length; k++) {
+        int64_t const child = uform_trie_child(trie, node, (unsigned char)text[k]);
+        if (child < 0) break;
+        node = (uint32_t)child;
+        if (trie->node_piece[node] >= 0) best = &tokenizer->added[trie->node_piece[node]];
     }
     return best;
 }

@@ -216,6 +216,9 @@ uform_status_t tokenizer_load_post_processor(uform_tokenizer_t *tokenizer, loade
 uform_status_t tokenizer_add_added_token(uform_tokenizer_t *tokenizer, loader_t *loader, char const *content,
                                          size_t length, int32_t id, bool lstrip, bool rstrip) {
     if (!length) return uform_status_ok_k;
+    if (length > TOKENIZER_ADDED_MAX_BYTES)
+        return uform_fail(uform_status_unsupported_k, "%s: the added token \"%.32s...\" has %zu bytes, more than the %d "
+                          "this engine matches", loader->file, content, length, TOKENIZER_ADDED_MAX_BYTES);
     added_t *added = realloc(tokenizer->added, (tokenizer->added_count + 1) * sizeof(added_t));
     if (!added) return uform_fail(uform_status_out_of_memory_k, "%s: out of memory", loader->file);
     tokenizer->added = added;

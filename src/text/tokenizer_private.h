@@ -56,6 +56,7 @@ struct uform_tokenizer_s {
     added_t *added;
     size_t added_count;
     bool added_first_byte[256];
+    uform_trie_t added_trie; // the added tokens' contents; a node's piece is the index into `added`
     int32_t prefix[8], suffix[8];
     size_t prefix_count, suffix_count;
 };
@@ -92,6 +93,11 @@ uform_status_t tokenizer_json_type(loader_t const *loader, cJSON const *object, 
 
 /** Appends a normaliser step (taking ownership of its buffers, freed on failure). */
 uform_status_t tokenizer_add_step(uform_tokenizer_t *tokenizer, loader_t const *loader, step_t step);
+
+/** The longest added token's content, in bytes: longer ones are refused (UNSUPPORTED), so matching
+ *  them at every byte of a text costs at most this many steps (real tokenizers' special tokens are
+ *  tens of bytes). */
+#define TOKENIZER_ADDED_MAX_BYTES 256
 
 /** Registers an added (special) token: its content goes into the blob. */
 uform_status_t tokenizer_add_added_token(uform_tokenizer_t *tokenizer, loader_t *loader, char const *content,
