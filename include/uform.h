@@ -1224,8 +1224,9 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *  failure through its outcome (`status` and `message`), its images decoded on the executor's
  *  threads like any other.
  *  Images, embeddings and statuses must stay valid until a deferred call finishes. INVALID_ARGUMENT
- *  for a NULL model, a text model, NULL images, an image whose `data` is NULL, or embeddings that
- *  do not fit the model.
+ *  for a NULL model, a text model, NULL images, an image whose `data` is NULL while its `size` or
+ *  `width` is not zero, or embeddings that do not fit the model (NULL `data` with zero `size` and
+ *  `width` is an empty image: CORRUPT_FILE, its own status with `statuses`).
  *
  *  VRAM models encode on VRAM executors as `uform_encode_texts` does (the same residency rules,
  *  waves, device split, scratch chunks and graphs): the executor's host decoder threads decode,

@@ -405,6 +405,13 @@ static void test_verb(void) {
     uform_image_t hole[2] = {photos[0], {.data = NULL, .size = 10}};
     CHECK_STATUS(uform_encode_images(executor, model, hole, 2, &out, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("images[1].data is NULL");
+    /* NULL data with zero size and width is an empty image: CORRUPT_FILE, its own status with statuses. */
+    uform_image_t empty[2] = {photos[0], {.data = NULL}};
+    CHECK_STATUS(uform_encode_images(executor, model, empty, 2, &out, NULL, NULL), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("uform_encode_images: image 1: image: empty data (0 bytes)");
+    uform_status_t empty_statuses[2] = {uform_status_pending_k, uform_status_pending_k};
+    CHECK_STATUS(uform_encode_images(executor, model, empty, 2, &out, empty_statuses, NULL), uform_status_ok_k);
+    CHECK(empty_statuses[0] == uform_status_ok_k && empty_statuses[1] == uform_status_corrupt_file_k);
     uform_embeddings_t too_wide = {.data = rows, .dimensions = 300, .dtype = uform_dtype_f32_k};
     CHECK_STATUS(uform_encode_images(executor, model, four, 1, &too_wide, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("embeddings.dimensions is 300; the model's embeddings are 256 wide");

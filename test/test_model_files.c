@@ -267,6 +267,13 @@ static void test_bert_configs(void) {
     snprintf(buffer, sizeof(buffer), "[%s, {\"path\": \"missing_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}]", transformer);
     write_text(modules, buffer);
     EXPECT_OPEN_FAILURE(dir, uform_status_system_error_k, "missing_Pooling/config.json", NULL, NULL);
+    char long_path[301];
+    memset(long_path, 'a', 300), long_path[300] = 0;
+    snprintf(buffer, sizeof(buffer), "[%s, {\"path\": \"%s\", \"type\": \"sentence_transformers.models.Pooling\"}]",
+             transformer, long_path);
+    write_text(modules, buffer);
+    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "config-bert/modules.json",
+                        "has 300 bytes, more than the 255 a module folder may have", NULL);
     snprintf(buffer, sizeof(buffer), "[%s, %s]", transformer, pool);
     write_text(modules, buffer);
 
@@ -299,6 +306,33 @@ static void test_bert_configs(void) {
     EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "sentence_bert_config.json", "'max_seq_length' 1 leaves no room", NULL);
     write_text(sbert, "{\"max_seq_length\": -5}");
     EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "sentence_bert_config.json", "'max_seq_length' must be an integer", NULL);
+
+    /* A tokenizer adding more specials than the context holds: refused at open, not at every text. */
+    write_text(sbert, "{\"max_seq_length\": 2}");
+    CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), uform_status_ok_k); /* [CLS] and [SEP] fit 2 */
+    uform_model_free(model), model = NULL;
+    char tokenizer_path[4096];
+    snprintf(tokenizer_path, sizeof(tokenizer_path), "%s", join(dir, "tokenizer.json"));
+    size_t tokenizer_size = 0;
+    char *tokenizer_text = read_bytes(tokenizer_path, &tokenizer_size);
+    char const *single = "\"single\": [";
+    char *at = strstr(tokenizer_text, single);
+    CHECK_FATAL(at != NULL);
+    size_t const head = (size_t)(at - tokenizer_text) + strlen(single);
+    char const *extra = "{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, ";
+    char *three = malloc(tokenizer_size + strlen(extra));
+    CHECK_FATAL(three != NULL);
+    memcpy(three, tokenizer_text, head), memcpy(three + head, extra, strlen(extra));
+    memcpy(three + head + strlen(extra), tokenizer_text + head, tokenizer_size - head);
+    write_bytes(tokenizer_path, three, tokenizer_size + strlen(extra));
+    EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "config-bert: the tokenizer adds 3 special tokens to every text, "
+                        "more than the model's context of 2", NULL, NULL);
+    /* A tokenizer.json past 1 GiB (sparse: nothing is read): CORRUPT_FILE, as an oversized config. */
+    CHECK_FATAL(truncate(tokenizer_path, ((off_t)1 << 30) + 1) == 0);
+    EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "tokenizer.json: 1073741825 bytes, more than the 1073741824", NULL,
+                        NULL);
+    write_bytes(tokenizer_path, tokenizer_text, tokenizer_size);
+    free(three), free(tokenizer_text);
 
     /* A bare Hugging Face BERT: mean pooling, no normalisation. */
     unlink(sbert), unlink(modules);
@@ -423,6 +457,46 @@ static void test_special_files(void) {
     CHECK_FATAL(unlink(file) == 0);
 }
 
+/* A model directory whose path leaves room for "config.json" but not for the tower's safetensors
+ * name: INVALID_ARGUMENT for both towers, never a file opened by a truncated name (the image tower
+ * opened ".../image_encoder." once the name was cut at 4,095 bytes). */
+static void test_long_paths(void) {
+    char const *dir = fixture_copy("tiny-uform3", "long");
+    char path[4096];
+    size_t length = (size_t)snprintf(path, sizeof(path), "%s", dir);
+    while (length < 4080) { /* components of at most 200 bytes, up to exactly 4,080 */
+        size_t const part = 4080 - length - 1 < 200 ? 4080 - length - 1 : 200;
+        path[length++] = '/';
+        memset(path + length, 'd', part), length += part, path[length] = 0;
+        CHECK_FATAL(mkdir(path, 0700) == 0);
+    }
+    CHECK_FATAL(length == 4080);
+    char from[4096], to[4096], config_path[4096];
+    snprintf(from, sizeof(from), "%s/config.json", dir);
+    CHECK_FATAL((size_t)snprintf(config_path, sizeof(config_path), "%s/config.json", path) < sizeof(config_path));
+    size_t size = 0;
+    char *text_config = read_bytes(from, &size);
+    CHECK_FATAL((size_t)snprintf(to, sizeof(to), "%s/image_encoder.", path) == 4095);
+    write_bytes(to, "not a tower", 11); /* what the cut name would open */
+    uform_modality_t const modalities[] = {uform_modality_image_k, uform_modality_text_k};
+    for (size_t i = 0; i < 2; ++i) {
+        if (i == 0)
+            write_text(config_path, "{\"image_encoder\": {\"dim\": 32, \"patch_size\": 16, \"image_size\": 32, "
+                                    "\"num_layers\": 1, \"num_heads\": 2, \"embedding_dim\": 16, \"pooling\": \"cls\", "
+                                    "\"num_reg_tokens\": 0, \"normalization_means\": [0.5, 0.5, 0.5], "
+                                    "\"normalization_deviations\": [0.25, 0.25, 0.25]}}");
+        else
+            write_bytes(config_path, text_config, size);
+        uform_model_options_t options = {.path = path, .modality = modalities[i], .residency = uform_residency_ram_k,
+                                         .weights_dtype = uform_dtype_f32_k};
+        uform_model_t model = (uform_model_t)1;
+        CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
+        CHECK_MESSAGE("model path is too long");
+        CHECK(model == NULL);
+    }
+    free(text_config);
+}
+
 /* JSON nested past cJSON's limit is named as such; brackets inside strings do not count. */
 static void test_json_depth(void) {
     size_t const deep = 1500;
@@ -456,6 +530,7 @@ int main(void) {
     test_uform3_configs();
     test_special_files();
     test_json_depth();
+    test_long_paths();
     remove_tree(scratch);
     CHECK_DONE();
 }

@@ -350,10 +350,9 @@ uform_status_t uform_config_bert(char const *label, void const *root_, uform_tex
     return uform_status_ok_k;
 }
 
-/** A module folder: relative, without "..", not too long. */
+/** A module folder: relative, without "..". */
 static int uform_safe_relative_path(char const *path) {
     if (path[0] == '/') return 0;
-    if (strlen(path) >= sizeof(((uform_text_config_t *)0)->pooling_path)) return 0;
     for (char const *part = path; *part;) {
         char const *slash = strchr(part, '/');
         size_t const length = slash ? (size_t)(slash - part) : strlen(part);
@@ -394,6 +393,9 @@ uform_status_t uform_config_modules(char const *label, void const *root_, uform_
             if (!uform_safe_relative_path(path))
                 return uform_fail(uform_status_corrupt_file_k, "%s: module %zu: path '%.64s' leaves the model folder", label,
                                   index, path);
+            if (strlen(path) >= sizeof(config->pooling_path))
+                return uform_fail(uform_status_unsupported_k, "%s: module %zu: path '%.64s...' has %zu bytes, more than the %zu "
+                                  "a module folder may have", label, index, path, strlen(path), sizeof(config->pooling_path) - 1);
             snprintf(config->pooling_path, sizeof(config->pooling_path), "%s", path);
             config->has_pooling_module = 1;
         }

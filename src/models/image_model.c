@@ -250,7 +250,11 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     CHECK(uform_read_small_file(path, &text, &length, NULL));
     CHECK(uform_json_parse(path, text, length, &root));
     CHECK(uform_image_config_parse(path, root, &config));
-    snprintf(path, sizeof(path), "%s/image_encoder.safetensors", directory);
+    written = snprintf(path, sizeof(path), "%s/image_encoder.safetensors", directory);
+    if (written < 0 || (size_t)written >= sizeof(path)) { // longer than config.json's name, which fitted
+        status = uform_fail(uform_status_invalid_argument_k, "model path is too long: %.64s...", directory);
+        goto done;
+    }
     CHECK(uform_safetensors_open(path, &index));
     size_t const capacity = 8 + 18 * config.layers_count;
     binder.index = &index;

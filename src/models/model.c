@@ -214,6 +214,13 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
                             directory, tokens, config->vocab_size);
         goto done;
     }
+    size_t const specials = uform_tokenizer_specials_count(model->tokenizer);
+    if (specials > config->context) {
+        status = uform_fail(uform_status_corrupt_file_k,
+                            "%s: the tokenizer adds %zu special tokens to every text, more than the model's context of %zu",
+                            directory, specials, config->context);
+        goto done;
+    }
 
     /* One replica per chosen memory domain, each bound to its node. */
     void *towers = NULL;

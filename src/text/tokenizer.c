@@ -23,7 +23,7 @@ uform_status_t tokenizer_corrupt(loader_t const *loader, char const *what, char 
 /** Appends bytes to the blob; returns the offset through `offset`. */
 uform_status_t tokenizer_blob_add(loader_t *loader, char const *bytes, size_t length, uint32_t *offset) {
     if (loader->blob_size + length + 1 > UINT32_MAX)
-        return uform_fail(uform_status_limit_exceeded_k, "%s: more than 4 GiB of token strings", loader->file);
+        return uform_fail(uform_status_unsupported_k, "%s: more than 4 GiB of token strings", loader->file);
     if (loader->blob_size + length + 1 > loader->blob_capacity) {
         size_t capacity = loader->blob_capacity ? loader->blob_capacity * 2 : 1 << 16;
         while (capacity < loader->blob_size + length + 1) capacity *= 2;
@@ -154,12 +154,12 @@ uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, 
     bool json = true;
     /* vocab.txt serves only where tokenizer.json does not exist: one that cannot be read fails. */
     int missing = 0;
-    uform_status_t status = uform_read_regular_file(path, UFORM_TOKENIZER_MAX_BYTES, uform_status_limit_exceeded_k, &data,
+    uform_status_t status = uform_read_regular_file(path, UFORM_TOKENIZER_MAX_BYTES, uform_status_corrupt_file_k, &data,
                                                     &size, &missing);
     if (status == uform_status_ok_k && missing) {
         snprintf(path, directory_length + 32, "%s/vocab.txt", directory);
         json = false;
-        status = uform_read_regular_file(path, UFORM_TOKENIZER_MAX_BYTES, uform_status_limit_exceeded_k, &data, &size,
+        status = uform_read_regular_file(path, UFORM_TOKENIZER_MAX_BYTES, uform_status_corrupt_file_k, &data, &size,
                                          &missing);
         if (status == uform_status_ok_k && missing)
             status = uform_fail(uform_status_system_error_k, "%s: neither tokenizer.json nor vocab.txt exists", directory);
@@ -217,3 +217,6 @@ void uform_tokenizer_free(uform_tokenizer_t *tokenizer) {
 
 int32_t uform_tokenizer_pad_id(uform_tokenizer_t const *tokenizer) { return tokenizer ? tokenizer->pad_id : 0; }
 size_t uform_tokenizer_vocab_size(uform_tokenizer_t const *tokenizer) { return tokenizer ? tokenizer->vocab_size : 0; }
+size_t uform_tokenizer_specials_count(uform_tokenizer_t const *tokenizer) {
+    return tokenizer ? tokenizer->prefix_count + tokenizer->suffix_count : 0;
+}

@@ -49,6 +49,8 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
  *  tokens, specials). Both 0 for NULL. */
 int32_t uform_tokenizer_pad_id(uform_tokenizer_t const *tokenizer);
 size_t uform_tokenizer_vocab_size(uform_tokenizer_t const *tokenizer);
+/** The special tokens the post-processor adds to every text (before and after it together). */
+size_t uform_tokenizer_specials_count(uform_tokenizer_t const *tokenizer);
 
 /** @brief Releases the tokenizer; NULL is a no-op. */
 void uform_tokenizer_free(uform_tokenizer_t *tokenizer);
