@@ -844,14 +844,15 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_outcome_wait(uform_outcome_t *out
 /**
  *  @brief Bytes of scratch a VRAM executor holds on its device `device_index`: the largest call's
  *  `scratch_bytes` so far rounded up to 256, or 0 before the first call asking for scratch and after
- *  a release. INVALID_ARGUMENT out of range; UNSUPPORTED on other executors.
+ *  a release. INVALID_ARGUMENT out of range; FORKED in a child for any inherited executor;
+ *  UNSUPPORTED on other executors.
  */
 UFORM_API UFORM_NODISCARD uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index,
                                                                       size_t *bytes);
 
 /** @brief Waits for the executor's calls, then frees its scratch on every device; the executor stays
  *  usable and grows scratch again on demand. CONTENDED while another call holds it; DEVICE_FAULT on a
- *  poisoned executor; FORKED in a child; UNSUPPORTED on non-VRAM executors. */
+ *  poisoned executor; FORKED in a child (any inherited executor); UNSUPPORTED on non-VRAM executors. */
 UFORM_API UFORM_NODISCARD uform_status_t uform_executor_scratch_release(uform_executor_t executor);
 
 /* ---- Meshes ---- */

@@ -313,9 +313,12 @@ uform_backend_t const vram_backend = {
 
 /** The capacity of the device's scratch buffer (0 before any call asked for scratch, and after a
  *  release), read without the gate, so it may run beside a call. INVALID_ARGUMENT for a NULL `bytes`
- *  or an index out of range; UNSUPPORTED for the NULL, RAM and pool executors. */
+ *  or an index out of range; FORKED for any executor inherited across a fork; UNSUPPORTED for the
+ *  NULL, RAM and pool executors. */
 uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index, size_t *bytes) {
     if (!bytes) return uform_fail(uform_status_invalid_argument_k, "uform_executor_scratch_bytes: bytes is NULL");
+    uform_status_t const forked = executor ? uform_check_forked(executor, "uform_executor_scratch_bytes") : uform_status_ok_k;
+    if (forked != uform_status_ok_k) return forked;
     vram_executor_t *self = vram_cast(executor);
     if (!self)
         return uform_fail(uform_status_unsupported_k,
@@ -333,6 +336,8 @@ uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t de
  *  waits until every call ran, then frees every device's scratch. FORKED in a child; DEVICE_FAULT on
  *  a poisoned executor (whose scratch `uform_executor_free` releases); UNSUPPORTED for other kinds. */
 uform_status_t uform_executor_scratch_release(uform_executor_t executor) {
+    uform_status_t const forked = executor ? uform_check_forked(executor, "uform_executor_scratch_release") : uform_status_ok_k;
+    if (forked != uform_status_ok_k) return forked;
     vram_executor_t *self = vram_cast(executor);
     if (!self)
         return uform_fail(uform_status_unsupported_k,

@@ -25,12 +25,16 @@ uform_status_t uform_device_launch(uform_device_slot_t const *slot, uform_kernel
 uform_status_t uform_executor_scratch_bytes(uform_executor_t executor, size_t device_index, size_t *bytes) {
     (void)device_index;
     if (!bytes) return uform_fail(uform_status_invalid_argument_k, "uform_executor_scratch_bytes: bytes is NULL");
+    uform_status_t const forked = executor ? uform_check_forked(executor, "uform_executor_scratch_bytes") : uform_status_ok_k;
+    if (forked != uform_status_ok_k) return forked;
     return uform_fail(uform_status_unsupported_k,
                       "uform_executor_scratch_bytes: the %s executor holds no device memory; only VRAM executors do",
                       executor ? "RAM or pool" : "NULL");
 }
 
 uform_status_t uform_executor_scratch_release(uform_executor_t executor) {
+    uform_status_t const forked = executor ? uform_check_forked(executor, "uform_executor_scratch_release") : uform_status_ok_k;
+    if (forked != uform_status_ok_k) return forked;
     return uform_fail(uform_status_unsupported_k,
                       "uform_executor_scratch_release: the %s executor holds no device memory; only VRAM executors do",
                       executor ? "RAM or pool" : "NULL");

@@ -26,6 +26,11 @@ static void test_fork(void) {
         failures += uform_executor_drain(executor, uform_mood_parked_k) != uform_status_forked_k;
         uform_executor_description_t description;
         failures += uform_executor_describe(executor, &description) != uform_status_forked_k;
+        size_t scratch = 0;
+        failures += uform_executor_scratch_bytes(executor, 0, &scratch) != uform_status_forked_k;
+        failures += strstr(uform_error_message(), "uform_executor_scratch_bytes") == NULL;
+        failures += uform_executor_scratch_release(executor) != uform_status_forked_k;
+        failures += strstr(uform_error_message(), "uform_executor_scratch_release") == NULL;
         uform_executor_free(executor);
         // A fresh executor in the child works (ThreadSanitizer cannot follow threads spawned after a
         // multi-threaded fork, so that half runs only in the other builds).
