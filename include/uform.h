@@ -830,7 +830,11 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_outcome_poll(uform_outcome_t *out
  *  VRAM outcomes poll their devices: spinning for 100 microseconds, then sleeping 20-500
  *  microseconds between polls, or spinning throughout when the executor's mood is SPINNING. In a
  *  child process, an outcome that was pending at the `fork()` finishes with FORKED (its call runs
- *  in the parent only), so even a wait without a timeout returns at once.
+ *  in the parent only), so even a wait without a timeout returns at once. A wait (any non-zero
+ *  timeout) on a pool executor's pending call from a thread that holds its ForkUnion pool
+ *  (`uform_pool_lock`) or runs one of the pool's tasks returns CONTENDED at once: the call cannot run
+ *  until that thread lets the pool go. The outcome stays pending and must stay valid until it
+ *  finishes; wait for it after leaving the pool.
  *
  *  @code{.c}
  *  uform_status_t status = uform_outcome_wait(&outcome, 0.5);  // PENDING after half a second

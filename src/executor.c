@@ -251,6 +251,11 @@ uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_secon
     }
 
     uform_executor_t executor = uform_outcome_executor(outcome);
+    // A pool executor's call runs only once this thread lets go of the pool: waiting would wait on itself.
+    if (executor && timeout_seconds != 0) {
+        uform_status_t const pool = uform_check_pool(executor, "uform_outcome_wait");
+        if (UFORM_UNLIKELY(pool != uform_status_ok_k)) return pool;
+    }
     if (executor && executor->backend->poll) {
         uform_status_t status = executor->backend->poll(executor, outcome, timeout_seconds);
         if (status != uform_status_ok_k) return status;

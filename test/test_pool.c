@@ -183,6 +183,10 @@ static void nested_task(void *context, size_t task, size_t thread, size_t domain
         size_t const index = atomic_fetch_add(&nested->deferred_count, 1);
         if (uform_executor_call(nested->other, &inner, &nested->deferred[index]) != uform_status_ok_k)
             atomic_fetch_add(&nested->wrong, 1);
+        // ... and waiting for it from inside the pool would wait on itself: CONTENDED, still pending.
+        nested_record(nested, uform_outcome_wait(&nested->deferred[index], -1), "holds the executor's ForkUnion pool");
+        nested_record(nested, uform_outcome_wait(&nested->deferred[index], 0.01), "holds the executor's ForkUnion pool");
+        if (uform_outcome_poll(&nested->deferred[index]) != uform_status_pending_k) atomic_fetch_add(&nested->wrong, 1);
     }
     // The last pool thread (a pool worker unless the pool has one thread) goes through a RAM
     // executor, whose threads inherit the pool from it.
@@ -207,7 +211,7 @@ static void test_nested_pool(uform_executor_t executor, void *pool, size_t threa
     CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k);
     CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
     CHECK(atomic_load(&nested.wrong) == 0);
-    CHECK(atomic_load(&nested.contended) == 2 * (threads * 4 + ram_threads));
+    CHECK(atomic_load(&nested.contended) == 2 * (threads * 4 + ram_threads + 2));
     CHECK(atomic_load(&nested.deferred_count) == 2);
     for (size_t index = 0; index < 2; ++index) CHECK_STATUS(uform_outcome_wait(&nested.deferred[index], -1), uform_status_ok_k);
     CHECK(atomic_load(&nested.ran) == 2);
@@ -245,8 +249,12 @@ static void test_owner_lock(uform_executor_t executor, void *pool, pool_for_n_t 
     uform_call_t call = {.tasks = 3, .task = shared_count, .context = &ran};
     uform_outcome_t outcome;
     CHECK_STATUS(uform_executor_call(executor, &call, &outcome), uform_status_ok_k); // queued
-    // The leader cannot submit while the owner holds the pool, however long we wait.
-    CHECK_STATUS(uform_outcome_wait(&outcome, 0.05), uform_status_pending_k);
+    // The leader cannot submit while the owner holds the pool: a wait from here says so at once,
+    // whatever its timeout, and the outcome stays pending.
+    CHECK_STATUS(uform_outcome_wait(&outcome, 0.05), uform_status_contended_k);
+    CHECK_MESSAGE("uform_outcome_wait: this thread holds the executor's ForkUnion pool");
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_contended_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, 0), uform_status_pending_k);
     CHECK(atomic_load(&ran) == 0);
     for_n(pool, 7, (fu_for_prongs_t)shared_count, &owner_ran); // the owner's own round, in turn
     CHECK(atomic_load(&owner_ran) == 7);

@@ -56,6 +56,27 @@ CHILD = textwrap.dedent(
     assert outcome.wait(30)
     assert sorted(i for i, _ in seen) == list(range(10)), seen
     assert standin.fu_pool_dispatches(fork_union_pool) > before, "the pool was not used"
+    # Waiting, inside a pool task, for a call on another executor over the same pool would wait on
+    # itself: ContendedError at once, the outcome still pending; it runs once the pool is free.
+    from uform import ContendedError
+    other = Executor.on_pool(library, fork_union_pool)
+    inner_ran, inner_outcomes, caught = [], [], []
+    def inner(index, thread, domain):
+        inner_ran.append(index)
+    def waits_inside(index, thread, domain):
+        if thread != 0:
+            return
+        pending = other.for_n(1, inner, defer=True)
+        inner_outcomes.append(pending)
+        try:
+            pending.wait()
+        except ContendedError as error:
+            caught.append(str(error))
+        caught.append(pending.done())
+    shared.for_threads(waits_inside)
+    assert len(caught) == 2 and "ForkUnion pool" in caught[0] and caught[1] is False, caught
+    assert inner_outcomes[0].wait(30) and inner_ran == [0], inner_ran
+    other.close()
     shared.drain(Mood.SPINNING)
     shared.close()
     standin.fu_pool_delete(fork_union_pool)

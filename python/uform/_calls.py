@@ -13,7 +13,7 @@ from typing import Optional
 
 from ._arguments import _address, _report_unretrieved, _size
 from ._codes import GPUClass, Kernel, Status, _enum
-from ._errors import Error, _check
+from ._errors import Error, _check, _message
 from ._lifetime import _Handle, _Using
 from ._native import DeviceCallback, OutcomeStruct, TaskCallback
 
@@ -248,6 +248,13 @@ class Outcome:
                 while True:
                     slice_ = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
                     status = native.uform_outcome_wait(pointer, slice_)
+                    if status == Status.CONTENDED:
+                        # Waiting from inside the ForkUnion pool the call needs: it is still pending
+                        # (its buffers stay with the executor), so raise without settling it. (A call
+                        # refused with CONTENDED has finished: it settles below.)
+                        message = _message(native)
+                        if native.uform_outcome_poll(pointer) == Status.PENDING:
+                            raise Error(status, message)
                     if status != Status.PENDING or (deadline is not None and time.monotonic() >= deadline):
                         break
             if status == Status.PENDING:
