@@ -63,7 +63,8 @@ def helpers():
         path = os.path.join(_compiled_directory, "helpers.so")
         command = [
             compiler, "-std=gnu17", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror",
-            "-I", os.path.join(REPOSITORY, "include"), os.path.join(HERE, "helpers.c"), "-o", path,
+            "-I", os.path.join(REPOSITORY, "include"), "-I", os.path.join(REPOSITORY, "src"),  # as test/CMakeLists.txt
+            os.path.join(HERE, "helpers.c"), "-o", path,
         ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:

@@ -333,6 +333,32 @@ class GetModel(unittest.TestCase):
         self.assertEqual(len(bare.encode(pixels)), 3)
 
 
+class DeviceStrings(unittest.TestCase):
+    """``device`` is checked before any GPU is looked for, so this runs without one."""
+
+    class Reached(Exception):
+        pass
+
+    class Probe:
+        """A library whose GPU lookup records that it was reached."""
+
+        def gpu_status(self):
+            raise DeviceStrings.Reached()
+
+    def test_cuda_indices_are_ascii_digits(self):
+        with tempfile.TemporaryDirectory() as directory:
+            write_tower(directory, embedding=6)
+            for device in ("cuda", "cuda:0", "cuda:12"):
+                with self.subTest(device), self.assertRaises(self.Reached):
+                    uform.get_model(directory, device=device, library=self.Probe())
+            # str.isdigit() takes superscripts and other scripts' digits, which int() refuses or reads.
+            for device in ("cuda:\u00b2", "cuda:\u0663", "cuda:\uff11", "cuda:", "cuda:-1", "cuda:0\n", "cuda:0 ",
+                           "CUDA", "gpu"):
+                with self.subTest(device), self.assertRaises(uform.UnsupportedError) as caught:
+                    uform.get_model(directory, device=device, library=self.Probe())
+                self.assertEqual(caught.exception.message, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+
+
 # ---- the uform package's own processors, in a child interpreter ----
 
 _PACKAGE_SCRIPT = textwrap.dedent("""

@@ -10,6 +10,7 @@ import os
 import random
 import struct
 import tempfile
+import threading
 import unittest
 
 import uform
@@ -18,6 +19,8 @@ from _support import REPOSITORY, close_during, library
 
 PHOTOS = os.path.join(REPOSITORY, "test", "image", "photos")
 BAD = os.path.join(REPOSITORY, "test", "image", "bad")
+MEANS = (0.48145466, 0.4578275, 0.40821073)
+DEVIATIONS = (0.26862954, 0.26130258, 0.27577711)
 
 try:
     import numpy as np
@@ -32,8 +35,7 @@ except ImportError:  # pragma: no cover
 def write_tower(directory: str, dim=64, heads=2, layers=1, patch=16, size=64, embedding=32) -> None:
     config = {"image_encoder": {"dim": dim, "patch_size": patch, "image_size": size, "num_layers": layers,
                                 "num_heads": heads, "embedding_dim": embedding, "pooling": "cls",
-                                "normalization_means": [0.48145466, 0.4578275, 0.40821073],
-                                "normalization_deviations": [0.26862954, 0.26130258, 0.27577711]}}
+                                "normalization_means": list(MEANS), "normalization_deviations": list(DEVIATIONS)}}
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f)
     grid = size // patch
@@ -129,7 +131,7 @@ class Images(unittest.TestCase):
             self.model.encode_images(self.executor, [self.bytes[0], truncated])
         self.assertEqual(caught.exception.kind, uform.Status.CORRUPT_FILE)
         self.assertIn("image 1", str(caught.exception))
-        with self.assertRaises(uform.Error):
+        with self.assertRaises(TypeError):
             self.model.encode_images(self.executor, [3.5])
 
     @unittest.skipIf(np is None, "NumPy is needed")
@@ -181,13 +183,127 @@ class Images(unittest.TestCase):
         with self.assertRaises(TypeError) as caught:
             self.model.encode_images(self.executor, 3.5)
         self.assertEqual(str(caught.exception), "images must be an image or a sequence of images, not float")
-        with self.assertRaises(uform.InvalidArgumentError) as caught:
-            self.model.encode_images(self.executor, [self.bytes[0], 3.5])
-        self.assertEqual(caught.exception.message,
-                         "image 1: an image is bytes, a path, a NumPy array or a PIL image, not float")
+        for item, name in ((3.5, "float"), (None, "NoneType"), (7, "int")):  # TypeError, as encode_texts([None])
+            with self.assertRaises(TypeError) as caught:
+                self.model.encode_images(self.executor, [self.bytes[0], item])
+            self.assertNotIsInstance(caught.exception, uform.Error)
+            self.assertEqual(str(caught.exception),
+                             f"image 1: an image is bytes, a path, a NumPy array or a PIL image, not {name}")
         with self.assertRaises(TypeError) as caught:
             self.model.encode_images(self.executor, self.bytes[0], dimensions=1.5)
         self.assertEqual(str(caught.exception), "dimensions must be an integer, not 1.5")
+
+    def test_paths_that_are_not_regular_files_are_refused_unread(self):
+        with tempfile.TemporaryDirectory() as directory:
+            fifo = os.path.join(directory, "fifo.png")
+            os.mkfifo(fifo)
+            done = threading.Event()
+
+            def unblock():  # were the FIFO opened to be read, a writer ends the wait with EOF
+                if not done.wait(10):
+                    with open(fifo, "wb"):
+                        pass
+
+            threading.Thread(target=unblock, daemon=True).start()
+            try:
+                with self.assertRaises(uform.InvalidArgumentError) as caught:
+                    self.model.encode_images(self.executor, [self.paths[0], fifo])
+            finally:
+                done.set()
+            self.assertEqual(caught.exception.message, f"image 1: cannot read {fifo!r}: not a regular file (a FIFO)")
+            for path, kind in ((os.devnull, "a character device"), (directory, "a directory")):
+                with self.assertRaises(uform.InvalidArgumentError) as caught:
+                    self.model.encode_images(self.executor, path)
+                self.assertEqual(caught.exception.message,
+                                 f"image 0: cannot read {path!r}: not a regular file ({kind})")
+            # Above the CLI's 1 GiB cap: refused from its size, before a byte is read (the file is sparse).
+            large = os.path.join(directory, "large.png")
+            with open(large, "wb") as f:
+                f.truncate((1 << 30) + 1)
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.encode_images(self.executor, [self.bytes[0], large])
+            self.assertEqual(caught.exception.message,
+                             f"image 1: cannot read {large!r}: larger than 1 GiB (1073741825 bytes)")
+            with self.assertRaises(FileNotFoundError):
+                self.model.encode_images(self.executor, os.path.join(directory, "absent.png"))
+            # A symbolic link is followed: to a regular file it reads, to the FIFO it refuses.
+            link, to_fifo = os.path.join(directory, "link.png"), os.path.join(directory, "to-fifo.png")
+            os.symlink(self.paths[1], link)
+            os.symlink(fifo, to_fifo)
+            self.assertEqual(list(self.model.encode_images(self.executor, link)[0]),
+                             list(self.model.encode_images(self.executor, self.bytes[1])[0]))
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.encode_images(self.executor, to_fifo)
+            self.assertEqual(caught.exception.message, f"image 0: cannot read {to_fifo!r}: not a regular file (a FIFO)")
+
+    @unittest.skipIf(np is None or Image is None, "NumPy and PIL are needed")
+    def test_a_1d_object_array_is_a_sequence_of_images(self):
+        items = [self.bytes[0], self.paths[1], np.asarray(Image.open(self.paths[2])), Image.open(self.paths[0])]
+        column = np.empty(len(items), dtype=object)  # what pandas.Series.values gives for a column of images
+        for i, item in enumerate(items):
+            column[i] = item
+        expected = self.model.encode_images(self.executor, items)
+        rows = self.model.encode_images(self.executor, column)
+        self.assertEqual(rows.shape, (4, 32))
+        for a, b in zip(rows, expected):
+            self.assertEqual(list(a), list(b))
+        self.assertEqual(len(uform.models.ImageProcessor(self.model)(column)["images"]), 4)
+        with self.assertRaises(TypeError) as caught:  # its items are checked as a list's are
+            self.model.encode_images(self.executor, np.array([self.bytes[0], None], dtype=object))
+        self.assertEqual(str(caught.exception),
+                         "image 1: an image is bytes, a path, a NumPy array or a PIL image, not NoneType")
+        square = np.empty((2, 2), dtype=object)
+        square[:] = [[self.bytes[0], self.bytes[1]], [self.bytes[2], self.bytes[0]]]
+        for other in (square, np.array([b"\x89PNG", b"\xff\xd8"])):  # another rank; bytes of a fixed width
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                self.model.encode_images(self.executor, other)
+            self.assertEqual(caught.exception.message,
+                             f"images must be a NumPy image [height, width, 3] or batch [images, height, width, 3] of "
+                             f"uint8 RGB, a 1-D object array of images, or a sequence of images, not an array of shape "
+                             f"{other.shape} {other.dtype}")
+
+    def test_host_tensors_in_bfloat16_or_requiring_grad(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not installed")
+        if np is None:
+            self.skipTest("NumPy is needed")
+        encoder = uform.models.ImageEncoder(self.model, self.executor, (MEANS, DEVIATIONS))
+        means = torch.tensor(MEANS, dtype=torch.float64).view(1, 3, 1, 1)
+        deviations = torch.tensor(DEVIATIONS, dtype=torch.float64).view(1, 3, 1, 1)
+
+        def normalised(pixels, dtype):  # what the uform package's PyTorch processor makes of uint8 RGB
+            return ((torch.from_numpy(pixels).permute(0, 3, 1, 2).double() / 255 - means) / deviations).to(dtype)
+
+        # Levels whose normalised values bfloat16 holds to 0.005 of a level, per channel: tellable back.
+        levels = np.arange(256, dtype=np.uint8).reshape(256, 1, 1, 1).repeat(3, axis=3)  # 256 images of 1 pixel
+        back = (normalised(levels, torch.bfloat16).double() * deviations + means).reshape(256, 3).numpy() * 255
+        held = [np.flatnonzero(np.abs(back[:, c] - np.arange(256)) <= 0.005).astype(np.uint8) for c in range(3)]
+        rng = np.random.default_rng(5)
+        exact = np.stack([rng.choice(held[c], (2, 64, 64)) for c in range(3)], axis=-1)
+        pixels = rng.integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)
+        for name, tensor, expected in (
+                ("float32 requiring grad", normalised(pixels, torch.float32).requires_grad_(), pixels),
+                ("bfloat16", normalised(exact, torch.bfloat16), exact),
+                ("bfloat16 requiring grad", normalised(exact, torch.bfloat16).requires_grad_(), exact)):
+            with self.subTest(name):
+                rows = encoder.encode({"images": tensor})
+                self.assertEqual(rows.tolist(), self.model.encode_images(self.executor, expected).tolist())
+        # bfloat16 and float16 round most levels too far to tell them back: the same refusal for both.
+        for dtype, named in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                encoder.encode({"images": normalised(pixels, dtype).requires_grad_()})
+            self.assertEqual(caught.exception.message,
+                             "images: this float array is not 8-bit pixels normalised with this model's "
+                             "normalization_means and normalization_deviations, as the uform package's ImageProcessor "
+                             "for this model makes them; pass the images themselves (or float32 pixels: "
+                             f"{named} may round them by more than the 0.01 of a level allowed)")
+        # A tensor off the host (here PyTorch's meta device, which needs no GPU) still gets the advice.
+        with self.assertRaises(TypeError) as caught:
+            encoder.encode({"images": torch.empty((1, 3, 64, 64), device="meta")})
+        self.assertRegex(str(caught.exception), r"^images: a Tensor NumPy cannot read \(.*\); it is on meta: pass it "
+                                                r"in host memory \(\.cpu\(\)\)$")
 
     def test_close_while_another_thread_encodes_is_contended(self):
         model = uform.Model.open(self.library, self.directory.name, uform.Modality.IMAGE_ENCODER)

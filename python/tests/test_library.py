@@ -25,6 +25,16 @@ class TestLoading(unittest.TestCase):
         self.assertIn(path, caught.exception.message)
         self.assertIn("tried", caught.exception.message)
 
+    def test_an_empty_path_is_refused_not_searched(self):
+        # $UFORM_LIBRARY names a loadable library here: an empty path must not fall back to it.
+        for path in ("", b""):
+            with self.assertRaises(uform.InvalidArgumentError) as caught:
+                uform.Library(path)
+            self.assertEqual(caught.exception.message,
+                             "path is empty; name the libuform file to load, or pass None to search")
+        with self.assertRaises(TypeError):
+            uform.Library(0)
+
     def run_python(self, code: str, **environment) -> subprocess.CompletedProcess:
         env = dict(os.environ)
         env.update(environment)

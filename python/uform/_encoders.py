@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from typing import Optional
 
 from ._inputs import _BYTES_LIKE, _image_list, _is_pil, _model_path, _np, _text_list
@@ -94,6 +95,25 @@ def _is_tensor(x) -> bool:
     return (not isinstance(x, (str, *_BYTES_LIKE, list, tuple, dict)) and not _is_pil(x)
             and not (_np is not None and isinstance(x, _np.ndarray))
             and hasattr(x, "shape") and hasattr(x, "dtype") and (hasattr(x, "__array__") or hasattr(x, "numpy")))
+
+
+def _tensor_array(tensor) -> tuple:
+    """A tensor in host memory as a NumPy array, and "bfloat16" where it was one (else None):
+    detached from autograd first, and a bfloat16 one made float32 (which holds each of its values
+    exactly; NumPy has no bfloat16). A `TypeError` where NumPy still cannot read it, advising
+    ``.cpu()`` only for a tensor on a device."""
+    detach = getattr(tensor, "detach", None)
+    if callable(detach):
+        tensor = detach()
+    device = getattr(getattr(tensor, "device", None), "type", "cpu")
+    bfloat16 = "bfloat16" if str(tensor.dtype).endswith("bfloat16") else None
+    if bfloat16 and device == "cpu" and callable(getattr(tensor, "float", None)):
+        tensor = tensor.float()
+    try:
+        return _np.asarray(tensor), bfloat16
+    except (TypeError, RuntimeError, ValueError) as error:
+        advice = f"; it is on {device}: pass it in host memory (.cpu())" if device != "cpu" else ""
+        raise TypeError(f"images: a {type(tensor).__name__} NumPy cannot read ({error}){advice}") from None
 
 
 def _looks_like_ids(x) -> bool:
@@ -226,9 +246,10 @@ class ImageEncoder:
         `ImageProcessor` returned; one image or a sequence of images (bytes, paths, uint8 NumPy
         arrays [height, width, 3] or a batch [images, height, width, 3], PIL images); or what the
         ``uform`` package's image processor returned: a float array [images, 3, size, size] (its
-        ONNX processor) or ``{"images": tensor}`` (its PyTorch processor; a CPU tensor), whose
-        values are taken back to the 8-bit pixels they were normalised from (an array that is not
-        such pixels for this model is refused with `Error(INVALID_ARGUMENT)`).
+        ONNX processor) or ``{"images": tensor}`` (its PyTorch processor; a CPU tensor, bfloat16 or
+        requiring grad too), whose values are taken back to the 8-bit pixels they were normalised
+        from (an array that is not such pixels for this model is refused with
+        `Error(INVALID_ARGUMENT)`).
 
         ``return_features=True`` raises `Error(UNSUPPORTED)`: the engine returns no features."""
         from . import Error, Status
@@ -249,16 +270,15 @@ class ImageEncoder:
         float pixels [images, 3, size, size] made uint8 RGB [images, size, size, 3] again."""
         from . import Error, Status
 
+        coarse = None  # a float type too narrow to hold normalised pixels to 0.01 of a level
         if _is_tensor(images):
             if _np is None:
                 raise Error(Status.UNSUPPORTED, f"images: a {type(images).__name__} needs NumPy to be read")
-            try:
-                images = _np.asarray(images)
-            except (TypeError, RuntimeError, ValueError) as error:
-                raise TypeError(f"images: a {type(images).__name__} NumPy cannot read ({error}); "
-                                f"pass it in host memory (.cpu())") from None
+            images, coarse = _tensor_array(images)
         if _np is None or not isinstance(images, _np.ndarray) or images.dtype.kind != "f":
             return images
+        if images.dtype.itemsize < 4:
+            coarse = str(images.dtype)
         if images.ndim != 4 or images.shape[1] != 3:
             raise Error(Status.INVALID_ARGUMENT,
                         f"images: a float array is taken as the uform package's preprocessed pixels [images, 3, "
@@ -282,7 +302,9 @@ class ImageEncoder:
             raise Error(Status.INVALID_ARGUMENT,
                         "images: this float array is not 8-bit pixels normalised with this model's "
                         "normalization_means and normalization_deviations, as the uform package's ImageProcessor "
-                        "for this model makes them; pass the images themselves")
+                        "for this model makes them; pass the images themselves"
+                        + (f" (or float32 pixels: {coarse} may round them by more than the 0.01 of a level allowed)"
+                           if coarse else ""))
         return _np.ascontiguousarray(nearest.astype(_np.uint8).transpose(0, 2, 3, 1))
 
     __call__ = encode
@@ -335,8 +357,7 @@ def get_model(path, *, modalities=None, device: str = "cpu", token=None, backend
     without a usable GPU is UNSUPPORTED (the message says why). A failure closes what was opened."""
     from . import Error, Executor, Library, Residency, Status, VramOptions
 
-    if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or
-                                           (device.startswith("cuda:") and device[5:].isdigit())):
+    if not isinstance(device, str) or not (device == "cpu" or re.fullmatch(r"cuda(:[0-9]+)?", device)):
         raise Error(Status.UNSUPPORTED, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     directory = _model_path(path)
     if modalities is None:

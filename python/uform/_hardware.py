@@ -5,6 +5,7 @@ values it lists, `MemoryDomain` and `GPUDevice`. Mirrors ``src/`` 's hardware an
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -97,7 +98,11 @@ class Library:
     """
 
     def __init__(self, path: Optional[str] = None):
-        """Loads ``path``, or searches as the class says; checks the library's ABI major."""
+        """Loads ``path``, or searches as the class says; checks the library's ABI major. An empty
+        ``path`` is INVALID_ARGUMENT, not a search."""
+        if path is not None and not os.fspath(path):
+            raise Error(Status.INVALID_ARGUMENT,
+                        "path is empty; name the libuform file to load, or pass None to search")
         try:
             self._native = _native.load(path)
         except _native.MissingLibrary as error:

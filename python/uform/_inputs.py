@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import io
 import os
+import stat
 
 from ._codes import DType, Status, _enum
 from ._errors import Error
@@ -21,6 +22,13 @@ except ImportError:  # pragma: no cover - exercised where NumPy is absent
 _EMBEDDING_BYTES = {DType.F32: 4, DType.BF16: 2, DType.F16: 2}
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+
+#: The largest image file read from a path: the CLI's cap (tools/encode.c, ENCODE_IMAGE_MAX_BYTES).
+_IMAGE_FILE_MAX_BYTES = 1 << 30
+
+#: What a path that is not a regular file names, for the refusal.
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def _member(cls, value, name: str, valid):
@@ -90,13 +98,16 @@ def _is_single_image(images) -> bool:
 
 def _image_list(images) -> list:
     """One image as a list of one, or a sequence of images (a NumPy batch [images, height, width,
-    3] too) as a list; a NumPy array of another rank is INVALID_ARGUMENT, naming its shape."""
+    3], or a 1-D object array of images as ``pandas.Series.values`` gives, too) as a list; a NumPy
+    array of another rank or dtype is INVALID_ARGUMENT, naming its shape."""
     if _is_single_image(images):
         return [images]
-    if _np is not None and isinstance(images, _np.ndarray) and images.ndim != 4:
+    if (_np is not None and isinstance(images, _np.ndarray) and images.ndim != 4
+            and not (images.ndim == 1 and images.dtype == object)):
         raise Error(Status.INVALID_ARGUMENT,
                     f"images must be a NumPy image [height, width, 3] or batch [images, height, width, 3] of "
-                    f"uint8 RGB, or a sequence of images, not an array of shape {images.shape} {images.dtype}")
+                    f"uint8 RGB, a 1-D object array of images, or a sequence of images, not an array of shape "
+                    f"{images.shape} {images.dtype}")
     try:
         return list(images)
     except TypeError:
@@ -112,6 +123,33 @@ def _rows_as_c_reads(image) -> bool:
     return strides[2] == 1 and (width == 1 or strides[1] == 3) and (height == 1 or strides[0] >= 3 * width)
 
 
+def _image_file(path, index: int) -> bytes:
+    """The bytes of the image file at ``path``, read as the CLI reads one: a regular file of at
+    most 1 GiB (a FIFO or a device could block or never end), else INVALID_ARGUMENT naming it.
+    Opened without blocking, so a FIFO without a writer is refused rather than waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "another kind of file")
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: cannot read {os.fspath(path)!r}: not a regular file "
+                                                 f"({kind})")
+        if info.st_size > _IMAGE_FILE_MAX_BYTES:
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: cannot read {os.fspath(path)!r}: larger than 1 GiB "
+                                                 f"({info.st_size} bytes)")
+        chunks, left = [], info.st_size
+        while left:  # what fstat said, as the CLI reads: a file growing meanwhile is not followed
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _image_fields(image, keep: list, index: int) -> tuple:
     """The fields of one `uform_image_t` (data, size, width, height, stride) for a supported
     Python image (``images[index]``); what ``data`` points to goes to ``keep``."""
@@ -125,8 +163,7 @@ def _image_fields(image, keep: list, index: int) -> tuple:
             image.save(stream, format="PNG", compress_level=0)
             image = stream.getvalue()
     if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as file:
-            image = file.read()
+        image = _image_file(image, index)
     if isinstance(image, _BYTES_LIKE):
         data = bytes(image)
         holder = ctypes.create_string_buffer(data, max(len(data), 1))
@@ -145,5 +182,5 @@ def _image_fields(image, keep: list, index: int) -> tuple:
         keep.append(image)
         stride = image.strides[0] if height > 1 else 3 * width
         return image.ctypes.data, stride * (height - 1) + 3 * width, width, height, stride
-    raise Error(Status.INVALID_ARGUMENT,
-                f"image {index}: an image is bytes, a path, a NumPy array or a PIL image, not {type(image).__name__}")
+    raise TypeError(f"image {index}: an image is bytes, a path, a NumPy array or a PIL image, "
+                    f"not {type(image).__name__}")

@@ -263,7 +263,7 @@ def candidates(explicit: str | None = None) -> list:
     """Where `load` looks, in order: an explicit path; else `$UFORM_LIBRARY` alone when set; else the
     package directory, `ctypes.util.find_library("uform")`, and the dynamic linker's own search
     (`LD_LIBRARY_PATH`, the ld cache, system directories) for `libuform.so.0` and `libuform.so`."""
-    if explicit:
+    if explicit is not None:
         return [os.fspath(explicit)]
     variable = os.environ.get(LIBRARY_VARIABLE)
     if variable:
@@ -305,7 +305,7 @@ def load(explicit: str | None = None) -> Native:
             native = Native(dll, path)
             _loaded[candidate] = native
             return native
-    if explicit:
+    if explicit is not None:
         origin = "the path given to Library()"
     elif os.environ.get(LIBRARY_VARIABLE):
         origin = f"${LIBRARY_VARIABLE}"

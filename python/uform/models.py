@@ -321,10 +321,12 @@ class Model(_Owner):
                       statuses: bool = False):
         """`uform_encode_images`, blocking, on ``executor`` (an `Executor`; None runs inline on this
         thread). ``images`` is one image or a sequence of them (a NumPy array [images, height,
-        width, 3] too), each encoded JPEG or PNG ``bytes`` (or ``bytearray``, ``memoryview``), a
-        file path (``str`` or ``os.PathLike``), a NumPy array [height, width, 3] of uint8 RGB, or a
-        PIL image. Decoding and preprocessing run in C on the executor's threads, as PIL and the
-        ``uform`` package's processor do. A PIL image in mode RGB is passed as its pixels; in other
+        width, 3] or a 1-D object array of images too), each encoded JPEG or PNG ``bytes`` (or
+        ``bytearray``, ``memoryview``), a file path (``str`` or ``os.PathLike``; a regular file of
+        at most 1 GiB, else `Error(INVALID_ARGUMENT)` before reading), a NumPy array [height, width,
+        3] of uint8 RGB, or a PIL image; an item of another type is a `TypeError`. Decoding and
+        preprocessing run in C on the executor's threads, as PIL and the ``uform`` package's
+        processor do. A PIL image in mode RGB is passed as its pixels; in other
         modes it travels as an uncompressed PNG, so it is resized in its own mode as the package's
         processor does (CMYK and other modes PNG cannot hold are converted to RGB first). Returns
         an array [images, dimensions] as `encode_texts`, and with ``statuses=True`` also the
