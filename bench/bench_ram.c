@@ -27,6 +27,8 @@
  *  OMP_WAIT_POLICY=active (idle threads spin, like the engine's SPINNING mood).
  *
  *  Children die with the parent (PR_SET_PDEATHSIG): killing the benchmark never leaves one spinning.
+ *  Standard output that cannot be written (a full disk, a closed descriptor) stops the benchmark at
+ *  its next line with exit 1.
  *
  *  This file is the parent (options, child processes, the report); the children are in
  *  bench_ram_uform.c, bench_ram_openmp.c and bench_ram_floor.c, their shared parts in bench_ram.h.
@@ -192,6 +194,15 @@ static size_t parse_threads(char const *text, size_t *counts, size_t capacity) {
     return count;
 }
 
+/** @brief Flushes standard output; false, after saying why, where writing it failed (a full disk, a
+ *  closed descriptor): the benchmark stops rather than measure for no reader. */
+static bool stdout_flushed(void) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+    fprintf(stderr, "bench_ram: could not write standard output: %s\n", strerror(errno ? errno : EIO));
+    return false;
+}
+
 static void usage(FILE *out) {
     fputs("usage: bench_ram [options]\n"
           "  --threads LIST          thread counts, as \"1-4,8\" (default: 1 to all allowed cores)\n"
@@ -244,7 +255,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--json")) takes_value = false, json = true;
         else if (!strcmp(option, "-h") || !strcmp(option, "--help")) {
             usage(stdout);
-            return 0;
+            return stdout_flushed() ? 0 : 1;
         }
         else {
             fprintf(stderr, "bench_ram: unknown option '%s'\n", option);
@@ -281,7 +292,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (!code) printf("round_ns=%.3f gbps=%.6f idle=%.4f\n", round_ns, gbps, idle);
-        return code;
+        return stdout_flushed() ? code : 1;
     }
 
     size_t cores = allowed_cores();
@@ -319,7 +330,7 @@ int main(int argc, char **argv) {
         printf("openmp: OMP_PROC_BIND=%s OMP_PLACES=%s OMP_WAIT_POLICY=%s\n", omp_values[0], omp_values[1],
                omp_values[2]);
         printf("ratios are uform/openmp: below 1 is faster for fork-join, above 1 is faster for the sum\n");
-        fflush(stdout);
+        if (!stdout_flushed()) return 1;
     }
 
     // The floor: no fork-join round over two cores can beat one round trip between them.
@@ -434,7 +445,7 @@ int main(int argc, char **argv) {
             if (measure[m] && u[m].ok && o.ok && u[m].round_ns / o.round_ns > worst_round[m])
                 worst_round[m] = u[m].round_ns / o.round_ns;
         if (any_uform_ok && o.ok && config.bytes && gbps / o.gbps < worst_sum) worst_sum = gbps / o.gbps;
-        fflush(stdout);
+        if (!stdout_flushed()) return 1;
     }
     if (json) printf("\n]}\n");
     else if (run_uform && run_openmp) {
@@ -445,5 +456,5 @@ int main(int argc, char **argv) {
         if (config.bytes && worst_sum < 1e300) printf(", worst sum ratio %.2f (goal: at least 0.95)", worst_sum);
         printf("\n");
     }
-    return code;
+    return stdout_flushed() ? code : 1;
 }

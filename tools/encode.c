@@ -30,10 +30,13 @@
  *  message and exit 1, naming the first text (its index, and its line when read from standard
  *  input) or image file that failed, after the rows of the batches before it; usage errors exit 2.
  *  `--output FILE` is written beside it under a temporary name and renamed over FILE only when
- *  every item was encoded, so a failure leaves FILE as it was (a FILE that is not a regular file,
- *  such as /dev/stdout or a FIFO, or a symbolic link, is written in place); standard output is
- *  written batch by batch, so a failure leaves the batches before it there. An embedding that is
- *  not finite (weights that hold NaN) fails the run rather than print invalid JSON.
+ *  every item was encoded, so a failure leaves FILE as it was, and so does SIGINT, SIGTERM or
+ *  SIGHUP, which remove the temporary (a FILE that is not a regular file, such as /dev/stdout or a
+ *  FIFO, or a symbolic link, is written in place); standard output is written batch by batch, so a
+ *  failure leaves the batches before it there. A write that fails (a full disk, a reader gone from
+ *  a pipe) fails the run once that batch was written, naming the output, however long the input.
+ *  An embedding that is not finite (weights that hold NaN) fails the run rather than print invalid
+ *  JSON. `--output ""` is a usage error.
  */
 #define _GNU_SOURCE // `mkostemp`
 #include <uform.h>
@@ -45,6 +48,7 @@
 #include <math.h>    // `isfinite`
 #include <poll.h>    // `poll`
 #include <sched.h>   // `sched_getaffinity`
+#include <signal.h>  // `sigaction`
 #include <strings.h> // `strcasecmp`
 #include <sys/stat.h> // `stat`
 #include <stdarg.h>  // `va_list`
@@ -318,6 +322,46 @@ typedef struct output_t {
     char *temporary;   /**< The temporary's path while one is written, else NULL. */
 } output_t;
 
+/** Says that writing `name` failed and why (EIO where no call left a reason); returns 1. */
+static int output_failed(char const *name, int error) {
+    progress_end();
+    fprintf(stderr, "uform encode: could not write %s: %s\n", name ? name : "standard output",
+            strerror(error ? error : EIO));
+    return 1;
+}
+
+/** While the temporary exists, SIGINT, SIGTERM and SIGHUP remove it before they end the process
+ *  (as they would have), so that an interrupted run too leaves FILE as it was. A signal the process
+ *  ignores stays ignored. */
+static int const temporary_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction temporary_previous[3];
+static int temporary_guarded[3];
+static char temporary_path[PATH_MAX + 16]; /**< The handler's copy: async-signal-safe to read. */
+
+static void temporary_remove_and_die(int number) {
+    unlink(temporary_path);
+    struct sigaction fallback = {.sa_handler = SIG_DFL};
+    sigaction(number, &fallback, NULL);
+    raise(number); /* blocked until the handler returns, then the default action: the end */
+}
+
+static void temporary_guard(char const *path) {
+    if ((size_t)snprintf(temporary_path, sizeof temporary_path, "%s", path) >= sizeof temporary_path) return;
+    struct sigaction handler = {.sa_handler = temporary_remove_and_die};
+    sigemptyset(&handler.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaddset(&handler.sa_mask, temporary_signals[i]);
+    for (int i = 0; i < 3; ++i)
+        temporary_guarded[i] = sigaction(temporary_signals[i], NULL, &temporary_previous[i]) == 0 &&
+                               temporary_previous[i].sa_handler != SIG_IGN &&
+                               sigaction(temporary_signals[i], &handler, NULL) == 0;
+}
+
+/** Gives the signals their actions back once the temporary was renamed or removed. */
+static void temporary_unguard(void) {
+    for (int i = 0; i < 3; ++i)
+        if (temporary_guarded[i]) sigaction(temporary_signals[i], &temporary_previous[i], NULL), temporary_guarded[i] = 0;
+}
+
 static int output_open(output_t *output, char const *path) {
     *output = (output_t){.file = stdout, .path = path};
     if (!path) return 1;
@@ -347,13 +391,14 @@ static int output_open(output_t *output, char const *path) {
         free(output->temporary), output->temporary = NULL;
         return 0;
     }
+    temporary_guard(output->temporary);
     /* The mode a new file would get (0666 less the umask), or the replaced file's. */
     mode_t mask = umask(0);
     umask(mask);
     mode_t mode = exists ? (info.st_mode & 07777) : (0666 & ~mask);
     if (fchmod(fd, mode) != 0 || !(output->file = fdopen(fd, "wb"))) {
         fprintf(stderr, "uform encode: cannot write %s: %s\n", output->temporary, strerror(errno));
-        close(fd), unlink(output->temporary);
+        close(fd), unlink(output->temporary), temporary_unguard();
         free(output->temporary), output->temporary = NULL, output->file = stdout;
         return 0;
     }
@@ -364,22 +409,15 @@ static int output_open(output_t *output, char const *path) {
  *  Returns `code`, or 1 where writing failed. */
 static int output_close(output_t *output, int code) {
     if (output->file == stdout) {
-        if (code == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
-            fprintf(stderr, "uform encode: could not write the output: %s\n", strerror(errno));
-            code = 1;
-        }
+        errno = 0;
+        if (code == 0 && (fflush(stdout) != 0 || ferror(stdout))) code = output_failed(NULL, errno);
         return code;
     }
-    if (fclose(output->file) != 0 && code == 0) {
-        fprintf(stderr, "uform encode: could not write %s: %s\n", output->path, strerror(errno));
-        code = 1;
-    }
+    if (fclose(output->file) != 0 && code == 0) code = output_failed(output->path, errno);
     if (output->temporary) {
-        if (code == 0 && rename(output->temporary, output->path) != 0) {
-            fprintf(stderr, "uform encode: could not write %s: %s\n", output->path, strerror(errno));
-            code = 1;
-        }
+        if (code == 0 && rename(output->temporary, output->path) != 0) code = output_failed(output->path, errno);
         if (code != 0) unlink(output->temporary);
+        temporary_unguard();
         free(output->temporary);
     }
     output->file = stdout;
@@ -599,6 +637,7 @@ typedef struct run_t {
     size_t dims;
     npy_rows_t *npy;      /**< NULL unless the format is npy. */
     FILE *output;
+    char const *output_path; /**< FILE, or NULL for standard output: the name a write error gives. */
     size_t done, total;   /**< Items written; the total where known. */
     int total_known, show;
     size_t drawn_at;      /**< The count the last drawing after a batch showed; 0 before one. */
@@ -734,13 +773,16 @@ static int batch_finish(run_t *run, batch_t *batch) {
                                 "infinity)\n", name);
                 return 0;
             }
+    errno = 0;
     if (run->jsonl) write_json_rows(run, rows, batch->count);
     else if (run->npy) {
         if (!npy_append(run->npy, run->output, rows, batch->count, dims)) return 0;
     }
     else fwrite(rows, sizeof(float) * dims, batch->count, run->output);
     run->done += batch->count;
-    fflush(run->output); /* each batch's rows as soon as they exist, for a reader at the other end of a pipe */
+    /* Each batch's rows as soon as they exist, for a reader at the other end of a pipe; a write that
+     * failed (a full disk, a reader gone) ends the run here, not after the rest of the input. */
+    if (fflush(run->output) != 0 || ferror(run->output)) return output_failed(run->output_path, errno), 0;
     /* The bar: where the total is known, after every batch; else from the second batch on. */
     if (run->show && (run->total_known || *run->read > run->batch)) {
         progress(run->done, run->total > run->done ? run->total : run->done, run->total_known, 0);
@@ -761,7 +803,7 @@ int uform_command_encode(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(encode_usage, stdout);
             lists_free(&texts, &owned);
-            return 0;
+            return output_close(&(output_t){.file = stdout}, 0);
         }
         else if (!strcmp(a, "--model") && has_value) model_path = argv[++i];
         else if (!strcmp(a, "--format") && has_value) format = argv[++i];
@@ -822,6 +864,7 @@ int uform_command_encode(int argc, char **argv) {
     if (strcmp(dtype, "f32") && strcmp(dtype, "bf16"))
         fprintf(stderr, "uform encode: --dtype is f32 or bf16, not '%s'\n", dtype), bad_usage = 1;
     if (images && !texts.count) fputs("uform encode: --image needs at least one image file\n", stderr), bad_usage = 1;
+    if (output_path && !*output_path) fputs("uform encode: --output takes a file name, not ''\n", stderr), bad_usage = 1;
     if (bad_usage) {
         fputs(encode_usage, stderr);
         lists_free(&texts, &owned);
@@ -887,6 +930,7 @@ int uform_command_encode(int argc, char **argv) {
     size_t next = 0; /* items read so far */
     run = (run_t){.executor = executor, .model = model, .images = images, .from_stdin = !from_arguments,
                   .items = &texts, .dims = dims, .jsonl = jsonl, .npy = npy ? &npy_rows : NULL, .output = output.file,
+                  .output_path = output_path,
                   .total = total, .total_known = total_known, .batch = (size_t)batch, .read = &next,
                   .line = jsonl ? malloc(json_row_bytes(dims)) : NULL, .line_capacity = jsonl ? json_row_bytes(dims) : 0};
     if (jsonl && !run.line) {
@@ -935,8 +979,9 @@ int uform_command_encode(int argc, char **argv) {
         if (run.drawn_at == run.done) progress_end(); /* the last drawing showed the count: end its line */
         else progress(run.done, run.done, total_known, 1);
     }
+    errno = 0;
     if ((npy && !npy_end(&npy_rows, output.file, run.done, dims)) || fflush(output.file) != 0 || ferror(output.file)) {
-        fprintf(stderr, "uform encode: could not write the output: %s\n", strerror(errno));
+        output_failed(output_path, errno);
         goto done;
     }
     code = 0;

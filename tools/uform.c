@@ -433,6 +433,15 @@ static void info_print_json(info_t const *info, FILE *out) {
 
 /* ---- Commands ---- */
 
+/** @brief Flushes standard output and returns `code`, or 1 after saying why where writing it failed
+ *  (a full disk, a closed descriptor): output lost is no success. */
+static int finish_stdout(char const *program, int code) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    fprintf(stderr, "%s: could not write standard output: %s\n", program, strerror(errno ? errno : EIO));
+    return 1;
+}
+
 static void usage(FILE *out) {
     fputs("usage: uform <command> [options]\n"
           "\n"
@@ -461,7 +470,7 @@ static int command_info(int argc, char **argv) {
         if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs("usage: uform info [--json]\n", stdout);
-            return 0;
+            return finish_stdout("uform info", 0);
         }
         else {
             fprintf(stderr, "uform info: unknown option '%s'\n", argv[i]);
@@ -475,11 +484,7 @@ static int command_info(int argc, char **argv) {
     else info_print_text(&info, stdout);
     int code = info_failed(&info) ? 1 : 0;
     info_free(&info);
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "uform info: could not write the output: %s\n", strerror(errno));
-        return 1;
-    }
-    return code;
+    return finish_stdout("uform info", code);
 }
 
 /** @brief Runs `bench_ram`, found next to this program: `bench/bench_ram` in a build tree,
@@ -534,11 +539,11 @@ int main(int argc, char **argv) {
     char const *command = argv[1];
     if (!strcmp(command, "-h") || !strcmp(command, "--help") || !strcmp(command, "help")) {
         usage(stdout);
-        return 0;
+        return finish_stdout("uform", 0);
     }
     if (!strcmp(command, "-V") || !strcmp(command, "--version")) {
         printf("uform %s\n", uform_version());
-        return 0;
+        return finish_stdout("uform", 0);
     }
     if (!strcmp(command, "info")) return command_info(argc - 2, argv + 2);
     if (!strcmp(command, "bench")) return command_bench(argc - 2, argv + 2);

@@ -2,8 +2,14 @@
 # shellcheck disable=SC2015 # `check && check || fail` fails when either check does, as meant
 # Checks the `uform` program: usage and exit codes, `uform info` in text and JSON (parsed by
 # `python3 -m json.tool`, then its values cross-checked), and `uform bench` reaching bench_ram.
+# Output that cannot be written fails every command (write_errors; encode_write_error, which must
+# also stop an endless input); SIGINT, SIGTERM and SIGHUP leave no temporary of `encode --output`
+# (encode_signal); `encode --output ""` is a usage error (encode_output_empty). The encode cases use
+# the tiny BERT of test/models.
 #
-# usage: cli_test.sh UFORM_BINARY CASE [BENCH_ARGS...]   CASE: usage | info | json | bench | options | orphan
+# usage: cli_test.sh UFORM_BINARY CASE [BENCH_ARGS...]
+#   CASE: usage | info | json | bench | options | orphan | write_errors | encode_write_error |
+#         encode_signal | encode_output_empty
 set -euo pipefail
 
 uform=$1 case=$2
@@ -11,6 +17,7 @@ shift 2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/uform-cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "cli test ($case): $*" >&2; exit 1; }
+tiny=$(cd "$(dirname "${BASH_SOURCE[0]}")/../models/tiny-bert" && pwd)
 
 version=$("$uform" --version) || fail "--version failed"
 [[ $version =~ ^uform\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$version'"
@@ -105,6 +112,72 @@ orphan)
     kill -9 "$child"
     fail "the benchmark child $child kept running after its parent was killed"
   fi
+  ;;
+write_errors)
+  # Standard output on a full device or closed: exit 1 saying why, not 0 with the text lost; the
+  # benchmark (BENCH_ARGS) stops at its first lines.
+  for command in "--help" "-V" "--version" "info --help" "info" "encode --help" "bench --help" "bench $*"; do
+    read -r -a words <<<"$command"
+    code=0; "$uform" "${words[@]}" >/dev/full 2>"$tmp/err" || code=$?
+    [[ $code == 1 ]] || fail "uform $command >/dev/full exited $code, not 1: $(cat "$tmp/err")"
+    grep -q "could not write standard output: No space left on device" "$tmp/err" || fail "uform $command >/dev/full: $(cat "$tmp/err")"
+    code=0; "$uform" "${words[@]}" >&- 2>"$tmp/err" || code=$?
+    [[ $code == 1 ]] || fail "uform $command >&- exited $code, not 1: $(cat "$tmp/err")"
+    grep -q "could not write standard output: Bad file descriptor" "$tmp/err" || fail "uform $command >&-: $(cat "$tmp/err")"
+  done
+  ;;
+encode_write_error)
+  # A failed write ends `uform encode` after that batch (exit 1, naming the output and why), though
+  # the input never ends: standard output or --output on a full device, a pipe whose reader left
+  # while SIGPIPE is ignored.
+  code=0; yes hi | timeout 60 "$uform" encode --model "$tiny" >/dev/full 2>"$tmp/err" || code=$?
+  [[ $code == 1 ]] || fail "endless input to /dev/full exited $code, not 1 (124: still encoding after 60 s): $(head -c 300 "$tmp/err")"
+  [[ $(cat "$tmp/err") == "uform encode: could not write standard output: No space left on device" ]] || fail "to /dev/full: $(head -c 300 "$tmp/err")"
+  code=0; yes hi | timeout 60 "$uform" encode --model "$tiny" --output /dev/full 2>"$tmp/err" || code=$?
+  [[ $code == 1 ]] || fail "endless input to --output /dev/full exited $code, not 1: $(head -c 300 "$tmp/err")"
+  [[ $(cat "$tmp/err") == "uform encode: could not write /dev/full: No space left on device" ]] || fail "to --output /dev/full: $(head -c 300 "$tmp/err")"
+  code=0; yes hi | (trap '' PIPE; exec timeout 60 "$uform" encode --model "$tiny" 2>"$tmp/err") | head -c 10 >/dev/null || code=$?
+  [[ $code == 1 ]] || fail "endless input to a closed pipe exited $code, not 1: $(head -c 300 "$tmp/err")"
+  [[ $(cat "$tmp/err") == "uform encode: could not write standard output: Broken pipe" ]] || fail "to a closed pipe: $(head -c 300 "$tmp/err")"
+  ;;
+encode_signal)
+  # Killed while --output FILE is written under its temporary name (a batch written, the next line
+  # awaited): the process dies of the signal, the temporary is gone and FILE holds what it held.
+  set -m # background jobs that do not ignore SIGINT (a script's otherwise do)
+  mkfifo "$tmp/in"
+  for signal in INT TERM HUP; do
+    echo keep >"$tmp/out.jsonl"
+    "$uform" encode --model "$tiny" --output "$tmp/out.jsonl" <"$tmp/in" 2>"$tmp/err" &
+    pid=$!
+    exec 3>"$tmp/in"
+    printf 'a cat\na dog\n' >&3
+    temporary=
+    for _ in $(seq 1 1500); do
+      temporary=$(compgen -G "$tmp/out.jsonl.*") || true
+      [[ -n $temporary && -s $temporary ]] && break
+      sleep 0.02
+    done
+    [[ -n $temporary && -s $temporary ]] || { kill -9 "$pid"; fail "SIG$signal: no rows in a temporary within 30 s"; }
+    kill -s "$signal" "$pid"
+    code=0; wait "$pid" || code=$?
+    exec 3>&-
+    [[ $code == $((128 + $(kill -l "$signal"))) ]] || fail "SIG$signal: exit $code, not $((128 + $(kill -l "$signal"))): $(cat "$tmp/err")"
+    [[ ! -s $tmp/err ]] || fail "SIG$signal: $(cat "$tmp/err")"
+    leftover=$(compgen -G "$tmp/out.jsonl.*") && fail "SIG$signal left the temporary $leftover"
+    [[ $(cat "$tmp/out.jsonl") == keep ]] || fail "SIG$signal changed --output: $(head -c 100 "$tmp/out.jsonl")"
+  done
+  ;;
+encode_output_empty)
+  # `--output ""` is refused before any work (it encoded everything into ".XXXXXX", then failed to
+  # rename it to "").
+  mkdir "$tmp/cwd" && cd "$tmp/cwd"
+  for model in "$tiny" /nonexistent/uform-model; do
+    code=0; "$uform" encode --model "$model" --output "" "a cat" >"$tmp/out" 2>"$tmp/err" || code=$?
+    [[ $code == 2 ]] || fail "--output '' with $model exited $code, not 2: $(cat "$tmp/err")"
+    [[ $(head -n 1 "$tmp/err") == "uform encode: --output takes a file name, not ''" && ! -s $tmp/out ]] ||
+      fail "--output '' with $model: $(cat "$tmp/err")"
+    [[ -z $(ls -A) ]] || fail "--output '' wrote $(ls -A)"
+  done
   ;;
 *) fail "unknown case" ;;
 esac
