@@ -51,6 +51,22 @@ def test_moods_and_schedules() raises:
     assert_equal(String(Mood.SPINNING), "Mood.SPINNING")
 
 
+def test_reference_enums_write_explicitly() raises:
+    # The reference's own enumerations are not Writable (print(CPUClass.AMD_GENOA) does not
+    # compile): their docstrings point at write_to with a Writer, or at name().
+    var text = String()
+    CPUClass.AMD_GENOA.write_to(text)
+    text += " "
+    GPUClass.NVIDIA_HOPPER.write_to(text)
+    text += " "
+    GPUVendor.AMD.write_to(text)
+    text += " "
+    MultimemTier.PEER_READ.write_to(text)
+    assert_equal(text, "CPUClass.AMD_GENOA GPUClass.NVIDIA_HOPPER GPUVendor.AMD MultimemTier.PEER_READ")
+    assert_equal(CPUClass.AMD_GENOA.name(), "AMD_GENOA")
+    assert_equal(GPUVendor(Int32(9)).name(), "INVALID_9")
+
+
 def test_ram_options() raises:
     var derived = RamOptions()
     assert_false(derived.memory_domains)

@@ -100,7 +100,18 @@ for name, doc, members, code_doc in enums:
         '        return String("INVALID_", index)',
         "",
         "    def write_to(self, mut writer: Some[Writer]):",
-        f'        """Writes `{name}.NAME`, as `print` and `String` do.',
+    ]
+    if name in reference_names:
+        # Without Writable, `print(x)`, `String(x)` and `writer.write(x)` do not compile: say what does.
+        lines += [
+            f'        """Writes `{name}.NAME` to `writer`. `{name}` does not conform to `Writable` (the',
+            "        reference lists its conformances exactly), so `print` and `String` do not take it: call",
+            "        this method with any `Writer` (`var text = String(); x.write_to(text)`), or print",
+            "        `x.name()`.",
+        ]
+    else:
+        lines.append(f'        """Writes `{name}.NAME`, as `print` and `String` do.')
+    lines += [
         "",
         "        Args:",
         "            writer: Where to write.",

@@ -49,7 +49,10 @@ struct MultimemTier(Equatable, TrivialRegisterPassable):
         return String("INVALID_", index)
 
     def write_to(self, mut writer: Some[Writer]):
-        """Writes `MultimemTier.NAME`, as `print` and `String` do.
+        """Writes `MultimemTier.NAME` to `writer`. `MultimemTier` does not conform to `Writable` (the
+        reference lists its conformances exactly), so `print` and `String` do not take it: call
+        this method with any `Writer` (`var text = String(); x.write_to(text)`), or print
+        `x.name()`.
 
         Args:
             writer: Where to write.
@@ -134,7 +137,10 @@ struct CPUClass(Equatable, TrivialRegisterPassable):
         return String("INVALID_", index)
 
     def write_to(self, mut writer: Some[Writer]):
-        """Writes `CPUClass.NAME`, as `print` and `String` do.
+        """Writes `CPUClass.NAME` to `writer`. `CPUClass` does not conform to `Writable` (the
+        reference lists its conformances exactly), so `print` and `String` do not take it: call
+        this method with any `Writer` (`var text = String(); x.write_to(text)`), or print
+        `x.name()`.
 
         Args:
             writer: Where to write.
@@ -207,7 +213,10 @@ struct GPUClass(Equatable, TrivialRegisterPassable):
         return String("INVALID_", index)
 
     def write_to(self, mut writer: Some[Writer]):
-        """Writes `GPUClass.NAME`, as `print` and `String` do.
+        """Writes `GPUClass.NAME` to `writer`. `GPUClass` does not conform to `Writable` (the
+        reference lists its conformances exactly), so `print` and `String` do not take it: call
+        this method with any `Writer` (`var text = String(); x.write_to(text)`), or print
+        `x.name()`.
 
         Args:
             writer: Where to write.
@@ -262,7 +271,10 @@ struct GPUVendor(Equatable, TrivialRegisterPassable):
         return String("INVALID_", index)
 
     def write_to(self, mut writer: Some[Writer]):
-        """Writes `GPUVendor.NAME`, as `print` and `String` do.
+        """Writes `GPUVendor.NAME` to `writer`. `GPUVendor` does not conform to `Writable` (the
+        reference lists its conformances exactly), so `print` and `String` do not take it: call
+        this method with any `Writer` (`var text = String(); x.write_to(text)`), or print
+        `x.name()`.
 
         Args:
             writer: Where to write.

@@ -3,6 +3,7 @@ of deferred calls (`Outcome`)."""
 
 from std.ffi import c_char, c_int, c_size_t, external_call
 from std.memory import ArcPointer
+from std.sys import size_of
 
 from .classes import CPUClass, ExecutorKind, GPUClass, Mood, Schedule
 from .errors import Error, Status
@@ -21,6 +22,7 @@ comptime ContextTaskFunction = def(context: Int, task: Int, thread: Int, domain:
 
 comptime _CTask = def(Int, c_size_t, c_size_t, c_size_t) abi("C") thin -> None
 comptime _OUTCOME_BYTES = 296  # sizeof(uform_outcome_t)
+comptime _OUTCOME_KEEP_BYTES = 16  # after the uform_outcome_t: room for the executor an abandoned outcome keeps
 comptime _OUTCOME_MESSAGE_OFFSET = 40  # offsetof(uform_outcome_t, message)
 
 
@@ -129,7 +131,12 @@ struct _ExecutorHandle(Movable):
 struct Outcome(Movable):
     """Where a deferred call reports, `uform_outcome_t`, in memory that never moves. It holds its
     executor, which is freed only after its outcomes; dropping an outcome whose call is still
-    running first waits for the call, so the engine never writes into freed memory."""
+    running first waits for the call, so the engine never writes into freed memory.
+
+    The one exception is dropping it inside the ForkUnion pool its call needs (in a task of that
+    pool, or while holding it), where that wait could never end: the call is abandoned, still to
+    run once the pool is free, and its memory and executor are kept, never freed.
+    """
 
     var library: Library
     """The loaded engine, held so the outcome can still be polled."""
@@ -150,14 +157,29 @@ struct Outcome(Movable):
         self.library = library.copy()
         self._submitted = False
         self._executor = None
-        self.address = external_call["calloc", Int](c_size_t(1), c_size_t(_OUTCOME_BYTES))
+        self.address = external_call["calloc", Int](c_size_t(1), c_size_t(_OUTCOME_BYTES + _OUTCOME_KEEP_BYTES))
         if self.address == 0:
             raise Error(Status.OUT_OF_MEMORY, "cannot allocate a uform_outcome_t")
 
     def __deinit__(deinit self):
         if self.address != 0:
             if self._submitted:  # the engine may still write it: wait until it no longer does
-                _ = self.library._handle[].call["uform_outcome_wait", c_int](self.address, Float64(-1))
+                var status = self.library._handle[].call["uform_outcome_wait", c_int](self.address, Float64(-1))
+                # CONTENDED with the call still pending: this thread runs a task of (or holds) the
+                # ForkUnion pool the call needs, so no wait here can end (uform.h). The engine writes
+                # this memory once the call runs, and freeing the executor would wait for the call
+                # the same way: abandon both. The executor's reference moves into the outcome's own
+                # memory, past the uform_outcome_t, where no destructor ever reaches it.
+                if (
+                    Status(status) == Status.CONTENDED
+                    and Status(self.library._handle[].call["uform_outcome_poll", c_int](self.address))
+                    == Status.PENDING
+                ):
+                    comptime Kept = Optional[ArcPointer[_ExecutorHandle]]
+                    comptime assert size_of[Kept]() <= _OUTCOME_KEEP_BYTES, "the kept executor must fit"
+                    var kept = Pointer[Kept, MutUntrackedOrigin](unsafe_from_address=self.address + _OUTCOME_BYTES)
+                    kept.unsafe_write(self._executor^)
+                    return
             external_call["free", NoneType](self.address)
         _ = self._executor^  # the executor outlives the wait above (see Mesh.__deinit__)
 
@@ -174,12 +196,18 @@ struct Outcome(Movable):
     def wait(self, timeout_seconds: Float64 = -1.0) -> Status:
         """Waits up to `timeout_seconds` (negative: until it finishes). Calls `uform_outcome_wait`.
 
+        Inside the ForkUnion pool a pool executor's call needs (in one of the pool's tasks, or
+        holding it), any wait but a zero one returns `Status.CONTENDED` at once while the call is
+        pending, since it cannot run until this thread lets the pool go; `poll()` still says
+        `Status.PENDING` then. Wait for it after leaving the pool.
+
         Args:
             timeout_seconds: The longest wait; negative waits forever.
 
         Returns:
             The call's status, or `Status.PENDING` when it is still running (or was never
-            submitted, which no wait would change).
+            submitted, which no wait would change), or `Status.CONTENDED` at once, the call still
+            pending, when waited for inside the pool it needs.
         """
         if not self._submitted:
             return Status.PENDING
@@ -203,11 +231,16 @@ struct Outcome(Movable):
 
         Raises:
             Error: With the call's status and message, unless it succeeded; PENDING, saying so,
-                for an outcome no call was handed.
+                for an outcome no call was handed; CONTENDED, the call still pending, when waited
+                for inside the ForkUnion pool it needs (see `wait`).
         """
         if not self._submitted:
             raise Error(Status.PENDING, "no call was handed this outcome, so it has no result to wait for")
         var status = self.wait()
+        if status == Status.CONTENDED:
+            var why = self.library.error_message()  # read before the poll, which may replace it
+            if self.poll() == Status.PENDING:
+                raise Error(status, why)
         if status != Status.OK:
             raise Error(status, self.message())
 
