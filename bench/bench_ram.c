@@ -204,7 +204,7 @@ static bool stdout_flushed(void) {
 }
 
 static void usage(FILE *out) {
-    fputs("usage: bench_ram [options]\n"
+    fputs("usage: uform bench [options]   (or bench_ram [options])\n"
           "  --threads LIST          thread counts, as \"1-4,8\" (default: 1 to all allowed cores)\n"
           "  --rounds N              fork-join rounds per repetition (default 100000)\n"
           "  --repetitions N         fork-join repetitions, median taken (default 7, at most 64)\n"
