@@ -1128,7 +1128,12 @@ UFORM_API void uform_model_free(uform_model_t model);
 
 /**
  *  @brief Tokenizes one UTF-8 text as the model's encoder sees it: specials added, truncated to
- *  the model's context. `*count` receives the number of ids, the first `min(capacity, count)` are
+ *  the model's context as the model's reference truncates. sentence-transformers layout: as its
+ *  tokenizer does, the specials kept ("[CLS] a b [SEP]"). UForm3 layout: as the `uform` package's
+ *  text processor does, `tokenizer.json`'s own `truncation` first (specials kept), then the ids
+ *  sliced to the context, so a text longer than it loses its closing specials ("[CLS] a b c"); UForm3
+ *  towers with RoBERTa positions, where that slice would run past the position table, keep the
+ *  specials. `uform_encode_texts` encodes these ids. `*count` receives the number of ids, the first `min(capacity, count)` are
  *  written (`ids` may be NULL when `capacity` is zero). INVALID_ARGUMENT for invalid UTF-8 (the
  *  message gives the byte offset) or NULL pointers; UNSUPPORTED for an image model. On any failure
  *  after `model` and `count` were checked, `*count` is 0 (no ids).

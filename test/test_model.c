@@ -375,6 +375,60 @@ static int test_minilm(void) {
     CHECK_DONE();
 }
 
+/* UForm3 towers truncate as the `uform` package's TextProcessor: `tokenizers` (with tokenizer.json's
+ * own truncation, if any), then a slice to max_position_embeddings that may drop the closing [SEP].
+ * The expected ids are that processor's (`uform.numpy_processors.TextProcessor` of uform 3.1.3 with
+ * tokenizers 0.23.3 from PyPI, run over this fixture and printed; the values copied here) for
+ * tiny-uform3 (context 10), without and with a `truncation` of max_length 6 in its tokenizer.json. */
+static void test_processor_truncation(void) {
+    struct {
+        char const *text;
+        int32_t ids[10], ids6[6];
+        size_t count, count6;
+    } const cases[] = {
+        {"a cat sat on the mat and the dog", {2, 5, 6, 13, 9, 8, 10, 26, 8, 7}, {2, 5, 6, 13, 9, 3}, 10, 6}, /* [SEP] sliced off */
+        {"a cat sat on the mat and the", {2, 5, 6, 13, 9, 8, 10, 26, 8, 3}, {2, 5, 6, 13, 9, 3}, 10, 6},      /* exactly fits */
+        {"a cat sat on the mat and", {2, 5, 6, 13, 9, 8, 10, 26, 3}, {2, 5, 6, 13, 9, 3}, 9, 6},
+        {"the cat", {2, 8, 6, 3}, {2, 8, 6, 3}, 4, 4},
+    };
+    char const *dir = fixture_copy("tiny-uform3", "truncating-uform3");
+    for (int with_json = 0; with_json < 2; ++with_json) {
+        if (with_json) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+            size_t size = 0;
+            char *text = read_bytes(path, &size);
+            char const *at = strstr(text, "\"truncation\": null");
+            CHECK_FATAL(at != NULL);
+            char *edited = malloc(size + 128);
+            CHECK_FATAL(edited != NULL);
+            int const head = (int)(at - text);
+            int const written = snprintf(edited, size + 128, "%.*s\"truncation\": {\"direction\": \"Right\", \"max_length\": 6, "
+                                         "\"strategy\": \"LongestFirst\", \"stride\": 0}%s", head, text,
+                                         at + strlen("\"truncation\": null"));
+            write_bytes(path, edited, (size_t)written);
+            free(edited), free(text);
+        }
+        uform_model_t model = NULL;
+        CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), uform_status_ok_k);
+        if (!model) continue;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+            int32_t ids[16];
+            size_t count = 0;
+            CHECK_STATUS(uform_model_tokenize(model, cases[i].text, strlen(cases[i].text), ids, 16, &count),
+                         uform_status_ok_k);
+            int32_t const *expected = with_json ? cases[i].ids6 : cases[i].ids;
+            size_t const expected_count = with_json ? cases[i].count6 : cases[i].count;
+            if (count != expected_count || memcmp(ids, expected, count * sizeof(int32_t))) {
+                fprintf(stderr, "processor truncation%s: \"%s\": %zu ids, expected %zu\n", with_json ? " (max_length 6)" : "",
+                        cases[i].text, count, expected_count);
+                ++check_failures;
+            }
+        }
+        uform_model_free(model);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--minilm")) return test_minilm();
     model_scratch_begin();
@@ -382,6 +436,7 @@ int main(int argc, char **argv) {
     test_arguments();
     test_bert_fixture();
     test_uform3_fixtures();
+    test_processor_truncation();
     remove_tree(scratch);
     CHECK_DONE();
 }

@@ -214,6 +214,11 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
                             directory, tokens, config->vocab_size);
         goto done;
     }
+    /* UForm3 towers truncate as the `uform` package's processor: its slice to the context may drop the
+     * closing specials. Not with RoBERTa positions, where that slice (to max_position_embeddings) runs
+     * past the position table: those keep the specials within the context that fits it. */
+    if (config->layout == uform_text_layout_uform3_k && config->position_ids == uform_position_ids_absolute_k)
+        UFORM_CHECK(uform_tokenizer_use_processor_truncation(model->tokenizer, directory));
     size_t const specials = uform_tokenizer_specials_count(model->tokenizer);
     if (specials > config->context) {
         status = uform_fail(uform_status_corrupt_file_k,

@@ -7,6 +7,7 @@
 #include "text/tokenizer_private.h"
 #include "json_scan.h"
 
+#include <math.h>  // `floor`
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,23 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
         status = tokenizer_load_post_processor(tokenizer, loader, cJSON_GetObjectItemCaseSensitive(root, "post_processor"));
     if (status == uform_status_ok_k)
         status = tokenizer_load_added_tokens(tokenizer, loader, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
+    if (status == uform_status_ok_k) {
+        cJSON const *truncation = cJSON_GetObjectItemCaseSensitive(root, "truncation");
+        if (truncation && !cJSON_IsNull(truncation)) {
+            cJSON const *max_length = cJSON_GetObjectItemCaseSensitive(truncation, "max_length");
+            cJSON const *direction = cJSON_GetObjectItemCaseSensitive(truncation, "direction");
+            if (!cJSON_IsObject(truncation) || !cJSON_IsNumber(max_length) || max_length->valuedouble < 1 ||
+                max_length->valuedouble > 1e9 || floor(max_length->valuedouble) != max_length->valuedouble)
+                status = tokenizer_corrupt(loader, "no positive integer", "truncation.max_length");
+            else if (direction && !(cJSON_IsString(direction) && (!strcmp(direction->valuestring, "Right") ||
+                                                                    !strcmp(direction->valuestring, "Left"))))
+                status = tokenizer_corrupt(loader, "not \"Right\" or \"Left\":", "truncation.direction");
+            else {
+                tokenizer->json_max_length = (size_t)max_length->valuedouble;
+                tokenizer->json_truncates_left = direction && !strcmp(direction->valuestring, "Left");
+            }
+        }
+    }
     if (status == uform_status_ok_k) {
         tokenizer->pad_id = -1;
         cJSON const *padding = cJSON_GetObjectItemCaseSensitive(root, "padding");
@@ -219,4 +237,17 @@ int32_t uform_tokenizer_pad_id(uform_tokenizer_t const *tokenizer) { return toke
 size_t uform_tokenizer_vocab_size(uform_tokenizer_t const *tokenizer) { return tokenizer ? tokenizer->vocab_size : 0; }
 size_t uform_tokenizer_specials_count(uform_tokenizer_t const *tokenizer) {
     return tokenizer ? tokenizer->prefix_count + tokenizer->suffix_count : 0;
+}
+
+uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *tokenizer, char const *label) {
+    if (tokenizer->json_max_length && tokenizer->json_truncates_left)
+        return uform_fail(uform_status_unsupported_k, "%s: tokenizer.json truncates from the left, which is not supported",
+                          label);
+    size_t const specials = tokenizer->prefix_count + tokenizer->suffix_count;
+    if (tokenizer->json_max_length && tokenizer->json_max_length < specials)
+        return uform_fail(uform_status_corrupt_file_k,
+                          "%s: tokenizer.json truncates to %zu tokens, fewer than its %zu special tokens", label,
+                          tokenizer->json_max_length, specials);
+    tokenizer->processor_truncation = true;
+    return uform_status_ok_k;
 }

@@ -19,8 +19,9 @@ typedef struct uform_tokenizer_s uform_tokenizer_t;
  *  BertWordPieceTokenizer: [CLS] $A [SEP], its specials matched in the raw text). CORRUPT_FILE naming
  *  the file and key for malformed JSON or missing keys; UNSUPPORTED naming the model type, normaliser,
  *  pre-tokeniser or post-processor it does not implement (BPE, Precompiled, regex Replace, ...);
- *  SYSTEM_ERROR when neither file can be read; OUT_OF_MEMORY. The JSON's own `truncation` and
- *  `padding` are ignored: callers pass `max_tokens` and pad themselves.
+ *  SYSTEM_ERROR when neither file can be read; OUT_OF_MEMORY. The JSON's `padding` is ignored
+ *  (callers pad themselves), and so is its `truncation` unless `uform_tokenizer_use_processor_truncation`
+ *  asks for it: callers pass `max_tokens`.
  *
  *  Implemented: models WordPiece and Unigram (byte_fallback, unk_id); normalizers BertNormalizer,
  *  NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace (string pattern) and
@@ -51,6 +52,15 @@ int32_t uform_tokenizer_pad_id(uform_tokenizer_t const *tokenizer);
 size_t uform_tokenizer_vocab_size(uform_tokenizer_t const *tokenizer);
 /** The special tokens the post-processor adds to every text (before and after it together). */
 size_t uform_tokenizer_specials_count(uform_tokenizer_t const *tokenizer);
+
+/** @brief Truncates as the `uform` package's text processor does, for UForm3 models: `tokenizers`
+ *  applies the JSON's own `truncation` (specials kept: content cut to `max_length` minus the
+ *  specials), then the processor slices the ids to the model's context, which may cut the closing
+ *  specials off a long text ("[CLS] a b c" where HF's truncation gives "[CLS] a b [SEP]"). After this
+ *  call `uform_tokenizer_encode`'s `max_tokens` slices that way. UNSUPPORTED (naming `label`) for a
+ *  JSON truncation from the left; CORRUPT_FILE for one shorter than the specials. Call it once,
+ *  before the tokenizer is shared. */
+uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *tokenizer, char const *label);
 
 /** @brief Releases the tokenizer; NULL is a no-op. */
 void uform_tokenizer_free(uform_tokenizer_t *tokenizer);

@@ -328,6 +328,13 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
     uform_scratch_t s = *scratch; // a local copy for the compiler; written back below
     s.ids.count = 0;
     s.limit = max_tokens ? max_tokens - specials : SIZE_MAX;
+    if (tokenizer->processor_truncation) {
+        /* HF's truncation from tokenizer.json, if any (specials kept), then the ids sliced to
+         * max_tokens: the content may take every place after the prefix; the suffix what is left. */
+        size_t const prefix = tokenizer->prefix_count;
+        s.limit = tokenizer->json_max_length ? tokenizer->json_max_length - specials : SIZE_MAX;
+        if (max_tokens && max_tokens - prefix < s.limit) s.limit = max_tokens - prefix;
+    }
     uform_status_t status = uform_status_ok_k;
     if (!length) status = encode_stretch(tokenizer, text, 0, true, &s);
     size_t done = 0; // bytes consumed into stretches and added tokens
@@ -350,14 +357,16 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
     }
     if (status == uform_status_ok_k) {
         size_t content = s.ids.count < s.limit ? s.ids.count : s.limit;
-        size_t total = specials + content, w = 0;
+        size_t suffix = tokenizer->suffix_count, w = 0;
+        if (tokenizer->processor_truncation && max_tokens && max_tokens - tokenizer->prefix_count - content < suffix)
+            suffix = max_tokens - tokenizer->prefix_count - content; // sliced off with the ids past max_tokens
         for (size_t k = 0; k < tokenizer->prefix_count; k++, w++)
             if (w < capacity) ids[w] = tokenizer->prefix[k];
         for (size_t k = 0; k < content; k++, w++)
             if (w < capacity) ids[w] = s.ids.data[k];
-        for (size_t k = 0; k < tokenizer->suffix_count; k++, w++)
+        for (size_t k = 0; k < suffix; k++, w++)
             if (w < capacity) ids[w] = tokenizer->suffix[k];
-        *count = total;
+        *count = w;
     }
     *scratch = s;
     scratch_release(scratch, owned);

@@ -59,6 +59,9 @@ struct uform_tokenizer_s {
     uform_trie_t added_trie; // the added tokens' contents; a node's piece is the index into `added`
     int32_t prefix[8], suffix[8];
     size_t prefix_count, suffix_count;
+    size_t json_max_length; // tokenizer.json's truncation.max_length, 0 without one
+    bool json_truncates_left; // its truncation.direction is "Left"
+    bool processor_truncation; // `uform_tokenizer_use_processor_truncation` was called
 };
 
 typedef struct loader_t {
