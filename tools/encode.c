@@ -827,7 +827,17 @@ int uform_command_encode(int argc, char **argv) {
             *(kind == 't' ? &threads : kind == 'd' ? &device : &batch) = (long)value;
             threads_given |= kind == 't';
         }
-        else if (!strcmp(a, "--image")) images = 1, from_arguments = 1;
+        else if (!strcmp(a, "--image")) {
+            if (!images && texts.count) { /* "uform encode --model M cat.jpg --image": that item is a text */
+                fprintf(stderr,
+                        "uform encode: '%s' came before --image, as a text; a run encodes texts or images, and "
+                        "image files go after --image\n%s",
+                        texts.items[0], encode_usage);
+                lists_free(&texts, &owned);
+                return 2;
+            }
+            images = 1, from_arguments = 1;
+        }
         else if (!strcmp(a, "--")) {
             for (++i; i < argc; ++i) {
                 if (images ? !push_image_path(&texts, &owned, argv[i]) : !texts_push(&texts, argv[i], strlen(argv[i]))) {

@@ -14,6 +14,7 @@
 #include <uform.h>
 
 #include <errno.h>    // `errno`
+#include <fcntl.h>    // `fcntl`, `open`
 #include <limits.h>   // `PATH_MAX`
 #include <stdbool.h>  // `bool`
 #include <stdint.h>   // `uint64_t`
@@ -532,7 +533,21 @@ static int command_bench(int argc, char **argv) {
 /** @brief `uform encode ...` (tools/encode.c). */
 int uform_command_encode(int argc, char **argv);
 
+/** @brief Holds the numbers of the standard streams the caller closed (`uform info >&-`) with
+ *  /dev/null opened the wrong way round, so they still fail as closed ones do ("Bad file
+ *  descriptor"), but a file some library opens later cannot take their number and receive the
+ *  output or give the input: the CUDA driver keeps /dev/nvidiactl open, and as descriptor 1 it got
+ *  the `info` text (EINVAL) in place of the closed standard output's error. */
+static void hold_closed_standard_streams(void) {
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int const held = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY); /* the lowest free number: fd */
+        if (held >= 0 && held != fd) dup2(held, fd), close(held);
+    }
+}
+
 int main(int argc, char **argv) {
+    hold_closed_standard_streams();
     if (argc < 2) {
         usage(stderr);
         return 2;

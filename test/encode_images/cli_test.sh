@@ -60,6 +60,11 @@ mkdir "$tmp/empty"
 grep -q "cannot read $tmp/missing.jpg" "$tmp/err" || fail "missing image: $(cat "$tmp/err")"
 "$uform" encode --model "$tmp/tiny" --image >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 2 ]] || fail "--image without files: exit $code, expected 2"
+# An item before --image is a text: not taken as an image path, nor encoded as a text beside images.
+"$uform" encode --model "$tmp/tiny" "$photos/${names[0]}" --image "$photos/${names[1]}" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 2 && ! -s $tmp/out ]] || fail "a text before --image: exit $code, expected 2 and no rows"
+grep -qF "uform encode: '$photos/${names[0]}' came before --image, as a text; a run encodes texts or images" "$tmp/err" ||
+  fail "a text before --image: $(head -2 "$tmp/err")"
 
 # Row i of a run is image i alone: photos and synthetic images from 1x1 to 1000x3 pixels, JPEG and PNG
 # of several modes, in no order of size. Batching may change the products' rounding (measured up to

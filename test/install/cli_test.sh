@@ -139,6 +139,26 @@ encode_write_error)
   code=0; yes hi | (trap '' PIPE; exec timeout 60 "$uform" encode --model "$tiny" 2>"$tmp/err") | head -c 10 >/dev/null || code=$?
   [[ $code == 1 ]] || fail "endless input to a closed pipe exited $code, not 1: $(head -c 300 "$tmp/err")"
   [[ $(cat "$tmp/err") == "uform encode: could not write standard output: Broken pipe" ]] || fail "to a closed pipe: $(head -c 300 "$tmp/err")"
+  # A closed standard output fails as closed to the end, but its number is held (/dev/null, read-only)
+  # while the command runs, so no file opened later (the CUDA driver's /dev/nvidiactl) receives the rows.
+  mkfifo "$tmp/held"
+  "$uform" encode --model "$tiny" <"$tmp/held" >&- 2>"$tmp/err" &
+  pid=$!
+  exec 3>"$tmp/held"
+  target=
+  for _ in $(seq 100); do
+    target=$(readlink "/proc/$pid/fd/1" 2>/dev/null) && [[ $target == /dev/null ]] && break
+    sleep 0.1
+  done
+  flags=$(awk '/^flags/ { print $2 }' "/proc/$pid/fdinfo/1" 2>/dev/null)
+  echo hi >&3
+  exec 3>&-
+  code=0; wait "$pid" || code=$?
+  [[ $target == /dev/null && -n $flags ]] && (( (8#$flags & 3) == 0 )) ||
+    fail "closed standard output: descriptor 1 is '$target' (flags '$flags'), not /dev/null read-only"
+  [[ $code == 1 ]] || fail "closed standard output: exit $code, not 1"
+  [[ $(cat "$tmp/err") == "uform encode: could not write standard output: Bad file descriptor" ]] ||
+    fail "closed standard output: $(head -c 300 "$tmp/err")"
   ;;
 encode_signal)
   # Killed while --output FILE is written under its temporary name (a batch written, the next line
