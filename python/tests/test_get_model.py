@@ -226,6 +226,34 @@ class GetModel(unittest.TestCase):
             text_features, text_embedding = model_text.encode(text_data, return_features=True)
         self.assertEqual(caught.exception.message, FEATURES_REFUSED.format("uform_encode_texts"))
 
+    def test_the_packages_argument_names_and_encoder_attributes(self):
+        # The package's first parameter is model_name; path is this package's other name for it.
+        for arguments in ({"model_name": self.both}, {"path": self.both}):
+            with self.subTest(list(arguments)):
+                processors, models = uform.get_model(library=self.library, threads=1, **arguments)
+                self.addCleanup(close_all, models)
+                self.assertEqual(set(models), {uform.Modality.TEXT_ENCODER, uform.Modality.IMAGE_ENCODER})
+        for arguments in ({}, {"model_name": self.both, "path": self.both}):
+            with self.subTest(list(arguments)), self.assertRaises(TypeError) as caught:
+                uform.get_model(library=self.library, threads=1, **arguments)
+            self.assertEqual(str(caught.exception),
+                             "get_model takes the model directory once, as model_name (the first argument) or as path")
+        for backend in (None, "onnx", "torch"):
+            with self.subTest(backend=backend):
+                self.get_model(self.both, backend=backend)
+        with self.assertRaises(ValueError) as caught:
+            self.get_model(self.both, backend="tensorrt")
+        self.assertTrue(str(caught.exception).startswith("Unknown backend: 'tensorrt'"))
+        processors, models = self.get_model(self.both)
+        text, image = models[uform.Modality.TEXT_ENCODER], models[uform.Modality.IMAGE_ENCODER]
+        self.assertEqual((text.embedding_dim, text.num_layers, text.max_position_embeddings),
+                         (self.text.describe().dimensions, self.text.describe().layers, self.text.describe().context))
+        self.assertEqual((image.embedding_dim, image.num_layers, image.image_size),
+                         (self.image.describe().dimensions, self.image.describe().layers,
+                          self.image.describe().image_size))
+        self.assertEqual(len(text.encode(TEXTS)[0]), text.embedding_dim)
+        self.assertEqual(len(image.encode(self.photos[:1])[0]), image.embedding_dim)
+
     def test_return_features_attribute_as_the_package_encoders(self):
         processors, models = self.get_model(self.both)
         for modality, data, function in ((uform.Modality.TEXT_ENCODER, TEXTS, "uform_encode_texts"),
@@ -348,12 +376,12 @@ class DeviceStrings(unittest.TestCase):
     def test_cuda_indices_are_ascii_digits(self):
         with tempfile.TemporaryDirectory() as directory:
             write_tower(directory, embedding=6)
-            for device in ("cuda", "cuda:0", "cuda:12"):
+            for device in ("cuda", "cuda:0", "cuda:12", "gpu"):  # "gpu": the package's ONNX spelling
                 with self.subTest(device), self.assertRaises(self.Reached):
                     uform.get_model(directory, device=device, library=self.Probe())
             # str.isdigit() takes superscripts and other scripts' digits, which int() refuses or reads.
             for device in ("cuda:\u00b2", "cuda:\u0663", "cuda:\uff11", "cuda:", "cuda:-1", "cuda:0\n", "cuda:0 ",
-                           "CUDA", "gpu"):
+                           "CUDA", "GPU", "gpu:0"):
                 with self.subTest(device), self.assertRaises(uform.UnsupportedError) as caught:
                     uform.get_model(directory, device=device, library=self.Probe())
                 self.assertEqual(caught.exception.message, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")

@@ -4,8 +4,8 @@ models)``: `TextProcessor` and `TextEncoder`, `ImageProcessor` and `ImageEncoder
 
 Where they differ from the ``uform`` package (3.x), and why:
 
-- ``path`` is a local model directory; nothing is downloaded (``token`` is accepted and ignored, and
-  so is ``backend``: the engine is the backend).
+- ``model_name`` is a local model directory; nothing is downloaded (``token`` is accepted and
+  ignored, and so is ``backend``, "onnx" or "torch": the engine is the backend).
 - ``return_features=True`` raises `Error(UNSUPPORTED)`: the engine's C ABI (``uform_encode_texts``,
   ``uform_encode_images``) returns the pooled, projected embeddings only, never the tower's
   pre-pooling hidden states, so there are no features to return. ``encode(x)`` and
@@ -175,6 +175,11 @@ class TextEncoder:
         self.model = model
         self.executor = executor
         self.return_features = False
+        description = model.describe()
+        #: The embedding width, as the package's encoders name it; `num_layers`, their depth.
+        self.embedding_dim, self.num_layers = description.dimensions, description.layers
+        #: The longest text, in tokens, the tower sees (longer ones are truncated).
+        self.max_position_embeddings = description.context
 
     def encode(self, x, attention_mask=None, return_features: Optional[bool] = None):
         """The embeddings [texts, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what
@@ -240,6 +245,11 @@ class ImageEncoder:
         self.executor = executor
         self.normalization = normalization
         self.return_features = False
+        description = model.describe()
+        #: The embedding width, as the package's encoders name it; `num_layers`, their depth;
+        #: `image_size`, the side of the square the images are resized and cropped to.
+        self.embedding_dim, self.num_layers = description.dimensions, description.layers
+        self.image_size = description.image_size
 
     def encode(self, x, return_features: Optional[bool] = None):
         """The embeddings [images, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what
@@ -337,13 +347,15 @@ def _normalization(directory: bytes):
     return (means, deviations) if len(means) == len(deviations) == 3 else None
 
 
-def get_model(path, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
-              threads: int = 0, weights_dtype=None):
+def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
+              threads: int = 0, weights_dtype=None, path=None):
     """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`
     (also found by the other spellings, "image_encoder" included), as the ``uform`` package's.
 
-    ``path`` is a local model directory, a ``str``, ``bytes`` or ``os.PathLike`` (nothing is
-    downloaded; ``token`` and ``backend`` are accepted and ignored). ``modalities`` is None for
+    ``model_name`` (or ``path``, its other name here; one of them, `TypeError` for both or neither)
+    is a local model directory, a ``str``, ``bytes`` or ``os.PathLike`` (nothing is downloaded;
+    ``token`` is accepted and ignored, and so is ``backend`` when it is None, "onnx" or "torch", the
+    package's two: the engine is the backend; another is `ValueError`, as the package's). ``modalities`` is None for
     every tower the directory holds (``text_encoder.safetensors`` or a sentence-transformers
     ``model.safetensors``: the text encoder; ``image_encoder.safetensors``: the image encoder; a
     tower present but unreadable raises), or one modality or a sequence of them, each a `Modality`,
@@ -352,11 +364,19 @@ def get_model(path, *, modalities=None, device: str = "cpu", token=None, backend
     are `Error(UNSUPPORTED)`: the engine has no such towers.
 
     ``device`` "cpu" runs each encoder on a RAM executor of ``threads`` (0: 7/8 of the cores);
-    "cuda" (one free GPU) or "cuda:N" (GPU N) holds the towers in that GPU's memory and encodes on a
+    "cuda" (one free GPU; "gpu", the package's ONNX spelling, too) or "cuda:N" (GPU N) holds the towers in that GPU's memory and encodes on a
     VRAM executor there (tokenising and decoding images on its host threads); "cuda" on a machine
     without a usable GPU is UNSUPPORTED (the message says why). A failure closes what was opened."""
     from . import Error, Executor, Library, Residency, Status, VramOptions
 
+    if (model_name is None) == (path is None):
+        raise TypeError("get_model takes the model directory once, as model_name (the first argument) or as path")
+    path = model_name if path is None else path
+    if backend not in (None, "onnx", "torch"):
+        raise ValueError(f"Unknown backend: {backend!r} (the engine is the backend; 'onnx' and 'torch' are accepted "
+                         f"and ignored)")
+    if device == "gpu":
+        device = "cuda"
     if not isinstance(device, str) or not (device == "cpu" or re.fullmatch(r"cuda(:[0-9]+)?", device)):
         raise Error(Status.UNSUPPORTED, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     directory = _model_path(path)
