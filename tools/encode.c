@@ -20,7 +20,9 @@
  *  beside the GPU, 32 rows a task, since one thread formats slower than a GPU encodes;
  *  UFORM_ENCODE_FORMAT_THREADS=N sets their count, 0 none); `f32` raw little-endian rows; `npy` one NumPy
  *  array [texts, dimensions] of float32 (its header rewritten at the end where the output is a file
- *  it can seek in, else the rows are held until the count is known). Each batch's rows are flushed
+ *  it can seek in, else the rows are spooled to an unlinked temporary file until the count is known;
+ *  a run stopped at a failed item ends standard output's array at the rows before it, as jsonl and
+ *  f32 keep them). Each batch's rows are flushed
  *  once written. A progress bar goes to standard error when it is a terminal and there are more
  *  than one batch of items: where the total is known (arguments, images, or standard input from a
  *  regular file, whose lines are counted first) drawn at the start and after each batch on one
@@ -274,25 +276,39 @@ static void write_npy_header(FILE *out, size_t rows, size_t cols) {
 
 /** The rows of an npy output: written as they come after a placeholder header that the end rewrites,
  *  where the output is a regular file written at a position it can seek back to (not appending);
- *  else (a pipe, a terminal) held until the end, when the row count is known. */
+ *  else (a pipe, a terminal) spooled to an unlinked temporary file (`tmpfile`, in $TMPDIR or /tmp)
+ *  until the end, when the row count is known, or held in memory where no temporary file can be
+ *  made. A run that stops at a failed item still ends its npy: the header counts the rows before it. */
 typedef struct npy_rows_t {
+    int began;    /**< `npy_begin` ran: there is an array to end. */
     int seekable;
     off_t start;  /**< Where the header goes, when seekable. */
-    float *rows;  /**< The rows held, when not seekable. */
+    FILE *spool;  /**< The rows spooled, when not seekable; NULL where `tmpfile` failed. */
+    float *rows;  /**< The rows held, when not seekable and without a spool. */
     size_t count, capacity;
 } npy_rows_t;
 
 static int npy_begin(npy_rows_t *npy, FILE *out, size_t dims) {
     struct stat info;
     int const fd = fileno(out), flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    npy->began = 1;
     npy->start = ftello(out);
     npy->seekable = flags >= 0 && !(flags & O_APPEND) && fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && npy->start >= 0;
     if (npy->seekable) write_npy_header(out, 0, dims);
+    else npy->spool = tmpfile();
     return 1;
 }
 
 static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t count, size_t dims) {
     if (npy->seekable) return fwrite(rows, sizeof(float) * dims, count, out) == count || !count;
+    if (npy->spool) {
+        errno = 0;
+        if (fwrite(rows, sizeof(float) * dims, count, npy->spool) == count || !count) return 1;
+        progress_end();
+        fprintf(stderr, "uform encode: could not spool the npy rows to a temporary file: %s\n",
+                strerror(errno ? errno : EIO));
+        return 0;
+    }
     if (npy->count + count > npy->capacity) {
         size_t capacity = npy->capacity ? npy->capacity : 1024;
         while (capacity < npy->count + count) capacity *= 2;
@@ -305,10 +321,20 @@ static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t coun
     return 1;
 }
 
+/** Ends the array of the first `count` rows appended; 0 when a write fails (`errno` says why). */
 static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
     if (!npy->seekable) {
         write_npy_header(out, count, dims);
-        return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
+        if (!npy->spool) return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
+        if (fflush(npy->spool) != 0 || fseeko(npy->spool, 0, SEEK_SET) != 0) return 0;
+        char chunk[1 << 16];
+        for (uint64_t left = (uint64_t)count * dims * sizeof(float); left;) {
+            size_t const want = left < sizeof chunk ? (size_t)left : sizeof chunk;
+            if (fread(chunk, 1, want, npy->spool) != want) return errno = errno ? errno : EIO, 0;
+            if (fwrite(chunk, 1, want, out) != want) return 0;
+            left -= want;
+        }
+        return 1;
     }
     off_t const end = ftello(out);
     if (fflush(out) != 0 || end < 0 || fseeko(out, npy->start, SEEK_SET) != 0) return 0;
@@ -999,11 +1025,18 @@ int uform_command_encode(int argc, char **argv) {
     code = 0;
 done:
     for (int k = 0; k < 2; ++k) batch_settle(&slots[k]);
+    /* Stopped at an item, standard output still sound: its npy holds the rows before that item, as
+     * jsonl and f32 do (--output FILE is left as it was, its temporary discarded). */
+    if (code && npy_rows.began && !output_path && !ferror(output.file)) {
+        errno = 0;
+        if (!npy_end(&npy_rows, output.file, run.done, run.dims) || fflush(output.file) != 0) output_failed(output_path, errno);
+    }
     code = output_close(&output, code);
     uform_executor_free(executor);
     uform_executor_free(formatter);
     uform_model_free(model);
     for (int k = 0; k < 2; ++k) batch_free(&slots[k]);
+    if (npy_rows.spool) fclose(npy_rows.spool);
     free(npy_rows.rows), free(reader.buffer), free(run.line);
     lists_free(&texts, &owned);
     return code;

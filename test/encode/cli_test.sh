@@ -251,7 +251,7 @@ tr '\r' '\n' <"$tmp/pipe.err" | grep -v '^$' >"$tmp/pipe.lines"
 # Drawn after batch 0 (when batch 1 was read: 256) unless batch 1 came in later reads; always ends at 300.
 [[ $(tail -n 1 "$tmp/pipe.lines") == "300 texts" && $(tail -c 1 "$tmp/pipe.err" | od -An -c | tr -d ' ') == '\n' ]] &&
   ! grep -q '\[' "$tmp/pipe.lines" || fail "300 texts from a pipe on a terminal: $(od -c "$tmp/pipe.err" | head -5)"
-# npy to a pipe (rows held until the count is known), appended to a file (no seeking back) and into a
+# npy to a pipe (rows spooled until the count is known), appended to a file (no seeking back) and into a
 # file (header rewritten in place): the same array.
 "$uform" encode --model "$tiny" --format npy <"$tmp/300.txt" | cat >"$tmp/piped.npy" || fail "npy into a pipe"
 cmp -s "$tmp/piped.npy" "$tmp/plain.npy" || fail "npy into a pipe differs from npy into a file"
@@ -263,6 +263,31 @@ cmp -s "$tmp/after.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy writ
 "$uform" encode --model "$tiny" --format npy </dev/null >"$tmp/none.npy" || fail "npy of no texts"
 python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128 and ast.literal_eval(d[10:].decode())['shape']==(0, 8), d" "$tmp/none.npy" ||
   fail "npy of no texts is not a (0, 8) array"
+# Stopped at text 300 (invalid UTF-8) after a batch of 256: into a file and into a pipe, the npy is a
+# whole array of the 256 rows before it, as in a run of them alone (jsonl and f32 keep them too).
+head -c $((128 + 256 * 32)) "$tmp/plain.npy" | tail -c $((256 * 32)) >"$tmp/first256.f32"
+for into in file pipe; do
+  code=0
+  if [[ $into == file ]]; then "$uform" encode --model "$tiny" --format npy <"$tmp/bad300.txt" >"$tmp/bad.npy" 2>"$tmp/err" || code=$?
+  else "$uform" encode --model "$tiny" --format npy <"$tmp/bad300.txt" 2>"$tmp/err" | cat >"$tmp/bad.npy"; code=${PIPESTATUS[0]}; fi
+  [[ $code == 1 ]] || fail "npy stopped at text 300, into a $into: exit $code, expected 1"
+  python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128+256*32 and ast.literal_eval(d[10:128].decode())['shape']==(256, 8), d[:128]" "$tmp/bad.npy" &&
+    cmp -s <(tail -c $((256 * 32)) "$tmp/bad.npy") "$tmp/first256.f32" ||
+    fail "npy stopped at text 300, into a $into: not the (256, 8) array of the rows before it"
+done
+# Into a pipe the rows wait in an unlinked temporary file, not in memory.
+mkfifo "$tmp/npy.in"
+"$uform" encode --model "$tiny" --format npy <"$tmp/npy.in" >/dev/null 2>&1 &
+pid=$!
+exec 4>"$tmp/npy.in"
+spooled=
+for _ in $(seq 100); do
+  spooled=$(find "/proc/$pid/fd" -lname '* (deleted)' 2>/dev/null | head -1) && [[ -n $spooled ]] && break
+  sleep 0.1
+done
+exec 4>&-
+wait "$pid"
+[[ -n $spooled ]] || fail "npy into a pipe: no unlinked temporary file among the process's descriptors"
 # Standard input that is no text: a line past 64 MiB (/dev/zero) fails the run after the rows of the
 # lines before it; a directory fails at once.
 { printf 'one\ntwo\n'; head -c 70M /dev/zero; } | "$uform" encode --model "$tiny" >"$tmp/zero.jsonl" 2>"$tmp/err"; code=$?
