@@ -28,6 +28,11 @@ missing=()
 "$venv_python" -c 'import setuptools.command.bdist_wheel' 2>/dev/null || "$venv_python" -c 'import wheel' 2>/dev/null ||
   missing+=(wheel)
 if ((${#missing[@]})); then
+  # Offline, from Debian's wheels (python3-setuptools-whl, python3-wheel-whl: build.sh installs them).
+  for package in "${missing[@]}"; do
+    compgen -G "/usr/share/python-wheels/$package-*.whl" >/dev/null ||
+      { echo "SKIPPED: the virtual environment lacks $package and /usr/share/python-wheels has none (install python3-$package-whl)"; exit 77; }
+  done
   "$venv_python" -m pip install --quiet --no-index --find-links /usr/share/python-wheels "${missing[@]}"
 fi
 
