@@ -7,7 +7,8 @@
  *    trained Unigram, the trained Unigram with byte fallback; fixtures of test/tokenizer), chosen by
  *    bits 1-2, at a max_tokens from bits 3-7 (0: untruncated);
  *  - odd: the rest is `tokenizer.json` bytes up to the first NUL, then a text; an opened tokenizer
- *    encodes the text, the JSON itself and a few fixed strings.
+ *    (with bit 1 set, truncating as the `uform` package's processor: its JSON `truncation`, then
+ *    a slice to max_tokens) encodes the text, the JSON itself and a few fixed strings.
  *  Every result is checked: a valid text gets OK (or, for a model without unk, INVALID_ARGUMENT),
  *  invalid UTF-8 gets INVALID_ARGUMENT; ids lie below the vocabulary size; the count respects
  *  max_tokens; encoding twice gives the same ids. Violations abort.
@@ -141,6 +142,15 @@ int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size) {
                 status == uform_status_limit_exceeded_k || status == uform_status_out_of_memory_k);
         REQUIRE(strstr(uform_error_message(), "fuzz.json"));
         return 0;
+    }
+    if (mode & 2) { // truncated as the uform package's processor (UForm3 towers): its JSON truncation, then a slice
+        status = uform_tokenizer_use_processor_truncation(tokenizer, "fuzz.json");
+        if (status != uform_status_ok_k) {
+            REQUIRE(status == uform_status_corrupt_file_k || status == uform_status_unsupported_k);
+            REQUIRE(strstr(uform_error_message(), "fuzz.json"));
+            uform_tokenizer_free(tokenizer);
+            return 0;
+        }
     }
     if (nul) encode_checked(tokenizer, nul + 1, size - json_size - 1, (mode >> 3) * 2);
     encode_checked(tokenizer, data, json_size, 0);
