@@ -276,11 +276,11 @@ static void write_npy_header(FILE *out, size_t rows, size_t cols) {
 
 /** The rows of an npy output: written as they come after a placeholder header that the end rewrites,
  *  where the output is a regular file written at a position it can seek back to (not appending);
- *  else (a pipe, a terminal) spooled to an unlinked temporary file (`tmpfile`, in $TMPDIR or /tmp)
+ *  else (a pipe, a terminal) spooled to an unlinked temporary file (`tmpfile`, in /tmp)
  *  until the end, when the row count is known, or held in memory where no temporary file can be
  *  made. A run that stops at a failed item still ends its npy: the header counts the rows before it. */
 typedef struct npy_rows_t {
-    int began;    /**< `npy_begin` ran: there is an array to end. */
+    int began;    /**< `npy_begin` ran and `npy_end` has not: there is an array to end. */
     int seekable;
     off_t start;  /**< Where the header goes, when seekable. */
     FILE *spool;  /**< The rows spooled, when not seekable; NULL where `tmpfile` failed. */
@@ -323,6 +323,7 @@ static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t coun
 
 /** Ends the array of the first `count` rows appended; 0 when a write fails (`errno` says why). */
 static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
+    npy->began = 0; /* ended once, even where a write fails: no second header after a failed end */
     if (!npy->seekable) {
         write_npy_header(out, count, dims);
         if (!npy->spool) return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
