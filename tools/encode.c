@@ -102,7 +102,7 @@ static char const encode_usage[] =
     "                  writing overlap the encoding\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
-    "                  files in name order\n";
+    "                  files in name order (an argument before it is a text: a usage error)\n";
 
 typedef struct texts_t {
     char **items;
@@ -321,17 +321,28 @@ static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t coun
     return 1;
 }
 
-/** Ends the array of the first `count` rows appended; 0 when a write fails (`errno` says why). */
+/** Ends the array of the first `count` rows appended: 1 when written; 0 when a write to `out` fails
+ *  (`errno` says why); -1 when the spool cannot be read back (said here), with nothing written. */
 static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
     npy->began = 0; /* ended once, even where a write fails: no second header after a failed end */
     if (!npy->seekable) {
+        if (npy->spool && (fflush(npy->spool) != 0 || ferror(npy->spool) || fseeko(npy->spool, 0, SEEK_SET) != 0)) {
+            progress_end();
+            fprintf(stderr, "uform encode: could not read back the npy rows' temporary file: %s\n",
+                    strerror(errno ? errno : EIO));
+            return -1;
+        }
         write_npy_header(out, count, dims);
         if (!npy->spool) return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
-        if (fflush(npy->spool) != 0 || fseeko(npy->spool, 0, SEEK_SET) != 0) return 0;
         char chunk[1 << 16];
         for (uint64_t left = (uint64_t)count * dims * sizeof(float); left;) {
             size_t const want = left < sizeof chunk ? (size_t)left : sizeof chunk;
-            if (fread(chunk, 1, want, npy->spool) != want) return errno = errno ? errno : EIO, 0;
+            if (fread(chunk, 1, want, npy->spool) != want) { /* the header is out: the output is cut short */
+                progress_end();
+                fprintf(stderr, "uform encode: could not read back the npy rows' temporary file: %s\n",
+                        strerror(ferror(npy->spool) && errno ? errno : EIO));
+                return -1;
+            }
             if (fwrite(chunk, 1, want, out) != want) return 0;
             left -= want;
         }
@@ -1019,7 +1030,9 @@ int uform_command_encode(int argc, char **argv) {
         else progress(run.done, run.done, total_known, 1);
     }
     errno = 0;
-    if ((npy && !npy_end(&npy_rows, output.file, run.done, dims)) || fflush(output.file) != 0 || ferror(output.file)) {
+    int const ended = npy ? npy_end(&npy_rows, output.file, run.done, dims) : 1;
+    if (ended < 0) goto done;
+    if (!ended || fflush(output.file) != 0 || ferror(output.file)) {
         output_failed(output_path, errno);
         goto done;
     }
@@ -1028,9 +1041,10 @@ done:
     for (int k = 0; k < 2; ++k) batch_settle(&slots[k]);
     /* Stopped at an item, standard output still sound: its npy holds the rows before that item, as
      * jsonl and f32 do (--output FILE is left as it was, its temporary discarded). */
-    if (code && npy_rows.began && !output_path && !ferror(output.file)) {
+    if (code && npy_rows.began && !output_path && !ferror(output.file) && !(npy_rows.spool && ferror(npy_rows.spool))) {
         errno = 0;
-        if (!npy_end(&npy_rows, output.file, run.done, run.dims) || fflush(output.file) != 0) output_failed(output_path, errno);
+        int const rows_ended = npy_end(&npy_rows, output.file, run.done, run.dims);
+        if (rows_ended == 0 || (rows_ended > 0 && fflush(output.file) != 0)) output_failed(output_path, errno);
     }
     code = output_close(&output, code);
     uform_executor_free(executor);

@@ -175,11 +175,8 @@ class TextEncoder:
         self.model = model
         self.executor = executor
         self.return_features = False
-        description = model.describe()
-        #: The embedding width, as the package's encoders name it; `num_layers`, their depth.
-        self.embedding_dim, self.num_layers = description.dimensions, description.layers
-        #: The longest text, in tokens, the tower sees (longer ones are truncated).
-        self.max_position_embeddings = description.context
+        #: The embedding width, as the package's encoders name it.
+        self.embedding_dim = model.describe().dimensions
 
     def encode(self, x, attention_mask=None, return_features: Optional[bool] = None):
         """The embeddings [texts, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what
@@ -246,10 +243,9 @@ class ImageEncoder:
         self.normalization = normalization
         self.return_features = False
         description = model.describe()
-        #: The embedding width, as the package's encoders name it; `num_layers`, their depth;
-        #: `image_size`, the side of the square the images are resized and cropped to.
-        self.embedding_dim, self.num_layers = description.dimensions, description.layers
-        self.image_size = description.image_size
+        #: The embedding width and the side of the square the images are resized and cropped to,
+        #: as the package's encoders name them.
+        self.embedding_dim, self.image_size = description.dimensions, description.image_size
 
     def encode(self, x, return_features: Optional[bool] = None):
         """The embeddings [images, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what

@@ -288,6 +288,13 @@ done
 exec 4>&-
 wait "$pid"
 [[ -n $spooled ]] || fail "npy into a pipe: no unlinked temporary file among the process's descriptors"
+# A spool that cannot be written (past a 1 KiB file size limit, SIGXFSZ ignored): exit 1 naming the
+# temporary file, and nothing on standard output (no header for rows it could not keep).
+( trap '' XFSZ; ulimit -f 1; exec "$uform" encode --model "$tiny" --format npy <"$tmp/300.txt" 2>"$tmp/err" ) | cat >"$tmp/xfsz.npy"
+code=${PIPESTATUS[0]}
+[[ $code == 1 && ! -s $tmp/xfsz.npy &&
+   $(cat "$tmp/err") == "uform encode: could not spool the npy rows to a temporary file: File too large" ]] ||
+  fail "npy spool past the file size limit: exit $code, $(wc -c <"$tmp/xfsz.npy") bytes out, $(head -c 300 "$tmp/err")"
 # Standard input that is no text: a line past 64 MiB (/dev/zero) fails the run after the rows of the
 # lines before it; a directory fails at once.
 { printf 'one\ntwo\n'; head -c 70M /dev/zero; } | "$uform" encode --model "$tiny" >"$tmp/zero.jsonl" 2>"$tmp/err"; code=$?
