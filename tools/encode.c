@@ -1039,9 +1039,11 @@ int uform_command_encode(int argc, char **argv) {
     code = 0;
 done:
     for (int k = 0; k < 2; ++k) batch_settle(&slots[k]);
-    /* Stopped at an item, standard output still sound: its npy holds the rows before that item, as
-     * jsonl and f32 do (--output FILE is left as it was, its temporary discarded). */
-    if (code && npy_rows.began && !output_path && !ferror(output.file) && !(npy_rows.spool && ferror(npy_rows.spool))) {
+    /* Stopped at an item, the output still sound: standard output's npy, or one written in place (an
+     * --output that is no regular file: a FIFO, a device), holds the rows before that item, as jsonl
+     * and f32 do (a regular --output FILE is left as it was, its temporary discarded). */
+    if (code && npy_rows.began && !output.temporary && !ferror(output.file) &&
+        !(npy_rows.spool && ferror(npy_rows.spool))) {
         errno = 0;
         int const rows_ended = npy_end(&npy_rows, output.file, run.done, run.dims);
         if (rows_ended == 0 || (rows_ended > 0 && fflush(output.file) != 0)) output_failed(output_path, errno);

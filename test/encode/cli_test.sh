@@ -266,10 +266,17 @@ python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128 
 # Stopped at text 300 (invalid UTF-8) after a batch of 256: into a file and into a pipe, the npy is a
 # whole array of the 256 rows before it, as in a run of them alone (jsonl and f32 keep them too).
 head -c $((128 + 256 * 32)) "$tmp/plain.npy" | tail -c $((256 * 32)) >"$tmp/first256.f32"
-for into in file pipe; do
+mkfifo "$tmp/out.fifo"
+for into in file pipe fifo; do # fifo: an --output that is no regular file, written in place
   code=0
   if [[ $into == file ]]; then "$uform" encode --model "$tiny" --format npy <"$tmp/bad300.txt" >"$tmp/bad.npy" 2>"$tmp/err" || code=$?
-  else "$uform" encode --model "$tiny" --format npy <"$tmp/bad300.txt" 2>"$tmp/err" | cat >"$tmp/bad.npy"; code=${PIPESTATUS[0]}; fi
+  elif [[ $into == pipe ]]; then
+    "$uform" encode --model "$tiny" --format npy <"$tmp/bad300.txt" 2>"$tmp/err" | cat >"$tmp/bad.npy"; code=${PIPESTATUS[0]}
+  else
+    cat "$tmp/out.fifo" >"$tmp/bad.npy" &
+    "$uform" encode --model "$tiny" --format npy --output "$tmp/out.fifo" <"$tmp/bad300.txt" 2>"$tmp/err" || code=$?
+    wait $!
+  fi
   [[ $code == 1 ]] || fail "npy stopped at text 300, into a $into: exit $code, expected 1"
   python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128+256*32 and ast.literal_eval(d[10:128].decode())['shape']==(256, 8), d[:128]" "$tmp/bad.npy" &&
     cmp -s <(tail -c $((256 * 32)) "$tmp/bad.npy") "$tmp/first256.f32" ||
