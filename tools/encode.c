@@ -288,6 +288,12 @@ typedef struct npy_rows_t {
     size_t count, capacity;
 } npy_rows_t;
 
+/** Says what could not be done with the npy rows' temporary file (`doing`), and why. */
+static void spool_failed(char const *doing, int error) {
+    progress_end();
+    fprintf(stderr, "uform encode: could not %s: %s\n", doing, strerror(error ? error : EIO));
+}
+
 static int npy_begin(npy_rows_t *npy, FILE *out, size_t dims) {
     struct stat info;
     int const fd = fileno(out), flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
@@ -304,10 +310,7 @@ static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t coun
     if (npy->spool) {
         errno = 0;
         if (fwrite(rows, sizeof(float) * dims, count, npy->spool) == count || !count) return 1;
-        progress_end();
-        fprintf(stderr, "uform encode: could not spool the npy rows to a temporary file: %s\n",
-                strerror(errno ? errno : EIO));
-        return 0;
+        return spool_failed("spool the npy rows to a temporary file", errno), 0;
     }
     if (npy->count + count > npy->capacity) {
         size_t capacity = npy->capacity ? npy->capacity : 1024;
@@ -326,23 +329,15 @@ static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t coun
 static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
     npy->began = 0; /* ended once, even where a write fails: no second header after a failed end */
     if (!npy->seekable) {
-        if (npy->spool && (fflush(npy->spool) != 0 || ferror(npy->spool) || fseeko(npy->spool, 0, SEEK_SET) != 0)) {
-            progress_end();
-            fprintf(stderr, "uform encode: could not read back the npy rows' temporary file: %s\n",
-                    strerror(errno ? errno : EIO));
-            return -1;
-        }
+        if (npy->spool && (fflush(npy->spool) != 0 || ferror(npy->spool) || fseeko(npy->spool, 0, SEEK_SET) != 0))
+            return spool_failed("read back the npy rows' temporary file", errno), -1;
         write_npy_header(out, count, dims);
         if (!npy->spool) return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
         char chunk[1 << 16];
         for (uint64_t left = (uint64_t)count * dims * sizeof(float); left;) {
             size_t const want = left < sizeof chunk ? (size_t)left : sizeof chunk;
-            if (fread(chunk, 1, want, npy->spool) != want) { /* the header is out: the output is cut short */
-                progress_end();
-                fprintf(stderr, "uform encode: could not read back the npy rows' temporary file: %s\n",
-                        strerror(ferror(npy->spool) && errno ? errno : EIO));
-                return -1;
-            }
+            if (fread(chunk, 1, want, npy->spool) != want) /* the header is out: the output is cut short */
+                return spool_failed("read back the npy rows' temporary file", ferror(npy->spool) ? errno : 0), -1;
             if (fwrite(chunk, 1, want, out) != want) return 0;
             left -= want;
         }

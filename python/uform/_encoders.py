@@ -351,18 +351,20 @@ def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=No
     ``model_name`` (or ``path``, its other name here; one of them, `TypeError` for both or neither)
     is a local model directory, a ``str``, ``bytes`` or ``os.PathLike`` (nothing is downloaded;
     ``token`` is accepted and ignored, and so is ``backend`` when it is None, "onnx" or "torch", the
-    package's two: the engine is the backend; another is `ValueError`, as the package's). ``modalities`` is None for
-    every tower the directory holds (``text_encoder.safetensors`` or a sentence-transformers
-    ``model.safetensors``: the text encoder; ``image_encoder.safetensors``: the image encoder; a
-    tower present but unreadable raises), or one modality or a sequence of them, each a `Modality`,
-    the ``uform`` package's ``Modality`` member or a string ("text_encoder", "image_encoder", as
-    the package spells them; "text", "image" too). The package's VIDEO_ENCODER and TEXT_DECODER
-    are `Error(UNSUPPORTED)`: the engine has no such towers.
+    package's two: the engine is the backend; another is `ValueError`, as the package's).
+    ``modalities`` is None for every tower the directory holds (``text_encoder.safetensors`` or a
+    sentence-transformers ``model.safetensors``: the text encoder; ``image_encoder.safetensors``:
+    the image encoder; a tower present but unreadable raises), or one modality or a sequence of
+    them, each a `Modality`, the ``uform`` package's ``Modality`` member or a string
+    ("text_encoder", "image_encoder", as the package spells them; "text", "image" too). The
+    package's VIDEO_ENCODER and TEXT_DECODER are `Error(UNSUPPORTED)`: the engine has no such
+    towers.
 
     ``device`` "cpu" runs each encoder on a RAM executor of ``threads`` (0: 7/8 of the cores);
-    "cuda" (one free GPU; "gpu", the package's ONNX spelling, too) or "cuda:N" (GPU N) holds the towers in that GPU's memory and encodes on a
-    VRAM executor there (tokenising and decoding images on its host threads); "cuda" on a machine
-    without a usable GPU is UNSUPPORTED (the message says why). A failure closes what was opened."""
+    "cuda" (one free GPU; "gpu", the package's ONNX spelling, too) or "cuda:N" (GPU N) holds the
+    towers in that GPU's memory and encodes on a VRAM executor there (tokenising and decoding images
+    on its host threads); "cuda" on a machine without a usable GPU is UNSUPPORTED (the message says
+    why). A failure closes what was opened."""
     from . import Error, Executor, Library, Residency, Status, VramOptions
 
     if (model_name is None) == (path is None):

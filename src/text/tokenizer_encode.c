@@ -327,7 +327,6 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
     if (!scratch) return OOM();
     uform_scratch_t s = *scratch; // a local copy for the compiler; written back below
     s.ids.count = 0;
-    s.limit = max_tokens ? max_tokens - specials : SIZE_MAX;
     if (tokenizer->processor_truncation) {
         /* HF's truncation from tokenizer.json, if any (specials kept), then the ids sliced to
          * max_tokens: the content may take every place after the prefix; the suffix what is left. */
@@ -335,6 +334,7 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
         s.limit = tokenizer->json_max_length ? tokenizer->json_max_length - specials : SIZE_MAX;
         if (max_tokens && max_tokens - prefix < s.limit) s.limit = max_tokens - prefix;
     }
+    else s.limit = max_tokens ? max_tokens - specials : SIZE_MAX;
     uform_status_t status = uform_status_ok_k;
     if (!length) status = encode_stretch(tokenizer, text, 0, true, &s);
     size_t done = 0; // bytes consumed into stretches and added tokens
@@ -358,8 +358,10 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
     if (status == uform_status_ok_k) {
         size_t content = s.ids.count < s.limit ? s.ids.count : s.limit;
         size_t suffix = tokenizer->suffix_count, w = 0;
-        if (tokenizer->processor_truncation && max_tokens && max_tokens - tokenizer->prefix_count - content < suffix)
-            suffix = max_tokens - tokenizer->prefix_count - content; // sliced off with the ids past max_tokens
+        if (tokenizer->processor_truncation && max_tokens) { // the suffix's ids past max_tokens are sliced off
+            size_t const room = max_tokens - tokenizer->prefix_count - content;
+            if (room < suffix) suffix = room;
+        }
         for (size_t k = 0; k < tokenizer->prefix_count; k++, w++)
             if (w < capacity) ids[w] = tokenizer->prefix[k];
         for (size_t k = 0; k < content; k++, w++)
