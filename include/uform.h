@@ -1076,6 +1076,9 @@ typedef struct uform_model_description_t {
     size_t layers;                   /**< Transformer layers run per item. */
     size_t parameters;               /**< Parameters held per replica. */
     size_t replicas;                 /**< Weights replicas: one per memory domain (RAM) or device (VRAM). */
+    size_t hidden;                   /**< The width of the tower's hidden states: one row of features. */
+    size_t tokens;                   /**< Rows of one item's features: text: `context`; image: 1 ([CLS]) +
+                                          register tokens + patches, `(image_size / patch)^2`. */
 } uform_model_description_t;
 
 /**
@@ -1141,16 +1144,34 @@ UFORM_API void uform_model_free(uform_model_t model);
 UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t model, char const *text, size_t length,
                                                               int32_t *ids, size_t capacity, size_t *count);
 
-/** @brief Where a verb writes its embeddings: row `i` at `data + i * stride` bytes. Rows need no
+/**
+ *  @brief Where a verb writes its embeddings: row `i` at `data + i * stride` bytes. Rows need no
  *  alignment (a bf16 row may start at an odd address); every row must lie inside the address space
- *  (INVALID_ARGUMENT where `data + (count - 1) * stride + row` would wrap). */
+ *  (INVALID_ARGUMENT where `data + (count - 1) * stride + row` would wrap).
+ *
+ *  Features, optional: the tower's last hidden states, one row per token, before pooling (what the
+ *  `uform` package's encoders return with `return_features=True`, and sentence-transformers'
+ *  `token_embeddings`): item `i`'s `tokens` rows of `hidden` elements (`uform_model_description_t`),
+ *  packed, at `features + i * features_stride`, in `dtype`. A text's rows are its tokens in order,
+ *  specials included (`uform_model_tokenize`), after the last layer the model runs for texts
+ *  (UForm3: the last unimodal one, LayerNorm included), then zero rows up to `tokens` (the `uform`
+ *  package pads to its context and returns the tower's values for the padding tokens there, which
+ *  its attention mask hides; these are zeros). An image's rows are [CLS], the register tokens, then
+ *  the patches row by row, after the final LayerNorm. An item that failed (with `statuses`) gets
+ *  zero features as it gets a zero row. Asking for features runs a CLS-pooled tower's last layer
+ *  for every token (the embeddings are the same up to rounding), and costs the copy. VRAM models
+ *  refuse features (UNSUPPORTED). NULL asks for none. INVALID_ARGUMENT for a `features_stride` that
+ *  cannot hold an item's features, one without `features`, or items past the address space.
+ */
 typedef struct uform_embeddings_t {
-    void *data;          /**< Rows of `dimensions` elements of `dtype`. */
-    size_t stride;       /**< Bytes between rows, at least a row's; 0 packs them. */
-    size_t dimensions;   /**< 0 takes the model's width; fewer truncates (Matryoshka). */
-    uform_dtype_t dtype; /**< f32, f16 or bf16. */
-    int normalize;       /**< Nonzero L2-normalises each row after truncation; the layout's own
-                              normalisation (sentence-transformers' Normalize) applies regardless. */
+    void *data;             /**< Rows of `dimensions` elements of `dtype`. */
+    size_t stride;          /**< Bytes between rows, at least a row's; 0 packs them. */
+    size_t dimensions;      /**< 0 takes the model's width; fewer truncates (Matryoshka). */
+    uform_dtype_t dtype;    /**< f32, f16 or bf16: of the rows and of the features. */
+    int normalize;          /**< Nonzero L2-normalises each row after truncation; the layout's own
+                                 normalisation (sentence-transformers' Normalize) applies regardless. */
+    void *features;         /**< NULL, or where each item's features go (above). */
+    size_t features_stride; /**< Bytes between items' features, at least `tokens * hidden` elements'; 0 packs them. */
 } uform_embeddings_t;
 
 /** @brief One image: encoded bytes (JPEG, PNG) when `width` is 0, else 8-bit RGB pixels with

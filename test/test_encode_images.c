@@ -170,6 +170,55 @@ static void check_classes(size_t t, size_t k, uform_model_t model, float const *
 
 /* ---- Against PyTorch ---- */
 
+/** The features (`uform_embeddings_t.features`: every token after the final LayerNorm) of every photo
+ *  and of a corrupt image after them, against the `uform` package's (`return_features=True`) rows of
+ *  [CLS], the next token, the middle and the last (expected/<tower>-features.f32): cosine >= `bound`
+ *  per row; the corrupt image's features and row zeros; the embeddings asked with features (the
+ *  whole last layer, no CLS tail) against `expected` as well. */
+static void check_image_features(size_t t, uform_model_t model, uform_executor_t executor, float const *expected,
+                                 double bound, char const *dtype_name) {
+    tower_spec_t const *spec = &tower_specs[t];
+    size_t const d = spec->dim, grid = spec->image_size / spec->patch, S = 1 + spec->reg_tokens + grid * grid;
+    size_t const width = spec->embedding_dim, count = photos_count + 1;
+    uform_model_description_t description;
+    CHECK_OK(uform_model_describe(model, &description));
+    CHECK(description.hidden == d && description.tokens == S);
+    char path[600];
+    size_t size = 0;
+    snprintf(path, sizeof path, "%s/encode_images/expected/%s-features.f32", UFORM_TEST_SOURCE_DIR, spec->name);
+    float *reference = (float *)read_file(path, &size);
+    CHECK_FATAL(reference && size == photos_count * 4 * d * sizeof(float));
+    uform_image_t images[PHOTOS_MAX + 1];
+    memcpy(images, photos, photos_count * sizeof(uform_image_t));
+    images[photos_count] = (uform_image_t){.data = "not an image", .size = 12};
+    float *features = malloc(count * S * d * sizeof(float)), *rows = malloc(count * width * sizeof(float));
+    memset(features, 0x5A, count * S * d * sizeof(float));
+    memset(rows, 0x5A, count * width * sizeof(float));
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k, .features = features};
+    uform_status_t statuses[PHOTOS_MAX + 1];
+    CHECK_STATUS(uform_encode_images(executor, model, images, count, &out, statuses, NULL), uform_status_ok_k);
+    CHECK(statuses[photos_count] == uform_status_corrupt_file_k);
+    double worst = 1, worst_embedding = 1;
+    size_t const picked[4] = {0, 1, S / 2, S - 1};
+    for (size_t i = 0; i < photos_count; ++i) {
+        for (size_t p = 0; p < 4; ++p) {
+            double c = cosine(features + (i * S + picked[p]) * d, reference + (i * 4 + p) * d, d);
+            worst = c < worst ? c : worst;
+        }
+        double c = cosine(rows + i * width, expected + i * width, width);
+        worst_embedding = c < worst_embedding ? c : worst_embedding;
+    }
+    size_t nonzero = 0;
+    for (size_t v = 0; v < S * d; ++v) nonzero += features[photos_count * S * d + v] != 0.0f;
+    for (size_t v = 0; v < width; ++v) nonzero += rows[photos_count * width + v] != 0.0f;
+    printf("%-14s %s: features' worst cosine against PyTorch %.7f, embeddings with features %.7f\n", spec->name,
+           dtype_name, worst, worst_embedding);
+    CHECK(worst >= bound);
+    CHECK(worst_embedding >= bound);
+    CHECK(nonzero == 0);
+    free(reference), free(features), free(rows);
+}
+
 /** Set by `--classes`: the references again pinned to each class (one ctest, not every variant). */
 static int pin_classes = 0;
 
@@ -221,6 +270,7 @@ static void test_references(void) {
             }
             printf("%-14s %s: worst cosine against PyTorch over %zu photos %.7f\n", spec->name, k ? "bf16" : "f32",
                    photos_count, worst);
+            check_image_features(t, model, executor, expected, bound, k ? "bf16" : "f32");
             uform_executor_free(executor);
 
             /* The SERIAL class (portable loops, fused attention) on the NULL executor, one photo. */
@@ -418,6 +468,14 @@ static void test_verb(void) {
     uform_embeddings_t wrapping = {.data = rows, .stride = SIZE_MAX, .dtype = uform_dtype_f32_k};
     CHECK_STATUS(uform_encode_images(executor, model, four, 2, &wrapping, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("uform_encode_images: embeddings: 2 rows 18446744073709551615 bytes apart run past the end of the address space");
+    float small_features[16];
+    uform_embeddings_t short_features = {.data = rows, .dtype = uform_dtype_f32_k, .features = small_features,
+                                         .features_stride = sizeof small_features};
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &short_features, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_images: embeddings.features_stride is 64 bytes; one item's features");
+    short_features.features = NULL;
+    CHECK_STATUS(uform_encode_images(executor, model, four, 1, &short_features, NULL, NULL), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_images: embeddings.features_stride is 64 with no features; set both or neither");
     /* bf16 rows at an odd address: the same bytes as aligned ones. */
     uint16_t aligned[2][256];
     unsigned char odd[2 * 513 + 1];

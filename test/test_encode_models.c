@@ -4,7 +4,7 @@
  *          sentence-transformers and UForm3-shaped towers against the `uform` package, embedding by
  *          embedding, by cosine.
  *
- *  usage: test_encode_models [--vram | --numa] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
+ *  usage: test_encode_models [--vram | --numa] --model DIR --ids FILE --expected FILE [--texts FILE] [--features FILE] [--limit N]
  *         exits 77 (skipped) when DIR holds no model, and with --vram when there is no GPU
  */
 #define _GNU_SOURCE 1
@@ -47,6 +47,139 @@ static double worst_cosine(char const *label, float const *rows, float const *ex
     return worst;
 }
 
+/** The token rows of a text of `n` ids the features references keep (make_references.py's
+ *  `feature_tokens`): first, second, middle, last, without repeats, ascending. Returns how many. */
+static size_t feature_tokens(size_t n, size_t picked[4]) {
+    size_t candidates[4] = {0, n > 1 ? 1 : 0, n / 2, n - 1}, count = 0;
+    for (int i = 0; i < 4; ++i) {
+        int seen = 0;
+        for (size_t j = 0; j < count; ++j) seen |= picked[j] == candidates[i];
+        if (!seen) picked[count++] = candidates[i];
+    }
+    for (size_t i = 1; i < count; ++i) /* ascending */
+        for (size_t j = i; j > 0 && picked[j - 1] > picked[j]; --j) {
+            size_t swap = picked[j];
+            picked[j] = picked[j - 1], picked[j - 1] = swap;
+        }
+    return count;
+}
+
+#define FEATURE_TEXTS 24
+
+/** A float as bf16 and f16 bits, rounded to nearest even (as the engine's conversions). */
+static uint16_t to_bf16_bits(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+static uint16_t to_f16_bits(float value) {
+#if defined(UFORM_SOFT_F16)
+    return uform_soft_f16_from_f32(value);
+#else
+    _Float16 half = (_Float16)value;
+    uint16_t out;
+    memcpy(&out, &half, sizeof out);
+    return out;
+#endif
+}
+
+/**
+ *  The features (`uform_embeddings_t.features`, the last hidden states) of the first FEATURE_TEXTS
+ *  texts against PyTorch's rows of the same tokens (make_references.py `features`): cosine >= 0.99999
+ *  per row with f32 weights (`threshold`), zero rows past each text up to the context; the embeddings
+ *  asked with features against those asked without; bf16 and f16 features are the f32 ones rounded,
+ *  bit for bit; a stride wider than the features leaves the bytes between items untouched; a text's
+ *  features alone equal its features in the batch; with `mean_pooled` (mean pooling, no projection:
+ *  MiniLM), the normalised mean of a text's rows is its embedding.
+ */
+static void check_features(uform_executor_t executor, uform_model_t model, int32_t const *ids, size_t const *offsets,
+                           size_t count, float const *reference, size_t reference_rows, double threshold,
+                           int mean_pooled, char const *label) {
+    uform_model_description_t md;
+    CHECK_OK(uform_model_describe(model, &md));
+    if (count > FEATURE_TEXTS) count = FEATURE_TEXTS;
+    size_t const hidden = md.hidden, tokens = md.tokens, dims = md.dimensions, item = tokens * hidden;
+    CHECK_FATAL(hidden > 0 && tokens > 0);
+    float *features = malloc(count * item * sizeof(float)), *rows = malloc(count * dims * sizeof(float));
+    float *plain = malloc(count * dims * sizeof(float));
+    memset(features, 0x5A, count * item * sizeof(float)); /* every byte must be written */
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k, .features = features};
+    CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &out, NULL), uform_status_ok_k);
+    uform_embeddings_t without = {.data = plain, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &without, NULL), uform_status_ok_k);
+
+    double worst = 1, worst_embedding = 1, worst_mean = 1;
+    size_t at = 0, row = 0, nonzero_padding = 0;
+    for (size_t i = 0; i < count; ++i) {
+        size_t length = offsets[i + 1] - offsets[i], picked[4];
+        float const *mine = features + i * item;
+        for (size_t p = 0, n = feature_tokens(length, picked); p < n && row < reference_rows; ++p, ++row) {
+            double c = cosine(mine + picked[p] * hidden, reference + row * hidden, hidden);
+            if (c < worst) worst = c, at = i;
+        }
+        for (size_t v = length * hidden; v < item; ++v) nonzero_padding += mine[v] != 0.0f;
+        double c = cosine(rows + i * dims, plain + i * dims, dims);
+        worst_embedding = c < worst_embedding ? c : worst_embedding;
+        if (mean_pooled) { /* the pooled rows are the embedding up to normalisation */
+            float mean[1024] = {0};
+            for (size_t t = 0; t < length; ++t)
+                for (size_t j = 0; j < hidden && j < 1024; ++j) mean[j] += mine[t * hidden + j] / (float)length;
+            c = cosine(mean, rows + i * dims, dims);
+            worst_mean = c < worst_mean ? c : worst_mean;
+        }
+    }
+    printf("%-44s %4zu texts: features' worst cosine %.7f (text %zu), %zu rows\n", label, count, worst, at, row);
+    CHECK(row == reference_rows);
+    CHECK(worst >= threshold);
+    CHECK(nonzero_padding == 0);
+    CHECK(worst_embedding >= 0.99999);
+    if (mean_pooled) CHECK(worst_mean >= 0.99999);
+
+    /* bf16 and f16 features: the f32 ones rounded; packed at a wider stride. */
+    size_t const stride = item * 2 + 64;
+    unsigned char *narrow = malloc(count * stride);
+    uint16_t *narrow_rows = malloc(count * dims * 2);
+    uform_dtype_t const narrow_dtypes[2] = {uform_dtype_bf16_k, uform_dtype_f16_k};
+    for (int k = 0; k < 2; ++k) {
+        memset(narrow, 0xA5, count * stride);
+        uform_embeddings_t half = {.data = narrow_rows, .dtype = narrow_dtypes[k], .features = narrow,
+                                   .features_stride = stride};
+        CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &half, NULL), uform_status_ok_k);
+        size_t mismatches = 0, gap_touched = 0;
+        for (size_t i = 0; i < count; ++i) {
+            uint16_t const *got = (uint16_t const *)(narrow + i * stride);
+            for (size_t v = 0; v < item; ++v) {
+                float value = features[i * item + v];
+                uint16_t want = k == 0 ? to_bf16_bits(value) : to_f16_bits(value);
+                mismatches += got[v] != want;
+            }
+            for (size_t b = item * 2; b < stride; ++b) gap_touched += narrow[i * stride + b] != 0xA5;
+        }
+        printf("%-44s %s features: %zu values differ from the f32 ones rounded, %zu gap bytes touched\n", label,
+               k ? "f16" : "bf16", mismatches, gap_touched);
+        CHECK(mismatches == 0);
+        CHECK(gap_touched == 0);
+    }
+
+    /* A text alone: its features as in the batch. */
+    size_t const lone = count > 3 ? 3 : count - 1;
+    float *alone = malloc(item * sizeof(float)), alone_row[1024];
+    size_t lone_offsets[2] = {0, offsets[lone + 1] - offsets[lone]};
+    uform_embeddings_t one = {.data = alone_row, .dtype = uform_dtype_f32_k, .features = alone};
+    CHECK_STATUS(uform_text_encode_ids(executor, model, ids + offsets[lone], lone_offsets, 1, NULL, NULL, &one, NULL),
+                 uform_status_ok_k);
+    double worst_alone = 1;
+    for (size_t t = 0; t < lone_offsets[1]; ++t) {
+        double c = cosine(alone + t * hidden, features + lone * item + t * hidden, hidden);
+        worst_alone = c < worst_alone ? c : worst_alone;
+    }
+    printf("%-44s text %zu alone: its features' worst cosine to the batch's %.7f\n", label, lone, worst_alone);
+    /* The same values up to the products' rounding (other shapes, other kernels; in bf16, activations
+     * rounded to bf16 between them). */
+    CHECK(worst_alone >= (md.weights_dtype == uform_dtype_f32_k ? 0.999999 : 0.9999));
+    free(alone), free(narrow), free(narrow_rows), free(features), free(rows), free(plain);
+}
+
 /**
  *  test_encode --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]
  *
@@ -56,7 +189,7 @@ static double worst_cosine(char const *label, float const *rows, float const *ex
  *  every core; SERIAL and HASWELL pinned on a subset.
  */
 static int test_real_model(char const *dir, char const *ids_path, char const *expected_path, char const *texts_path,
-                           size_t limit) {
+                           char const *features_path, size_t limit) {
     size_t ids_size = 0, expected_size = 0, texts_size = 0;
     char *ids_text = read_file(ids_path, &ids_size), *expected_raw = read_file(expected_path, &expected_size);
     char *texts_raw = texts_path ? read_file(texts_path, &texts_size) : NULL;
@@ -110,6 +243,17 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
         CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &out, NULL), uform_status_ok_k);
         snprintf(label, sizeof label, "%s weights, ids given", k ? "bf16" : "f32");
         CHECK(worst_cosine(label, rows, expected, count, dims) >= thresholds[k]);
+        if (features_path) {
+            size_t features_size = 0;
+            char *features_raw = read_file(features_path, &features_size);
+            CHECK_FATAL(features_raw != NULL);
+            snprintf(label, sizeof label, "%s weights, features", k ? "bf16" : "f32");
+            char layout[4096];
+            snprintf(layout, sizeof layout, "%s/model.safetensors", dir); /* sentence-transformers: mean, no projection */
+            check_features(executor, model, ids, offsets, count, (float const *)features_raw,
+                           features_size / sizeof(float) / md.hidden, thresholds[k], access(layout, F_OK) == 0, label);
+            free(features_raw);
+        }
 
         /* The lower classes on a subset. */
         uform_cpu_class_t const lower[2] = {uform_cpu_class_serial_k, uform_cpu_class_intel_haswell_k};
@@ -320,7 +464,7 @@ static int test_real_model_numa(char const *dir, char const *expected_path, char
 }
 
 int main(int argc, char **argv) {
-    char const *model = NULL, *ids = NULL, *expected = NULL, *texts = NULL;
+    char const *model = NULL, *ids = NULL, *expected = NULL, *texts = NULL, *features = NULL;
     size_t limit = 0;
     int vram = 0, numa = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -332,9 +476,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--expected")) expected = argv[i + 1];
         else if (!strcmp(argv[i], "--texts")) texts = argv[i + 1];
         else if (!strcmp(argv[i], "--limit")) limit = strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--features")) features = argv[i + 1];
     }
     if (!model || !ids || !expected) {
-        fprintf(stderr, "usage: test_encode_models [--vram | --numa] --model DIR --ids FILE --expected FILE [--texts FILE] [--limit N]\n");
+        fprintf(stderr, "usage: test_encode_models [--vram | --numa] --model DIR --ids FILE --expected FILE [--texts FILE] [--features FILE] [--limit N]\n");
         return 2;
     }
     char probe[4096];
@@ -343,5 +488,5 @@ int main(int argc, char **argv) {
     if (!exists) SKIP("no model at %s (build.sh fetches all-MiniLM-L6-v2; UForm3 fixtures need torch)", model);
     fclose(exists);
     if (numa) return test_real_model_numa(model, expected, texts, limit);
-    return vram ? test_real_model_vram(model, expected, texts, limit) : test_real_model(model, ids, expected, texts, limit);
+    return vram ? test_real_model_vram(model, expected, texts, limit) : test_real_model(model, ids, expected, texts, features, limit);
 }

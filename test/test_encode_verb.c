@@ -128,6 +128,48 @@ static void test_verb(void) {
     CHECK_MESSAGE("embeddings is NULL");
     CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, 0, &out, NULL, NULL), uform_status_ok_k);
 
+    /* Features: the description's shape; a bad text's features zero, the others' its tokens then zero
+     * rows; a stride that cannot hold them, a stride without features, items past the address space. */
+    size_t const hidden = description.hidden, tokens = description.tokens, item = hidden * tokens;
+    CHECK(hidden == dims && tokens == description.context && tokens > 0);
+    float *features = malloc(3 * item * sizeof(float));
+    for (size_t i = 0; i < 3 * item; ++i) features[i] = 5.0f;
+    for (size_t i = 0; i < 3 * 64; ++i) mixed_rows[i / 64][i % 64] = 5.0f;
+    uform_embeddings_t with_features = out3;
+    with_features.features = features;
+    CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &with_features, statuses, NULL), uform_status_ok_k);
+    CHECK(statuses[1] == uform_status_invalid_argument_k);
+    size_t nonzero_bad = 0, nonzero_padding = 0, zero_rows = 0;
+    for (size_t v = 0; v < item; ++v) nonzero_bad += features[item + v] != 0.0f;
+    int32_t first_ids[64];
+    size_t first_tokens = 0;
+    CHECK_OK(uform_model_tokenize(model, mixed[0], strlen(mixed[0]), first_ids, 64, &first_tokens));
+    for (size_t v = first_tokens * hidden; v < item; ++v) nonzero_padding += features[v] != 0.0f;
+    for (size_t t = 0; t < first_tokens; ++t) {
+        double norm = 0;
+        for (size_t j = 0; j < hidden; ++j) norm += (double)features[t * hidden + j] * features[t * hidden + j];
+        zero_rows += norm == 0;
+    }
+    CHECK(nonzero_bad == 0 && nonzero_padding == 0 && zero_rows == 0);
+    CHECK(max_difference(mixed_rows[0], rows[0], dims) < 1e-5 && max_difference(mixed_rows[2], rows[2], dims) < 1e-5);
+    with_features.features_stride = item * sizeof(float) - 1;
+    CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &with_features, statuses, NULL),
+                 uform_status_invalid_argument_k);
+    char wanted[256];
+    snprintf(wanted, sizeof wanted, "uform_encode_texts: embeddings.features_stride is %zu bytes; one item's features "
+             "(%zu values) take %zu (0 packs them)", item * sizeof(float) - 1, item, item * sizeof(float));
+    CHECK_MESSAGE(wanted);
+    with_features.features_stride = SIZE_MAX;
+    CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &with_features, statuses, NULL),
+                 uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_texts: embeddings.features: 3 texts' features 18446744073709551615 bytes apart run "
+                  "past the end of the address space");
+    with_features.features = NULL, with_features.features_stride = 64;
+    CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &with_features, statuses, NULL),
+                 uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_encode_texts: embeddings.features_stride is 64 with no features; set both or neither");
+    free(features);
+
     /* Residency: a VRAM-resident model meets a RAM executor, and the NULL one. */
     struct uform_model_s *inner = (struct uform_model_s *)model;
     inner->residency = uform_residency_vram_k;

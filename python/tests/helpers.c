@@ -132,6 +132,8 @@ static uform_python_layout_t const uform_python_layouts[] = {
     LAYOUT_FIELD(uform_model_description_t, layers),
     LAYOUT_FIELD(uform_model_description_t, parameters),
     LAYOUT_FIELD(uform_model_description_t, replicas),
+    LAYOUT_FIELD(uform_model_description_t, hidden),
+    LAYOUT_FIELD(uform_model_description_t, tokens),
 
     LAYOUT_TYPE(uform_embeddings_t),
     LAYOUT_FIELD(uform_embeddings_t, data),
@@ -139,6 +141,8 @@ static uform_python_layout_t const uform_python_layouts[] = {
     LAYOUT_FIELD(uform_embeddings_t, dimensions),
     LAYOUT_FIELD(uform_embeddings_t, dtype),
     LAYOUT_FIELD(uform_embeddings_t, normalize),
+    LAYOUT_FIELD(uform_embeddings_t, features),
+    LAYOUT_FIELD(uform_embeddings_t, features_stride),
 
     LAYOUT_TYPE(uform_image_t),
     LAYOUT_FIELD(uform_image_t, data),

@@ -1,7 +1,7 @@
 """`uform.get_model` as a stand-in for the ``uform`` PyPI package's (issues 12 and 13): every tower a
 directory holds when no modalities are named, the package's modality spellings, its README's flow end
 to end, the encoders taking plain texts and images and the package's own processor output, and the
-refusals (token ids, ``return_features=True``) with their reasons.
+features (``return_features=True``), and the refusal of token ids with its reason.
 
 The model directory holds both towers: test/models/tiny-uform3's text tower (committed) beside a
 tiny random image tower written here (test_images.write_tower), under one config.json. The
@@ -40,9 +40,6 @@ TINY_UFORM3 = os.path.join(REPOSITORY, "test", "models", "tiny-uform3")
 TINY_BERT = os.path.join(REPOSITORY, "test", "models", "tiny-bert")
 TEXTS = ["a cat sat on the mat", "the big red dog ran in the fog", "hello world"]
 NAMES = ("grace_hopper.jpg", "camera.png", "chelsea.png")
-FEATURES_REFUSED = ("return_features=True: the engine's C ABI ({}) returns only the pooled, projected embeddings, "
-                    "not the per-token or per-patch features (the tower's last hidden states) the uform package "
-                    "returns with them; call encode without return_features, or with False, for the embeddings")
 IDS_REFUSED = ("encode got token ids (as the uform package's TextProcessor returns: 'input_ids' and 'attention_mask' "
                "without 'texts'), but the engine tokenizes texts itself and its C ABI takes no ids; pass the texts, "
                "or what this package's TextProcessor (processors[Modality.TEXT_ENCODER]) returns, which carries "
@@ -218,13 +215,24 @@ class GetModel(unittest.TestCase):
             self.assertIsInstance(text_embedding, np.ndarray)
             self.assertEqual((text_embedding.dtype, text_embedding.shape), (np.float32, (1, 6)))
             self.assertEqual((image_embedding.dtype, image_embedding.shape), (np.float32, (1, 6)))
-        # The README asks for the features too; the engine has none to give.
-        with self.assertRaises(uform.UnsupportedError) as caught:
-            image_features, image_embedding = model_image.encode(image_data, return_features=True)
-        self.assertEqual(caught.exception.message, FEATURES_REFUSED.format("uform_encode_images"))
-        with self.assertRaises(uform.UnsupportedError) as caught:
-            text_features, text_embedding = model_text.encode(text_data, return_features=True)
-        self.assertEqual(caught.exception.message, FEATURES_REFUSED.format("uform_encode_texts"))
+        # The README asks for the features too: the towers' last hidden states, before the embeddings.
+        image_features, image_embedding_too = model_image.encode(image_data, return_features=True)
+        text_features, text_embedding_too = model_text.encode(text_data, return_features=True)
+        self.assertTrue(rows_close(image_embedding_too[0], image_embedding[0], 1e-5))
+        self.assertTrue(rows_close(text_embedding_too[0], text_embedding[0], 1e-5))
+        for features, model, expected in ((image_features, self.image, self.image.encode_images(
+                None, [self.photos[0]], features=True)[0]), (text_features, self.text, self.text.encode_texts(
+                None, [text], features=True)[0])):
+            d = model.describe()
+            self.assertEqual((len(features), len(features[0]), len(features[0][0])), (1, d.tokens, d.hidden))
+            for row, wanted in zip(features[0], expected[0]):
+                self.assertTrue(rows_close(row, wanted, 0.0))
+        tokens = len(self.text.tokenize(text))
+        self.assertTrue(all(any(v != 0 for v in row) for row in text_features[0][:tokens]))
+        self.assertTrue(all(v == 0 for row in text_features[0][tokens:] for v in row))
+        if np is not None:
+            self.assertEqual(text_features.dtype, np.float32)
+            self.assertEqual(image_features.shape, (1, self.image.describe().tokens, self.image.describe().hidden))
 
     def test_the_packages_argument_names_and_encoder_attributes(self):
         # The package's first parameter is model_name; path is this package's other name for it.
@@ -254,16 +262,19 @@ class GetModel(unittest.TestCase):
 
     def test_return_features_attribute_as_the_package_encoders(self):
         processors, models = self.get_model(self.both)
-        for modality, data, function in ((uform.Modality.TEXT_ENCODER, TEXTS, "uform_encode_texts"),
-                                         (uform.Modality.IMAGE_ENCODER, self.photos[:1], "uform_encode_images")):
+        for modality, data in ((uform.Modality.TEXT_ENCODER, TEXTS), (uform.Modality.IMAGE_ENCODER, self.photos[:2])):
             encoder = models[modality]
             self.assertIs(encoder.return_features, False)
+            embeddings = encoder.encode(data)
+            self.assertEqual(len(embeddings), len(data))
             encoder.return_features = True  # what the package's ONNX encoders default to
-            with self.assertRaises(uform.UnsupportedError) as caught:
-                encoder.encode(data)
-            self.assertEqual(caught.exception.message, FEATURES_REFUSED.format(function))
+            features, again = encoder.encode(data)
+            self.assertEqual((len(features), len(features[0])), (len(data), encoder.model.describe().tokens))
+            for row, wanted in zip(again, embeddings):
+                self.assertTrue(rows_close(row, wanted, 1e-5))
             self.assertEqual(len(encoder.encode(data, return_features=False)), len(data))
             encoder.return_features = False
+            self.assertEqual(len(encoder.encode(data, return_features=True)), 2)
 
     # ---- what the encoders take ----
 

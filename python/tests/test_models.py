@@ -162,6 +162,25 @@ class MiniLM(unittest.TestCase):
             self.model.encode_texts(None, [texts[0], b"\xff\xfe bad"])
         self.assertEqual(caught.exception.kind, uform.Status.INVALID_ARGUMENT)
         self.assertIn("text 1", caught.exception.message)
+        # With features: (features, rows, statuses); the bad text's features zero, the others' its
+        # tokens' rows, then zeros; bf16 features are the f32 ones rounded (as uint16 bits).
+        features, rows, statuses = self.model.encode_texts(None, [texts[0], b"\xff\xfe bad", texts[1]],
+                                                           statuses=True, features=True)
+        self.assertEqual(statuses, [uform.Status.OK, uform.Status.INVALID_ARGUMENT, uform.Status.OK])
+        d = self.model.describe()
+        self.assertEqual((len(features), len(features[0]), len(features[0][0])), (3, d.tokens, d.hidden))
+        self.assertTrue(all(float(v) == 0.0 for row in features[1] for v in row))
+        tokens = len(self.model.tokenize(texts[1]))
+        self.assertTrue(all(any(float(v) != 0.0 for v in row) for row in features[2][:tokens]))
+        self.assertTrue(all(float(v) == 0.0 for row in features[2][tokens:] for v in row))
+        self.assertGreaterEqual(cosine(rows[2], expected[1]), 0.99999)
+        if np is not None:
+            bits, _, _ = self.model.encode_texts(None, [texts[0], b"\xff\xfe bad", texts[1]], statuses=True,
+                                                 features=True, dtype=uform.DType.BF16)
+            words = features.view(np.uint32).astype(np.uint64)
+            rounded = ((words + 0x7FFF + ((words >> 16) & 1)) >> 16).astype(np.uint16)
+            self.assertEqual(bits.dtype, np.uint16)
+            self.assertTrue(np.array_equal(bits, rounded))
 
     def test_texts_are_str_or_bytes_like_only(self):
         bad = [([5], "texts[0]", "int"), ([[104, 105]], "texts[0]", "list"), ([None], "texts[0]", "NoneType"),
@@ -250,10 +269,14 @@ class MiniLM(unittest.TestCase):
         embeddings = models[uform.Modality.TEXT_ENCODER].encode(processed)
         for i in range(2):
             self.assertGreaterEqual(cosine(embeddings[i], expected[i]), 0.99999)
-        with self.assertRaises(uform.UnsupportedError) as caught:  # the engine returns no pre-pooling features
-            models[uform.Modality.TEXT_ENCODER].encode(processed, return_features=True)
-        self.assertIn("return_features=True: the engine's C ABI (uform_encode_texts) returns only the pooled",
-                      caught.exception.message)
+        # The features: every token's last hidden state; MiniLM pools them by mean, then normalises.
+        features, again = models[uform.Modality.TEXT_ENCODER].encode(processed, return_features=True)
+        for i in range(2):
+            self.assertGreaterEqual(cosine(again[i], embeddings[i]), 0.99999)
+            tokens = int(sum(processed["attention_mask"][i]))
+            mean = [sum(row[j] for row in features[i][:tokens]) / tokens for j in range(len(features[i][0]))]
+            self.assertGreaterEqual(cosine(mean, expected[i]), 0.99999)
+            self.assertTrue(all(v == 0 for row in features[i][tokens:] for v in row))
         self.assertEqual(len(models[uform.Modality.TEXT_ENCODER].encode(processed, return_features=False)), 2)
 
     def test_get_model_without_modalities_opens_the_text_tower_of_a_text_model(self):

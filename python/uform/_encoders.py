@@ -6,11 +6,13 @@ Where they differ from the ``uform`` package (3.x), and why:
 
 - ``model_name`` is a local model directory; nothing is downloaded (``token`` is accepted and
   ignored, and so is ``backend``, "onnx" or "torch": the engine is the backend).
-- ``return_features=True`` raises `Error(UNSUPPORTED)`: the engine's C ABI (``uform_encode_texts``,
-  ``uform_encode_images``) returns the pooled, projected embeddings only, never the tower's
-  pre-pooling hidden states, so there are no features to return. ``encode(x)`` and
-  ``encode(x, return_features=False)`` return the embeddings, as the package's PyTorch backend does
-  (its ONNX backend, the default, returns ``(features, embeddings)`` unless told otherwise).
+- ``encode(x, return_features=True)`` returns ``(features, embeddings)`` as the package does: the
+  tower's last hidden states (``uform_embeddings_t.features``), float32 [items, tokens, hidden].
+  A text's rows past its tokens are zeros, where the package pads to its context and returns the
+  tower's values for the padding tokens (which its attention mask hides); the rows a text has are
+  the same. ``encode(x)`` returns the embeddings alone, as the package's PyTorch backend does (its
+  ONNX backend, the default, returns ``(features, embeddings)`` unless told otherwise): an
+  encoder's ``return_features`` attribute, False, is the default, as in the package.
 - The processors do not preprocess: the engine tokenizes the texts and decodes, resizes and
   normalises the images itself, in C on the encoder's threads. `TextProcessor` returns the ids for
   inspection plus the texts, which are what the encoder reads; `ImageProcessor` returns the images
@@ -65,18 +67,10 @@ class _ByModality(dict):
         return self[key] if key in self else default
 
 
-def _refuse_features(encoder, return_features, function: str) -> None:
-    """`Error(UNSUPPORTED)` when ``return_features`` (or, for None, ``encoder.return_features``)
-    asks for the pre-pooling features, which the engine does not expose."""
-    from . import Error, Status
-
-    wanted = encoder.return_features if return_features is None else return_features
-    if wanted:
-        raise Error(Status.UNSUPPORTED,
-                    f"return_features=True: the engine's C ABI ({function}) returns only the pooled, projected "
-                    f"embeddings, not the per-token or per-patch features (the tower's last hidden states) the uform "
-                    f"package returns with them; call encode without return_features, or with False, for the "
-                    f"embeddings")
+def _wants_features(encoder, return_features) -> bool:
+    """Whether ``encode`` returns the features too: ``return_features``, or for None the
+    encoder's ``return_features`` attribute, as the ``uform`` package decides."""
+    return bool(encoder.return_features if return_features is None else return_features)
 
 
 def _ids_refused():
@@ -166,9 +160,9 @@ class TextProcessor:
 
 class TextEncoder:
     """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(x)`` returns the embeddings [texts,
-    dimensions], as the ``uform`` package's encoder does with ``return_features=False``.
-    ``return_features`` is False, as the package's PyTorch encoder's; setting it True makes
-    ``encode`` refuse (UNSUPPORTED: the engine returns no features)."""
+    dimensions], and ``encode(x, return_features=True)`` ``(features, embeddings)``, features
+    [texts, tokens, hidden], as the ``uform`` package's encoder does. ``return_features`` is False,
+    as the package's PyTorch encoder's; set True, it is ``encode``'s default."""
 
     def __init__(self, model: Model, executor):
         """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
@@ -184,12 +178,14 @@ class TextEncoder:
         or a sequence of texts (a list, a tuple, a NumPy array of strings). ``attention_mask`` is
         accepted for the package's signature and unused.
 
+        With ``return_features=True`` (or the attribute set), ``(features, embeddings)``: features
+        float32 [texts, tokens, hidden], each text's last hidden states in token order (specials
+        included), then zero rows up to the model's context.
+
         Refuses, with `Error(UNSUPPORTED)`, token ids (the ``uform`` package's processor output, an
-        integer array or tensor, lists of ints): the engine tokenizes texts itself and takes no ids;
-        and ``return_features=True``: the engine returns no pre-pooling features."""
+        integer array or tensor, lists of ints): the engine tokenizes texts itself and takes no ids."""
         from . import Error, Status
 
-        _refuse_features(self, return_features, "uform_encode_texts")
         if isinstance(x, dict):
             if "texts" in x:
                 texts = x["texts"]
@@ -203,7 +199,7 @@ class TextEncoder:
             texts = x
         if _looks_like_ids(texts):
             raise _ids_refused()
-        return self.model.encode_texts(self.executor, texts)
+        return self.model.encode_texts(self.executor, texts, features=_wants_features(self, return_features))
 
     __call__ = encode
     forward = encode
@@ -231,10 +227,11 @@ class ImageProcessor:
 
 class ImageEncoder:
     """What ``models[Modality.IMAGE_ENCODER]`` is: ``encode(x)`` returns the embeddings [images,
-    dimensions], as the ``uform`` package's encoder does with ``return_features=False``.
-    ``normalization`` is the model's ``(normalization_means, normalization_deviations)``, which
-    `get_model` reads from ``config.json``; with it the encoder also takes the ``uform`` package's
-    preprocessed pixels. ``return_features`` is False; setting it True makes ``encode`` refuse."""
+    dimensions], and ``encode(x, return_features=True)`` ``(features, embeddings)``, features
+    [images, tokens, hidden], as the ``uform`` package's encoder does. ``normalization`` is the
+    model's ``(normalization_means, normalization_deviations)``, which `get_model` reads from
+    ``config.json``; with it the encoder also takes the ``uform`` package's preprocessed pixels.
+    ``return_features`` is False; set True, it is ``encode``'s default."""
 
     def __init__(self, model: Model, executor, normalization=None):
         """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
@@ -257,10 +254,11 @@ class ImageEncoder:
         from (an array that is not such pixels for this model is refused with
         `Error(INVALID_ARGUMENT)`).
 
-        ``return_features=True`` raises `Error(UNSUPPORTED)`: the engine returns no features."""
+        With ``return_features=True`` (or the attribute set), ``(features, embeddings)``: features
+        float32 [images, tokens, hidden]: [CLS], the register tokens, then the patches row by row,
+        after the final LayerNorm, as the package's ``forward_features``."""
         from . import Error, Status
 
-        _refuse_features(self, return_features, "uform_encode_images")
         if isinstance(x, dict):
             if "images" not in x:
                 raise Error(Status.INVALID_ARGUMENT,
@@ -269,7 +267,8 @@ class ImageEncoder:
             images = x["images"]
         else:
             images = x
-        return self.model.encode_images(self.executor, self._pixels(images))
+        return self.model.encode_images(self.executor, self._pixels(images),
+                                        features=_wants_features(self, return_features))
 
     def _pixels(self, images):
         """``images``, with a tensor made a NumPy array and the ``uform`` package's normalised

@@ -88,6 +88,8 @@ class ModelDescriptionStruct(Structure):
         ("layers", c_size_t),
         ("parameters", c_size_t),
         ("replicas", c_size_t),
+        ("hidden", c_size_t),
+        ("tokens", c_size_t),
     ]
 
 
@@ -100,6 +102,8 @@ class EmbeddingsStruct(Structure):
         ("dimensions", c_size_t),
         ("dtype", c_enum),
         ("normalize", c_int),
+        ("features", c_void_p),
+        ("features_stride", c_size_t),
     ]
 
 
@@ -205,6 +209,10 @@ class ModelDescription:
     layers: int
     parameters: int
     replicas: int
+    #: The width of the tower's hidden states (a row of features) and the rows of one item's
+    #: features (texts: the context; images: [CLS], registers and patches).
+    hidden: int = 0
+    tokens: int = 0
 
 
 class Model(_Owner):
@@ -273,7 +281,8 @@ class Model(_Owner):
             modality=Modality.TEXT_ENCODER if d.modality == 0 else Modality.IMAGE_ENCODER,
             residency=Residency(d.residency), weights_dtype=DType(d.weights_dtype), dimensions=d.dimensions,
             matryoshka_dimensions=tuple(x for x in d.matryoshka_dimensions if x), context=d.context,
-            image_size=d.image_size, layers=d.layers, parameters=d.parameters, replicas=d.replicas)
+            image_size=d.image_size, layers=d.layers, parameters=d.parameters, replicas=d.replicas,
+            hidden=d.hidden, tokens=d.tokens)
 
     def tokenize(self, text) -> list:
         """`uform_model_tokenize`: the ids the encoder sees (specials included, truncated). ``text``
@@ -290,14 +299,20 @@ class Model(_Owner):
         return list(ids[: count.value])
 
     def encode_texts(self, executor, texts, *, dimensions: int = 0, normalize: bool = False, dtype=None,
-                     statuses: bool = False):
+                     statuses: bool = False, features: bool = False):
         """`uform_encode_texts`, blocking, on ``executor`` (an `Executor`; None runs inline on this
         thread). ``texts`` is one text or a sequence of them, each a ``str`` or bytes-like
         (``bytes``, ``bytearray``, ``memoryview``: UTF-8, passed as they are); anything else is a
         `TypeError` naming its index. Returns an array [texts, dimensions] (NumPy when importable:
         float32, float16, or uint16 bits for BF16), and with ``statuses=True`` also the per-text
         `Status` list, invalid UTF-8 (a lone surrogate in a ``str`` too) getting INVALID_ARGUMENT
-        and a zero row; without it a bad text raises `Error` naming its index."""
+        and a zero row; without it a bad text raises `Error` naming its index.
+
+        ``features=True`` also returns the tower's last hidden states, before the embeddings (as
+        the ``uform`` package's ``return_features=True``): ``(features, embeddings)``, or
+        ``(features, embeddings, statuses)``; features are [texts, tokens, hidden] of ``dtype``
+        (`ModelDescription`'s ``tokens`` and ``hidden``), a text's tokens in order, specials
+        included, then zero rows (a bad text's all zero)."""
         executor = self._executor(executor)
         encoded = [_text_bytes(text, f"texts[{index}]") for index, text in enumerate(_text_list(texts))]
         count = len(encoded)
@@ -309,16 +324,18 @@ class Model(_Owner):
         native = self._library._native
         with self._using():
             width = self._width(dimensions)
-            buffer, address = self._output(count, width, element, dtype)
-            out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0)
+            buffer, address = self._output((count, width), element, dtype)
+            hidden = self._features(features, count, element, dtype)
+            out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0,
+                                   hidden[1] if hidden else None, 0)
             with executor._using():
                 status = self._functions["uform_encode_texts"](
                     executor._handle, self._handle, pointers, lengths, count, ctypes.byref(out), items, None)
                 _check(native, status)
-        return self._rows(buffer, count, width, element, dtype, items if statuses else None)
+        return self._rows(buffer, (count, width), element, dtype, items if statuses else None, hidden)
 
     def encode_images(self, executor, images, *, dimensions: int = 0, normalize: bool = False, dtype=None,
-                      statuses: bool = False):
+                      statuses: bool = False, features: bool = False):
         """`uform_encode_images`, blocking, on ``executor`` (an `Executor`; None runs inline on this
         thread). ``images`` is one image or a sequence of them (a NumPy array [images, height,
         width, 3] or a 1-D object array of images too), each encoded JPEG or PNG ``bytes`` (or
@@ -332,7 +349,10 @@ class Model(_Owner):
         an array [images, dimensions] as `encode_texts`, and with ``statuses=True`` also the
         per-image `Status` list (an undecodable image gets CORRUPT_FILE and a zero row); without it
         an undecodable image raises `Error` naming its index. A NumPy image of another shape or
-        dtype, or of zero width or height, raises `Error(INVALID_ARGUMENT)` naming its index."""
+        dtype, or of zero width or height, raises `Error(INVALID_ARGUMENT)` naming its index.
+        ``features=True`` also returns the features first, as `encode_texts` does: [images, tokens,
+        hidden], [CLS], the register tokens, then the patches row by row, after the final
+        LayerNorm (an undecodable image's all zero)."""
         executor = self._executor(executor)
         keep = []
         items = [ImageStruct(*_image_fields(image, keep, index)) for index, image in enumerate(_image_list(images))]
@@ -344,14 +364,16 @@ class Model(_Owner):
         native = self._library._native
         with self._using():
             width = self._width(dimensions)
-            buffer, address = self._output(count, width, element, dtype)
-            out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0)
+            buffer, address = self._output((count, width), element, dtype)
+            hidden = self._features(features, count, element, dtype)
+            out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0,
+                                   hidden[1] if hidden else None, 0)
             with executor._using():
                 status = self._functions["uform_encode_images"](
                     executor._handle, self._handle, array_of_images, count, ctypes.byref(out), codes, None)
                 _check(native, status)
         del keep
-        return self._rows(buffer, count, width, element, dtype, codes if statuses else None)
+        return self._rows(buffer, (count, width), element, dtype, codes if statuses else None, hidden)
 
     def _executor(self, executor) -> Executor:
         """The executor an encode runs on: ``executor``, or the inline one for None."""
@@ -368,27 +390,52 @@ class Model(_Owner):
         return min(dimensions, full) if dimensions else full
 
     @staticmethod
-    def _output(count, width, element, dtype) -> tuple:
-        """Where the engine writes the rows, and its address: with NumPy the array returned itself
-        (no copy afterwards), else a ctypes buffer `_rows` unpacks."""
+    def _output(shape, element, dtype) -> tuple:
+        """Where the engine writes an array of ``shape``, and its address: with NumPy the array
+        returned itself (no copy afterwards), else a ctypes buffer `_unpack` reads."""
         if _np is not None:
             kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
-            array = _np.empty((count, width), dtype=kind)
+            array = _np.empty(shape, dtype=kind)
             return array, c_void_p(array.ctypes.data if array.size else None)
-        buffer = (ctypes.c_char * max(count * width * element, 1))()
+        size = 1
+        for extent in shape:
+            size *= extent
+        buffer = (ctypes.c_char * max(size * element, 1))()
         return buffer, ctypes.cast(buffer, c_void_p)
 
+    def _features(self, wanted, count, element, dtype):
+        """With ``wanted``, ``(buffer, address, shape)`` for the features of ``count`` items:
+        [count, tokens, hidden] as the description gives them; else None."""
+        if not wanted:
+            return None
+        d = self.describe()
+        shape = (count, d.tokens, d.hidden)
+        return self._output(shape, element, dtype) + (shape,)
+
     @staticmethod
-    def _rows(buffer, count, width, element, dtype, codes):
+    def _unpack(buffer, shape, element, dtype):
+        """The array itself (NumPy), or the buffer as nested lists of ``shape``."""
         if _np is not None:
-            array = buffer
-        else:
-            code = {DType.F32: "f", DType.F16: "e", DType.BF16: "H"}[dtype]
-            flat = struct.unpack(f"<{count * width}{code}", bytes(buffer)[: count * width * element])
-            array = [list(flat[i * width:(i + 1) * width]) for i in range(count)]
+            return buffer
+        code = {DType.F32: "f", DType.F16: "e", DType.BF16: "H"}[dtype]
+        size = 1
+        for extent in shape:
+            size *= extent
+        flat = list(struct.unpack(f"<{size}{code}", bytes(buffer)[: size * element]))
+        for extent in reversed(shape[1:]):
+            flat = [flat[i:i + extent] for i in range(0, len(flat), extent)]
+        return flat
+
+    @classmethod
+    def _rows(cls, buffer, shape, element, dtype, codes, features=None):
+        """What an encode returns: the rows, after the features where asked, then the statuses
+        where asked."""
+        result = (cls._unpack(buffer, shape, element, dtype),)
+        if features is not None:
+            result = (cls._unpack(features[0], features[2], element, dtype),) + result
         if codes is not None:
-            return array, [Status(codes[i]) for i in range(count)]
-        return array
+            result += ([Status(codes[i]) for i in range(shape[0])],)
+        return result if len(result) > 1 else result[0]
 
     def __repr__(self) -> str:
         return "uform.Model(closed)" if self.closed else f"uform.Model(0x{self._handle:x})"

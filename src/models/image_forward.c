@@ -118,7 +118,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
                                   uform_status_t *statuses, uform_outcome_t *outcome) {
     uform_image_tower_t const *tower0 = uform_model_image_replica(model, -1);
     uform_status_t status =
-        uform_embeddings_check("uform_encode_images: ", "images", tower0->config.embedding_dimensions, embeddings, count);
+        uform_embeddings_check("uform_encode_images: ", "images", tower0->config.embedding_dimensions,
+                               tower0->config.sequence * tower0->config.dim, embeddings, count);
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     uform_executor_description_t description;
     status = uform_executor_describe(executor, &description);
@@ -145,7 +146,10 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->count = count;
     job->statuses = statuses;
     job->strict = statuses == NULL;
-    job->cls_tail = uform_forward_cls_tail(c->pooling == uform_pooling_cls_k, c->layers_count);
+    job->features_stride = embeddings->features_stride ? embeddings->features_stride
+                                                       : c->sequence * c->dim * dtype_size(embeddings->dtype);
+    /* Features are every token's final state: no CLS tail. */
+    job->cls_tail = !embeddings->features && uform_forward_cls_tail(c->pooling == uform_pooling_cls_k, c->layers_count);
     job->caller_frees = outcome == NULL;
     job->outcome = outcome;
     job->preprocess.side = c->image_size;

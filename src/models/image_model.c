@@ -284,6 +284,8 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     memcpy(description->matryoshka_dimensions, config.matryoshka, sizeof(config.matryoshka));
     description->context = 0;
     description->image_size = config.image_size;
+    description->hidden = config.dim;
+    description->tokens = config.sequence;
     description->layers = config.layers_count;
     description->parameters = parameters;
     description->replicas = model->replicas_count;

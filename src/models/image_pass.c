@@ -530,13 +530,23 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
                    epilogue_layer_scale_k, &layer->output_bias, &layer->ls2, group->x, d, NULL, group->ffn16, NULL, 0);
     }
 
-    /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows. */
+    /* Final LayerNorm and pooling per image: the [CLS] row alone, or the mean over all S rows; with
+     * features, every row, written out (zeros for an image that failed). */
     {
         atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t local; (local = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < n;) {
             float const *x = tail ? group->qkv + local * d : group->x + local * S * d;
             float *pooled = group->pooled + local * d;
-            if (c->pooling == uform_pooling_cls_k)
+            if (job->out.features) {
+                size_t index = first_image + local;
+                float *h = group->h + local * S * d;
+                kernels->layer_norm(x, d, h, d, S, d, (float const *)tower->norm_weight.data,
+                                    (float const *)tower->norm_bias.data, epsilon);
+                if (c->pooling == uform_pooling_cls_k) memcpy(pooled, h, d * sizeof(float));
+                else kernels->mean_rows(h, d, S, d, pooled);
+                uform_features_write(kernels, h, job->item[index] == uform_status_ok_k ? S : 0, d, S,
+                                     (char *)job->out.features + index * job->features_stride, job->out.dtype);
+            } else if (c->pooling == uform_pooling_cls_k)
                 kernels->layer_norm(x, d, pooled, d, 1, d, (float const *)tower->norm_weight.data,
                                     (float const *)tower->norm_bias.data, epsilon);
             else {

@@ -48,6 +48,7 @@ typedef struct image_job_t {
     uform_image_tower_t const *tower0;
     uform_embeddings_t out;
     size_t out_dimensions, out_stride;
+    size_t features_stride; /**< With `out.features`: bytes between images' features. */
     uform_gemm_t gemm;
     uform_kernels_t const *kernels;
     size_t threads;

@@ -247,6 +247,8 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     description->dimensions = config->embedding_dimensions;
     memcpy(description->matryoshka_dimensions, config->matryoshka, sizeof(config->matryoshka));
     description->context = config->context;
+    description->hidden = config->hidden;
+    description->tokens = config->context;
     description->layers = config->layers_count;
     description->parameters = parameters;
     description->replicas = model->replicas_count;
@@ -295,7 +297,29 @@ uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *m
     return &model->text_replicas[0];
 }
 
-uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width,
+/** The checks of `embeddings.features`: a stride that holds an item's `elements`, items that end
+ *  inside the address space. */
+static uform_status_t features_check(char const *prefix, char const *items, size_t elements,
+                                     uform_embeddings_t const *embeddings, size_t count) {
+    size_t element = embeddings->dtype == uform_dtype_f32_k ? 4 : 2, item = 0, span = 0;
+    uintptr_t end = 0;
+    if (__builtin_mul_overflow(elements, element, &item))
+        return uform_fail(uform_status_invalid_argument_k, "%sembeddings.features: %zu values per item overflow", prefix,
+                          elements);
+    if (embeddings->features_stride && embeddings->features_stride < item)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings.features_stride is %zu bytes; one item's features (%zu values) take %zu "
+                          "(0 packs them)", prefix, embeddings->features_stride, elements, item);
+    size_t stride = embeddings->features_stride ? embeddings->features_stride : item;
+    if (count && (__builtin_mul_overflow(count - 1, stride, &span) || __builtin_add_overflow(span, item, &span) ||
+                  __builtin_add_overflow((uintptr_t)embeddings->features, span, &end)))
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings.features: %zu %s' features %zu bytes apart run past the end of the address space",
+                          prefix, count, items, stride);
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width, size_t feature_elements,
                                       uform_embeddings_t const *embeddings, size_t count) {
     if (!embeddings) return uform_fail(uform_status_invalid_argument_k, "%sembeddings is NULL", prefix);
     uform_dtype_t dtype = embeddings->dtype;
@@ -324,7 +348,23 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
         return uform_fail(uform_status_invalid_argument_k,
                           "%sembeddings: %zu rows %zu bytes apart run past the end of the address space", prefix, count,
                           embeddings->stride ? embeddings->stride : row);
+    if (embeddings->features) return features_check(prefix, items, feature_elements, embeddings, count);
+    if (embeddings->features_stride)
+        return uform_fail(uform_status_invalid_argument_k,
+                          "%sembeddings.features_stride is %zu with no features; set both or neither", prefix,
+                          embeddings->features_stride);
     return uform_status_ok_k;
+}
+
+void uform_features_write(struct uform_kernels_t const *kernels, float const *rows, size_t count, size_t hidden,
+                          size_t rows_total, void *target, uform_dtype_t dtype) {
+    size_t values = count * hidden, element = dtype == uform_dtype_f32_k ? 4 : 2;
+    switch (dtype) {
+    case uform_dtype_bf16_k: kernels->f32_to_bf16(rows, (uint16_t *)target, values); break;
+    case uform_dtype_f16_k: kernels->f32_to_f16(rows, (uint16_t *)target, values); break;
+    default: memcpy(target, rows, values * sizeof(float)); break;
+    }
+    if (rows_total > count) memset((char *)target + values * element, 0, (rows_total - count) * hidden * element);
 }
 
 int32_t uform_model_thread_node(uform_executor_t executor, uform_executor_kind_t kind, size_t thread) {

@@ -40,9 +40,18 @@ uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *m
 
 /** @brief The checks every encode verb makes of the caller's `embeddings` before it submits: not
  *  NULL, a known dtype, at most `width` dimensions (0 takes all), a stride that holds a row, data
- *  for `count` items. Messages start with `prefix` and call the items `items` ("texts"). */
-uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width,
+ *  for `count` items; with features, a stride that holds an item's `feature_elements` (tokens times
+ *  hidden) and items inside the address space. Messages start with `prefix` and call the items
+ *  `items` ("texts"). */
+uform_status_t uform_embeddings_check(char const *prefix, char const *items, size_t width, size_t feature_elements,
                                       uform_embeddings_t const *embeddings, size_t count);
+
+struct uform_kernels_t;
+
+/** @brief Writes one item's features (`uform_embeddings_t`): its `rows` f32 rows of `hidden` (packed)
+ *  in `dtype` at `target`, then zero rows up to `rows_total`. */
+void uform_features_write(struct uform_kernels_t const *kernels, float const *rows, size_t count, size_t hidden,
+                          size_t rows_total, void *target, uform_dtype_t dtype);
 
 /** @brief The NUMA node a RAM executor's thread `thread` is pinned to; -1 for other kinds, or when
  *  the placement is unknown. */

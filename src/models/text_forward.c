@@ -494,7 +494,7 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
         forward_barrier(group);
     }
 
-    /* Pooling per text (a CLS tail has written the pooled rows). */
+    /* Pooling per text (a CLS tail has written the pooled rows), and the features where asked. */
     if (!job->cls_tail) {
         atomic_size_t *counter = &group->counters[(*phase)++];
         for (size_t text; next_task(counter, texts, &text);) {
@@ -502,6 +502,10 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
             float *pooled = group->pooled + text * hidden;
             if (tower->pooling == uform_pooling_cls_k) memcpy(pooled, group->x + first * hidden, hidden * sizeof(float));
             else kernels->mean_rows(group->x + first * hidden, hidden, length, hidden, pooled);
+            if (job->out.features)
+                uform_features_write(kernels, group->x + first * hidden, length, hidden, job->features_rows,
+                                     (char *)job->out.features + job->order[chunk->first_text + text] * job->features_stride,
+                                     job->out.dtype);
         }
         forward_barrier(group);
     }
@@ -603,8 +607,12 @@ void uform_text_job_thread(void *context, size_t task, size_t thread, size_t dom
         for (size_t i = 0; i < job->count; ++i) job->statuses[i] = job->item_statuses ? job->item_statuses[i] : uform_status_ok_k;
     if (thread == 0 && job->skipped) {
         size_t bytes = job->out_dimensions * dtype_size(job->out.dtype);
-        for (size_t i = 0; i < job->count; ++i)
-            if (job->skipped[i]) memset((char *)job->out.data + i * job->out_stride, 0, bytes);
+        size_t feature_bytes = job->features_rows * job->model->text_replicas[0].hidden * dtype_size(job->out.dtype);
+        for (size_t i = 0; i < job->count; ++i) {
+            if (!job->skipped[i]) continue;
+            memset((char *)job->out.data + i * job->out_stride, 0, bytes);
+            if (job->out.features) memset((char *)job->out.features + i * job->features_stride, 0, feature_bytes);
+        }
     }
     forward_group_t *group = &job->groups[job->per_thread[thread].group];
     size_t phase = 0;

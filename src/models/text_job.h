@@ -76,6 +76,8 @@ typedef struct forward_job_t {
     struct uform_model_s const *model;
     uform_embeddings_t out;
     size_t out_dimensions, out_stride;
+    /** With `out.features`: bytes between texts' features, and rows per text (the context). */
+    size_t features_stride, features_rows;
     uform_gemm_t gemm;
     uform_kernels_t const *kernels;
     /** The bf16 attention kernel of the class (AMX tiles, else AVX-512 BF16) for bf16 towers (as the

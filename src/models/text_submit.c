@@ -87,7 +87,9 @@ static size_t even_limit(size_t const *offsets, size_t end, size_t threads, size
 
 uform_status_t uform_text_check_embeddings(struct uform_model_s const *model, uform_embeddings_t const *embeddings,
                                            size_t count) {
-    return uform_embeddings_check("uform_encode_texts: ", "texts", model->text_replicas[0].embedding_dimensions, embeddings, count);
+    uform_text_tower_t const *tower = &model->text_replicas[0];
+    return uform_embeddings_check("uform_encode_texts: ", "texts", tower->embedding_dimensions,
+                                  tower->context * tower->hidden, embeddings, count);
 }
 
 uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_model_s const *model,
@@ -122,7 +124,12 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
     job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k ? uform_attention_bf16_for_gemm(&job->gemm, cpu_class) : NULL;
-    job->cls_tail = uform_forward_cls_tail(tower0->pooling == uform_pooling_cls_k, tower0->layers_count);
+    job->features_rows = tower0->context;
+    job->features_stride = embeddings->features_stride ? embeddings->features_stride
+                                                       : tower0->context * tower0->hidden * dtype_size(embeddings->dtype);
+    /* Features are every token's last hidden state: no CLS tail. */
+    job->cls_tail = !embeddings->features &&
+                    uform_forward_cls_tail(tower0->pooling == uform_pooling_cls_k, tower0->layers_count);
     job->threads = threads;
     job->count = count;
 

@@ -130,6 +130,11 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
     uform_status_t status = uform_executor_describe(executor, description);
     vram_job_t *job = NULL;
     if (status != uform_status_ok_k) goto failed;
+    if (embeddings->features) {
+        status = uform_fail(uform_status_unsupported_k,
+                            "uform_encode_texts: features from VRAM models are not implemented; open the model in RAM");
+        goto failed;
+    }
     job = (vram_job_t *)calloc(1, sizeof *job);
     if (!job) {
         status = uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: out of memory");

@@ -5,6 +5,7 @@
     /work/venv/bin/python test/encode/make_references.py minilm DIR    # minilm_f32.bin (committed) from all-MiniLM-L6-v2 in DIR
     /work/venv/bin/python test/encode/make_references.py ids DIR       # minilm_ids.txt (committed): HF tokenizers' ids
     /work/venv/bin/python test/encode/make_references.py uform3 DIR    # uform3_ids.txt, expected/, uform3_references.txt (committed)
+    /work/venv/bin/python test/encode/make_references.py features DIR  # expected/features-*.f32 (committed)
 
 Pinned versions the committed files were made with: Python 3.11, torch 2.15.0 (CPU),
 sentence-transformers 6.2.0, transformers 5.24.0, tokenizers 0.23.3, safetensors 0.8.0, numpy 2.4.6,
@@ -21,6 +22,13 @@ matters (products as large as the residual, LayerNorm gains away from one, biase
 script prints how far the embeddings move without attention or MLP); expected embeddings of the first
 UFORM3_TEXTS sentences from TextEncoder.forward over padded batches with MiniLM's ids (committed:
 uform3_ids.txt, expected/<tower>.f32, uform3_references.txt with the weights' checksums).
+
+Features (the towers' last hidden states, `uform_embeddings_t.features`): for the first FEATURE_TEXTS
+sentences, the rows of the tokens `feature_tokens(n)` picks (first, second, middle, last of a text's n
+ids), float32 [texts][picked][hidden] concatenated: all-MiniLM-L6-v2's from sentence-transformers'
+`output_value="token_embeddings"` (expected/features-minilm.f32), the UForm3 towers' from the `uform`
+package's `TextEncoder.forward(..., return_features=True)` over padded batches
+(expected/features-<tower>.f32). Made with the same pinned versions.
 """
 import math
 import os
@@ -159,24 +167,95 @@ def image_generator():
     return module
 
 
+PINNED = {"torch": "2.15.0", "numpy": "2.4.6", "tokenizers": "0.23.3", "uform": "3.1.3"}
+
+
+def check_pinned():
+    from importlib.metadata import version
+
+    for package, wanted in PINNED.items():
+        found = version(package)
+        if not found.startswith(wanted):
+            sys.exit(f"{package} {found} is installed; the references were made with {wanted}")
+
+
+def uform3_encoder(name, config):
+    """The `uform` package's TextEncoder for tower `name` with the weights of text_towers.h, drawn bit for
+    bit; returns (encoder, state dict, the weights' checksum)."""
+    import numpy as np
+    import torch
+    from uform.torch_encoders import TextEncoder
+
+    images = image_generator()
+    seed, position, state, bits = UFORM3_SEEDS[name], 0, {}, []
+    for tensor, shape, center, half in uform3_tensors(config):
+        n = int(np.prod(shape))
+        u = (images.splitmix64(seed, position, n) >> np.uint64(40)).astype(np.float64) * (1.0 / 16777216.0)
+        values = (center + (2.0 * u - 1.0) * half).astype(np.float32)
+        state[tensor] = torch.from_numpy(values.reshape(shape))
+        bits.append(values.view(np.uint32))
+        position += n
+    bits = np.concatenate(bits).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        digest = int(np.sum(bits * (np.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)), dtype=np.uint64))
+    encoder = TextEncoder(**config).eval()
+    encoder.load_state_dict(state, strict=True)
+    return encoder, state, digest
+
+
+FEATURE_TEXTS = 24
+
+
+def feature_tokens(n):
+    """The token rows of a text of n ids that the features references keep (test_encode_models.c's
+    `feature_tokens` picks the same): first, second, middle, last, without repeats, ascending."""
+    return sorted({0, min(1, n - 1), n // 2, n - 1})
+
+
+def features(minilm_dir):
+    """expected/features-minilm.f32 and expected/features-<tower>.f32 (module docstring)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    check_pinned()
+    texts = read_sentences()[:FEATURE_TEXTS]
+    model = SentenceTransformer(minilm_dir, device="cpu")
+    picked = []
+    for text, tokens in zip(texts, model.encode(texts, output_value="token_embeddings", convert_to_numpy=False)):
+        tokens = tokens.float().numpy()
+        picked.append(tokens[feature_tokens(tokens.shape[0])])
+    out = np.concatenate(picked).astype("<f4")
+    out.tofile(os.path.join(HERE, "expected", "features-minilm.f32"))
+    print("features-minilm.f32", out.shape, file=sys.stderr)
+    encodings = [[int(i) for i in line.split()] for line in open(os.path.join(HERE, "uform3_ids.txt"))][:FEATURE_TEXTS]
+    for name, config in sorted(UFORM3_CONFIGS.items()):
+        encoder, _, _ = uform3_encoder(name, config)
+        width = max(len(ids) for ids in encodings)
+        ids = torch.full((len(encodings), width), config["padding_idx"], dtype=torch.long)
+        mask = torch.zeros((len(encodings), width), dtype=torch.long)
+        for i, row in enumerate(encodings):
+            ids[i, :len(row)] = torch.tensor(row)
+            mask[i, :len(row)] = 1
+        with torch.no_grad():
+            hidden, _ = encoder(ids, mask, return_features=True)
+        hidden = hidden.float().numpy()
+        out = np.concatenate([hidden[i, feature_tokens(len(row))] for i, row in enumerate(encodings)]).astype("<f4")
+        out.tofile(os.path.join(HERE, "expected", f"features-{name}.f32"))
+        print(f"features-{name}.f32", out.shape, file=sys.stderr)
+
+
 def uform3(minilm_dir):
     """Draws the towers of text_towers.h bit for bit, runs the `uform` package's TextEncoder over the first
     UFORM3_TEXTS sentences (ids from MiniLM's tokenizer, context 65, padded batches) and writes
     uform3_ids.txt, expected/<tower>.f32 (float32 [texts][embedding_dim]) and uform3_references.txt
     (tower, weights' checksum, texts)."""
-    from importlib.metadata import version
-
     import numpy as np
     import torch
     from tokenizers import Tokenizer
     from uform.torch_encoders import TextEncoder
 
-    pinned = {"torch": "2.15.0", "numpy": "2.4.6", "tokenizers": "0.23.3", "uform": "3.1.3"}
-    for package, wanted in pinned.items():
-        found = version(package)
-        if not found.startswith(wanted):
-            sys.exit(f"{package} {found} is installed; the references were made with {wanted}")
-    images = image_generator()
+    check_pinned()
     texts = read_sentences()[:UFORM3_TEXTS]
     tokenizer = Tokenizer.from_file(os.path.join(minilm_dir, "tokenizer.json"))
     contexts = {c["max_position_embeddings"] - c["padding_idx"] - 1 for c in UFORM3_CONFIGS.values()}
@@ -191,19 +270,7 @@ def uform3(minilm_dir):
     os.makedirs(os.path.join(HERE, "expected"), exist_ok=True)
     lines = []
     for name, config in sorted(UFORM3_CONFIGS.items()):
-        seed, position, state, bits = UFORM3_SEEDS[name], 0, {}, []
-        for tensor, shape, center, half in uform3_tensors(config):
-            n = int(np.prod(shape))
-            u = (images.splitmix64(seed, position, n) >> np.uint64(40)).astype(np.float64) * (1.0 / 16777216.0)
-            values = (center + (2.0 * u - 1.0) * half).astype(np.float32)
-            state[tensor] = torch.from_numpy(values.reshape(shape))
-            bits.append(values.view(np.uint32))
-            position += n
-        bits = np.concatenate(bits).astype(np.uint64)
-        with np.errstate(over="ignore"):
-            digest = int(np.sum(bits * (np.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)), dtype=np.uint64))
-        encoder = TextEncoder(**config).eval()
-        encoder.load_state_dict(state, strict=True)
+        encoder, state, digest = uform3_encoder(name, config)
         rows = []
         with torch.no_grad():
             for start in range(0, len(texts), 64):
@@ -243,5 +310,7 @@ if __name__ == "__main__":
         write_ids(os.path.join(HERE, "minilm_ids.txt"), os.path.join(sys.argv[2], "tokenizer.json"), 256)
     elif what == "uform3":
         uform3(sys.argv[2])
+    elif what == "features":
+        features(sys.argv[2])
     else:
         sys.exit(__doc__)

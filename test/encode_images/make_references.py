@@ -12,6 +12,8 @@ from that config and state dict, preprocesses every photo of test/image/photos w
 `uform.torch_processors.ImageProcessor` (reading the same config.json), and writes
 
     test/encode_images/expected/<tower>.f32   float32 [photos][embedding_dim], little-endian
+    test/encode_images/expected/<tower>-features.f32   float32 [photos][4][dim]: the rows of
+                                              `feature_tokens` of the features (return_features=True)
     test/encode_images/references.txt         one line per tower: name, checksum of the weights, photos
 
 The weights' hash lets the C test check it generated the very same tensors.
@@ -110,6 +112,12 @@ def hash_state(spec, state):
         return int(np.sum(bits * weights, dtype=np.uint64))
 
 
+def feature_tokens(sequence):
+    """The token rows of an image's features the references keep (test_encode_images.c picks the same):
+    [CLS], the next (a register token or the first patch), the middle, the last."""
+    return [0, 1, sequence // 2, sequence - 1]
+
+
 def main():
     from importlib.metadata import version
 
@@ -143,13 +151,16 @@ def main():
             encoder = ImageEncoder.from_pretrained(config_path, {k: torch.from_numpy(v) for k, v in state.items()})
             encoder.eval()
             processor = ImageProcessor(config_path)
-            rows = []
+            rows, features = [], []
             with torch.no_grad():
                 for photo in photos:
                     image = Image.open(os.path.join(PHOTOS, photo))
                     batch = processor(image)
-                    rows.append(encoder.encode(batch).numpy()[0].astype(np.float32))
+                    hidden, embedding = encoder.encode(batch, return_features=True)
+                    rows.append(embedding.numpy()[0].astype(np.float32))
+                    features.append(hidden.numpy()[0][feature_tokens(hidden.shape[1])].astype(np.float32))
         np.stack(rows).astype("<f4").tofile(os.path.join(HERE, "expected", f"{name}.f32"))
+        np.stack(features).astype("<f4").tofile(os.path.join(HERE, "expected", f"{name}-features.f32"))
         digest = hash_state(spec, state)
         lines.append(f"{name} {digest:016x} {' '.join(photos)}")
         print(lines[-1], file=sys.stderr)
