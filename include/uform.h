@@ -1160,7 +1160,10 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t mode
  *  the patches row by row, after the final LayerNorm. An item that failed (with `statuses`) gets
  *  zero features as it gets a zero row. Asking for features runs a CLS-pooled tower's last layer
  *  for every token (the embeddings are the same up to rounding), and costs the copy. VRAM models
- *  refuse features (UNSUPPORTED). NULL asks for none. INVALID_ARGUMENT for a `features_stride` that
+ *  convert each chunk's rows to `dtype` on the device and copy each item's straight into `features`
+ *  as the chunk finishes (the caller's memory is pageable: the device callback waits for those
+ *  copies, so a deferred call returns later), zero rows are written once every wave finished, and a
+ *  call that fails may leave some items' features written. NULL asks for none. INVALID_ARGUMENT for a `features_stride` that
  *  cannot hold an item's features, one without `features`, or items past the address space.
  */
 typedef struct uform_embeddings_t {

@@ -124,6 +124,70 @@ static void check_tower(char const *label, char const *path, uform_executor_t ex
     uform_model_free(model);
 }
 
+/** The VRAM tower's features of the batch and of a corrupt image after it (with statuses) against
+ *  the CPU tower's (f32 weights): cosine >= `threshold` per token row, the corrupt image's features
+ *  and row zero, the rows asked with features against the CPU's; then bf16 features at a wider
+ *  stride, the bytes between items untouched. */
+static void check_tower_features(char const *label, char const *path, uform_executor_t executor,
+                                 uform_vram_options_t const *vram, uform_dtype_t dtype, double threshold) {
+    uform_model_t cpu = open_model(path, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+    uform_model_t gpu = open_model(path, uform_residency_vram_k, dtype, vram);
+    CHECK_FATAL(cpu && gpu);
+    uform_model_description_t md;
+    CHECK_OK(uform_model_describe(gpu, &md));
+    size_t const n = BATCH + 1, item = md.tokens * md.hidden, dims = md.dimensions;
+    uform_image_t images[BATCH + 1];
+    memcpy(images, batch, sizeof batch);
+    images[BATCH] = (uform_image_t){.data = "not an image", .size = 12};
+    float *cpu_features = malloc(n * item * sizeof(float)), *gpu_features = malloc(n * item * sizeof(float));
+    float *cpu_out = malloc(n * dims * sizeof(float)), *gpu_out = malloc(n * dims * sizeof(float));
+    memset(gpu_features, 0x5A, n * item * sizeof(float));
+    uform_status_t statuses[BATCH + 1];
+    uform_embeddings_t a = {.data = cpu_out, .dtype = uform_dtype_f32_k, .features = cpu_features};
+    uform_embeddings_t b = {.data = gpu_out, .dtype = uform_dtype_f32_k, .features = gpu_features};
+    CHECK_STATUS(uform_encode_images(ram_executor, cpu, images, n, &a, statuses, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_encode_images(executor, gpu, images, n, &b, statuses, NULL), uform_status_ok_k);
+    CHECK(statuses[BATCH] == uform_status_corrupt_file_k);
+    double worst = 1, worst_row = 1;
+    for (size_t i = 0; i < BATCH; ++i) {
+        for (size_t t = 0; t < md.tokens; ++t) {
+            double c = cosine(gpu_features + i * item + t * md.hidden, cpu_features + i * item + t * md.hidden, md.hidden);
+            worst = c < worst ? c : worst;
+        }
+        double c = cosine(gpu_out + i * dims, cpu_out + i * dims, dims);
+        worst_row = c < worst_row ? c : worst_row;
+    }
+    size_t nonzero = 0;
+    for (size_t v = 0; v < item; ++v) nonzero += gpu_features[BATCH * item + v] != 0.0f;
+    for (size_t v = 0; v < dims; ++v) nonzero += gpu_out[BATCH * dims + v] != 0.0f;
+    printf("%-40s features: worst cosine %.7f per token, rows %.7f\n", label, worst, worst_row);
+    CHECK(worst >= threshold && worst_row >= threshold);
+    CHECK(nonzero == 0);
+    /* bf16 features at a wider stride: the f32 run's within bf16, the gap untouched. */
+    size_t const stride = item * 2 + 32;
+    unsigned char *narrow = malloc(BATCH * stride);
+    memset(narrow, 0xA5, BATCH * stride);
+    uform_embeddings_t c16 = {.data = gpu_out, .dtype = uform_dtype_bf16_k, .features = narrow, .features_stride = stride};
+    CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &c16, NULL, NULL), uform_status_ok_k);
+    size_t touched = 0;
+    double worst16 = 1;
+    float *row = malloc(md.hidden * sizeof(float));
+    for (size_t i = 0; i < BATCH; ++i) {
+        for (size_t g = item * 2; g < stride; ++g) touched += narrow[i * stride + g] != 0xA5;
+        uint16_t const *bits = (uint16_t const *)(narrow + i * stride);
+        for (size_t t = 0; t < md.tokens; t += 7) {
+            for (size_t j = 0; j < md.hidden; ++j) row[j] = from_bf16(bits[t * md.hidden + j]);
+            double c = cosine(row, cpu_features + i * item + t * md.hidden, md.hidden);
+            worst16 = c < worst16 ? c : worst16;
+        }
+    }
+    printf("%-40s bf16 features at a %zu-byte stride: worst cosine %.7f, gap bytes touched %zu\n", label, stride, worst16,
+           touched);
+    CHECK(worst16 >= (threshold < 0.999 ? threshold : 0.999) && touched == 0);
+    free(row), free(narrow), free(cpu_features), free(gpu_features), free(cpu_out), free(gpu_out);
+    uform_model_free(cpu), uform_model_free(gpu);
+}
+
 /* ---- A device fault during an encode (in a child process) ---- */
 
 static void load_photos(void) {
@@ -330,6 +394,7 @@ int main(int argc, char **argv) {
             char label[128];
             snprintf(label, sizeof label, "%s %s", tower_specs[t].name, names[d]);
             check_tower(label, towers[t], executor, &one, dtypes[d], thresholds[d]);
+            check_tower_features(label, towers[t], executor, &one, dtypes[d], thresholds[d]);
         }
 
     /* Output options: truncation, normalisation, bf16 rows with a stride; against the CPU with the same. */

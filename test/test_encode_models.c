@@ -288,11 +288,56 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
     return check_failures ? 1 : 0;
 }
 
+/** The VRAM model's features of the first texts and of an invalid one after them (with statuses)
+ *  against the CPU model's (f32): cosine >= `threshold` per token row, zero rows past each text and
+ *  for the invalid one; the embeddings asked with features against `reference` as well. */
+static void check_vram_features(uform_executor_t ram, uform_model_t cpu, uform_executor_t executor, uform_model_t model,
+                                char const **texts, size_t const *lengths, size_t count, float const *reference,
+                                double threshold, char const *label) {
+    uform_model_description_t md;
+    CHECK_OK(uform_model_describe(model, &md));
+    if (count > FEATURE_TEXTS) count = FEATURE_TEXTS;
+    size_t const hidden = md.hidden, tokens = md.tokens, item = hidden * tokens, dims = md.dimensions, n = count + 1;
+    char const *with_bad[FEATURE_TEXTS + 1];
+    size_t bad_lengths[FEATURE_TEXTS + 1];
+    memcpy(with_bad, texts, count * sizeof(char const *)), memcpy(bad_lengths, lengths, count * sizeof(size_t));
+    with_bad[count] = "bad \xff byte", bad_lengths[count] = 10;
+    float *cpu_features = malloc(n * item * sizeof(float)), *gpu_features = malloc(n * item * sizeof(float));
+    float *cpu_rows = malloc(n * dims * sizeof(float)), *gpu_rows = malloc(n * dims * sizeof(float));
+    memset(gpu_features, 0x5A, n * item * sizeof(float));
+    uform_status_t statuses[FEATURE_TEXTS + 1];
+    uform_embeddings_t on_cpu = {.data = cpu_rows, .dtype = uform_dtype_f32_k, .features = cpu_features};
+    uform_embeddings_t on_gpu = {.data = gpu_rows, .dtype = uform_dtype_f32_k, .features = gpu_features};
+    CHECK_STATUS(uform_encode_texts(ram, cpu, with_bad, bad_lengths, n, &on_cpu, statuses, NULL), uform_status_ok_k);
+    CHECK_STATUS(uform_encode_texts(executor, model, with_bad, bad_lengths, n, &on_gpu, statuses, NULL), uform_status_ok_k);
+    CHECK(statuses[count] == uform_status_invalid_argument_k);
+    double worst = 1, worst_row = 1;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < count; ++i) {
+        size_t length = 0;
+        CHECK_OK(uform_model_tokenize(cpu, texts[i], lengths[i], NULL, 0, &length));
+        for (size_t t = 0; t < length; ++t) {
+            double c = cosine(gpu_features + i * item + t * hidden, cpu_features + i * item + t * hidden, hidden);
+            worst = c < worst ? c : worst;
+        }
+        for (size_t v = length * hidden; v < item; ++v) nonzero += gpu_features[i * item + v] != 0.0f;
+        double c = cosine(gpu_rows + i * dims, reference + i * dims, dims);
+        worst_row = c < worst_row ? c : worst_row;
+    }
+    for (size_t v = 0; v < item; ++v) nonzero += gpu_features[count * item + v] != 0.0f;
+    printf("%-44s %4zu texts: features' worst cosine to the CPU's %.7f, rows with features %.7f\n", label, count, worst,
+           worst_row);
+    CHECK(worst >= threshold && worst_row >= threshold);
+    CHECK(nonzero == 0);
+    free(cpu_features), free(gpu_features), free(cpu_rows), free(gpu_rows);
+}
+
 /**
  *  test_encode_models --vram ...: the same model VRAM-resident on device 0, encoding the texts
  *  (uform_encode_texts) with f32, bf16 and f16 weights, against PyTorch's rows (cosine >= 0.99999 in
  *  f32, >= 0.999 in bf16 and f16) and against this engine's CPU path with f32 weights (the same
- *  bounds). Skipped (77) without a GPU, cuBLASLt or the texts.
+ *  bounds); their features against the CPU path's (`check_vram_features`). Skipped (77) without a GPU,
+ *  cuBLASLt or the texts.
  */
 static int test_real_model_vram(char const *dir, char const *expected_path, char const *texts_path, size_t limit) {
     if (uform_gpu_status() != uform_status_ok_k) SKIP("no GPU to run the VRAM tower on (%s)", uform_error_message());
@@ -344,6 +389,9 @@ static int test_real_model_vram(char const *dir, char const *expected_path, char
         CHECK(worst_cosine(label, rows, (float const *)expected_raw, count, dims) >= thresholds[k]);
         snprintf(label, sizeof label, "VRAM %s weights against the CPU's f32", names[k]);
         CHECK(worst_cosine(label, rows, reference, count, dims) >= thresholds[k]);
+        snprintf(label, sizeof label, "VRAM %s weights, features", names[k]);
+        check_vram_features(ram, cpu, executor, model, texts, lengths, count, (float const *)expected_raw, thresholds[k],
+                            label);
         uform_model_free(model);
     }
     uform_executor_free(executor);

@@ -74,6 +74,8 @@ typedef struct image_job_t {
     int32_t *chunk_offsets;       /**< [encoded + 1]: e S, uploaded per chunk. */
     uform_embeddings_t out;
     size_t dims, row_bytes;
+    /** With `out.features`: bytes between images' features, and of one row of them (dim, output dtype). */
+    size_t features_stride, features_row_bytes;
     unsigned char *host_rows;     /**< [encoded][row_bytes] */
     uform_status_t *statuses;
     vram_share_t *shares;
@@ -101,14 +103,21 @@ static void job_free(image_job_t *job) {
     free(job);
 }
 
+/** The rows in input order, and the features of images that failed zeroed. */
+static void write_rows(image_job_t const *job) {
+    vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
+                    job->statuses);
+    if (job->out.features)
+        vram_features_pad(&job->out, job->features_stride, job->sequence, job->features_row_bytes, job->order,
+                          job->offsets, job->encoded, job->count);
+}
+
 /** A deferred encode's end (`uform_vram_settle_t`, its last wave settling): the rows in input order
  *  when every wave succeeded, then the job freed. */
 static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
     image_job_t *job = (image_job_t *)context;
     vram_waves_settled(&job->run, status, message, message_bytes);
-    if (*status == uform_status_ok_k)
-        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
-                        job->statuses);
+    if (*status == uform_status_ok_k) write_rows(job);
     job_free(job);
 }
 
@@ -259,8 +268,9 @@ static uform_status_t chunk_compute(void *context) {
         }
         CHECK_STEP(layer_past_attention(e, layer, b, T, b->h, b->x, b->x, c, exact));
     }
-    int mean = c->pooling == uform_pooling_mean_k;
-    if (mean) {
+    int mean = c->pooling == uform_pooling_mean_k, features = job->out.features != NULL;
+    if (mean || features) {
+        /* Every row normalised (features need them all), then pooled: the mean, or the [CLS] row. */
         CHECK_STEP(ln(e, b->h, b->x, copy->w.norm_gamma, copy->w.norm_beta, T, dim, epsilon));
         void *arguments[] = {(void *)&b->pooled, (void *)&b->h, (void *)&b->offsets, &dim, &mean};
         CHECK_STEP(vram_launch(e, copy->pool, "pool", (unsigned)n, 128, 0, arguments));
@@ -280,6 +290,13 @@ static uform_status_t chunk_compute(void *context) {
         int out_dtype = job->out.dtype == uform_dtype_f32_k ? 0 : job->out.dtype == uform_dtype_bf16_k ? 1 : 2;
         void *arguments[] = {&out, (void *)&b->projected, &images, &width, &dims, &layout, &user, &out_dtype};
         CHECK_STEP(vram_launch(e, copy->finish, "finish", (unsigned)((n + 3) / 4), 128, 0, arguments));
+        if (features) {
+            /* Every token's normalised row in the output dtype, into qkv (free after the last
+             * attention, 3 dim activations a row), for `enqueue_pass` to copy. */
+            int rows = (int)T, none = 0;
+            void *rows_out[] = {(void *)&b->qkv, (void *)&b->h, &rows, &dim, &dim, &none, &none, &out_dtype};
+            CHECK_STEP(vram_launch(e, copy->finish, "features", (unsigned)((T + 3) / 4), 128, 0, rows_out));
+        }
     }
     return uform_status_ok_k;
 }
@@ -294,9 +311,13 @@ static uform_status_t enqueue_pass(image_job_t *job, vram_share_t *share, image_
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
                               (share->end - share->first) * job->row_bytes, share->chunk_tokens, n,
                               (first - share->first) * job->row_bytes, job->dims, (uint64_t)job->out.dtype,
-                              (uint64_t)(job->out.normalize != 0), 0x1a6e | (uint64_t)job->cls_tail << 16,
+                              (uint64_t)(job->out.normalize != 0),
+                              0x1a6e | (uint64_t)job->cls_tail << 16 | (uint64_t)(job->out.features != NULL) << 17,
                               (uint64_t)(pixels - b->pixels)};
-    return vram_graph(&e, key, chunk_compute, &chunk);
+    CHECK_STEP(vram_graph(&e, key, chunk_compute, &chunk));
+    if (!job->out.features) return uform_status_ok_k;
+    return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, first, end, &job->out,
+                              job->features_stride, job->features_row_bytes, VERB);
 }
 
 /** Uploads a chunk's pixels and offsets on the share's stream, then enqueues its pass. */
@@ -512,14 +533,16 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     uform_status_t status = uform_embeddings_check(VERB ": ", "images", c->embedding_dimensions, c->sequence * c->dim, embeddings, count);
     uform_executor_description_t description;
     if (status == uform_status_ok_k) status = uform_executor_describe(executor, &description);
-    if (status == uform_status_ok_k && embeddings->features)
-        status = uform_fail(uform_status_unsupported_k,
-                            VERB ": features from VRAM models are not implemented; open the model in RAM");
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
     if (!job) return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, VERB ": out of memory"));
     job->model = model, job->vram = (vram_tower_t *)model->vram, job->tower = tower;
-    job->cls_tail = uform_forward_cls_tail(tower->config.pooling == uform_pooling_cls_k, tower->config.layers_count);
+    /* Features are every token's final state: no CLS tail. */
+    job->cls_tail = !embeddings->features &&
+                    uform_forward_cls_tail(tower->config.pooling == uform_pooling_cls_k, tower->config.layers_count);
+    job->features_row_bytes = c->dim * element_size(embeddings->dtype);
+    job->features_stride = embeddings->features_stride ? embeddings->features_stride
+                                                       : c->sequence * job->features_row_bytes;
     job->images = images, job->count = count;
     job->side = c->image_size, job->per_image = c->image_size * c->image_size * 3, job->sequence = c->sequence;
     job->depth = uform_image_vram_depth(c);
@@ -594,8 +617,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
         } else (void)vram_waves_submit(&job->run, executor, &call, outcome != NULL);
     }
     status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
-    if (status == uform_status_ok_k)
-        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items, statuses);
+    if (status == uform_status_ok_k) write_rows(job);
     job_free(job);
     return uform_outcome_refuse(outcome, status);
 

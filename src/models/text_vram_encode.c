@@ -34,14 +34,21 @@ static void job_free(vram_job_t *job) {
     free(job);
 }
 
+/** The rows in input order, and the features' rows no device wrote zeroed. */
+static void write_rows(vram_job_t const *job) {
+    vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
+                    job->statuses);
+    if (job->out.features)
+        vram_features_pad(&job->out, job->features_stride, job->context, job->features_row_bytes, job->order,
+                          job->offsets, job->encoded, job->count);
+}
+
 /** A deferred encode's end (`uform_vram_settle_t`, its last call settling): the rows in input order
  *  when every wave succeeded, then the job freed. */
 static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
     vram_job_t *job = (vram_job_t *)context;
     vram_waves_settled(&job->run, status, message, message_bytes);
-    if (*status == uform_status_ok_k)
-        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
-                        job->statuses);
+    if (*status == uform_status_ok_k) write_rows(job);
     job_free(job);
 }
 
@@ -130,18 +137,18 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
     uform_status_t status = uform_executor_describe(executor, description);
     vram_job_t *job = NULL;
     if (status != uform_status_ok_k) goto failed;
-    if (embeddings->features) {
-        status = uform_fail(uform_status_unsupported_k,
-                            "uform_encode_texts: features from VRAM models are not implemented; open the model in RAM");
-        goto failed;
-    }
     job = (vram_job_t *)calloc(1, sizeof *job);
     if (!job) {
         status = uform_fail(uform_status_out_of_memory_k, "uform_encode_texts: out of memory");
         goto failed;
     }
     job->model = model, job->vram = vram, job->tower = &model->text_replicas[0];
-    job->cls_tail = uform_forward_cls_tail(job->tower->pooling == uform_pooling_cls_k, job->tower->layers_count);
+    /* Features are every token's last hidden state: no CLS tail. */
+    job->cls_tail = !embeddings->features &&
+                    uform_forward_cls_tail(job->tower->pooling == uform_pooling_cls_k, job->tower->layers_count);
+    job->features_row_bytes = job->tower->hidden * element_size(embeddings->dtype);
+    job->features_stride = embeddings->features_stride ? embeddings->features_stride
+                                                       : job->tower->context * job->features_row_bytes;
     job->count = count, job->context = job->tower->context;
     job->out = *embeddings, job->statuses = statuses;
     job->dims = embeddings->dimensions ? embeddings->dimensions : job->tower->embedding_dimensions;
@@ -358,9 +365,7 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     }
     uform_status_t status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
     free(listed);
-    if (status == uform_status_ok_k)
-        vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, count, &job->out, job->items,
-                        job->statuses);
+    if (status == uform_status_ok_k) write_rows(job);
     job_free(job);
     return uform_outcome_refuse(outcome, status);
 }

@@ -49,7 +49,10 @@ uform_status_t text_vram_enqueue_chunk(vram_job_t *job, vram_share_t *share, vra
     if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->positions, job->positions + base, tokens * 4, share->stream);
     if (result == CUDA_SUCCESS) result = cuda->MemcpyHtoDAsync(b->offsets, offsets, (texts + 1) * 4, share->stream);
     if (result != CUDA_SUCCESS) return vram_launch_failed(result, "uform_encode_texts", "cuMemcpyHtoDAsync", copy->ordinal);
-    return enqueue_graph(job, share, b, first, texts, tokens, longest);
+    CHECK_STEP(enqueue_graph(job, share, b, first, texts, tokens, longest));
+    if (!job->out.features) return uform_status_ok_k;
+    return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, first, end, &job->out,
+                              job->features_stride, job->features_row_bytes, "uform_encode_texts");
 }
 
 /** A layer past its attention on `rows` rows (post-norm): x = norm1(ctx W_out + b + x) in place, the MLP
@@ -152,6 +155,13 @@ static uform_status_t enqueue_compute(vram_job_t *job, vram_share_t *share, vram
         int out_dtype = job->out.dtype == uform_dtype_f32_k ? 0 : job->out.dtype == uform_dtype_bf16_k ? 1 : 2;
         void *arguments[] = {&out, &source, &texts_i, &width, &dims, &layout, &user, &out_dtype};
         CHECK_STEP(launch(job, share, copy->finish, "finish", (unsigned)((texts + 3) / 4), 128, 0, arguments));
+        if (job->out.features) {
+            /* Every token's row in the output dtype, into qkv (free once attention read it, and as
+             * large at least: 3 hidden activations a row), for `text_vram_enqueue_chunk` to copy. */
+            int none = 0;
+            void *features[] = {(void *)&b->qkv, (void *)&b->x, &tokens_i, &hidden, &hidden, &none, &none, &out_dtype};
+            CHECK_STEP(launch(job, share, copy->finish, "features", (unsigned)((tokens + 3) / 4), 128, 0, features));
+        }
     }
     return uform_status_ok_k;
 }
@@ -174,7 +184,8 @@ static uform_status_t enqueue_graph(vram_job_t *job, vram_share_t *share, vram_b
     uint64_t const key[12] = {(uint64_t)(uintptr_t)share->stream, (uint64_t)share->scratch, job->workspace,
                               (share->end - share->first) * job->row_bytes, share->chunk_tokens, tokens, texts,
                               align_up(longest, 16), (first - share->first) * job->row_bytes, job->dims,
-                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0) | (uint64_t)job->cls_tail << 1};
+                              (uint64_t)job->out.dtype, (uint64_t)(job->out.normalize != 0) | (uint64_t)job->cls_tail << 1 |
+                                                            (uint64_t)(job->out.features != NULL) << 2};
     text_chunk_t chunk = {job, share, b, first, texts, tokens, longest};
     vram_exec_t e = exec_of(job, share, b->workspace);
     return vram_graph(&e, key, chunk_compute, &chunk);

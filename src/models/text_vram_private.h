@@ -36,6 +36,8 @@ typedef struct vram_job_t {
     /* Output. */
     uform_embeddings_t out;
     size_t dims, row_bytes;
+    /** With `out.features`: bytes between texts' features, and of one row of them (hidden, output dtype). */
+    size_t features_stride, features_row_bytes;
     unsigned char *host_rows;  /**< [count][row_bytes]: [encoded] used. */
     uform_status_t *statuses;
     /* Devices. */

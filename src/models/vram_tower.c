@@ -453,6 +453,30 @@ void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t co
     }
 }
 
+uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *share, CUdeviceptr converted,
+                                  size_t const *offsets, size_t const *order, size_t first, size_t end,
+                                  uform_embeddings_t const *out, size_t stride, size_t row_bytes, char const *verb) {
+    uform_cuda_t const *cuda = vram->cuda;
+    for (size_t e = first; e < end; ++e) {
+        CUresult result = cuda->MemcpyDtoHAsync((unsigned char *)out->features + order[e] * stride,
+                                                converted + (offsets[e] - offsets[first]) * row_bytes,
+                                                (offsets[e + 1] - offsets[e]) * row_bytes, share->stream);
+        if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying features back", share->copy->ordinal);
+    }
+    return uform_status_ok_k;
+}
+
+void vram_features_pad(uform_embeddings_t const *out, size_t stride, size_t rows_total, size_t row_bytes,
+                       size_t const *order, size_t const *offsets, size_t encoded, size_t count) {
+    unsigned char *features = (unsigned char *)out->features;
+    size_t next = 0;
+    for (size_t i = 0; i < count; ++i) {
+        size_t rows = 0;
+        if (next < encoded && order[next] == i) rows = offsets[next + 1] - offsets[next], ++next;
+        if (rows < rows_total) memset(features + i * stride + rows * row_bytes, 0, (rows_total - rows) * row_bytes);
+    }
+}
+
 uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
                            unsigned char *host_rows, size_t row_bytes, size_t const *order, size_t encoded,
                            size_t count, uform_embeddings_t const *out, uform_status_t const *items,

@@ -289,6 +289,20 @@ uform_status_t vram_copy_rows(vram_tower_t const *vram, vram_share_t const *shar
 void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t const *order, size_t encoded, size_t count,
                      uform_embeddings_t const *out, uform_status_t const *items, uform_status_t *statuses);
 
+/** @brief Enqueues on `share`'s stream (its context current) the copies of encoded items [first, end)'s
+ *  features, already in the output dtype at `converted` (device: the chunk's rows packed from item
+ *  `first`'s first row): item e's `offsets[e + 1] - offsets[e]` rows of `row_bytes` each to the
+ *  caller's features of input `order[e]`, `stride` bytes apart. The caller's memory is pageable, so
+ *  each copy returns once the stream reached it and it is done. */
+uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *share, CUdeviceptr converted,
+                                  size_t const *offsets, size_t const *order, size_t first, size_t end,
+                                  uform_embeddings_t const *out, size_t stride, size_t row_bytes, char const *verb);
+
+/** @brief Zeroes the caller's feature rows no device wrote: each encoded item's past its
+ *  `offsets[e + 1] - offsets[e]` rows up to `rows_total`, and every row of the other inputs. */
+void vram_features_pad(uform_embeddings_t const *out, size_t stride, size_t rows_total, size_t row_bytes,
+                       size_t const *order, size_t const *offsets, size_t encoded, size_t count);
+
 /** @brief Copies every share's output rows back (waiting on each stream in turn) into `host_rows`,
  *  then writes `count` rows in input order with the caller's stride: encoded item e is input
  *  `order[e]`, every other input a zero row; `statuses` (when set) get `items`. */
