@@ -203,6 +203,20 @@ def uform3_encoder(name, config):
     return encoder, state, digest
 
 
+def padded(encodings, padding_idx):
+    """A batch of id lists as the `uform` package's encoders take it: ids padded with `padding_idx` to
+    the longest, and the attention mask (torch tensors)."""
+    import torch
+
+    width = max(len(ids) for ids in encodings)
+    ids = torch.full((len(encodings), width), padding_idx, dtype=torch.long)
+    mask = torch.zeros((len(encodings), width), dtype=torch.long)
+    for i, row in enumerate(encodings):
+        ids[i, :len(row)] = torch.tensor(row)
+        mask[i, :len(row)] = 1
+    return ids, mask
+
+
 FEATURE_TEXTS = 24
 
 
@@ -231,12 +245,7 @@ def features(minilm_dir):
     encodings = [[int(i) for i in line.split()] for line in open(os.path.join(HERE, "uform3_ids.txt"))][:FEATURE_TEXTS]
     for name, config in sorted(UFORM3_CONFIGS.items()):
         encoder, _, _ = uform3_encoder(name, config)
-        width = max(len(ids) for ids in encodings)
-        ids = torch.full((len(encodings), width), config["padding_idx"], dtype=torch.long)
-        mask = torch.zeros((len(encodings), width), dtype=torch.long)
-        for i, row in enumerate(encodings):
-            ids[i, :len(row)] = torch.tensor(row)
-            mask[i, :len(row)] = 1
+        ids, mask = padded(encodings, config["padding_idx"])
         with torch.no_grad():
             hidden, _ = encoder(ids, mask, return_features=True)
         hidden = hidden.float().numpy()
@@ -274,13 +283,7 @@ def uform3(minilm_dir):
         rows = []
         with torch.no_grad():
             for start in range(0, len(texts), 64):
-                batch = encodings[start:start + 64]
-                width = max(len(ids) for ids in batch)
-                ids = torch.full((len(batch), width), config["padding_idx"], dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for i, row in enumerate(batch):
-                    ids[i, :len(row)] = torch.tensor(row)
-                    mask[i, :len(row)] = 1
+                ids, mask = padded(encodings[start:start + 64], config["padding_idx"])
                 rows.append(encoder(ids, mask).float().numpy())
                 if start == 0:
                     first = (ids, mask, rows[0])
