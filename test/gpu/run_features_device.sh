@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The features (uform_embeddings_t.features) of VRAM towers on a GPU machine, in one short `run` call:
+# builds only what the checks need into build-device/, then
+#   - the UForm3 text towers VRAM-resident (f32, bf16, f16) against PyTorch's rows and the CPU path,
+#     their features against the CPU path's (test_encode_models --vram, through ctest);
+#   - the image towers likewise, features included (test_encode_images_gpu);
+#   - compute-sanitizer memcheck with leak checks over the 384-wide text tower's VRAM run, features
+#     included.
+# Carry build-gpu/device-deps (Debian packages, test/gpu/run_device.sh --fetch-deps) and
+# build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's tokenizer.json alone: the text towers tokenise the
+# committed sentences with it; the model's weights exceed what a run may carry). Logs in
+# build-device/session-logs/features.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
+LOGS=$BUILD/session-logs/features
+mkdir -p "$LOGS"
+SUMMARY=$LOGS/summary.txt
+: >"$SUMMARY"
+FAILED=0
+export NCCL_NVLS_ENABLE=0
+# shellcheck source=test/gpu/steps.sh
+source "$ROOT/test/gpu/steps.sh"
+note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs), $(nproc) cores"
+CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON
+    -DUFORM_MINILM_DIR="$ROOT/build-gpu/minilm-tokenizer")
+unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
+step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
+    step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_models \
+        test_encode_images_gpu make_text_tower || { tail -30 "$LOGS/build.log"; exit 1; }
+step ctest "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure \
+    -R '^(test_encode_uform3-768-cls_gpu|test_encode_uform3-384-mean_gpu|test_encode_images_gpu)$'
+grep -E 'features|worst cosine|tests passed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
+step memcheck_features "$LOGS/memcheck.log" required timeout 240 compute-sanitizer --tool memcheck --leak-check full \
+    --error-exitcode 99 "$BUILD/test/test_encode_models" --vram --model "$BUILD/encode-towers-gpu/uform3-384-mean" \
+    --ids "$ROOT/test/encode/uform3_ids.txt" --expected "$ROOT/test/encode/expected/uform3-384-mean.f32" \
+    --texts "$ROOT/test/encode/sentences.txt" --limit 30
+grep -E 'ERROR SUMMARY|LEAK SUMMARY|bytes leaked' "$LOGS/memcheck.log" | sed 's/^/  /' >>"$SUMMARY"
+cat "$SUMMARY"
+exit "$FAILED"
