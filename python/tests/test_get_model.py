@@ -227,6 +227,8 @@ class GetModel(unittest.TestCase):
             self.assertEqual((len(features), len(features[0]), len(features[0][0])), (1, d.tokens, d.hidden))
             for row, wanted in zip(features[0], expected[0]):
                 self.assertTrue(rows_close(row, wanted, 0.0))
+        # As many feature rows as the processor's mask has columns, so the mask weighs them.
+        self.assertEqual(len(text_features[0]), len(text_data["attention_mask"][0]))
         tokens = len(self.text.tokenize(text))
         self.assertTrue(all(any(v != 0 for v in row) for row in text_features[0][:tokens]))
         self.assertTrue(all(v == 0 for row in text_features[0][tokens:] for v in row))
@@ -276,6 +278,29 @@ class GetModel(unittest.TestCase):
             encoder.return_features = False
             self.assertEqual(len(encoder.encode(data, return_features=True)), 2)
 
+    def test_features_and_mask_as_wide_as_the_packages_with_roberta_positions(self):
+        # RoBERTa positions: the context is max_position_embeddings - padding_idx - 1 (9 of 12), and the
+        # package's processor pads to 12 with padding_idx 1; so do ours and the features' rows.
+        roberta = os.path.join(REPOSITORY, "test", "models", "tiny-uform3-roberta")
+        processors, models = self.get_model(roberta)
+        encoder = models[uform.Modality.TEXT_ENCODER]
+        context = encoder.model.describe().tokens
+        self.assertLess(context, 12)
+        data = processors[uform.Modality.TEXT_ENCODER](TEXTS)
+        ids = [encoder.model.tokenize(t) for t in TEXTS]
+        self.assertEqual([list(row) for row in data["input_ids"]], [i + [1] * (12 - len(i)) for i in ids])
+        self.assertEqual([list(row) for row in data["attention_mask"]], [[1] * len(i) + [0] * (12 - len(i)) for i in ids])
+        features, embeddings = encoder.encode(data, return_features=True)
+        alone, again = encoder.model.encode_texts(None, TEXTS, features=True)
+        self.assertEqual((len(features), len(features[0]), len(features[0][0])),
+                         (len(TEXTS), 12, encoder.model.describe().hidden))
+        for i, row_ids in enumerate(ids):
+            self.assertTrue(rows_close(embeddings[i], again[i], 1e-5))
+            for t in range(12):
+                wanted = alone[i][t] if t < context else [0.0] * len(features[i][t])
+                self.assertTrue(rows_close(features[i][t], wanted, 1e-5) if t < len(row_ids) else
+                                all(float(v) == 0.0 for v in features[i][t]))
+
     # ---- what the encoders take ----
 
     def test_processor_outputs_are_documented_shapes(self):
@@ -284,7 +309,7 @@ class GetModel(unittest.TestCase):
         self.assertEqual(set(text_data), {"input_ids", "attention_mask", "texts"})
         self.assertEqual(text_data["texts"], TEXTS)
         ids = [self.text.tokenize(t) for t in TEXTS]
-        width = max(map(len, ids))
+        width = 10  # as the uform package pads: to config.json's max_position_embeddings, with its padding_idx
         self.assertEqual([list(row) for row in text_data["input_ids"]], [i + [0] * (width - len(i)) for i in ids])
         self.assertEqual([list(row) for row in text_data["attention_mask"]],
                          [[1] * len(i) + [0] * (width - len(i)) for i in ids])
@@ -491,11 +516,11 @@ class UformPackageProcessors(unittest.TestCase):
                 self.assertEqual(caught.exception.message, IDS_REFUSED)
                 with self.assertRaises(uform.UnsupportedError):
                     encoder.encode(processed["input_ids"], processed["attention_mask"])
-                # Its ids for these texts are ours (its padding aside): the tokenizers agree.
+                # Its ids and mask for these texts are ours, padding and shape included.
                 ours = self.processors[uform.Modality.TEXT_ENCODER](TEXTS)
-                for theirs, mine, mask in zip(processed["input_ids"], ours["input_ids"], ours["attention_mask"]):
-                    length = int(sum(mask))
-                    self.assertEqual(list(theirs[:length]), list(mine[:length]))
+                self.assertEqual([list(row) for row in processed["input_ids"]], [list(row) for row in ours["input_ids"]])
+                self.assertEqual([list(row) for row in processed["attention_mask"]],
+                                 [list(row) for row in ours["attention_mask"]])
 
     def test_its_image_processor_output_is_accepted(self):
         if np is None:

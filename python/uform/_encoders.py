@@ -128,46 +128,79 @@ def _looks_like_ids(x) -> bool:
     return False
 
 
+def _text_shape(directory: bytes, model: Model) -> tuple:
+    """``(length, padding)``: the rows the ``uform`` package's text processor pads each text to and
+    the id it pads with, ``config.json``'s ``text_encoder.max_position_embeddings`` and
+    ``padding_idx`` (UForm3), never fewer rows than the model's context; else (a sentence-transformers
+    directory) the model's context and 0."""
+    context = model.describe().tokens
+    try:
+        with open(os.path.join(directory, b"config.json"), "rb") as file:
+            section = json.load(file)["text_encoder"]
+        length, padding = int(section["max_position_embeddings"]), int(section["padding_idx"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return context, 0
+    return max(length, context), padding
+
+
 class TextProcessor:
     """What ``processors[Modality.TEXT_ENCODER]`` is: ``processor(texts)`` returns
 
-    - ``"input_ids"``: the ids the encoder sees, [texts, longest] (specials included, truncated to the
-      model's context), padded with 0 after each text's ids;
+    - ``"input_ids"``: the ids the encoder sees, [texts, length] (specials included, truncated to the
+      model's context), padded with ``padding`` after each text's ids;
     - ``"attention_mask"``: 1 over each text's ids, 0 over the padding, the same shape;
     - ``"texts"``: the texts themselves, a list, which is what `TextEncoder.encode` encodes.
 
-    ``input_ids`` and ``attention_mask`` are int64 NumPy arrays when NumPy is importable (lists of
-    lists otherwise). Unlike the ``uform`` package's, they are for inspection only, and padded to
-    the longest text rather than to the context, with 0 rather than the config's ``padding_idx``:
-    the engine tokenizes the texts again itself."""
+    `get_model` pads as the ``uform`` package's processor does: to ``config.json``'s
+    ``max_position_embeddings`` with its ``padding_idx`` (UForm3), else to the model's context with
+    0; the encoder's features have as many rows, so the mask weighs them. ``input_ids`` and
+    ``attention_mask`` are int64 NumPy arrays when NumPy is importable (lists of lists otherwise).
+    Unlike the package's, they are for inspection and for weighing features only: the engine
+    tokenizes the texts again itself."""
 
-    def __init__(self, model: Model):
-        """Tokenizes with ``model``'s tokenizer."""
+    def __init__(self, model: Model, length: Optional[int] = None, padding: int = 0):
+        """Tokenizes with ``model``'s tokenizer; pads to ``length`` rows (None: the model's context)
+        with the id ``padding``."""
         self._model = model
+        self._length = model.describe().tokens if length is None else length
+        self._padding = padding
 
     def __call__(self, texts) -> dict:
         """``{"input_ids", "attention_mask", "texts"}`` for one text (a ``str`` or bytes-like) or a
         sequence of them."""
         texts = _text_list(texts)
         ids = [self._model.tokenize(t) for t in texts]
-        width = max((len(i) for i in ids), default=0)
-        padded = [i + [0] * (width - len(i)) for i in ids]
+        width = max([self._length] + [len(i) for i in ids])
+        padded = [i + [self._padding] * (width - len(i)) for i in ids]
         mask = [[1] * len(i) + [0] * (width - len(i)) for i in ids]
         if _np is not None:
             padded, mask = _np.array(padded, dtype=_np.int64).reshape(len(ids), width), _np.array(mask, dtype=_np.int64).reshape(len(ids), width)
         return {"input_ids": padded, "attention_mask": mask, "texts": texts}
 
 
+def _padded_rows(features, length: Optional[int]):
+    """``features`` [items, tokens, hidden] with zero rows appended up to ``length`` rows per item."""
+    if length is None or not len(features) or len(features[0]) >= length:
+        return features
+    missing = length - len(features[0])
+    if _np is not None and isinstance(features, _np.ndarray):
+        return _np.concatenate([features, _np.zeros((features.shape[0], missing, features.shape[2]), features.dtype)], 1)
+    return [rows + [[0.0] * len(rows[0]) for _ in range(missing)] for rows in features]
+
+
 class TextEncoder:
     """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(x)`` returns the embeddings [texts,
     dimensions], and ``encode(x, return_features=True)`` ``(features, embeddings)``, features
-    [texts, tokens, hidden], as the ``uform`` package's encoder does. ``return_features`` is False,
-    as the package's PyTorch encoder's; set True, it is ``encode``'s default."""
+    [texts, length, hidden] (the rows `TextProcessor` pads to), as the ``uform`` package's encoder
+    does. ``return_features`` is False, as the package's PyTorch encoder's; set True, it is
+    ``encode``'s default."""
 
-    def __init__(self, model: Model, executor):
-        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
+    def __init__(self, model: Model, executor, length: Optional[int] = None):
+        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline); features
+        get ``length`` rows (None: the model's context)."""
         self.model = model
         self.executor = executor
+        self._length = length
         self.return_features = False
         #: The embedding width, as the package's encoders name it.
         self.embedding_dim = model.describe().dimensions
@@ -179,8 +212,8 @@ class TextEncoder:
         accepted for the package's signature and unused.
 
         With ``return_features=True`` (or the attribute set), ``(features, embeddings)``: features
-        float32 [texts, tokens, hidden], each text's last hidden states in token order (specials
-        included), then zero rows up to the model's context.
+        float32 [texts, length, hidden], each text's last hidden states in token order (specials
+        included), then zero rows (as many rows as `TextProcessor`'s mask has columns).
 
         Refuses, with `Error(UNSUPPORTED)`, token ids (the ``uform`` package's processor output, an
         integer array or tensor, lists of ints): the engine tokenizes texts itself and takes no ids."""
@@ -199,7 +232,10 @@ class TextEncoder:
             texts = x
         if _looks_like_ids(texts):
             raise _ids_refused()
-        return self.model.encode_texts(self.executor, texts, features=_wants_features(self, return_features))
+        if not _wants_features(self, return_features):
+            return self.model.encode_texts(self.executor, texts)
+        features, embeddings = self.model.encode_texts(self.executor, texts, features=True)
+        return _padded_rows(features, self._length), embeddings
 
     __call__ = encode
     forward = encode
@@ -403,7 +439,9 @@ def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=No
                 executor = Executor.for_ram(library, threads=threads)
             opened.append(executor)
             if modality is Modality.TEXT_ENCODER:
-                processors[modality], models[modality] = TextProcessor(model), TextEncoder(model, executor)
+                length, padding = _text_shape(directory, model)
+                processors[modality] = TextProcessor(model, length, padding)
+                models[modality] = TextEncoder(model, executor, length)
             else:
                 processors[modality] = ImageProcessor(model)
                 models[modality] = ImageEncoder(model, executor, _normalization(directory))
