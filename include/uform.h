@@ -1163,8 +1163,20 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t mode
  *  convert each chunk's rows to `dtype` on the device and copy each item's straight into `features`
  *  as the chunk finishes (the caller's memory is pageable: the device callback waits for those
  *  copies, so a deferred call returns later), zero rows are written once every wave finished, and a
- *  call that fails may leave some items' features written. NULL asks for none. INVALID_ARGUMENT for a `features_stride` that
- *  cannot hold an item's features, one without `features`, or items past the address space.
+ *  call that fails may leave some items' features written. NULL asks for none. INVALID_ARGUMENT for
+ *  a `features_stride` that cannot hold an item's features, one without `features`, or items past
+ *  the address space.
+ *
+ *  @code{.c}
+ *  uform_model_description_t d;
+ *  uform_model_describe(model, &d); // e.g. hidden 384, tokens 256 for all-MiniLM-L6-v2
+ *  float *rows = malloc(count * d.dimensions * sizeof(float));
+ *  float *tokens = malloc(count * d.tokens * d.hidden * sizeof(float));
+ *  uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k, .features = tokens};
+ *  if (uform_encode_texts(executor, model, texts, NULL, count, &out, NULL, NULL) == uform_status_ok_k) {
+ *      float const *first_token_of_text_2 = tokens + 2 * d.tokens * d.hidden; // its [CLS] row
+ *  }
+ *  @endcode
  */
 typedef struct uform_embeddings_t {
     void *data;             /**< Rows of `dimensions` elements of `dtype`. */
