@@ -5,7 +5,7 @@
  *          bench_image_gpu.py runs it beside PyTorch eager bf16 and torch.compile on CUDA.
  *
  *      bench_image_gpu [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--dtype bf16|f16|f32]
- *                      [--devices N] [--seconds S] [--min-calls N] [--images DIR] [--json]
+ *                      [--devices N] [--seconds S] [--min-calls N] [--images DIR] [--features] [--json]
  *
  *  `model` feeds raw 224 x 224 RGB pixels (the resize is the identity: what is measured is the
  *  upload of the 8-bit crops and the tower, as the peers get ready tensors); `whole` feeds JPEG

@@ -6,7 +6,7 @@
  *
  *      bench_image_model [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] [--threads N]
  *                        [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] [--images DIR]
- *                        [--cpu-class NAME] [--in-flight N] [--ab NAME=A,B] [--json]
+ *                        [--cpu-class NAME] [--in-flight N] [--ab NAME=A,B] [--features] [--json]
  *
  *  Shapes: vit-s16 (384 wide, 6 heads, 12 layers), vit-b16 (768 wide, 12 heads, 12 layers), both
  *  patch 16 at 224 pixels, CLS pooling, a 256-wide projection. Modes: `whole` feeds the JPEG files of
@@ -129,12 +129,13 @@ int main(int argc, char **argv) {
     char const *shape = "vit-s16", *dtype_name = BENCH_DEFAULT_DTYPE, *mode = "model", *images_dir = UFORM_BENCH_PHOTOS;
     size_t batch = 50, threads = 0, min_calls = 3, devices = BENCH_DEFAULT_DEVICES, in_flight = 1;
     double seconds = 3.0;
-    int json = 0, ab_given = 0;
+    int json = 0, ab_given = 0, with_features = 0;
     call_ab_t ab;
     uform_cpu_class_t cpu_class = uform_cpu_class_unknown_k;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--features")) with_features = 1;
         else if (v && !strcmp(a, "--shape")) shape = v, ++i;
         else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16")))
             dtype_name = v, ++i;
@@ -151,7 +152,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: " BENCH_NAME " [--shape vit-s16|vit-b16] [--mode model|whole] [--batch N] "
                             "[--threads N] [--dtype f32|bf16|f16] [--devices N] [--seconds S] [--min-calls N] "
-                            "[--images DIR] [--cpu-class NAME] [--in-flight N] [--ab NAME=A,B] [--json]\n");
+                            "[--images DIR] [--cpu-class NAME] [--in-flight N] [--ab NAME=A,B] [--features] [--json]\n");
             return 2;
         }
     }
@@ -228,7 +229,17 @@ int main(int argc, char **argv) {
     }
     float *rows = malloc(in_flight * batch * spec->embedding_dim * sizeof(float));
     uform_status_t *statuses = malloc(batch * sizeof(uform_status_t));
-    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+    /* --features: every token's last hidden state too, f32 [batch][tokens][dim] per call in flight. */
+    uform_model_description_t described;
+    size_t feature_floats = 0;
+    if (with_features && uform_model_describe(model, &described) == uform_status_ok_k)
+        feature_floats = batch * described.tokens * described.hidden;
+    float *features = feature_floats ? malloc(in_flight * feature_floats * sizeof(float)) : NULL;
+    if (feature_floats && !features) {
+        fprintf(stderr, BENCH_NAME ": no memory for the features\n");
+        return 1;
+    }
+    uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k, .features = features};
     uform_executor_t executor = NULL;
     status = devices ? uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor)
                      : uform_executor_for_ram(&(uform_ram_options_t){.cpu_class = cpu_class}, threads, 0, &executor);
@@ -248,7 +259,8 @@ int main(int argc, char **argv) {
     call.outcomes = calloc(in_flight, sizeof(uform_outcome_t));
     call.pending = calloc(in_flight, sizeof(int));
     for (size_t k = 0; k < in_flight; ++k)
-        call.outs[k] = (uform_embeddings_t){.data = rows + k * batch * spec->embedding_dim, .dtype = uform_dtype_f32_k};
+        call.outs[k] = (uform_embeddings_t){.data = rows + k * batch * spec->embedding_dim, .dtype = uform_dtype_f32_k,
+                                            .features = features ? features + k * feature_floats : NULL};
     call_summary_t timed;
     int ran = encode_images(&call) == 0 && finish_in_flight(&call) == 0;
     if (ab_given && ran && in_flight == 1) {

@@ -8,7 +8,10 @@
  *          random lowercase words, as many as make at most `--tokens` ids with [CLS] and [SEP].
  *
  *      bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32]
- *                     [--devices N] [--seconds S] [--texts] [--in-flight N] [--json]
+ *                     [--devices N] [--seconds S] [--texts] [--in-flight N] [--features] [--json]
+ *
+ *  `--features` asks for every token's last hidden state too (`uform_embeddings_t.features`, f32,
+ *  the context's rows per text): what that costs beside the same run without.
  *
  *  `--in-flight N` (N >= 2) submits the calls deferred, up to N at once, each into its own rows (a
  *  deferred encode returns once its waves are enqueued: with `--texts`, the next call's tokenising
@@ -71,11 +74,12 @@ int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "bf16";
     size_t tokens = 128, batch = 50, devices = 1, in_flight = 1;
     double seconds = 3.0;
-    int json = 0, from_texts = 0;
+    int json = 0, from_texts = 0, with_features = 0;
     for (int i = 1; i < argc; ++i) {
         char const *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--texts")) from_texts = 1;
+        else if (!strcmp(a, "--features")) with_features = 1;
         else if (v && !strcmp(a, "--shape") && (!strcmp(v, "minilm") || !strcmp(v, "uform3"))) shape = v, ++i;
         else if (v && !strcmp(a, "--dtype") && (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16"))) dtype_name = v, ++i;
         else if (v && !strcmp(a, "--tokens") && strict_count(v, 1, 510, false, &tokens)) ++i;
@@ -85,7 +89,7 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else {
             fprintf(stderr, "usage: bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32] "
-                            "[--devices N] [--seconds S] [--texts] [--in-flight N] [--json]\n");
+                            "[--devices N] [--seconds S] [--texts] [--in-flight N] [--features] [--json]\n");
             return 2;
         }
     }
@@ -127,8 +131,16 @@ int main(int argc, char **argv) {
     uform_embeddings_t *outs = calloc(in_flight, sizeof(uform_embeddings_t));
     uform_outcome_t *outcomes = calloc(in_flight, sizeof(uform_outcome_t));
     int *pending = calloc(in_flight, sizeof(int));
+    /* --features: every token's last hidden state too, f32 [batch][context][hidden] per call in flight. */
+    size_t feature_floats = with_features ? batch * t.context * h : 0;
+    float *features = feature_floats ? malloc(in_flight * feature_floats * sizeof(float)) : NULL;
+    if (feature_floats && !features) {
+        fprintf(stderr, "bench_text_gpu: no memory for the features\n");
+        return 1;
+    }
     for (size_t k = 0; k < in_flight; ++k)
-        outs[k] = (uform_embeddings_t){.data = rows + k * batch * t.embedding_dimensions, .dtype = uform_dtype_f32_k};
+        outs[k] = (uform_embeddings_t){.data = rows + k * batch * t.embedding_dimensions, .dtype = uform_dtype_f32_k,
+                                       .features = features ? features + k * feature_floats : NULL};
     char **texts = NULL;
     if (from_texts) {
         size_t size = 0;

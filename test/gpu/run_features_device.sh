@@ -5,7 +5,8 @@
 #     their features against the CPU path's (test_encode_models --vram, through ctest);
 #   - the image towers likewise, features included (test_encode_images_gpu);
 #   - compute-sanitizer memcheck with leak checks over the 384-wide text tower's VRAM run, features
-#     included.
+#     included;
+#   - what features cost: texts/s and images/s with and without them (bench_text_gpu, bench_image_gpu).
 # Carry build-gpu/device-deps (Debian packages, test/gpu/run_device.sh --fetch-deps) and
 # build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's tokenizer.json alone: the text towers tokenise the
 # committed sentences with it; the model's weights exceed what a run may carry). Logs in
@@ -27,7 +28,7 @@ CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON
 unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
 step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
     step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_models \
-        test_encode_images_gpu make_text_tower || { tail -30 "$LOGS/build.log"; exit 1; }
+        test_encode_images_gpu make_text_tower bench_text_gpu bench_image_gpu || { tail -30 "$LOGS/build.log"; exit 1; }
 step ctest "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure \
     -R '^(test_encode_uform3-768-cls_gpu|test_encode_uform3-384-mean_gpu|test_encode_images_gpu)$'
 grep -E 'features|worst cosine|tests passed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
@@ -36,5 +37,18 @@ step memcheck_features "$LOGS/memcheck.log" required timeout 240 compute-sanitiz
     --ids "$ROOT/test/encode/uform3_ids.txt" --expected "$ROOT/test/encode/expected/uform3-384-mean.f32" \
     --texts "$ROOT/test/encode/sentences.txt" --limit 30
 grep -E 'ERROR SUMMARY|LEAK SUMMARY|bytes leaked' "$LOGS/memcheck.log" | sed 's/^/  /' >>"$SUMMARY"
+for batch in 50 1024; do
+    for features in "" --features; do
+        step "bench_text_uform3_${batch}${features}" "$LOGS/bench.log" optional timeout 60 "$BUILD/bench/bench_text_gpu" \
+            --shape uform3 --tokens 64 --batch "$batch" --seconds 2 $features
+    done
+done
+for batch in 50 256; do
+    for features in "" --features; do
+        step "bench_image_vit-b16_${batch}${features}" "$LOGS/bench.log" optional timeout 60 "$BUILD/bench/bench_image_gpu" \
+            --shape vit-b16 --batch "$batch" --seconds 2 $features
+    done
+done
+grep -E '^uform' "$LOGS/bench.log" | sed 's/^/  /' >>"$SUMMARY"
 cat "$SUMMARY"
 exit "$FAILED"
