@@ -146,8 +146,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->count = count;
     job->statuses = statuses;
     job->strict = statuses == NULL;
-    job->features_stride = embeddings->features_stride ? embeddings->features_stride
-                                                       : c->sequence * c->dim * dtype_size(embeddings->dtype);
+    job->features_stride = uform_features_stride(embeddings, c->sequence * c->dim);
     /* Features are every token's final state: no CLS tail. */
     job->cls_tail = !embeddings->features && uform_forward_cls_tail(c->pooling == uform_pooling_cls_k, c->layers_count);
     job->caller_frees = outcome == NULL;

@@ -541,8 +541,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     job->cls_tail = !embeddings->features &&
                     uform_forward_cls_tail(tower->config.pooling == uform_pooling_cls_k, tower->config.layers_count);
     job->features_row_bytes = c->dim * element_size(embeddings->dtype);
-    job->features_stride = embeddings->features_stride ? embeddings->features_stride
-                                                       : c->sequence * job->features_row_bytes;
+    job->features_stride = uform_features_stride(embeddings, c->sequence * c->dim);
     job->images = images, job->count = count;
     job->side = c->image_size, job->per_image = c->image_size * c->image_size * 3, job->sequence = c->sequence;
     job->depth = uform_image_vram_depth(c);

@@ -310,7 +310,7 @@ static uform_status_t features_check(char const *prefix, char const *items, size
         return uform_fail(uform_status_invalid_argument_k,
                           "%sembeddings.features_stride is %zu bytes; one item's features (%zu values) take %zu "
                           "(0 packs them)", prefix, embeddings->features_stride, elements, item);
-    size_t stride = embeddings->features_stride ? embeddings->features_stride : item;
+    size_t stride = uform_features_stride(embeddings, elements);
     if (count && (__builtin_mul_overflow(count - 1, stride, &span) || __builtin_add_overflow(span, item, &span) ||
                   __builtin_add_overflow((uintptr_t)embeddings->features, span, &end)))
         return uform_fail(uform_status_invalid_argument_k,
@@ -354,6 +354,11 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
                           "%sembeddings.features_stride is %zu with no features; set both or neither", prefix,
                           embeddings->features_stride);
     return uform_status_ok_k;
+}
+
+size_t uform_features_stride(uform_embeddings_t const *embeddings, size_t elements) {
+    if (embeddings->features_stride) return embeddings->features_stride;
+    return elements * (embeddings->dtype == uform_dtype_f32_k ? 4 : 2);
 }
 
 void uform_features_write(struct uform_kernels_t const *kernels, float const *rows, size_t count, size_t hidden,

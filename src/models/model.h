@@ -48,6 +48,10 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
 
 struct uform_kernels_t;
 
+/** @brief Bytes between items' features: `embeddings->features_stride`, or for 0 an item's
+ *  `elements` (tokens times hidden) packed in the embeddings' dtype. */
+size_t uform_features_stride(uform_embeddings_t const *embeddings, size_t elements);
+
 /** @brief Writes one item's features (`uform_embeddings_t`): its `rows` f32 rows of `hidden` (packed)
  *  in `dtype` at `target`, then zero rows up to `rows_total`. */
 void uform_features_write(struct uform_kernels_t const *kernels, float const *rows, size_t count, size_t hidden,

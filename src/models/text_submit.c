@@ -125,8 +125,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->kernels = job->gemm.kernels;
     job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k ? uform_attention_bf16_for_gemm(&job->gemm, cpu_class) : NULL;
     job->features_rows = tower0->context;
-    job->features_stride = embeddings->features_stride ? embeddings->features_stride
-                                                       : tower0->context * tower0->hidden * dtype_size(embeddings->dtype);
+    job->features_stride = uform_features_stride(embeddings, tower0->context * tower0->hidden);
     /* Features are every token's last hidden state: no CLS tail. */
     job->cls_tail = !embeddings->features &&
                     uform_forward_cls_tail(tower0->pooling == uform_pooling_cls_k, tower0->layers_count);

@@ -147,8 +147,7 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
     job->cls_tail = !embeddings->features &&
                     uform_forward_cls_tail(job->tower->pooling == uform_pooling_cls_k, job->tower->layers_count);
     job->features_row_bytes = job->tower->hidden * element_size(embeddings->dtype);
-    job->features_stride = embeddings->features_stride ? embeddings->features_stride
-                                                       : job->tower->context * job->features_row_bytes;
+    job->features_stride = uform_features_stride(embeddings, job->tower->context * job->tower->hidden);
     job->count = count, job->context = job->tower->context;
     job->out = *embeddings, job->statuses = statuses;
     job->dims = embeddings->dimensions ? embeddings->dimensions : job->tower->embedding_dimensions;
