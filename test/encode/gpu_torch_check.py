@@ -15,6 +15,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_references import padded  # noqa: E402 - the batch of ids as the uform package takes it
+
 
 def load_ids(path):
     with open(path) as file:
@@ -78,13 +81,7 @@ def main():
         rows = []
         with torch.inference_mode():
             for start in range(0, len(ids), 64):
-                batch = ids[start:start + 64]
-                width = max(len(r) for r in batch)
-                x = torch.full((len(batch), width), pad, dtype=torch.long)
-                m = torch.zeros((len(batch), width), dtype=torch.long)
-                for i, r in enumerate(batch):
-                    x[i, :len(r)] = torch.tensor(r)
-                    m[i, :len(r)] = 1
+                x, m = padded(ids[start:start + 64], pad)
                 rows.append(run(x.cuda(), m.cuda()).float().cpu().numpy())
         torch_rows = np.concatenate(rows)
         a, b = gpu.astype(np.float64), torch_rows.astype(np.float64)
