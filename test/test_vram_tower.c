@@ -4,7 +4,9 @@
  *          this machine without a GPU: the split of a batch over devices in proportion to their SMs,
  *          the chunk capacity under a scratch limit (whole items, LIMIT_EXCEEDED naming the bytes when
  *          one item cannot fit), and the rows gathered in input order with zero rows and statuses for
- *          the items that failed. Builds without CUDA skip it.
+ *          the items that failed, and the features written from the pinned staging buffer (rows in
+ *          input order, zero rows past each item's tokens and for failed items, the stride's gap
+ *          untouched; on one thread and split over an executor's). Builds without CUDA skip it.
  */
 #include "check.h"
 
@@ -15,6 +17,47 @@
 static size_t chunk_bytes(void const *context, size_t tokens) {
     (void)context;
     return tokens / 10 * 10 * 1000;
+}
+
+
+/** `vram_write_features` over 37 inputs (every third failed, the others of 1 to 5 rows of 5, 5.4 MB:
+ *  enough to split over threads), from a staging buffer and from rows already in place, on this
+ *  thread and over a RAM executor's two: the same bytes every time. */
+static void check_write_features(void) {
+    enum { count = 37, rows_total = 5, row_bytes = 29000, gap = 13 };
+    size_t const stride = rows_total * row_bytes + gap;
+    size_t order[count], offsets[count + 1], encoded = 0;
+    offsets[0] = 0;
+    for (size_t i = 0; i < count; ++i)
+        if (i % 3 != 1) order[encoded] = i, offsets[encoded + 1] = offsets[encoded] + 1 + i % rows_total, ++encoded;
+    unsigned char *staged = (unsigned char *)malloc(offsets[encoded] * row_bytes);
+    unsigned char *expected = (unsigned char *)malloc(count * stride), *got = (unsigned char *)malloc(count * stride);
+    CHECK(staged && expected && got);
+    if (!staged || !expected || !got) return;
+    for (size_t b = 0; b < offsets[encoded] * row_bytes; ++b) staged[b] = (unsigned char)(b * 7 % 251 + 1);
+    memset(expected, 0, count * stride);
+    for (size_t i = 0; i < count; ++i) memset(expected + i * stride + rows_total * row_bytes, 0xee, gap);
+    for (size_t e = 0; e < encoded; ++e)
+        memcpy(expected + order[e] * stride, staged + offsets[e] * row_bytes, (offsets[e + 1] - offsets[e]) * row_bytes);
+    uform_embeddings_t out = {.features = got, .features_stride = stride};
+    uform_executor_t executor = NULL;
+    /* Two threads where the process may run on two cores (one under `taskset -c 0`). */
+    if (uform_executor_for_ram(NULL, 2, 0, &executor) != uform_status_ok_k)
+        CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &executor), uform_status_ok_k);
+    for (int threads = 0; threads < 2; ++threads)
+        for (int in_place = 0; in_place < 2; ++in_place) {
+            /* In place: the device wrote each item's rows already; elsewhere garbage to overwrite. */
+            memset(got, 0xab, count * stride);
+            for (size_t i = 0; i < count; ++i) memset(got + i * stride + rows_total * row_bytes, 0xee, gap);
+            if (in_place)
+                for (size_t e = 0; e < encoded; ++e)
+                    memcpy(got + order[e] * stride, staged + offsets[e] * row_bytes, (offsets[e + 1] - offsets[e]) * row_bytes);
+            vram_write_features(threads ? executor : NULL, &out, stride, rows_total, row_bytes, order, offsets, encoded,
+                                count, in_place ? NULL : staged);
+            CHECK(!memcmp(got, expected, count * stride));
+        }
+    uform_executor_free(executor);
+    free(staged), free(expected), free(got);
 }
 
 int main(void) {
@@ -66,6 +109,7 @@ int main(void) {
     CHECK(!memcmp(out_rows[0], host_rows[0], 4) && !memcmp(out_rows[2], host_rows[1], 4));
     CHECK(out_rows[1][0] == 0 && out_rows[1][3] == 0 && out_rows[0][4] == 0xee); /* the stride's padding untouched */
     CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_corrupt_file_k && statuses[2] == uform_status_ok_k);
+    check_write_features();
     printf("%s\n", check_failures ? "FAILED" : "passed");
     return check_failures ? 1 : 0;
 }

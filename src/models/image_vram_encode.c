@@ -77,6 +77,9 @@ typedef struct image_job_t {
     /** With `out.features`: bytes between images' features, and of one row of them (dim, output dtype). */
     size_t features_stride, features_row_bytes;
     unsigned char *host_rows;     /**< [encoded][row_bytes] */
+    /** With `out.features` and `pinned`: [count * sequence][features_row_bytes] in the staging buffer,
+     *  every chunk's features copied in at once (else NULL: copied item by item). */
+    unsigned char *staged_features;
     uform_status_t *statuses;
     vram_share_t *shares;
     size_t shares_count, workspace;
@@ -103,13 +106,14 @@ static void job_free(image_job_t *job) {
     free(job);
 }
 
-/** The rows in input order, and the features of images that failed zeroed. */
-static void write_rows(image_job_t const *job) {
+/** The rows in input order, and the features (from the staging buffer, on `executor`'s decoder threads
+ *  when given; those of images that failed zeroed). */
+static void write_rows(image_job_t const *job, uform_executor_t executor) {
     vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
                     job->statuses);
     if (job->out.features)
-        vram_features_pad(&job->out, job->features_stride, job->sequence, job->features_row_bytes, job->order,
-                          job->offsets, job->encoded, job->count);
+        vram_write_features(executor, &job->out, job->features_stride, job->sequence, job->features_row_bytes,
+                            job->order, job->offsets, job->encoded, job->count, job->staged_features);
 }
 
 /** A deferred encode's end (`uform_vram_settle_t`, its last wave settling): the rows in input order
@@ -117,7 +121,7 @@ static void write_rows(image_job_t const *job) {
 static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
     image_job_t *job = (image_job_t *)context;
     vram_waves_settled(&job->run, status, message, message_bytes);
-    if (*status == uform_status_ok_k) write_rows(job);
+    if (*status == uform_status_ok_k) write_rows(job, NULL);
     job_free(job);
 }
 
@@ -317,7 +321,7 @@ static uform_status_t enqueue_pass(image_job_t *job, vram_share_t *share, image_
     CHECK_STEP(vram_graph(&e, key, chunk_compute, &chunk));
     if (!job->out.features) return uform_status_ok_k;
     return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, first, end, &job->out,
-                              job->features_stride, job->features_row_bytes, VERB);
+                              job->features_stride, job->features_row_bytes, job->staged_features, VERB);
 }
 
 /** Uploads a chunk's pixels and offsets on the share's stream, then enqueues its pass. */
@@ -563,13 +567,17 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     job->threads = description.threads_count ? description.threads_count : 1;
     job->scratches = (uform_image_scratch_t *)calloc(job->threads, sizeof(uform_image_scratch_t));
     size_t wave = wave_size(images, count, c->image_size);
-    /* Pinned: [crops][rows][chunk offsets], so no upload or copy back waits for the stream. */
+    /* Pinned: [crops][rows][chunk offsets][features], so no upload or copy back waits for the stream. */
     size_t rgb_bytes = align_up(count * job->per_image, 64), rows_bytes = align_up(count * job->row_bytes + 1, 64);
-    size_t offsets_bytes = (count + 1) * sizeof(int32_t);
-    unsigned char *staging = (unsigned char *)vram_staging_take(job->vram, rgb_bytes + rows_bytes + offsets_bytes);
+    size_t offsets_bytes = align_up((count + 1) * sizeof(int32_t), 64);
+    size_t features_bytes = embeddings->features ? count * job->sequence * job->features_row_bytes : 0;
+    if (features_bytes > VRAM_STAGED_FEATURES_MAX) features_bytes = 0;
+    unsigned char *staging =
+        (unsigned char *)vram_staging_take(job->vram, rgb_bytes + rows_bytes + offsets_bytes + features_bytes);
     if (staging) {
         job->pinned = 1, job->rgb = staging, job->host_rows = staging + rgb_bytes;
         job->chunk_offsets = (int32_t *)(staging + rgb_bytes + rows_bytes);
+        if (features_bytes) job->staged_features = staging + rgb_bytes + rows_bytes + offsets_bytes;
     } else {
         wave = count;
         job->rgb = (uint8_t *)malloc(count * job->per_image);
@@ -616,7 +624,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
         } else (void)vram_waves_submit(&job->run, executor, &call, outcome != NULL);
     }
     status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
-    if (status == uform_status_ok_k) write_rows(job);
+    if (status == uform_status_ok_k) write_rows(job, executor);
     job_free(job);
     return uform_outcome_refuse(outcome, status);
 

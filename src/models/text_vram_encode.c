@@ -34,13 +34,14 @@ static void job_free(vram_job_t *job) {
     free(job);
 }
 
-/** The rows in input order, and the features' rows no device wrote zeroed. */
-static void write_rows(vram_job_t const *job) {
+/** The rows in input order, and the features (from the staging buffer, on `executor`'s decoder threads
+ *  when given; the rows no device wrote zeroed). */
+static void write_rows(vram_job_t const *job, uform_executor_t executor) {
     vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
                     job->statuses);
     if (job->out.features)
-        vram_features_pad(&job->out, job->features_stride, job->context, job->features_row_bytes, job->order,
-                          job->offsets, job->encoded, job->count);
+        vram_write_features(executor, &job->out, job->features_stride, job->context, job->features_row_bytes,
+                            job->order, job->offsets, job->encoded, job->count, job->staged_features);
 }
 
 /** A deferred encode's end (`uform_vram_settle_t`, its last call settling): the rows in input order
@@ -48,7 +49,7 @@ static void write_rows(vram_job_t const *job) {
 static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
     vram_job_t *job = (vram_job_t *)context;
     vram_waves_settled(&job->run, status, message, message_bytes);
-    if (*status == uform_status_ok_k) write_rows(job);
+    if (*status == uform_status_ok_k) write_rows(job, NULL);
     job_free(job);
 }
 
@@ -303,16 +304,20 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
         job_free(job);
         return uform_outcome_refuse(outcome, uform_status_ok_k);
     }
-    /* Pinned: [ids][positions][chunk offsets][rows], so uploads and copies back never wait for the stream. */
+    /* Pinned: [ids][positions][chunk offsets][rows][features], so uploads and copies back never wait
+     * for the stream. */
     size_t ids_bytes = align_up(count * job->context * sizeof(int32_t), 64);
     size_t chunk_offsets_bytes = align_up((2 * count + 2) * sizeof(int32_t), 64), rows_bytes = count * job->row_bytes + 1;
-    unsigned char *staging =
-        (unsigned char *)vram_staging_take(job->vram, 2 * ids_bytes + chunk_offsets_bytes + rows_bytes);
+    size_t features_bytes = job->out.features ? count * job->context * job->features_row_bytes : 0;
+    if (features_bytes > VRAM_STAGED_FEATURES_MAX) features_bytes = 0;
+    size_t before_features = 2 * ids_bytes + chunk_offsets_bytes + align_up(rows_bytes, 64);
+    unsigned char *staging = (unsigned char *)vram_staging_take(job->vram, before_features + features_bytes);
     if (staging) {
         job->pinned = 1;
         job->ids = (int32_t *)staging, job->positions = (int32_t *)(staging + ids_bytes);
         job->chunk_offsets = (int32_t *)(staging + 2 * ids_bytes);
         job->host_rows = staging + 2 * ids_bytes + chunk_offsets_bytes;
+        if (features_bytes) job->staged_features = staging + before_features;
     } else {
         job->ids = (int32_t *)malloc(ids_bytes), job->positions = (int32_t *)malloc(ids_bytes);
         job->chunk_offsets = (int32_t *)malloc(chunk_offsets_bytes), job->host_rows = (unsigned char *)malloc(rows_bytes);
@@ -364,7 +369,7 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     }
     uform_status_t status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
     free(listed);
-    if (status == uform_status_ok_k) write_rows(job);
+    if (status == uform_status_ok_k) write_rows(job, executor);
     job_free(job);
     return uform_outcome_refuse(outcome, status);
 }

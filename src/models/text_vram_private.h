@@ -39,6 +39,9 @@ typedef struct vram_job_t {
     /** With `out.features`: bytes between texts' features, and of one row of them (hidden, output dtype). */
     size_t features_stride, features_row_bytes;
     unsigned char *host_rows;  /**< [count][row_bytes]: [encoded] used. */
+    /** With `out.features` and `pinned`: [count * context][features_row_bytes] in the staging buffer,
+     *  every chunk's features copied in at once, packed by `offsets` (else NULL: copied item by item). */
+    unsigned char *staged_features;
     uform_status_t *statuses;
     /* Devices. */
     size_t shares_count;

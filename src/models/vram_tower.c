@@ -455,8 +455,15 @@ void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t co
 
 uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *share, CUdeviceptr converted,
                                   size_t const *offsets, size_t const *order, size_t first, size_t end,
-                                  uform_embeddings_t const *out, size_t stride, size_t row_bytes, char const *verb) {
+                                  uform_embeddings_t const *out, size_t stride, size_t row_bytes,
+                                  unsigned char *staged, char const *verb) {
     uform_cuda_t const *cuda = vram->cuda;
+    if (staged) { /* the chunk's rows in one copy, packed as on the device */
+        CUresult result = cuda->MemcpyDtoHAsync(staged + offsets[first] * row_bytes, converted,
+                                                (offsets[end] - offsets[first]) * row_bytes, share->stream);
+        if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying features back", share->copy->ordinal);
+        return uform_status_ok_k;
+    }
     for (size_t e = first; e < end; ++e) {
         CUresult result = cuda->MemcpyDtoHAsync((unsigned char *)out->features + order[e] * stride,
                                                 converted + (offsets[e] - offsets[first]) * row_bytes,
@@ -466,15 +473,58 @@ uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *
     return uform_status_ok_k;
 }
 
-void vram_features_pad(uform_embeddings_t const *out, size_t stride, size_t rows_total, size_t row_bytes,
-                       size_t const *order, size_t const *offsets, size_t encoded, size_t count) {
-    unsigned char *features = (unsigned char *)out->features;
-    size_t next = 0;
-    for (size_t i = 0; i < count; ++i) {
-        size_t rows = 0;
-        if (next < encoded && order[next] == i) rows = offsets[next + 1] - offsets[next], ++next;
-        if (rows < rows_total) memset(features + i * stride + rows * row_bytes, 0, (rows_total - rows) * row_bytes);
+/** What `vram_write_features` hands each task: inputs [task * count / tasks, (task + 1) * count / tasks). */
+typedef struct features_writer_t {
+    uform_embeddings_t const *out;
+    size_t stride, rows_total, row_bytes;
+    size_t const *order, *offsets;
+    size_t encoded, count, tasks;
+    unsigned char const *staged;
+} features_writer_t;
+
+static void write_features_range(features_writer_t const *w, size_t begin, size_t end) {
+    unsigned char *features = (unsigned char *)w->out->features;
+    /* The first encoded item at or past input `begin` (`order` increases). */
+    size_t low = 0, high = w->encoded;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (w->order[middle] < begin) low = middle + 1;
+        else high = middle;
     }
+    for (size_t i = begin, next = low; i < end; ++i) {
+        size_t rows = 0;
+        unsigned char *item = features + i * w->stride;
+        if (next < w->encoded && w->order[next] == i) {
+            rows = w->offsets[next + 1] - w->offsets[next];
+            if (w->staged) memcpy(item, w->staged + w->offsets[next] * w->row_bytes, rows * w->row_bytes);
+            ++next;
+        }
+        if (rows < w->rows_total) memset(item + rows * w->row_bytes, 0, (w->rows_total - rows) * w->row_bytes);
+    }
+}
+
+static void write_features_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)thread, (void)domain;
+    features_writer_t const *w = (features_writer_t const *)context;
+    write_features_range(w, task * w->count / w->tasks, (task + 1) * w->count / w->tasks);
+}
+
+void vram_write_features(uform_executor_t executor, uform_embeddings_t const *out, size_t stride, size_t rows_total,
+                         size_t row_bytes, size_t const *order, size_t const *offsets, size_t encoded, size_t count,
+                         unsigned char const *staged) {
+    features_writer_t w = {out, stride, rows_total, row_bytes, order, offsets, encoded, count, 1, staged};
+    uform_executor_description_t description;
+    /* Copying out of the staging buffer is bound by memory and the caller's first touches: on the
+     * decoder threads when there are several and the features are large (a call per item would not pay). */
+    if (executor && count > 1 && (size_t)count * rows_total * row_bytes >= (4u << 20) &&
+        uform_executor_describe(executor, &description) == uform_status_ok_k && description.threads_count > 1) {
+        w.tasks = description.threads_count < count ? description.threads_count : count;
+        uform_call_t call = {.residency = uform_residency_any_k, .schedule = uform_schedule_dynamic_k,
+                             .tasks = w.tasks, .task = write_features_task, .context = &w};
+        if (uform_executor_call(executor, &call, NULL) == uform_status_ok_k) return;
+        w.tasks = 1; /* refused (another thread's call): on this one */
+    }
+    write_features_range(&w, 0, count);
 }
 
 uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,

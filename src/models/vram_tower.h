@@ -114,6 +114,9 @@ typedef struct vram_copy_t {
 
 /** Pinned staging buffers per tower (`vram_staging_take`). */
 #define VRAM_STAGING 2
+/** The most bytes of features a job stages in the pinned buffer (one copy a chunk, written out by
+ *  `vram_write_features`); past it each item's are copied straight into the caller's memory. */
+#define VRAM_STAGED_FEATURES_MAX ((size_t)256u << 20)
 
 /** `model->vram` of a VRAM model, text or image. */
 typedef struct vram_tower_t {
@@ -291,17 +294,24 @@ void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t co
 
 /** @brief Enqueues on `share`'s stream (its context current) the copies of encoded items [first, end)'s
  *  features, already in the output dtype at `converted` (device: the chunk's rows packed from item
- *  `first`'s first row): item e's `offsets[e + 1] - offsets[e]` rows of `row_bytes` each to the
- *  caller's features of input `order[e]`, `stride` bytes apart. The caller's memory is pageable, so
- *  each copy returns once the stream reached it and it is done. */
+ *  `first`'s first row). With `staged` (pinned host memory for every encoded item's rows, packed by
+ *  `offsets`), one asynchronous copy to `staged + offsets[first] * row_bytes`; `vram_write_features`
+ *  places them once the streams finished. Without it, item e's `offsets[e + 1] - offsets[e]` rows of
+ *  `row_bytes` each go straight to the caller's features of input `order[e]`, `stride` bytes apart:
+ *  that memory is pageable, so each copy returns once the stream reached it and it is done. */
 uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *share, CUdeviceptr converted,
                                   size_t const *offsets, size_t const *order, size_t first, size_t end,
-                                  uform_embeddings_t const *out, size_t stride, size_t row_bytes, char const *verb);
+                                  uform_embeddings_t const *out, size_t stride, size_t row_bytes,
+                                  unsigned char *staged, char const *verb);
 
-/** @brief Zeroes the caller's feature rows no device wrote: each encoded item's past its
- *  `offsets[e + 1] - offsets[e]` rows up to `rows_total`, and every row of the other inputs. */
-void vram_features_pad(uform_embeddings_t const *out, size_t stride, size_t rows_total, size_t row_bytes,
-                       size_t const *order, size_t const *offsets, size_t encoded, size_t count);
+/** @brief Writes the caller's features in input order: encoded item e (input `order[e]`, increasing)
+ *  gets its `offsets[e + 1] - offsets[e]` rows from `staged` (when set; else they are there already)
+ *  and zero rows up to `rows_total`; every other input zero rows. With an `executor` of several host
+ *  threads and a few MB to write, the inputs are split over its threads (a VRAM executor's decoder
+ *  threads) in one blocking call (NULL, or that call refused: on the calling thread). */
+void vram_write_features(uform_executor_t executor, uform_embeddings_t const *out, size_t stride, size_t rows_total,
+                         size_t row_bytes, size_t const *order, size_t const *offsets, size_t encoded, size_t count,
+                         unsigned char const *staged);
 
 /** @brief Copies every share's output rows back (waiting on each stream in turn) into `host_rows`,
  *  then writes `count` rows in input order with the caller's stride: encoded item e is input

@@ -10,7 +10,9 @@
 # Carry build-gpu/device-deps (Debian packages, test/gpu/run_device.sh --fetch-deps) and
 # build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's tokenizer.json alone: the text towers tokenise the
 # committed sentences with it; the model's weights exceed what a run may carry). Logs in
-# build-device/session-logs/features.
+# build-device/session-logs/features. With the argument `bench`, only the timings. Where
+# build-gpu/baseline holds another tree (`git archive REV | tar -x -C build-gpu/baseline`, carried),
+# it is built into build-device-baseline and timed beside this one, case by case.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${UFORM_DEVICE_BUILD:-$ROOT/build-device}
@@ -28,27 +30,49 @@ CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON
 unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
 step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
     step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_models \
-        test_encode_images_gpu make_text_tower bench_text_gpu bench_image_gpu || { tail -30 "$LOGS/build.log"; exit 1; }
+        test_encode_images_gpu make_text_tower bench_text_gpu bench_image_gpu test_vram_tower ||
+    { tail -30 "$LOGS/build.log"; exit 1; }
+if [[ ${1:-} != bench ]]; then
 step ctest "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure \
-    -R '^(test_encode_uform3-768-cls_gpu|test_encode_uform3-384-mean_gpu|test_encode_images_gpu)$'
+    -R '^(test_encode_uform3-768-cls_gpu|test_encode_uform3-384-mean_gpu|test_encode_images_gpu|test_vram_tower)$'
 grep -E 'features|worst cosine|tests passed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
 step memcheck_features "$LOGS/memcheck.log" required timeout 240 compute-sanitizer --tool memcheck --leak-check full \
     --error-exitcode 99 "$BUILD/test/test_encode_models" --vram --model "$BUILD/encode-towers-gpu/uform3-384-mean" \
     --ids "$ROOT/test/encode/uform3_ids.txt" --expected "$ROOT/test/encode/expected/uform3-384-mean.f32" \
     --texts "$ROOT/test/encode/sentences.txt" --limit 30
 grep -E 'ERROR SUMMARY|LEAK SUMMARY|bytes leaked' "$LOGS/memcheck.log" | sed 's/^/  /' >>"$SUMMARY"
-for batch in 50 1024; do
+fi
+TREES=("$BUILD")
+if [[ -f $ROOT/build-gpu/baseline/CMakeLists.txt ]]; then
+    BASE=$ROOT/build-device-baseline
+    step configure_baseline "$LOGS/build.log" optional cmake -S "$ROOT/build-gpu/baseline" -B "$BASE" "${CONFIGURE[@]}" &&
+        step compile_baseline "$LOGS/build.log" optional cmake --build "$BASE" -j "$(nproc)" --target bench_text_gpu \
+            bench_image_gpu && TREES=("$BASE" "$BUILD")
+fi
+# bench TREE-LABEL COMMAND...: one case, its result line labelled.
+bench_case() {
+    local label=$1
+    shift
+    echo "== $label" >>"$LOGS/bench.log"
+    timeout 60 "$@" >"$LOGS/case.txt" 2>&1
+    cat "$LOGS/case.txt" >>"$LOGS/bench.log"
+    grep -E '^uform' "$LOGS/case.txt" | sed "s|^|  $label: |" >>"$SUMMARY"
+}
+for batch in 1 50 1024; do
     for features in "" --features; do
-        step "bench_text_uform3_${batch}${features}" "$LOGS/bench.log" optional timeout 60 "$BUILD/bench/bench_text_gpu" \
-            --shape uform3 --tokens 64 --batch "$batch" --seconds 2 $features
+        for tree in "${TREES[@]}"; do
+            bench_case "$(basename "$tree") text b$batch${features}" "$tree/bench/bench_text_gpu" --shape uform3 \
+                --tokens 64 --batch "$batch" --seconds 2 $features
+        done
     done
 done
-for batch in 50 256; do
+for batch in 1 50 256; do
     for features in "" --features; do
-        step "bench_image_vit-b16_${batch}${features}" "$LOGS/bench.log" optional timeout 60 "$BUILD/bench/bench_image_gpu" \
-            --shape vit-b16 --batch "$batch" --seconds 2 $features
+        for tree in "${TREES[@]}"; do
+            bench_case "$(basename "$tree") vit-b16 b$batch${features}" "$tree/bench/bench_image_gpu" \
+                --shape vit-b16 --batch "$batch" --seconds 2 $features
+        done
     done
 done
-grep -E '^uform' "$LOGS/bench.log" | sed 's/^/  /' >>"$SUMMARY"
 cat "$SUMMARY"
 exit "$FAILED"
