@@ -6,7 +6,8 @@
  *          remainder) and the photos of test/image/photos, decoded from their bytes.
  *
  *  Checks: cosine >= 0.99999 per row in f32 and >= 0.999 in bf16 and f16 against the CPU path in f32;
- *  output options (truncation, normalisation, bf16 rows, a stride); a bad image's status and zero
+ *  features likewise (per token row), from a deferred call and past the 256 MiB the staging buffer
+ *  takes; output options (truncation, normalisation, bf16 rows, a stride); a bad image's status and zero
  *  row; a bad image failing the call without statuses, naming its index; RESIDENCY_MISMATCH (RAM
  *  executor, RAM model on a VRAM executor, a device without a copy), UNSUPPORTED on the NULL
  *  executor; LIMIT_EXCEEDED when one image cannot fit `scratch_limit`; a batch split into chunks to
@@ -252,6 +253,49 @@ static void test_deferred_in_flight(char const *tower, uform_vram_options_t cons
     free(rows[0]), free(rows[1]), free(expected);
 }
 
+/** The features' copy paths against one blocking call of the batch (f32, per token row cosine >=
+ *  0.999999 and rows likewise): a deferred call (its outcome writes them from the staging buffer), and
+ *  a batch of the photos over and over past 256 MiB of features (`VRAM_STAGED_FEATURES_MAX`: each
+ *  image's copied straight into the caller's memory as its chunk ends). */
+static void check_features_paths(char const *path, uform_executor_t executor, uform_vram_options_t const *vram) {
+    uform_model_t gpu = open_model(path, uform_residency_vram_k, uform_dtype_f32_k, vram);
+    CHECK_FATAL(gpu != NULL);
+    uform_model_description_t md;
+    CHECK_OK(uform_model_describe(gpu, &md));
+    size_t const item = md.tokens * md.hidden, dims = md.dimensions;
+    size_t const large = ((256u << 20) / (item * sizeof(float)) / BATCH + 1) * BATCH;
+    float *reference = malloc(BATCH * item * sizeof(float)), *reference_rows = malloc(BATCH * dims * sizeof(float));
+    float *features = malloc(large * item * sizeof(float)), *rows = malloc(large * dims * sizeof(float));
+    uform_image_t *images = malloc(large * sizeof(uform_image_t));
+    CHECK_FATAL(reference && reference_rows && features && rows && images);
+    for (size_t i = 0; i < large; ++i) images[i] = batch[i % BATCH];
+    uform_embeddings_t out = {.data = reference_rows, .dtype = uform_dtype_f32_k, .features = reference};
+    CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
+    for (int deferred = 1; deferred >= 0; --deferred) {
+        size_t n = deferred ? BATCH : large;
+        memset(features, 0x5A, n * item * sizeof(float));
+        out = (uform_embeddings_t){.data = rows, .dtype = uform_dtype_f32_k, .features = features};
+        uform_outcome_t outcome;
+        CHECK_STATUS(uform_encode_images(executor, gpu, images, n, &out, NULL, deferred ? &outcome : NULL),
+                     uform_status_ok_k);
+        if (deferred) CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+        double worst = 1, worst_row = 1;
+        for (size_t i = 0; i < n; ++i) {
+            for (size_t t = 0; t < md.tokens; ++t) {
+                double c = cosine(features + i * item + t * md.hidden, reference + i % BATCH * item + t * md.hidden, md.hidden);
+                worst = c < worst ? c : worst;
+            }
+            double c = cosine(rows + i * dims, reference_rows + i % BATCH * dims, dims);
+            worst_row = c < worst_row ? c : worst_row;
+        }
+        printf("features %s, %zu images (%.0f MiB of them): worst cosine to one blocking call's %.7f, rows %.7f\n",
+               deferred ? "of a deferred call" : "past the staging cap", n, n * item * 4.0 / (1 << 20), worst, worst_row);
+        CHECK(worst >= 0.999999 && worst_row >= 0.999999);
+    }
+    free(reference), free(reference_rows), free(features), free(rows), free(images);
+    uform_model_free(gpu);
+}
+
 /** Runs in `test_encode_images_gpu --fault-child TOWER` (a tower the parent wrote). */
 static int fault_child(char const *tower) {
     int32_t const first[] = {0};
@@ -396,6 +440,7 @@ int main(int argc, char **argv) {
             check_tower(label, towers[t], executor, &one, dtypes[d], thresholds[d]);
             check_tower_features(label, towers[t], executor, &one, dtypes[d], thresholds[d]);
         }
+    check_features_paths(towers[0], executor, &one);
 
     /* Output options: truncation, normalisation, bf16 rows with a stride; against the CPU with the same. */
     uform_model_t gpu = open_model(towers[2], uform_residency_vram_k, uform_dtype_f32_k, &one);

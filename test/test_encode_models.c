@@ -290,7 +290,8 @@ static int test_real_model(char const *dir, char const *ids_path, char const *ex
 
 /** The VRAM model's features of the first texts and of an invalid one after them (with statuses)
  *  against the CPU model's (f32): cosine >= `threshold` per token row, zero rows past each text and
- *  for the invalid one; the embeddings asked with features against `reference` as well. */
+ *  for the invalid one; the embeddings asked with features against `reference` as well. Then 600 of
+ *  those texts in a deferred call (two waves into the staging buffer) against that call's features. */
 static void check_vram_features(uform_executor_t ram, uform_model_t cpu, uform_executor_t executor, uform_model_t model,
                                 char const **texts, size_t const *lengths, size_t count, float const *reference,
                                 double threshold, char const *label) {
@@ -329,6 +330,38 @@ static void check_vram_features(uform_executor_t ram, uform_model_t cpu, uform_e
            worst_row);
     CHECK(worst >= threshold && worst_row >= threshold);
     CHECK(nonzero == 0);
+    /* 600 texts (these over and over), deferred: two waves staged (75 and 525 texts), the outcome
+     * writing them; each text's features and padding as in the call above. */
+    enum { many = 600 };
+    char const **cycled = malloc(many * sizeof(char const *));
+    size_t *cycled_lengths = malloc(many * sizeof(size_t));
+    float *many_features = malloc((size_t)many * item * sizeof(float)), *many_rows = malloc((size_t)many * dims * sizeof(float));
+    CHECK_FATAL(cycled && cycled_lengths && many_features && many_rows);
+    for (size_t i = 0; i < many; ++i) cycled[i] = texts[i % count], cycled_lengths[i] = lengths[i % count];
+    memset(many_features, 0x5A, (size_t)many * item * sizeof(float));
+    uform_embeddings_t on_gpu_many = {.data = many_rows, .dtype = uform_dtype_f32_k, .features = many_features};
+    uform_outcome_t outcome;
+    CHECK_STATUS(uform_encode_texts(executor, model, cycled, cycled_lengths, many, &on_gpu_many, NULL, &outcome),
+                 uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&outcome, -1), uform_status_ok_k);
+    double worst_many = 1;
+    size_t differ = 0;
+    for (size_t i = 0; i < many; ++i) {
+        float const *got = many_features + i * item, *want = gpu_features + i % count * item;
+        for (size_t t = 0; t < tokens; ++t) {
+            int zero_got = 1, zero_want = 1;
+            for (size_t j = 0; j < hidden; ++j) zero_got &= got[t * hidden + j] == 0.0f, zero_want &= want[t * hidden + j] == 0.0f;
+            if (zero_got != zero_want) ++differ;
+            else if (!zero_got) {
+                double c = cosine(got + t * hidden, want + t * hidden, hidden);
+                worst_many = c < worst_many ? c : worst_many;
+            }
+        }
+    }
+    printf("%-44s %4d texts deferred: features' worst cosine to the call above %.7f, padding rows differing %zu\n",
+           label, many, worst_many, differ);
+    CHECK(worst_many >= 0.99999 && differ == 0);
+    free(cycled), free(cycled_lengths), free(many_features), free(many_rows);
     free(cpu_features), free(gpu_features), free(cpu_rows), free(gpu_rows);
 }
 
