@@ -181,6 +181,23 @@ class MiniLM(unittest.TestCase):
             rounded = ((words + 0x7FFF + ((words >> 16) & 1)) >> 16).astype(np.uint16)
             self.assertEqual(bits.dtype, np.uint16)
             self.assertTrue(np.array_equal(bits, rounded))
+        # feature_rows: more rows per text, the engine's rows first, then zeros; the model's own
+        # count is the default; fewer, or not an integer, refused before anything runs.
+        wide, again = self.model.encode_texts(None, [texts[0], texts[1]], features=True, feature_rows=d.tokens + 3)
+        self.assertEqual((len(wide), len(wide[0]), len(wide[0][0])), (2, d.tokens + 3, d.hidden))
+        self.assertEqual([list(map(float, row)) for row in wide[1][:d.tokens]],
+                         [list(map(float, row)) for row in features[2]])
+        self.assertTrue(all(float(v) == 0.0 for item in wide for row in item[d.tokens:] for v in row))
+        self.assertGreaterEqual(cosine(again[1], expected[1]), 0.99999)
+        same, _ = self.model.encode_texts(None, [texts[1]], features=True, feature_rows=d.tokens)
+        self.assertEqual(len(same[0]), d.tokens)
+        with self.assertRaises(uform.Error) as caught:
+            self.model.encode_texts(None, [texts[0]], features=True, feature_rows=d.tokens - 1)
+        self.assertEqual(caught.exception.kind, uform.Status.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.message,
+                         f"feature_rows is {d.tokens - 1}: fewer than the {d.tokens} rows of the model's features")
+        with self.assertRaises(TypeError):
+            self.model.encode_texts(None, [texts[0]], features=True, feature_rows=2.5)
 
     def test_texts_are_str_or_bytes_like_only(self):
         bad = [([5], "texts[0]", "int"), ([[104, 105]], "texts[0]", "list"), ([None], "texts[0]", "NoneType"),

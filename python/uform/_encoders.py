@@ -178,16 +178,6 @@ class TextProcessor:
         return {"input_ids": padded, "attention_mask": mask, "texts": texts}
 
 
-def _padded_rows(features, length: Optional[int]):
-    """``features`` [items, tokens, hidden] with zero rows appended up to ``length`` rows per item."""
-    if length is None or not len(features) or len(features[0]) >= length:
-        return features
-    missing = length - len(features[0])
-    if _np is not None and isinstance(features, _np.ndarray):
-        return _np.concatenate([features, _np.zeros((features.shape[0], missing, features.shape[2]), features.dtype)], 1)
-    return [rows + [[0.0] * len(rows[0]) for _ in range(missing)] for rows in features]
-
-
 class TextEncoder:
     """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(x)`` returns the embeddings [texts,
     dimensions], and ``encode(x, return_features=True)`` ``(features, embeddings)``, features
@@ -234,8 +224,7 @@ class TextEncoder:
             raise _ids_refused()
         if not _wants_features(self, return_features):
             return self.model.encode_texts(self.executor, texts)
-        features, embeddings = self.model.encode_texts(self.executor, texts, features=True)
-        return _padded_rows(features, self._length), embeddings
+        return self.model.encode_texts(self.executor, texts, features=True, feature_rows=self._length or 0)
 
     __call__ = encode
     forward = encode

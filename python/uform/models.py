@@ -299,7 +299,7 @@ class Model(_Owner):
         return list(ids[: count.value])
 
     def encode_texts(self, executor, texts, *, dimensions: int = 0, normalize: bool = False, dtype=None,
-                     statuses: bool = False, features: bool = False):
+                     statuses: bool = False, features: bool = False, feature_rows: int = 0):
         """`uform_encode_texts`, blocking, on ``executor`` (an `Executor`; None runs inline on this
         thread). ``texts`` is one text or a sequence of them, each a ``str`` or bytes-like
         (``bytes``, ``bytearray``, ``memoryview``: UTF-8, passed as they are); anything else is a
@@ -312,7 +312,9 @@ class Model(_Owner):
         the ``uform`` package's ``return_features=True``): ``(features, embeddings)``, or
         ``(features, embeddings, statuses)``; features are [texts, tokens, hidden] of ``dtype``
         (`ModelDescription`'s ``tokens`` and ``hidden``), a text's tokens in order, specials
-        included, then zero rows (a bad text's all zero)."""
+        included, then zero rows (a bad text's all zero). ``feature_rows`` (0: ``tokens``) gives
+        each text that many rows instead, the engine writing the first ``tokens`` straight into the
+        array (no copy) and the rest zero; fewer than ``tokens`` is `Error(INVALID_ARGUMENT)`."""
         executor = self._executor(executor)
         encoded = [_text_bytes(text, f"texts[{index}]") for index, text in enumerate(_text_list(texts))]
         count = len(encoded)
@@ -325,9 +327,9 @@ class Model(_Owner):
         with self._using():
             width = self._width(dimensions)
             buffer, address = self._output((count, width), element, dtype)
-            hidden = self._features(features, count, element, dtype)
+            hidden = self._features(features, count, element, dtype, feature_rows)
             out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0,
-                                   hidden[1] if hidden else None, 0)
+                                   hidden[1] if hidden else None, hidden[3] if hidden else 0)
             with executor._using():
                 status = self._functions["uform_encode_texts"](
                     executor._handle, self._handle, pointers, lengths, count, ctypes.byref(out), items, None)
@@ -335,7 +337,7 @@ class Model(_Owner):
         return self._rows(buffer, (count, width), element, dtype, items if statuses else None, hidden)
 
     def encode_images(self, executor, images, *, dimensions: int = 0, normalize: bool = False, dtype=None,
-                      statuses: bool = False, features: bool = False):
+                      statuses: bool = False, features: bool = False, feature_rows: int = 0):
         """`uform_encode_images`, blocking, on ``executor`` (an `Executor`; None runs inline on this
         thread). ``images`` is one image or a sequence of them (a NumPy array [images, height,
         width, 3] or a 1-D object array of images too), each encoded JPEG or PNG ``bytes`` (or
@@ -352,7 +354,7 @@ class Model(_Owner):
         dtype, or of zero width or height, raises `Error(INVALID_ARGUMENT)` naming its index.
         ``features=True`` also returns the features first, as `encode_texts` does: [images, tokens,
         hidden], [CLS], the register tokens, then the patches row by row, after the final
-        LayerNorm (an undecodable image's all zero)."""
+        LayerNorm (an undecodable image's all zero); ``feature_rows`` as for `encode_texts`."""
         executor = self._executor(executor)
         keep = []
         items = [ImageStruct(*_image_fields(image, keep, index)) for index, image in enumerate(_image_list(images))]
@@ -365,9 +367,9 @@ class Model(_Owner):
         with self._using():
             width = self._width(dimensions)
             buffer, address = self._output((count, width), element, dtype)
-            hidden = self._features(features, count, element, dtype)
+            hidden = self._features(features, count, element, dtype, feature_rows)
             out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0,
-                                   hidden[1] if hidden else None, 0)
+                                   hidden[1] if hidden else None, hidden[3] if hidden else 0)
             with executor._using():
                 status = self._functions["uform_encode_images"](
                     executor._handle, self._handle, array_of_images, count, ctypes.byref(out), codes, None)
@@ -390,12 +392,13 @@ class Model(_Owner):
         return min(dimensions, full) if dimensions else full
 
     @staticmethod
-    def _output(shape, element, dtype) -> tuple:
-        """Where the engine writes an array of ``shape``, and its address: with NumPy the array
-        returned itself (no copy afterwards), else a ctypes buffer `_unpack` reads."""
+    def _output(shape, element, dtype, zeroed=False) -> tuple:
+        """Where the engine writes an array of ``shape`` (zeroed where asked: ctypes buffers always
+        are), and its address: with NumPy the array returned itself (no copy afterwards), else a
+        ctypes buffer `_unpack` reads."""
         if _np is not None:
             kind = {DType.F32: _np.float32, DType.F16: _np.float16, DType.BF16: _np.uint16}[dtype]
-            array = _np.empty(shape, dtype=kind)
+            array = (_np.zeros if zeroed else _np.empty)(shape, dtype=kind)
             return array, c_void_p(array.ctypes.data if array.size else None)
         size = 1
         for extent in shape:
@@ -403,14 +406,22 @@ class Model(_Owner):
         buffer = (ctypes.c_char * max(size * element, 1))()
         return buffer, ctypes.cast(buffer, c_void_p)
 
-    def _features(self, wanted, count, element, dtype):
-        """With ``wanted``, ``(buffer, address, shape)`` for the features of ``count`` items:
-        [count, tokens, hidden] as the description gives them; else None."""
+    def _features(self, wanted, count, element, dtype, rows=0):
+        """With ``wanted``, ``(buffer, address, shape, stride)`` for the features of ``count`` items:
+        [count, tokens, hidden] as the description gives them, or [count, rows, hidden] zeroed
+        (stride: the bytes of ``rows`` rows; 0 packs); else None."""
+        rows = _size(rows, "feature_rows")
         if not wanted:
             return None
         d = self.describe()
-        shape = (count, d.tokens, d.hidden)
-        return self._output(shape, element, dtype) + (shape,)
+        if not rows or rows == d.tokens:
+            shape = (count, d.tokens, d.hidden)
+            return self._output(shape, element, dtype) + (shape, 0)
+        if rows < d.tokens:
+            raise Error(Status.INVALID_ARGUMENT,
+                        f"feature_rows is {rows}: fewer than the {d.tokens} rows of the model's features")
+        shape = (count, rows, d.hidden)
+        return self._output(shape, element, dtype, zeroed=True) + (shape, rows * d.hidden * element)
 
     @staticmethod
     def _unpack(buffer, shape, element, dtype):
