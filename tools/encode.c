@@ -7,6 +7,7 @@
  *                   [--threads N] [--device N] [--batch N] [TEXT...]
  *      uform encode --model DIR [...] --image FILE... (a directory expands to its .jpg, .jpeg and
  *                   .png files in name order)
+ *      uform encode --model DIR --features [...]  every token's last hidden state instead
  *
  *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped) as the
  *  lines come: a batch takes the first line (waiting for it) and those already there, up to
@@ -39,6 +40,14 @@
  *  a pipe) fails the run once that batch was written, naming the output, however long the input.
  *  An embedding that is not finite (weights that hold NaN) fails the run rather than print invalid
  *  JSON. `--output ""` is a usage error.
+ *
+ *  `--features` writes each item's features (`uform_embeddings_t.features`: the tower's last hidden
+ *  states, one row of `hidden` numbers per token) instead of its embedding: in jsonl one JSON array
+ *  of rows per item, a text's rows its tokens alone (specials included; `uform_model_tokenize`
+ *  counts them), an image's all of them ([CLS], registers, patches); in npy one float32 array
+ *  [items, tokens, hidden] and in f32 as many raw rows, a text's zero rows after its tokens
+ *  (`uform_model_description_t.tokens` rows an item). Without `--batch`, a batch's features hold at
+ *  most 64 MiB.
  */
 #define _GNU_SOURCE // `mkostemp`
 #include <uform.h>
@@ -78,10 +87,12 @@
 #define ENCODE_IMAGE_MAX_BYTES ((size_t)1 << 30)
 /** The most threads `--threads` takes. */
 #define ENCODE_THREADS_MAX 65536
+/** With `--features` and no `--batch`, a batch holds at most this many bytes of features. */
+#define ENCODE_BATCH_FEATURE_BYTES ((size_t)64 << 20)
 
 static char const encode_usage[] =
     "usage: uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]\n"
-    "                    [--threads N] [--device N] [--batch N] [TEXT...]\n"
+    "                    [--threads N] [--device N] [--batch N] [--features] [TEXT...]\n"
     "       uform encode --model DIR [options] --image FILE...\n"
     "\n"
     "Encodes texts into embeddings with the text tower of a model directory (UForm3 or\n"
@@ -100,6 +111,10 @@ static char const encode_usage[] =
     "  --batch N       items per call (default 256, or 1024 texts with --device; fewer where the\n"
     "                  files or lines reach 256 or 64 MiB); two calls are in flight, so reading and\n"
     "                  writing overlap the encoding\n"
+    "  --features      every token's last hidden state instead of the embedding: jsonl one array of\n"
+    "                  rows per item (a text's tokens, an image's [CLS], registers and patches), npy\n"
+    "                  one array of items x tokens x hidden (a text's zero rows after its tokens), f32\n"
+    "                  the same raw\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
     "                  files in name order (an argument before it is a text: a usage error)\n";
@@ -260,12 +275,15 @@ static int fail_engine(uform_status_t status, char const *what) {
     return 1;
 }
 
-/** The header of a version 1.0 npy file of `rows` x `cols` float32, always 128 bytes (the
- *  dictionary padded with spaces), so that a header written first can be rewritten in place. */
-static void write_npy_header(FILE *out, size_t rows, size_t cols) {
+/** The header of a version 1.0 npy file of `rows` x `cols` float32 (with `inner`, `rows` x
+ *  `cols / inner` x `inner`), always 128 bytes (the dictionary padded with spaces), so that a header
+ *  written first can be rewritten in place. */
+static void write_npy_header(FILE *out, size_t rows, size_t cols, size_t inner) {
     char header[128];
-    int length = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", rows,
-                          cols);
+    int length = inner ? snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu, %zu), }",
+                                  rows, cols / inner, inner)
+                       : snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
+                                  rows, cols);
     fwrite("\x93NUMPY\x01\x00", 1, 8, out);
     uint8_t const little[2] = {128 - 10, 0};
     fwrite(little, 1, 2, out);
@@ -286,6 +304,7 @@ typedef struct npy_rows_t {
     FILE *spool;  /**< The rows spooled, when not seekable; NULL where `tmpfile` failed. */
     float *rows;  /**< The rows held, when not seekable and without a spool. */
     size_t count, capacity;
+    size_t inner; /**< 0: rows of numbers; else each row is rows of `inner` numbers (features). */
 } npy_rows_t;
 
 /** Says what could not be done with the npy rows' temporary file (`doing`), and why. */
@@ -300,7 +319,7 @@ static int npy_begin(npy_rows_t *npy, FILE *out, size_t dims) {
     npy->began = 1;
     npy->start = ftello(out);
     npy->seekable = flags >= 0 && !(flags & O_APPEND) && fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && npy->start >= 0;
-    if (npy->seekable) write_npy_header(out, 0, dims);
+    if (npy->seekable) write_npy_header(out, 0, dims, npy->inner);
     else npy->spool = tmpfile();
     return 1;
 }
@@ -331,7 +350,7 @@ static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
     if (!npy->seekable) {
         if (npy->spool && (fflush(npy->spool) != 0 || ferror(npy->spool) || fseeko(npy->spool, 0, SEEK_SET) != 0))
             return spool_failed("read back the npy rows' temporary file", errno), -1;
-        write_npy_header(out, count, dims);
+        write_npy_header(out, count, dims, npy->inner);
         if (!npy->spool) return fwrite(npy->rows, sizeof(float) * dims, count, out) == count || !count;
         char chunk[1 << 16];
         for (uint64_t left = (uint64_t)count * dims * sizeof(float); left;) {
@@ -345,7 +364,7 @@ static int npy_end(npy_rows_t *npy, FILE *out, size_t count, size_t dims) {
     }
     off_t const end = ftello(out);
     if (fflush(out) != 0 || end < 0 || fseeko(out, npy->start, SEEK_SET) != 0) return 0;
-    write_npy_header(out, count, dims);
+    write_npy_header(out, count, dims, npy->inner);
     return fflush(out) == 0 && fseeko(out, end, SEEK_SET) == 0;
 }
 
@@ -569,21 +588,29 @@ typedef struct batch_t {
     size_t arena_capacity;
     uform_image_t *images;
     float *rows;
+    float *features;       /**< With `--features`: [capacity][tokens * hidden]. */
+    size_t *feature_rows;  /**< With `--features`: each item's rows to write in jsonl. */
     uform_status_t *statuses;
     uform_embeddings_t embeddings;
     uform_outcome_t outcome;
     int in_flight;
 } batch_t;
 
-static int batch_allocate(batch_t *batch, size_t capacity, size_t dims, int images, int copies) {
+static int batch_allocate(batch_t *batch, size_t capacity, size_t dims, size_t feature_floats, int images, int copies) {
     batch->rows = malloc(capacity * dims * sizeof(float));
+    if (feature_floats) {
+        batch->features = capacity <= SIZE_MAX / sizeof(float) / feature_floats
+                              ? malloc(capacity * feature_floats * sizeof(float)) : NULL;
+        batch->feature_rows = malloc(capacity * sizeof(size_t));
+        if (!batch->features || !batch->feature_rows) return 0;
+    }
     batch->statuses = malloc(capacity * sizeof(uform_status_t));
     if (images) batch->images = calloc(capacity, sizeof(uform_image_t));
     if (copies) {
         batch->texts = malloc(capacity * sizeof(char *));
         batch->lengths = malloc(capacity * sizeof(size_t)), batch->offsets = malloc(capacity * sizeof(size_t));
     }
-    batch->embeddings = (uform_embeddings_t){.data = batch->rows, .dtype = uform_dtype_f32_k};
+    batch->embeddings = (uform_embeddings_t){.data = batch->rows, .dtype = uform_dtype_f32_k, .features = batch->features};
     return batch->rows && batch->statuses && (!images || batch->images) && (!copies || (batch->texts && batch->lengths && batch->offsets));
 }
 
@@ -602,7 +629,8 @@ static void batch_settle(batch_t *batch) {
 
 static void batch_free(batch_t *batch) {
     batch_release_images(batch);
-    free(batch->rows), free(batch->statuses), free(batch->images), free(batch->arena);
+    free(batch->rows), free(batch->features), free(batch->feature_rows), free(batch->statuses), free(batch->images),
+        free(batch->arena);
     if (batch->lengths) free((void *)batch->texts);
     free(batch->lengths), free(batch->offsets);
 }
@@ -670,6 +698,7 @@ typedef struct run_t {
     int images, from_stdin, jsonl;
     texts_t const *items; /**< The command line's texts or image files. */
     size_t dims;
+    size_t tokens, hidden; /**< With `--features`: rows an item and numbers a row; else 0. */
     npy_rows_t *npy;      /**< NULL unless the format is npy. */
     FILE *output;
     char const *output_path; /**< FILE, or NULL for standard output: the name a write error gives. */
@@ -747,6 +776,68 @@ static void write_json_rows(run_t *run, float const *rows, size_t count) {
     }
 }
 
+/** Bytes one item's features take as JSON at most: `rows` rows of `hidden` numbers, "[[...], [...]]\n". */
+static size_t json_item_bytes(size_t rows, size_t hidden) { return rows * (json_row_bytes(hidden) + 2) + 4; }
+
+/** Writes one item's `rows` feature rows as one JSON array of arrays, "[[a, b], [c, d]]\n". */
+static size_t format_json_item(char *out, float const *features, size_t rows, size_t hidden) {
+    char *cursor = out;
+    *cursor++ = '[';
+    for (size_t t = 0; t < rows; ++t) {
+        if (t) *cursor++ = ',', *cursor++ = ' ';
+        cursor += format_json_rows(cursor, features + t * hidden, 1, hidden) - 1; /* without its "\n" */
+    }
+    *cursor++ = ']', *cursor++ = '\n';
+    return (size_t)(cursor - out);
+}
+
+typedef struct format_features_t {
+    float const *features;  /**< The round's first item's. */
+    size_t const *rows;     /**< Its items' rows to write. */
+    size_t item, hidden;    /**< Numbers an item holds, numbers a row. */
+    char *buffer;           /**< Item t's JSON at `buffer + t * stride`. */
+    size_t stride;
+    size_t *lengths;
+} format_features_t;
+
+static void format_features_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)thread, (void)domain;
+    format_features_t const *job = (format_features_t const *)context;
+    job->lengths[task] = format_json_item(job->buffer + task * job->stride, job->features + task * job->item,
+                                          job->rows[task], job->hidden);
+}
+
+/** Writes a batch's features as JSON lines, one item a line: in rounds of items whose JSON fits the
+ *  line buffer grown to 64 MiB (or one item, however large), on the formatter's threads where there
+ *  is one and more than one item in the round. Returns 0 when out of memory (said here). */
+static int write_json_features(run_t *run, float const *features, size_t const *rows, size_t count) {
+    size_t const item = run->tokens * run->hidden, stride = json_item_bytes(run->tokens, run->hidden);
+    size_t const per_round = stride < ENCODE_BATCH_FEATURE_BYTES ? ENCODE_BATCH_FEATURE_BYTES / stride : 1;
+    size_t lengths[ENCODE_FORMAT_ROUND];
+    for (size_t first = 0; first < count;) {
+        size_t round = count - first < per_round ? count - first : per_round;
+        if (round > ENCODE_FORMAT_ROUND) round = ENCODE_FORMAT_ROUND;
+        if (round * stride > run->line_capacity) {
+            char *grown = realloc(run->line, round * stride);
+            if (!grown) {
+                progress_end();
+                fputs("uform encode: out of memory formatting the features\n", stderr);
+                return 0;
+            }
+            run->line = grown, run->line_capacity = round * stride;
+        }
+        format_features_t job = {.features = features + first * item, .rows = rows + first, .item = item,
+                                 .hidden = run->hidden, .buffer = run->line, .stride = stride, .lengths = lengths};
+        uform_call_t call = {.schedule = uform_schedule_dynamic_k, .tasks = round, .task = format_features_task,
+                             .context = &job};
+        if (!(run->formatter && round > 1 && uform_executor_call(run->formatter, &call, NULL) == uform_status_ok_k))
+            for (size_t t = 0; t < round; ++t) format_features_task(&job, t, 0, 0);
+        for (size_t t = 0; t < round; ++t) fwrite(run->line + t * stride, 1, lengths[t], run->output);
+        first += round;
+    }
+    return 1;
+}
+
 /** Submits a filled batch as a deferred encode. A refused submission finishes its outcome at once
  *  with the reason (`batch_report`); returns 0 then. */
 static int batch_submit(run_t *run, batch_t *batch) {
@@ -808,8 +899,32 @@ static int batch_finish(run_t *run, batch_t *batch) {
                                 "infinity)\n", name);
                 return 0;
             }
+    size_t const item = run->tokens * run->hidden;
+    for (size_t i = 0; item && i < batch->count; ++i) {
+        for (size_t v = 0; v < item; ++v)
+            if (!isfinite(batch->features[i * item + v])) {
+                progress_end();
+                item_name(name, sizeof name, run->images, run->items, batch->first + i, run->from_stdin);
+                fprintf(stderr, "uform encode: %s: the features are not finite (the model's weights hold NaN or "
+                                "infinity)\n", name);
+                return 0;
+            }
+        size_t tokens = run->tokens;
+        if (!run->images && uform_model_tokenize(run->model, batch->texts[i],
+                                                 batch->lengths ? batch->lengths[i] : strlen(batch->texts[i]), NULL, 0,
+                                                 &tokens) != uform_status_ok_k)
+            tokens = run->tokens; /* it encoded, so it tokenizes; were it not so, every row */
+        batch->feature_rows[i] = tokens < run->tokens ? tokens : run->tokens;
+    }
     errno = 0;
-    if (run->jsonl) write_json_rows(run, rows, batch->count);
+    if (item) { /* the features instead of the rows */
+        if (run->jsonl) {
+            if (!write_json_features(run, batch->features, batch->feature_rows, batch->count)) return 0;
+        } else if (run->npy) {
+            if (!npy_append(run->npy, run->output, batch->features, batch->count, item)) return 0;
+        } else fwrite(batch->features, sizeof(float) * item, batch->count, run->output);
+    }
+    else if (run->jsonl) write_json_rows(run, rows, batch->count);
     else if (run->npy) {
         if (!npy_append(run->npy, run->output, rows, batch->count, dims)) return 0;
     }
@@ -831,7 +946,7 @@ int uform_command_encode(int argc, char **argv) {
     long threads = 0, device = -1, batch = 0;
     int threads_given = 0;
     texts_t texts = {0}, owned = {0};
-    int from_arguments = 0, images = 0;
+    int from_arguments = 0, images = 0, features = 0;
     for (int i = 0; i < argc; ++i) {
         char const *a = argv[i];
         int has_value = i + 1 < argc;
@@ -860,6 +975,7 @@ int uform_command_encode(int argc, char **argv) {
             *(kind == 't' ? &threads : kind == 'd' ? &device : &batch) = (long)value;
             threads_given |= kind == 't';
         }
+        else if (!strcmp(a, "--features")) features = 1;
         else if (!strcmp(a, "--image")) {
             if (!images && texts.count) { /* "uform encode --model M cat.jpg --image": that item is a text */
                 fprintf(stderr,
@@ -901,6 +1017,7 @@ int uform_command_encode(int argc, char **argv) {
         }
         else from_arguments = 1;
     }
+    int const batch_given = batch != 0;
     if (!batch) batch = device >= 0 && !images ? ENCODE_BATCH_DEVICE : ENCODE_BATCH;
     int bad_usage = 0;
     if (!model_path) fputs("uform encode: --model DIR is required\n", stderr), bad_usage = 1;
@@ -964,17 +1081,26 @@ int uform_command_encode(int argc, char **argv) {
     }
     if (!output_open(&output, output_path)) goto done;
     size_t const dims = description.dimensions;
+    size_t const feature_floats = features ? description.tokens * description.hidden : 0;
+    /* Each item's output: its embedding, or its features. */
+    size_t const out_floats = features ? feature_floats : dims;
+    if (features && !batch_given && (size_t)batch * feature_floats * sizeof(float) > ENCODE_BATCH_FEATURE_BYTES) {
+        size_t const fitting = ENCODE_BATCH_FEATURE_BYTES / (feature_floats * sizeof(float));
+        batch = fitting ? (long)fitting : 1;
+    }
+    npy_rows.inner = features ? description.hidden : 0;
     int const npy = !strcmp(format, "npy"), jsonl = !strcmp(format, "jsonl");
     if (images) progress_unit = "images";
     for (int k = 0; k < 2; ++k)
-        if (!batch_allocate(&slots[k], (size_t)batch, dims, images, !from_arguments)) {
+        if (!batch_allocate(&slots[k], (size_t)batch, dims, feature_floats, images, !from_arguments)) {
             fputs("uform encode: out of memory for the embeddings\n", stderr);
             goto done;
         }
-    if (npy && !npy_begin(&npy_rows, output.file, dims)) goto done;
+    if (npy && !npy_begin(&npy_rows, output.file, out_floats)) goto done;
     size_t next = 0; /* items read so far */
     run = (run_t){.executor = executor, .model = model, .images = images, .from_stdin = !from_arguments,
-                  .items = &texts, .dims = dims, .jsonl = jsonl, .npy = npy ? &npy_rows : NULL, .output = output.file,
+                  .items = &texts, .dims = dims, .jsonl = jsonl,
+                  .tokens = features ? description.tokens : 0, .hidden = features ? description.hidden : 0, .npy = npy ? &npy_rows : NULL, .output = output.file,
                   .output_path = output_path,
                   .total = total, .total_known = total_known, .batch = (size_t)batch, .read = &next,
                   .line = jsonl ? malloc(json_row_bytes(dims)) : NULL, .line_capacity = jsonl ? json_row_bytes(dims) : 0};
@@ -1025,7 +1151,7 @@ int uform_command_encode(int argc, char **argv) {
         else progress(run.done, run.done, total_known, 1);
     }
     errno = 0;
-    int const ended = npy ? npy_end(&npy_rows, output.file, run.done, dims) : 1;
+    int const ended = npy ? npy_end(&npy_rows, output.file, run.done, out_floats) : 1;
     if (ended < 0) goto done;
     if (!ended || fflush(output.file) != 0 || ferror(output.file)) {
         output_failed(output_path, errno);
@@ -1040,7 +1166,8 @@ done:
     if (code && npy_rows.began && !output.temporary && !ferror(output.file) &&
         !(npy_rows.spool && ferror(npy_rows.spool))) {
         errno = 0;
-        int const rows_ended = npy_end(&npy_rows, output.file, run.done, run.dims);
+        int const rows_ended =
+            npy_end(&npy_rows, output.file, run.done, run.hidden ? run.tokens * run.hidden : run.dims);
         if (rows_ended == 0 || (rows_ended > 0 && fflush(output.file) != 0)) output_failed(output_path, errno);
     }
     code = output_close(&output, code);

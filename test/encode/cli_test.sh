@@ -88,6 +88,61 @@ for i in range(len(b) if distinct else 0):
             sys.exit(f"rows {j} and {i} of {b_path} are the same: the order of its rows is not checked")
 print(f"{len(a)} rows, largest difference {worst:.3g} of the row's norm")
 PY
+  # features.py JSONL NPY F32 HIDDEN [ALONE_JSONL [EMBEDDINGS_JSONL]]: one run's --features in the three
+  # formats: NPY [items, tokens, HIDDEN] float32, F32 its bytes, JSONL line i item i's first k_i rows
+  # (k_i >= 1, none all zero) of the same floats, NPY's rows past k_i zero; ALONE_JSONL (each item
+  # alone) the same row counts within 1e-5 of each row's norm; EMBEDDINGS_JSONL (a mean-pooled,
+  # normalised model) the normalised mean of item i's k_i rows its embedding within 1e-5.
+  cat >"$1/features.py" <<'PY'
+import ast, json, math, struct, sys
+jsonl, npy, f32, hidden = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+alone = sys.argv[5] if len(sys.argv) > 5 else None
+embeddings = sys.argv[6] if len(sys.argv) > 6 else None
+data = open(npy, "rb").read()
+n = struct.unpack("<H", data[8:10])[0]
+header, body = ast.literal_eval(data[10:10 + n].decode()), data[10 + n:]
+items, tokens, width = header["shape"]
+if header["descr"] != "<f4" or width != hidden or len(body) != items * tokens * hidden * 4:
+    sys.exit(f"{npy}: header {header} for {len(body)} bytes of {hidden}-number rows")
+if open(f32, "rb").read() != body:
+    sys.exit(f"{f32} is not the npy array's bytes")
+values = struct.unpack(f"<{len(body) // 4}f", body)
+row = lambda i, t: values[(i * tokens + t) * hidden:(i * tokens + t + 1) * hidden]
+f32s = lambda r: struct.unpack(f"<{len(r)}f", struct.pack(f"<{len(r)}f", *r))
+norm = lambda r: math.sqrt(sum(v * v for v in r))
+lines = [json.loads(line) for line in open(jsonl)]
+if len(lines) != items:
+    sys.exit(f"{jsonl}: {len(lines)} lines for {items} items")
+counts = []
+for i, rows in enumerate(lines):
+    k = len(rows)
+    if not 1 <= k <= tokens or any(len(r) != hidden for r in rows):
+        sys.exit(f"{jsonl}: item {i} has {k} rows of {[len(r) for r in rows][:3]} numbers")
+    for t in range(tokens):
+        if t < k and (tuple(f32s(rows[t])) != row(i, t) or not any(row(i, t))):
+            sys.exit(f"item {i} row {t}: jsonl {rows[t][:3]}... against npy {row(i, t)[:3]}...")
+        if t >= k and any(row(i, t)):
+            sys.exit(f"item {i} row {t} past its {k} tokens is not zero")
+    counts.append(k)
+worst = 0.0
+if alone:
+    single = [json.loads(line) for line in open(alone)]
+    if [len(r) for r in single] != counts:
+        sys.exit(f"row counts {counts} in the run, {[len(r) for r in single]} alone")
+    for i, rows in enumerate(single):
+        for t, r in enumerate(rows):
+            worst = max(worst, max(abs(p - q) for p, q in zip(f32s(r), row(i, t))) / norm(r))
+    if worst > 1e-5:
+        sys.exit(f"an item's features alone differ from the run's by {worst:.3g} of a row's norm")
+if embeddings:
+    for i, e in enumerate(json.loads(line) for line in open(embeddings)):
+        mean = [sum(row(i, t)[j] for t in range(counts[i])) / counts[i] for j in range(hidden)]
+        scale = norm(mean)
+        difference = max(abs(m / scale - v) for m, v in zip(mean, e))
+        if difference > 1e-5:
+            sys.exit(f"item {i}: the normalised mean of its features differs from its embedding by {difference:.3g}")
+print(f"{items} items of {tokens} x {hidden}, rows per item {min(counts)} to {max(counts)}, alone within {worst:.3g}")
+PY
   cat >"$1/helpers.sh" <<'SH'
 on_tty() { python3 "$helpers/on_tty.py" "$@"; }
 # same_rows A FORMAT_A B FORMAT_B DIMS TOLERANCE WHAT [order|quiet]: rows.py, a failure counted by `fail`;
@@ -96,6 +151,12 @@ same_rows() {
   local said mode=${8:-}
   if ! said=$(python3 "$helpers/rows.py" "$1" "$2" "$3" "$4" "$5" "$6" "${mode/order/distinct}" 2>&1); then fail "$7: $said"
   elif [[ $mode == order ]]; then echo "$7: $said"; fi
+}
+# same_features JSONL NPY F32 HIDDEN WHAT [ALONE [EMBEDDINGS]]: features.py, a failure counted by `fail`.
+same_features() {
+  local said what=$5
+  if said=$(python3 "$helpers/features.py" "$1" "$2" "$3" "$4" "${@:6}" 2>&1); then echo "$what: $said"
+  else fail "$what: $said"; fi
 }
 SH
 }
@@ -351,6 +412,35 @@ order_check "$tiny" 8 "tiny BERT" "the big red dog sat on the mat, and the small
   "a small cat ran in the fog and the big dog was not able to be on it at all by the mat or the red dog sat" \
   "hello world!" "unable to be" "dogs and cats?" "the mat is red" "was it a cat or a dog? it was not."
 
+# ---- --features: every token's last hidden state (the tiny BERT: 12 tokens of 8) in the three
+# formats of one run, against each text's alone, in one batch and in batches of 7, formatted on one
+# thread and on two; invalid UTF-8 named, no line written ----
+features_check() { # features_check MODEL HIDDEN WHAT TEXTS_FILE [EMBEDDINGS_JSONL]
+  local model=$1 hidden=$2 what=$3 texts=$4 batch
+  : >"$tmp/features-alone.jsonl"
+  while IFS= read -r text; do
+    "$uform" encode --model "$model" --features -- "$text" >>"$tmp/features-alone.jsonl" || fail "$what --features: '$text' alone"
+  done <"$texts"
+  for batch in 256 7; do
+    "$uform" encode --model "$model" --features --batch $batch <"$texts" >"$tmp/features.jsonl" || fail "$what --features: jsonl"
+    "$uform" encode --model "$model" --features --batch $batch --format npy --output "$tmp/features.npy" <"$texts" ||
+      fail "$what --features: npy"
+    "$uform" encode --model "$model" --features --batch $batch --format f32 <"$texts" >"$tmp/features.f32" ||
+      fail "$what --features: f32"
+    same_features "$tmp/features.jsonl" "$tmp/features.npy" "$tmp/features.f32" "$hidden" "$what --features --batch $batch" \
+      "$tmp/features-alone.jsonl" ${5:+"$5"}
+  done
+  # JSON formatted on 2 threads: the same bytes as on one (the run of batch 7 above).
+  UFORM_ENCODE_FORMAT_THREADS=2 "$uform" encode --model "$model" --features --batch 7 <"$texts" >"$tmp/features2.jsonl" ||
+    fail "$what --features on 2 formatting threads"
+  cmp -s "$tmp/features.jsonl" "$tmp/features2.jsonl" || fail "$what --features: formatted on 2 threads, other bytes"
+}
+features_check "$tiny" 8 "tiny BERT" "$tmp/order.txt"
+printf 'one\n\xff\xfe\n' | "$uform" encode --model "$tiny" --features >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 ]] || fail "--features with invalid UTF-8: exit $code, expected 1"
+grep -q "text 1 (line 2 of standard input): invalid_argument" "$tmp/err" || fail "--features, invalid UTF-8: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/out") == 0 ]] || fail "--features with invalid UTF-8 printed $(wc -l <"$tmp/out") lines"
+
 if [[ ! -f $minilm/config.json ]]; then
   if ((failures)); then echo "cli_test: $failures checks failed (and no all-MiniLM-L6-v2 at $minilm)"; exit 1; fi
   echo "SKIPPED: no all-MiniLM-L6-v2 at $minilm (build.sh fetches it): the checks with the tiny BERT passed, those with all-MiniLM-L6-v2 did not run"
@@ -372,6 +462,9 @@ long=$(for i in $(seq 1 150); do printf 'word%d and ' "$i"; done)
 fox="The quick brown fox jumps over the lazy dog while the cat watches from the windowsill, unimpressed."
 order_check "$minilm" 384 "all-MiniLM-L6-v2" "$fox $fox" "x" "$long" "日本語の文章と中文句子，还有 emoji 🙂 und ein bisschen Deutsch." \
   "a cat on a mat" "$fox" "ok" "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura, ché la diritta via era smarrita."
+# all-MiniLM-L6-v2 pools by the mean and normalises: the normalised mean of a text's rows is its row.
+"$uform" encode --model "$minilm" <"$tmp/order.txt" >"$tmp/minilm-rows.jsonl" || fail "all-MiniLM-L6-v2 rows"
+features_check "$minilm" 384 "all-MiniLM-L6-v2" "$tmp/order.txt" "$tmp/minilm-rows.jsonl"
 # --device 0: without a GPU, exit 1 saying why and writing no row; with one, the rows of the CPU run
 # (GPU products round otherwise: within 1e-3 of the row's norm, the distance between any two rows).
 "$uform" encode --model "$minilm" --device 0 <"$tmp/order.txt" >"$tmp/device.jsonl" 2>"$tmp/err"; code=$?

@@ -2,7 +2,7 @@
 # `uform encode --image`: a directory expands to its images in name order, files keep the order
 # given, jsonl/f32/npy have the right shapes, an undecodable image exits 1 naming the file and the
 # reason (and leaves --output as it was), a FIFO or device as an image is refused, an empty directory
-# is a usage error. Row i of a run is image i alone (images of different sizes, in no order of size) in
+# is a usage error. --features in the three formats against each image's alone. Row i of a run is image i alone (images of different sizes, in no order of size) in
 # jsonl, f32 and npy. The progress bar on a terminal standard error (a pseudo-terminal) for more than
 # 256 images, never without a terminal or for 256 images, never changing standard output and never
 # sharing a line with a row or an error. The pseudo-terminal and the rows' comparison are
@@ -33,6 +33,17 @@ same() { awk -v a="$1" -v b="$2" 'BEGIN { gsub(/[][ ]/, "", a); gsub(/[][ ]/, ""
 same "$(sed -n 1p "$tmp/two.jsonl")" "$(sed -n "$count"p "$tmp/all.jsonl")" || fail "the first file's row is not the directory's last"
 same "$(sed -n 2p "$tmp/two.jsonl")" "$(sed -n 1p "$tmp/all.jsonl")" || fail "the second file's row is not the directory's first"
 same "$(sed -n 1p "$tmp/two.jsonl")" "$(sed -n 1p "$tmp/all.jsonl")" && fail "different images gave the same row"
+# --features: every image's [CLS], register and patch rows, all of them in jsonl too; the three formats
+# of one run against each image alone.
+: >"$tmp/features-alone.jsonl"
+for name in "${names[@]}"; do
+  "$uform" encode --model "$tmp/tiny" --features --image "$photos/$name" >>"$tmp/features-alone.jsonl" || fail "--features: $name alone"
+done
+"$uform" encode --model "$tmp/tiny" --features --image "$photos" >"$tmp/features.jsonl" || fail "--features: jsonl"
+"$uform" encode --model "$tmp/tiny" --features --format npy --output "$tmp/features.npy" --image "$photos" || fail "--features: npy"
+"$uform" encode --model "$tmp/tiny" --features --format f32 --image "$photos" >"$tmp/features.f32" || fail "--features: f32"
+hidden=$(python3 -c 'import json, sys; print(len(json.loads(open(sys.argv[1]).readline())[0]))' "$tmp/features.jsonl")
+same_features "$tmp/features.jsonl" "$tmp/features.npy" "$tmp/features.f32" "$hidden" "images --features" "$tmp/features-alone.jsonl"
 "$uform" encode --model "$tmp/tiny" --format npy --output "$tmp/out.npy" --image "$photos" || fail "npy"
 head -c 128 "$tmp/out.npy" | grep -q "'shape': ($count, 32)" || fail "npy header"
 "$uform" encode --model "$tmp/tiny" --format f32 --image "$photos/${names[0]}" >"$tmp/out.f32" || fail "f32"
