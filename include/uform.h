@@ -1152,7 +1152,7 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t mode
  *  Features, optional: the tower's last hidden states, one row per token, before pooling (what the
  *  `uform` package's encoders return with `return_features=True`, and sentence-transformers'
  *  `token_embeddings`): item `i`'s `tokens` rows of `hidden` elements (`uform_model_description_t`),
- *  packed, at `features + i * features_stride`, in `dtype`. A text's rows are its tokens in order,
+ *  packed, at `features + i * features_stride` (no alignment needed, as for rows), in `dtype`. A text's rows are its tokens in order,
  *  specials included (`uform_model_tokenize`), after the last layer the model runs for texts
  *  (UForm3: the last unimodal one, LayerNorm included), then zero rows up to `tokens` (the `uform`
  *  package pads to its context and returns the tower's values for the padding tokens there, which

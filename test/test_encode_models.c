@@ -135,9 +135,10 @@ static void check_features(uform_executor_t executor, uform_model_t model, int32
     CHECK(worst_embedding >= 0.99999);
     if (mean_pooled) CHECK(worst_mean >= 0.99999);
 
-    /* bf16 and f16 features: the f32 ones rounded; packed at a wider stride. */
-    size_t const stride = item * 2 + 64;
-    unsigned char *narrow = malloc(count * stride);
+    /* bf16 and f16 features: the f32 ones rounded; packed at a wider stride, odd like the address they
+     * start at (features need no alignment); f32 features so too, the same bytes. */
+    size_t const stride = item * 2 + 65;
+    unsigned char *narrow_block = malloc(count * stride + 1), *narrow = narrow_block + 1;
     uint16_t *narrow_rows = malloc(count * dims * 2);
     uform_dtype_t const narrow_dtypes[2] = {uform_dtype_bf16_k, uform_dtype_f16_k};
     for (int k = 0; k < 2; ++k) {
@@ -147,11 +148,11 @@ static void check_features(uform_executor_t executor, uform_model_t model, int32
         CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &half, NULL), uform_status_ok_k);
         size_t mismatches = 0, gap_touched = 0;
         for (size_t i = 0; i < count; ++i) {
-            uint16_t const *got = (uint16_t const *)(narrow + i * stride);
             for (size_t v = 0; v < item; ++v) {
                 float value = features[i * item + v];
-                uint16_t want = k == 0 ? to_bf16_bits(value) : to_f16_bits(value);
-                mismatches += got[v] != want;
+                uint16_t want = k == 0 ? to_bf16_bits(value) : to_f16_bits(value), got;
+                memcpy(&got, narrow + i * stride + v * 2, 2);
+                mismatches += got != want;
             }
             for (size_t b = item * 2; b < stride; ++b) gap_touched += narrow[i * stride + b] != 0xA5;
         }
@@ -159,6 +160,18 @@ static void check_features(uform_executor_t executor, uform_model_t model, int32
                k ? "f16" : "bf16", mismatches, gap_touched);
         CHECK(mismatches == 0);
         CHECK(gap_touched == 0);
+    }
+    {
+        size_t const odd = item * 4 + 3;
+        unsigned char *block = malloc(count * odd + 3), *wide = block + 3;
+        float *wide_rows = malloc(count * dims * sizeof(float));
+        uform_embeddings_t f32 = {.data = wide_rows, .dtype = uform_dtype_f32_k, .features = wide, .features_stride = odd};
+        CHECK_STATUS(uform_text_encode_ids(executor, model, ids, offsets, count, NULL, NULL, &f32, NULL), uform_status_ok_k);
+        size_t differing = 0;
+        for (size_t i = 0; i < count; ++i) differing += memcmp(wide + i * odd, features + i * item, item * 4) != 0;
+        printf("%-44s f32 features at an odd address and stride: %zu items differ\n", label, differing);
+        CHECK(differing == 0);
+        free(block), free(wide_rows);
     }
 
     /* A text alone: its features as in the batch. */
@@ -177,7 +190,7 @@ static void check_features(uform_executor_t executor, uform_model_t model, int32
     /* The same values up to the products' rounding (other shapes, other kernels; in bf16, activations
      * rounded to bf16 between them). */
     CHECK(worst_alone >= (md.weights_dtype == uform_dtype_f32_k ? 0.999999 : 0.9999));
-    free(alone), free(narrow), free(narrow_rows), free(features), free(rows), free(plain);
+    free(alone), free(narrow_block), free(narrow_rows), free(features), free(rows), free(plain);
 }
 
 /**
