@@ -571,7 +571,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     size_t rgb_bytes = align_up(count * job->per_image, 64), rows_bytes = align_up(count * job->row_bytes + 1, 64);
     size_t offsets_bytes = align_up((count + 1) * sizeof(int32_t), 64);
     size_t features_bytes = embeddings->features ? count * job->sequence * job->features_row_bytes : 0;
-    if (features_bytes > VRAM_STAGED_FEATURES_MAX) features_bytes = 0;
+    features_bytes = vram_staged_features_bytes(features_bytes);
     unsigned char *staging =
         (unsigned char *)vram_staging_take(job->vram, rgb_bytes + rows_bytes + offsets_bytes + features_bytes);
     if (staging) {

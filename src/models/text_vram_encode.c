@@ -309,7 +309,7 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     size_t ids_bytes = align_up(count * job->context * sizeof(int32_t), 64);
     size_t chunk_offsets_bytes = align_up((2 * count + 2) * sizeof(int32_t), 64), rows_bytes = count * job->row_bytes + 1;
     size_t features_bytes = job->out.features ? count * job->context * job->features_row_bytes : 0;
-    if (features_bytes > VRAM_STAGED_FEATURES_MAX) features_bytes = 0;
+    features_bytes = vram_staged_features_bytes(features_bytes);
     size_t before_features = 2 * ids_bytes + chunk_offsets_bytes + align_up(rows_bytes, 64);
     unsigned char *staging = (unsigned char *)vram_staging_take(job->vram, before_features + features_bytes);
     if (staging) {

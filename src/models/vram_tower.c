@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "models/vram_tower.h"
+#include "../../tools/strict_number.h"
 
 #include <stdio.h>   // `snprintf`
 #include <stdlib.h>  // `calloc`, `getenv`
@@ -471,6 +472,12 @@ uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *
         if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying features back", share->copy->ordinal);
     }
     return uform_status_ok_k;
+}
+
+size_t vram_staged_features_bytes(size_t bytes) {
+    size_t staged = 1;
+    if (strict_count(getenv("UFORM_GPU_FEATURES_STAGED"), 0, 1, false, &staged) && !staged) return 0;
+    return bytes > VRAM_STAGED_FEATURES_MAX ? 0 : bytes;
 }
 
 /** What `vram_write_features` hands each task: inputs [task * count / tasks, (task + 1) * count / tasks). */

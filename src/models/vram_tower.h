@@ -304,6 +304,10 @@ uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *
                                   uform_embeddings_t const *out, size_t stride, size_t row_bytes,
                                   unsigned char *staged, char const *verb);
 
+/** @brief The bytes of a job's features to stage in the pinned buffer: `bytes`, or 0 past
+ *  `VRAM_STAGED_FEATURES_MAX` or where UFORM_GPU_FEATURES_STAGED=0 (for measuring the other path). */
+size_t vram_staged_features_bytes(size_t bytes);
+
 /** @brief Writes the caller's features in input order: encoded item e (input `order[e]`, increasing)
  *  gets its `offsets[e + 1] - offsets[e]` rows from `staged` (when set; else they are there already)
  *  and zero rows up to `rows_total`; every other input zero rows. With an `executor` of several host

@@ -6,7 +6,8 @@
 #   - the image towers likewise, features included (test_encode_images_gpu);
 #   - compute-sanitizer memcheck with leak checks over the 384-wide text tower's VRAM run, features
 #     included;
-#   - what features cost: texts/s and images/s with and without them (bench_text_gpu, bench_image_gpu).
+#   - what features cost: texts/s and images/s without them, with them copied item by item
+#     (UFORM_GPU_FEATURES_STAGED=0) and staged (bench_text_gpu, bench_image_gpu).
 # Carry build-gpu/device-deps (Debian packages, test/gpu/run_device.sh --fetch-deps) and
 # build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's tokenizer.json alone: the text towers tokenise the
 # committed sentences with it; the model's weights exceed what a run may carry). Logs in
@@ -48,25 +49,24 @@ fi
 bench_case() {
     local label=$1
     shift
-    echo "== $label" >>"$LOGS/bench.log"
+    echo "== $label (UFORM_GPU_FEATURES_STAGED=${UFORM_GPU_FEATURES_STAGED:-})" >>"$LOGS/bench.log"
     timeout 60 "$@" >"$LOGS/case.txt" 2>&1
     cat "$LOGS/case.txt" >>"$LOGS/bench.log"
     grep -E '^uform' "$LOGS/case.txt" | sed "s|^|  $label: |" >>"$SUMMARY"
 }
-for batch in 1 50 1024; do
-    for features in "" --features; do
-        for tree in "${TREES[@]}"; do
-            bench_case "$(basename "$tree") text b$batch${features}" "$tree/bench/bench_text_gpu" --shape uform3 \
-                --tokens 64 --batch "$batch" --seconds 1 $features
-        done
-    done
-done
-for batch in 1 50 256; do
-    for features in "" --features; do
-        for tree in "${TREES[@]}"; do
-            bench_case "$(basename "$tree") vit-b16 b$batch${features}" "$tree/bench/bench_image_gpu" \
-                --shape vit-b16 --batch "$batch" --seconds 1 $features
-        done
+# Each case without features, with them copied item by item (UFORM_GPU_FEATURES_STAGED=0, the path
+# before the staging buffer and the one past its cap), and with them staged.
+for shape in "text_gpu uform3 50" "text_gpu uform3 1024" "image_gpu vit-b16 50" "image_gpu vit-b16 256"; do
+    read -r program name batch <<<"$shape"
+    extra=()
+    [[ $program == text_gpu ]] && extra=(--tokens 64)
+    for tree in "${TREES[@]}"; do
+        bench_case "$(basename "$tree") $name b$batch" "$tree/bench/bench_$program" --shape "$name" "${extra[@]}" \
+            --batch "$batch" --seconds 1
+        UFORM_GPU_FEATURES_STAGED=0 bench_case "$(basename "$tree") $name b$batch features item by item" \
+            "$tree/bench/bench_$program" --shape "$name" "${extra[@]}" --batch "$batch" --seconds 1 --features
+        bench_case "$(basename "$tree") $name b$batch features" "$tree/bench/bench_$program" --shape "$name" \
+            "${extra[@]}" --batch "$batch" --seconds 1 --features
     done
 done
 if [[ ${1:-} != bench ]]; then
