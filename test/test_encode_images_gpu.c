@@ -254,9 +254,10 @@ static void test_deferred_in_flight(char const *tower, uform_vram_options_t cons
 }
 
 /** The features' copy paths against one blocking call of the batch (f32, per token row cosine >=
- *  0.999999 and rows likewise): a deferred call (its outcome writes them from the staging buffer), and
- *  a batch of the photos over and over past 256 MiB of features (`VRAM_STAGED_FEATURES_MAX`: each
- *  image's copied straight into the caller's memory as its chunk ends). */
+ *  0.999999 and rows likewise): a deferred call (its outcome writes them from the staging buffer), 96
+ *  images decoded in two waves (each wave's features where its images go), and a batch of the photos
+ *  over and over past 256 MiB of features (`VRAM_STAGED_FEATURES_MAX`: each image's copied straight
+ *  into the caller's memory as its chunk ends). */
 static void check_features_paths(char const *path, uform_executor_t executor, uform_vram_options_t const *vram) {
     uform_model_t gpu = open_model(path, uform_residency_vram_k, uform_dtype_f32_k, vram);
     CHECK_FATAL(gpu != NULL);
@@ -271,8 +272,12 @@ static void check_features_paths(char const *path, uform_executor_t executor, uf
     for (size_t i = 0; i < large; ++i) images[i] = batch[i % BATCH];
     uform_embeddings_t out = {.data = reference_rows, .dtype = uform_dtype_f32_k, .features = reference};
     CHECK_STATUS(uform_encode_images(executor, gpu, batch, BATCH, &out, NULL, NULL), uform_status_ok_k);
-    for (int deferred = 1; deferred >= 0; --deferred) {
-        size_t n = deferred ? BATCH : large;
+    /* Cases: a deferred call of one wave; 96 images, decoded in two waves of 48, staged; `large`, in
+     * waves of 128, copied item by item. */
+    size_t const sizes[3] = {BATCH, 96, large};
+    for (int c = 0; c < 3; ++c) {
+        int const deferred = c == 0;
+        size_t const n = sizes[c];
         memset(features, 0x5A, n * item * sizeof(float));
         out = (uform_embeddings_t){.data = rows, .dtype = uform_dtype_f32_k, .features = features};
         uform_outcome_t outcome;
@@ -289,7 +294,8 @@ static void check_features_paths(char const *path, uform_executor_t executor, uf
             worst_row = c < worst_row ? c : worst_row;
         }
         printf("features %s, %zu images (%.0f MiB of them): worst cosine to one blocking call's %.7f, rows %.7f\n",
-               deferred ? "of a deferred call" : "past the staging cap", n, n * item * 4.0 / (1 << 20), worst, worst_row);
+               c == 0 ? "of a deferred call" : c == 1 ? "of two waves, staged" : "past the staging cap", n,
+               n * item * 4.0 / (1 << 20), worst, worst_row);
         CHECK(worst >= 0.999999 && worst_row >= 0.999999);
     }
     free(reference), free(reference_rows), free(features), free(rows), free(images);

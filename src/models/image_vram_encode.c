@@ -320,8 +320,10 @@ static uform_status_t enqueue_pass(image_job_t *job, vram_share_t *share, image_
                               (uint64_t)(pixels - b->pixels)};
     CHECK_STEP(vram_graph(&e, key, chunk_compute, &chunk));
     if (!job->out.features) return uform_status_ok_k;
-    return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, first, end, &job->out,
-                              job->features_stride, job->features_row_bytes, job->staged_features, VERB);
+    /* Shares count the wave's images; `order` and `offsets` the job's. */
+    return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, job->wave_base + first,
+                              job->wave_base + end, &job->out, job->features_stride, job->features_row_bytes,
+                              job->staged_features, VERB);
 }
 
 /** Uploads a chunk's pixels and offsets on the share's stream, then enqueues its pass. */
