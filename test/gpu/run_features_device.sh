@@ -11,7 +11,8 @@
 # Carry build-gpu/device-deps (Debian packages, test/gpu/run_device.sh --fetch-deps) and
 # build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's tokenizer.json alone: the text towers tokenise the
 # committed sentences with it; the model's weights exceed what a run may carry). Logs in
-# build-device/session-logs/features. With the argument `bench`, only the timings. Where
+# build-device/session-logs/features. With the argument `bench`, only the timings; with `quick`,
+# only the tests (a short call: the benchmarks' targets are still built). Where
 # build-gpu/baseline holds another tree (`git archive REV | tar -x -C build-gpu/baseline`, carried),
 # it is built into build-device-baseline and timed beside this one, case by case.
 set -uo pipefail
@@ -38,6 +39,7 @@ step ctest "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-fail
     -R '^(test_encode_uform3-768-cls_gpu|test_encode_uform3-384-mean_gpu|test_encode_images_gpu|test_vram_tower)$'
 grep -E 'features|worst cosine|tests passed|Failed|SKIPPED' "$LOGS/ctest.log" | sed 's/^/  /' >>"$SUMMARY"
 fi
+if [[ ${1:-} == quick ]]; then cat "$SUMMARY"; exit "$FAILED"; fi
 TREES=("$BUILD")
 if [[ -f $ROOT/build-gpu/baseline/CMakeLists.txt ]]; then
     BASE=$ROOT/build-device-baseline
