@@ -67,15 +67,6 @@ float uform_f16_to_f32(uint16_t bits) {
     return uform_f32_from_bits(sign | ((113u - shift) << 23) | ((m & 0x3ffu) << 13));
 }
 
-size_t uform_dtype_bytes(uform_dtype_t dtype) {
-    switch (dtype) {
-    case uform_dtype_f32_k: return 4;
-    case uform_dtype_bf16_k:
-    case uform_dtype_f16_k: return 2;
-    default: return 0;
-    }
-}
-
 static float uform_load(uint8_t const *source, uform_dtype_t dtype, size_t i) {
     if (dtype == uform_dtype_f32_k) {
         uint32_t bits = (uint32_t)source[4 * i] | (uint32_t)source[4 * i + 1] << 8 | (uint32_t)source[4 * i + 2] << 16 |

@@ -6,6 +6,8 @@
 #ifndef UFORM_MODELS_CONVERT_H
 #define UFORM_MODELS_CONVERT_H
 
+#include "models/dtype.h"
+
 #include <uform.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,9 +16,6 @@ uint16_t uform_f32_to_bf16(float value);
 uint16_t uform_f32_to_f16(float value);
 float uform_bf16_to_f32(uint16_t bits);
 float uform_f16_to_f32(uint16_t bits);
-
-/** @brief Bytes per element of f32, bf16 or f16 (0 for other dtypes). */
-size_t uform_dtype_bytes(uform_dtype_t dtype);
 
 /** @brief Converts `count` elements from `source` (f32, bf16 or f16, any alignment, little-endian
  *  as in safetensors) to `target` of `target_dtype` (f32, bf16 or f16, naturally aligned). Same

@@ -138,7 +138,7 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
     job->tower0 = tower0;
     job->out = *embeddings;
     job->out_dimensions = embeddings->dimensions ? embeddings->dimensions : c->embedding_dimensions;
-    job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
+    job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * uform_dtype_bytes(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
     job->attention16 = uform_attention_bf16_for_gemm(&job->gemm, cpu_class);

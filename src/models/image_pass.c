@@ -102,7 +102,7 @@ static void gemm_phase(image_job_t *job, image_group_t *group, size_t thread, ch
     uform_gemm_plan_t plan = whole_rows ? rows_plan(group->threads, m, n) : plan_for(job, group->threads, weight->dtype, m, n);
     uform_gemm_t gemm = uform_gemm_for_product(&job->gemm, plan.tiles_n); /* plain weights where columns split */
     size_t tiles = plan.tiles_m * plan.tiles_n;
-    size_t element = dtype_size(weight->dtype);
+    size_t element = uform_dtype_bytes(weight->dtype);
     float const *b = bias && bias->data ? (float const *)bias->data : NULL;
     size_t cached = SIZE_MAX;
     for (size_t tile; (tile = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed)) < tiles;) {
@@ -436,7 +436,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
                 else {
                     float const *at = fuse ? normalised_rows(job, thread, &norm1, group->x, d, i0, rows, &cached) : group->h + i0 * d;
                     uform_gemm_tile(&gemm, rows, cols, d, at, d,
-                                    (char const *)weights[which]->data + j0 * d * dtype_size(weights[which]->dtype),
+                                    (char const *)weights[which]->data + j0 * d * uform_dtype_bytes(weights[which]->dtype),
                                     weights[which]->dtype, d, ct, 3 * d, job->per_thread[thread].scratch);
                 }
                 profile_step("gemm qkv", &since);
@@ -568,7 +568,7 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
             size_t index = first_image + local;
             char *target = (char *)job->out.data + index * job->out_stride;
             if (job->item[index] != uform_status_ok_k) {
-                memset(target, 0, dims * dtype_size(job->out.dtype));
+                memset(target, 0, dims * uform_dtype_bytes(job->out.dtype));
                 continue;
             }
             memcpy(row, group->projected + local * width, width * sizeof(float));

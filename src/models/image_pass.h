@@ -88,7 +88,6 @@ typedef struct image_job_t {
 
 static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
-static inline size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
 /** Phases (each with its counter) of one chunk of images: im2col, patch product, assembly, 7 per
  *  layer (two LayerNorms, Q/K/V, attention, three products; the CLS tail's last one 8, with its

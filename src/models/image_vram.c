@@ -43,7 +43,7 @@ static void value_put(void *data, uform_dtype_t dtype, size_t index, float value
 /** `weight` [rows][cols] with row j scaled by gamma[j], and `bias` scaled alike, in `dtype`: LayerScale folded. */
 static void folded(vram_image_t *image, uform_tensor_t const *weight, uform_tensor_t const *bias, uform_tensor_t const *gamma,
                    size_t rows, size_t cols, uform_dtype_t dtype, CUdeviceptr *weight_at, CUdeviceptr *bias_at) {
-    size_t element = element_size(dtype);
+    size_t element = uform_dtype_bytes(dtype);
     *weight_at = vram_image_take(image, rows * cols * element);
     *bias_at = vram_image_take(image, rows * element);
     if (!image->bytes) return;
@@ -61,7 +61,7 @@ static void image_layout(vram_image_t *image, void const *tower_, vram_weights_t
     uform_image_tower_t const *tower = (uform_image_tower_t const *)tower_;
     uform_image_config_t const *c = &tower->config;
     uform_dtype_t dtype = tower->weights_dtype;
-    size_t d = c->dim, f = c->intermediate, element = element_size(dtype);
+    size_t d = c->dim, f = c->intermediate, element = uform_dtype_bytes(dtype);
     size_t depth = 3 * c->patch_size * c->patch_size, padded = uform_image_vram_depth(c);
     w->patch_weight = vram_image_take(image, d * padded * element);
     if (image->bytes)

@@ -136,7 +136,7 @@ static void decode_task(void *context, size_t task, size_t thread, size_t domain
 /** The layout of a chunk of `tokens / S` images (whole images only). */
 static image_buffers_t chunk_layout(image_job_t const *job, size_t tokens, CUdeviceptr at) {
     uform_image_config_t const *c = &job->tower->config;
-    size_t n = tokens / job->sequence, t = n * job->sequence, e = element_size(job->tower->weights_dtype);
+    size_t n = tokens / job->sequence, t = n * job->sequence, e = uform_dtype_bytes(job->tower->weights_dtype);
     size_t ffn = t * c->intermediate > n * c->patches * job->depth ? t * c->intermediate : n * c->patches * job->depth;
     image_buffers_t b = {0};
 #define TAKE(field, bytes) (b.field = at, at += align_up((bytes), VRAM_ALIGN))
@@ -255,7 +255,7 @@ static uform_status_t chunk_compute(void *context) {
             /* The CLS tail: x's and the attention output's [CLS] rows gathered (the CLS pooling
              * kernel) into n-row buffers in qkv, free once attention has read it; the rest of the
              * layer on them. */
-            size_t element = element_size(job->tower->weights_dtype);
+            size_t element = uform_dtype_bytes(job->tower->weights_dtype);
             CUdeviceptr xc = b->qkv, ctxc = b->qkv + align_up(n * d * element, VRAM_ALIGN);
             int first_row = 0;
             {
@@ -546,7 +546,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     /* Features are every token's final state: no CLS tail. */
     job->cls_tail = !embeddings->features &&
                     uform_forward_cls_tail(tower->config.pooling == uform_pooling_cls_k, tower->config.layers_count);
-    job->features_row_bytes = c->dim * element_size(embeddings->dtype);
+    job->features_row_bytes = c->dim * uform_dtype_bytes(embeddings->dtype);
     job->features_stride = uform_features_stride(embeddings, c->sequence * c->dim);
     job->images = images, job->count = count;
     job->side = c->image_size, job->per_image = c->image_size * c->image_size * 3, job->sequence = c->sequence;
@@ -556,7 +556,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
     memcpy(job->preprocess.std, c->std, sizeof c->std);
     job->out = *embeddings, job->statuses = statuses;
     job->dims = embeddings->dimensions ? embeddings->dimensions : c->embedding_dimensions;
-    job->row_bytes = job->dims * element_size(embeddings->dtype);
+    job->row_bytes = job->dims * uform_dtype_bytes(embeddings->dtype);
     status = vram_bind_shares(executor, model, &job->shares, &job->shares_count, VERB);
     if (status != uform_status_ok_k) goto refused;
     if (!count) {

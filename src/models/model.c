@@ -301,7 +301,7 @@ uform_text_tower_t const *uform_model_text_replica(struct uform_model_s const *m
  *  inside the address space. */
 static uform_status_t features_check(char const *prefix, char const *items, size_t elements,
                                      uform_embeddings_t const *embeddings, size_t count) {
-    size_t element = embeddings->dtype == uform_dtype_f32_k ? 4 : 2, item = 0, span = 0;
+    size_t element = uform_dtype_bytes(embeddings->dtype), item = 0, span = 0;
     uintptr_t end = 0;
     if (__builtin_mul_overflow(elements, element, &item))
         return uform_fail(uform_status_invalid_argument_k, "%sembeddings.features: %zu values per item overflow", prefix,
@@ -331,7 +331,7 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
         return uform_fail(uform_status_invalid_argument_k,
                           "%sembeddings.dimensions is %zu; the model's embeddings are %zu wide (0 takes all)", prefix,
                           embeddings->dimensions, width);
-    size_t row = dims * (dtype == uform_dtype_f32_k ? 4 : 2);
+    size_t row = dims * uform_dtype_bytes(dtype);
     if (embeddings->stride && embeddings->stride < row)
         return uform_fail(uform_status_invalid_argument_k,
                           "%sembeddings.stride is %zu bytes; a row of %zu %s values takes %zu (0 packs rows)", prefix,
@@ -358,12 +358,12 @@ uform_status_t uform_embeddings_check(char const *prefix, char const *items, siz
 
 size_t uform_features_stride(uform_embeddings_t const *embeddings, size_t elements) {
     if (embeddings->features_stride) return embeddings->features_stride;
-    return elements * (embeddings->dtype == uform_dtype_f32_k ? 4 : 2);
+    return elements * uform_dtype_bytes(embeddings->dtype);
 }
 
 void uform_features_write(struct uform_kernels_t const *kernels, float const *rows, size_t count, size_t hidden,
                           size_t rows_total, void *target, uform_dtype_t dtype) {
-    size_t values = count * hidden, element = dtype == uform_dtype_f32_k ? 4 : 2;
+    size_t values = count * hidden, element = uform_dtype_bytes(dtype);
     switch (dtype) {
     case uform_dtype_bf16_k: kernels->f32_to_bf16(rows, (uint16_t *)target, values); break;
     case uform_dtype_f16_k: kernels->f32_to_f16(rows, (uint16_t *)target, values); break;

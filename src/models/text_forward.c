@@ -118,7 +118,7 @@ static void gemm_phase(forward_job_t *job, forward_group_t const *group, size_t 
             size_t j0 = (lo - own) * UFORM_TEXT_COLUMN_UNIT;
             size_t cols = min_size((hi - own) * UFORM_TEXT_COLUMN_UNIT, product->cols) - j0;
             uform_tensor_t const *weight = product->weight;
-            size_t element = weight->dtype == uform_dtype_f32_k ? 4 : 2;
+            size_t element = uform_dtype_bytes(weight->dtype);
             float *ct = product->c + i0 * ldc + j0;
             size_t c_column = (size_t)(product->c - products[0].c); /* the product's columns among its neighbours' */
             /* Where this task's C goes in bf16: its rows `c16_ld` apart. */
@@ -543,8 +543,6 @@ static void forward_chunk(forward_job_t *job, forward_group_t *group, size_t thr
 
 /* ---- The job's threads ---- */
 
-static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
-
 size_t uform_text_gemm_scratch_floats(forward_job_t const *job) {
     uform_text_tower_t const *tower = &job->model->text_replicas[0];
     size_t hidden = tower->hidden, inter = tower->intermediate, qkv[3] = {hidden, hidden, hidden};
@@ -606,8 +604,8 @@ void uform_text_job_thread(void *context, size_t task, size_t thread, size_t dom
     if (thread == 0 && job->statuses)
         for (size_t i = 0; i < job->count; ++i) job->statuses[i] = job->item_statuses ? job->item_statuses[i] : uform_status_ok_k;
     if (thread == 0 && job->skipped) {
-        size_t bytes = job->out_dimensions * dtype_size(job->out.dtype);
-        size_t feature_bytes = job->features_rows * job->model->text_replicas[0].hidden * dtype_size(job->out.dtype);
+        size_t bytes = job->out_dimensions * uform_dtype_bytes(job->out.dtype);
+        size_t feature_bytes = job->features_rows * job->model->text_replicas[0].hidden * uform_dtype_bytes(job->out.dtype);
         for (size_t i = 0; i < job->count; ++i) {
             if (!job->skipped[i]) continue;
             memset((char *)job->out.data + i * job->out_stride, 0, bytes);

@@ -19,7 +19,6 @@ static uform_text_tower_t const *replica_on(struct uform_model_s const *model, i
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
-static size_t dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
 /** Copies text `i` of the caller's (`length` tokens) into the job's packed ids and positions as its
  *  encoded text `e`, after the ones before it. */
@@ -120,7 +119,7 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     job->model = model;
     job->out = *embeddings;
     job->out_dimensions = embeddings->dimensions ? embeddings->dimensions : tower0->embedding_dimensions;
-    job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * dtype_size(embeddings->dtype);
+    job->out_stride = embeddings->stride ? embeddings->stride : job->out_dimensions * uform_dtype_bytes(embeddings->dtype);
     job->gemm = uform_gemm_for(cpu_class);
     job->kernels = job->gemm.kernels;
     job->attention16 = tower0->weights_dtype == uform_dtype_bf16_k ? uform_attention_bf16_for_gemm(&job->gemm, cpu_class) : NULL;

@@ -70,7 +70,7 @@ static void tokenize_task(void *context, size_t task, size_t thread, size_t doma
 /** Bytes of one chunk's buffers for `tokens` tokens (and as many texts at most), activations of `element` bytes. */
 static size_t chunk_bytes(void const *context, size_t tokens) {
     uform_text_tower_t const *tower = (uform_text_tower_t const *)context;
-    size_t element = element_size(tower->weights_dtype);
+    size_t element = uform_dtype_bytes(tower->weights_dtype);
     size_t hidden = tower->hidden, texts = tokens;
     size_t bytes = 0;
     bytes += align_up(tokens * 4, VRAM_ALIGN) * 2 + align_up((texts + 1) * 4, VRAM_ALIGN); /* ids, positions, offsets */
@@ -84,7 +84,7 @@ static size_t chunk_bytes(void const *context, size_t tokens) {
 
 static vram_buffers_t buffers_at(vram_job_t const *job, vram_share_t const *share, CUdeviceptr base) {
     uform_text_tower_t const *tower = job->tower;
-    size_t element = element_size(tower->weights_dtype), hidden = tower->hidden, tokens = share->chunk_tokens;
+    size_t element = uform_dtype_bytes(tower->weights_dtype), hidden = tower->hidden, tokens = share->chunk_tokens;
     vram_buffers_t b;
     CUdeviceptr at = base;
 #define TAKE(field, bytes) (b.field = at, at += align_up((bytes), VRAM_ALIGN))
@@ -147,12 +147,12 @@ static vram_job_t *vram_job_new(uform_executor_t executor, struct uform_model_s 
     /* Features are every token's last hidden state: no CLS tail. */
     job->cls_tail = !embeddings->features &&
                     uform_forward_cls_tail(job->tower->pooling == uform_pooling_cls_k, job->tower->layers_count);
-    job->features_row_bytes = job->tower->hidden * element_size(embeddings->dtype);
+    job->features_row_bytes = job->tower->hidden * uform_dtype_bytes(embeddings->dtype);
     job->features_stride = uform_features_stride(embeddings, job->tower->context * job->tower->hidden);
     job->count = count, job->context = job->tower->context;
     job->out = *embeddings, job->statuses = statuses;
     job->dims = embeddings->dimensions ? embeddings->dimensions : job->tower->embedding_dimensions;
-    job->row_bytes = job->dims * element_size(embeddings->dtype);
+    job->row_bytes = job->dims * uform_dtype_bytes(embeddings->dtype);
     status = vram_bind_shares(executor, model, &job->shares, &job->shares_count, "uform_encode_texts");
     if (status != uform_status_ok_k) goto failed;
     *status_out = uform_status_ok_k;

@@ -97,7 +97,7 @@ static uform_status_t enqueue_cls_tail(vram_job_t *job, vram_share_t *share, vra
     uform_text_tower_t const *tower = job->tower;
     vram_copy_t *copy = share->copy;
     int hidden = (int)tower->hidden, first = 0;
-    size_t element = tower->weights_dtype == uform_dtype_f32_k ? 4 : 2;
+    size_t element = uform_dtype_bytes(tower->weights_dtype);
     CUdeviceptr xc = b->qkv, ctxc = b->qkv + share->chunk_tokens * (size_t)hidden * element;
     {
         void *arguments[] = {&xc, (void *)&b->x, (void *)&b->offsets, &hidden, &first};
@@ -257,7 +257,7 @@ uform_status_t text_vram_attention(uform_cuda_t const *cuda, vram_copy_t *copy, 
                                    CUdeviceptr context, CUdeviceptr qkv, CUdeviceptr offsets, size_t sequences,
                                    size_t longest, int heads, int head) {
     float scale = (float)(1.0 / sqrt((double)head));
-    size_t const element = element_size(dtype), optin = (size_t)copy->shared_optin;
+    size_t const element = uform_dtype_bytes(dtype), optin = (size_t)copy->shared_optin;
     int const ceiling = attention_ceiling();
     if (!sequences || !longest) return uform_status_ok_k;
     /* FlashAttention-2 style on mma.sync: warps of 16 query rows, up to 8 per head and block

@@ -14,6 +14,8 @@
 #ifndef UFORM_MODELS_TOWER_H
 #define UFORM_MODELS_TOWER_H
 
+#include "models/dtype.h"
+
 #include <uform.h>
 #include <stddef.h>
 #include <stdint.h>

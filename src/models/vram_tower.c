@@ -28,7 +28,7 @@ size_t vram_image_take(vram_image_t *image, size_t bytes) {
 }
 
 size_t vram_image_matrix(vram_image_t *image, uform_tensor_t const *tensor, size_t rows, size_t cols, uform_dtype_t dtype) {
-    size_t bytes = rows * cols * element_size(dtype);
+    size_t bytes = rows * cols * uform_dtype_bytes(dtype);
     size_t offset = vram_image_take(image, bytes);
     if (image->bytes && tensor && tensor->data) memcpy(image->bytes + offset, tensor->data, bytes);
     return offset;
@@ -44,14 +44,14 @@ void vram_image_vector_at(vram_image_t *image, size_t offset, uform_tensor_t con
 }
 
 size_t vram_image_vector(vram_image_t *image, uform_tensor_t const *tensor, size_t count, uform_dtype_t dtype) {
-    size_t offset = vram_image_take(image, count * element_size(dtype));
+    size_t offset = vram_image_take(image, count * uform_dtype_bytes(dtype));
     vram_image_vector_at(image, offset, tensor, count, dtype);
     return offset;
 }
 
 void vram_image_qkv(vram_image_t *image, uform_tensor_t const *const weights[3], uform_tensor_t const *const biases[3],
                     size_t width, uform_dtype_t dtype, CUdeviceptr *weight_at, CUdeviceptr *bias_at) {
-    size_t matrix = width * width * element_size(dtype), vector = width * element_size(dtype);
+    size_t matrix = width * width * uform_dtype_bytes(dtype), vector = width * uform_dtype_bytes(dtype);
     *weight_at = vram_image_take(image, 3 * matrix);
     *bias_at = vram_image_take(image, 3 * vector);
     for (size_t i = 0; i < 3; ++i) {

@@ -142,7 +142,6 @@ typedef struct vram_tower_t {
     } while (0)
 
 static inline size_t align_up(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
-static inline size_t element_size(uform_dtype_t dtype) { return dtype == uform_dtype_f32_k ? 4 : 2; }
 
 /* ---- Opening ---- */
 
