@@ -31,12 +31,12 @@
  *  alone from the second batch on. Where the embeddings go to that same terminal, each drawing ends
  *  its line, so that no row starts on the bar's line. Errors print the status name and the engine's
  *  message and exit 1, naming the first text (its index, and its line when read from standard
- *  input) or image file that failed, after the rows of the batches before it; usage errors exit 2.
+ *  input) or image file that failed, after the rows of the items before it; usage errors exit 2.
  *  `--output FILE` is written beside it under a temporary name and renamed over FILE only when
  *  every item was encoded, so a failure leaves FILE as it was, and so does SIGINT, SIGTERM or
  *  SIGHUP, which remove the temporary (a FILE that is not a regular file, such as /dev/stdout or a
- *  FIFO, or a symbolic link, is written in place); standard output is written batch by batch, so a
- *  failure leaves the batches before it there. A write that fails (a full disk, a reader gone from
+ *  FIFO, or a symbolic link, is written in place, a link's missing target created); standard output
+ *  is written batch by batch, so a failure leaves the rows of the items before it there. A write that fails (a full disk, a reader gone from
  *  a pipe) fails the run once that batch was written, naming the output, however long the input.
  *  An embedding that is not finite (weights that hold NaN) fails the run rather than print invalid
  *  JSON. `--output ""` is a usage error.
@@ -325,6 +325,7 @@ static int npy_begin(npy_rows_t *npy, FILE *out, size_t dims) {
 }
 
 static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t count, size_t dims) {
+    if (!count) return 1;
     if (npy->seekable) return fwrite(rows, sizeof(float) * dims, count, out) == count || !count;
     if (npy->spool) {
         errno = 0;
@@ -420,11 +421,12 @@ static int output_open(output_t *output, char const *path) {
     *output = (output_t){.file = stdout, .path = path};
     if (!path) return 1;
     struct stat info;
-    /* A symbolic link is written through (renaming over it would replace the link itself). */
+    /* A symbolic link is written through, its target created where missing (renaming over it would
+     * replace the link itself). */
     int link = lstat(path, &info) == 0 && S_ISLNK(info.st_mode);
     int exists = stat(path, &info) == 0;
-    if (exists && (link || !S_ISREG(info.st_mode))) {
-        if (S_ISDIR(info.st_mode)) {
+    if (link || (exists && !S_ISREG(info.st_mode))) {
+        if (exists && S_ISDIR(info.st_mode)) {
             fprintf(stderr, "uform encode: cannot write %s: Is a directory\n", path);
             return 0;
         }
@@ -648,7 +650,11 @@ static int batch_from_list(batch_t *batch, texts_t const *items, int images, siz
         }
         size_t size = 0;
         void *data = read_image_file(items->items[*next + i], &size);
-        if (!data) return -1; /* the images read so far are released with the batch */
+        if (!data && !i) return -1;
+        if (!data) { /* the images before it are encoded; the next batch fails reading it again */
+            count = i;
+            break;
+        }
         batch->images[i] = (uform_image_t){.data = data, .size = size};
         batch->count = i + 1, bytes += size;
     }
@@ -858,8 +864,15 @@ static void batch_report(run_t *run, batch_t *batch) {
             batch->first + batch->count - 1, uform_status_name(batch->outcome.status), batch->outcome.message);
 }
 
-/** Waits for a submitted batch and writes its rows; on a failed item prints the first (by index and
- *  line or file, with the engine's reason) and returns 0. */
+/** True where all `count` values are finite. */
+static int all_finite(float const *values, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+        if (!isfinite(values[i])) return 0;
+    return 1;
+}
+
+/** Waits for a submitted batch and writes its rows; on a failed item writes the rows of the items
+ *  before it, prints it (by index and line or file, with the engine's reason) and returns 0. */
 static int batch_finish(run_t *run, batch_t *batch) {
     uform_status_t status = uform_outcome_wait(&batch->outcome, -1);
     batch->in_flight = 0;
@@ -869,46 +882,17 @@ static int batch_finish(run_t *run, batch_t *batch) {
         return 0;
     }
     char name[PATH_MAX + 64];
-    size_t const dims = run->dims;
-    /* The first item that failed, with the engine's reason: the item again alone, without statuses,
-     * so that the engine says why. */
-    for (size_t i = 0; i < batch->count; ++i) {
-        if (batch->statuses[i] == uform_status_ok_k) continue;
-        progress_end();
-        item_name(name, sizeof name, run->images, run->items, batch->first + i, run->from_stdin);
-        uform_embeddings_t one = {.data = batch->rows, .dtype = uform_dtype_f32_k};
-        uform_status_t alone =
-            run->images ? uform_encode_images(run->executor, run->model, batch->images + i, 1, &one, NULL, NULL)
-                        : uform_model_tokenize(run->model, batch->texts[i],
-                                               batch->lengths ? batch->lengths[i] : strlen(batch->texts[i]), NULL, 0,
-                                               &(size_t){0});
-        char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
-        if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
-        fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(batch->statuses[i]), reason);
-        batch_release_images(batch);
-        return 0;
-    }
-    batch_release_images(batch);
+    size_t const dims = run->dims, item = run->tokens * run->hidden;
     float const *rows = batch->rows;
-    for (size_t i = 0; i < batch->count; ++i)
-        for (size_t j = 0; j < dims; ++j)
-            if (!isfinite(rows[i * dims + j])) {
-                progress_end();
-                item_name(name, sizeof name, run->images, run->items, batch->first + i, run->from_stdin);
-                fprintf(stderr, "uform encode: %s: the embedding is not finite (the model's weights hold NaN or "
-                                "infinity)\n", name);
-                return 0;
-            }
-    size_t const item = run->tokens * run->hidden;
-    for (size_t i = 0; item && i < batch->count; ++i) {
-        for (size_t v = 0; v < item; ++v)
-            if (!isfinite(batch->features[i * item + v])) {
-                progress_end();
-                item_name(name, sizeof name, run->images, run->items, batch->first + i, run->from_stdin);
-                fprintf(stderr, "uform encode: %s: the features are not finite (the model's weights hold NaN or "
-                                "infinity)\n", name);
-                return 0;
-            }
+    /* The items written: those before the first that failed or came out not finite. */
+    size_t good = 0;
+    char const *not_finite = NULL;
+    for (; good < batch->count && batch->statuses[good] == uform_status_ok_k; ++good) {
+        if (!all_finite(rows + good * dims, dims)) not_finite = "the embedding is";
+        else if (item && !all_finite(batch->features + good * item, item)) not_finite = "the features are";
+        if (not_finite) break;
+    }
+    for (size_t i = 0; item && i < good; ++i) {
         size_t tokens = run->tokens;
         if (!run->images && uform_model_tokenize(run->model, batch->texts[i],
                                                  batch->lengths ? batch->lengths[i] : strlen(batch->texts[i]), NULL, 0,
@@ -917,22 +901,42 @@ static int batch_finish(run_t *run, batch_t *batch) {
         batch->feature_rows[i] = tokens < run->tokens ? tokens : run->tokens;
     }
     errno = 0;
+    int written = 1;
     if (item) { /* the features instead of the rows */
-        if (run->jsonl) {
-            if (!write_json_features(run, batch->features, batch->feature_rows, batch->count)) return 0;
-        } else if (run->npy) {
-            if (!npy_append(run->npy, run->output, batch->features, batch->count, item)) return 0;
-        } else fwrite(batch->features, sizeof(float) * item, batch->count, run->output);
+        if (run->jsonl) written = write_json_features(run, batch->features, batch->feature_rows, good);
+        else if (run->npy) written = npy_append(run->npy, run->output, batch->features, good, item);
+        else fwrite(batch->features, sizeof(float) * item, good, run->output);
     }
-    else if (run->jsonl) write_json_rows(run, rows, batch->count);
-    else if (run->npy) {
-        if (!npy_append(run->npy, run->output, rows, batch->count, dims)) return 0;
-    }
-    else fwrite(rows, sizeof(float) * dims, batch->count, run->output);
-    run->done += batch->count;
+    else if (run->jsonl) write_json_rows(run, rows, good);
+    else if (run->npy) written = npy_append(run->npy, run->output, rows, good, dims);
+    else fwrite(rows, sizeof(float) * dims, good, run->output);
+    if (!written) return batch_release_images(batch), 0;
+    run->done += good;
     /* Each batch's rows as soon as they exist, for a reader at the other end of a pipe; a write that
      * failed (a full disk, a reader gone) ends the run here, not after the rest of the input. */
-    if (fflush(run->output) != 0 || ferror(run->output)) return output_failed(run->output_path, errno), 0;
+    if (fflush(run->output) != 0 || ferror(run->output))
+        return batch_release_images(batch), output_failed(run->output_path, errno), 0;
+    if (good < batch->count) {
+        progress_end();
+        item_name(name, sizeof name, run->images, run->items, batch->first + good, run->from_stdin);
+        if (not_finite) {
+            fprintf(stderr, "uform encode: %s: %s not finite (the model's weights hold NaN or infinity)\n", name,
+                    not_finite);
+            return batch_release_images(batch), 0;
+        }
+        /* The engine's reason: the item again alone, without statuses, so that the engine says why. */
+        uform_embeddings_t one = {.data = batch->rows, .dtype = uform_dtype_f32_k};
+        uform_status_t alone =
+            run->images ? uform_encode_images(run->executor, run->model, batch->images + good, 1, &one, NULL, NULL)
+                        : uform_model_tokenize(run->model, batch->texts[good],
+                                               batch->lengths ? batch->lengths[good] : strlen(batch->texts[good]), NULL,
+                                               0, &(size_t){0});
+        char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
+        if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
+        fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(batch->statuses[good]), reason);
+        return batch_release_images(batch), 0;
+    }
+    batch_release_images(batch);
     /* The bar: where the total is known, after every batch; else from the second batch on. */
     if (run->show && (run->total_known || *run->read > run->batch)) {
         progress(run->done, run->total > run->done ? run->total : run->done, run->total_known, 0);
