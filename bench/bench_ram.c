@@ -208,7 +208,7 @@ static void usage(FILE *out) {
           "  --threads LIST          thread counts, as \"1-4,8\" (default: 1 to all allowed cores)\n"
           "  --rounds N              fork-join rounds per repetition (default 100000)\n"
           "  --repetitions N         fork-join repetitions, median taken (default 7, at most 64)\n"
-          "  --bytes N[K|M|G]        bytes of floats the sum reads (default 256M; 0 skips the sum)\n"
+          "  --bytes N[K|M|G]        bytes of floats the sum reads (default 256M; 0 skips the sum, else 4 or more)\n"
           "  --sum-repetitions N     sum repetitions, median taken (default 10, at most 64)\n"
           "  --trials N              child processes per system and thread count, alternating the\n"
           "                          systems, median taken (default 1, at most 16)\n"
@@ -245,7 +245,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(option, "--join")) ok = bench_join_known(value), config.join = value;
         else if (!strcmp(option, "--rounds")) ok = strict_count(value, 1, (size_t)1 << 40, false, &config.rounds);
         else if (!strcmp(option, "--repetitions")) ok = strict_count(value, 1, 64, false, &config.repetitions);
-        else if (!strcmp(option, "--bytes")) ok = strict_count(value, 0, (size_t)1 << 40, true, &config.bytes);
+        else if (!strcmp(option, "--bytes")) /* 0 skips the sum; else at least one float */
+            ok = strict_count(value, 0, (size_t)1 << 40, true, &config.bytes) &&
+                 (config.bytes == 0 || config.bytes >= sizeof(float));
         else if (!strcmp(option, "--sum-repetitions")) ok = strict_count(value, 1, 64, false, &config.sum_repetitions);
         else if (!strcmp(option, "--trials")) ok = strict_count(value, 1, 16, false, &trials);
         else if (!strcmp(option, "--quick")) {

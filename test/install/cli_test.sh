@@ -84,6 +84,11 @@ options)
       grep -q -- "$option" "$tmp/err" || fail "bench $option '$value' did not name the option: $(cat "$tmp/err")"
     done
   done
+  # Fewer bytes than one float: no sum to read (it was reported as a failed allocation).
+  for value in 1 3; do
+    code=0; timeout 60 "$uform" bench --bytes "$value" >/dev/null 2>"$tmp/err" || code=$?
+    [[ $code == 2 ]] && grep -q -- "--bytes: '$value'" "$tmp/err" || fail "bench --bytes $value exited $code, not 2: $(head -1 "$tmp/err")"
+  done
   for value in 0 65 1-0 1,,2 , 3-; do
     code=0; timeout 60 "$uform" bench --repetitions "${value%%[-,]*}" --threads "$value" >/dev/null 2>&1 || code=$?
     [[ $code == 2 ]] || fail "bench --threads '$value' exited $code, not 2"
