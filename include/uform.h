@@ -177,13 +177,18 @@ typedef enum uform_status_t {
     uform_status_forked_k = 10,
     /** A call naming a residency (RAM or VRAM) met an executor of the other kind. */
     uform_status_residency_mismatch_k = 11,
-    /** A call asked for more device scratch than the executor's `scratch_limit` allows. The
-     *  executor stays usable. */
+    /** A bound was passed: a call asked for more device scratch than the executor's
+     *  `scratch_limit` allows (the executor stays usable), or an image's header promises more
+     *  pixels than a decoder takes (a decompression bomb), or resizing it would pass the largest
+     *  side. The message names the bound and the item. */
     uform_status_limit_exceeded_k = 12,
     /** A peer of a mesh died or aborted during a collective; the communicators were aborted. */
     uform_status_peer_lost_k = 13,
-    /** A file in a mesh directory is garbage, truncated, oversized, a symlink, of another format
-     *  version, or claims an index another process claims. The message names the file. */
+    /** Untrusted bytes are malformed: a model file (a truncated or inconsistent safetensors, a
+     *  config or tokenizer that is not what its layout requires), an image that does not decode,
+     *  or a file in a mesh directory that is garbage, truncated, oversized, a symlink, of another
+     *  format version, or claims an index another process claims. The message names the file, or
+     *  the item. */
     uform_status_corrupt_file_k = 14,
     /** An outcome that has not finished yet; returned only by `uform_outcome_poll` and
      *  `uform_outcome_wait`, never stored as a finished outcome's status. */
@@ -1087,7 +1092,8 @@ typedef struct uform_model_description_t {
  *  Fails with INVALID_ARGUMENT for NULL pointers, an unknown modality, residency or dtype, or
  *  ANY residency; CORRUPT_FILE naming the file and the tensor or key for a truncated or lying
  *  safetensors file, malformed JSON, a missing tensor or one of the wrong shape; UNSUPPORTED for a
- *  layout, activation, dtype or tokenizer model the engine does not run; SYSTEM_ERROR for a file
+ *  layout, activation, dtype or tokenizer model the engine does not run, or the image modality of a
+ *  model without an image tower (a `config.json` without `image_encoder`); SYSTEM_ERROR for a file
  *  that cannot be opened or mapped; OUT_OF_MEMORY.
  *
  *  VRAM residency (text and image towers): the tower is read exactly as for RAM, then one copy of

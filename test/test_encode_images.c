@@ -837,7 +837,9 @@ static void test_loader(void) {
                      "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
     expect_open(directory, uform_status_corrupt_file_k, ": 'matryoshka_dims' must hold integers in [1, 32]");
     write_text(path, "{\"text_encoder\": {}}");
-    expect_open(directory, uform_status_corrupt_file_k, "missing key 'image_encoder'");
+    expect_open(directory, uform_status_unsupported_k, "missing key 'image_encoder': the model has no image tower");
+    write_text(path, "[1, 2]");
+    expect_open(directory, uform_status_corrupt_file_k, "config.json: not a JSON object");
     write_text(path, "{\"image_encoder\": {\"dim\": 64}}");
     expect_open(directory, uform_status_corrupt_file_k, "missing key 'image_encoder.patch_size'");
     snprintf(config, sizeof config, "{\"image_encoder\": {%s, \"pooling\": \"cls\"}}", base);

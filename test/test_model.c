@@ -127,8 +127,8 @@ static void test_arguments(void) {
     }
     /* The image tower of a text-only directory: its config has no image_encoder section. */
     bad = options, bad.modality = uform_modality_image_k;
-    CHECK_STATUS(uform_model_open(&bad, &model), uform_status_corrupt_file_k);
-    CHECK_MESSAGE("missing key 'image_encoder'");
+    CHECK_STATUS(uform_model_open(&bad, &model), uform_status_unsupported_k);
+    CHECK_MESSAGE("missing key 'image_encoder': the model has no image tower");
     uform_ram_options_t ram = {.memory_domains = NULL, .memory_domains_count = 1};
     bad = options, bad.ram = &ram;
     CHECK_STATUS(uform_model_open(&bad, &model), uform_status_invalid_argument_k);

@@ -67,9 +67,11 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
     cJSON const *root = (cJSON const *)root_;
     memset(config, 0, sizeof(*config));
     cJSON const *image = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "image_encoder") : NULL;
-    if (!image)
-        return uform_fail(uform_status_corrupt_file_k, "%s: missing key 'image_encoder' (not a UForm3 model with an image tower)",
-                          label);
+    if (!cJSON_IsObject(root))
+        return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object (a UForm3 config.json is one)", label);
+    if (!image) /* a readable config of a model without an image tower: a text-only model */
+        return uform_fail(uform_status_unsupported_k,
+                          "%s: missing key 'image_encoder': the model has no image tower (a text-only model?)", label);
     if (!cJSON_IsObject(image)) return uform_fail(uform_status_corrupt_file_k, "%s: 'image_encoder' must be an object", label);
     uform_status_t status;
 #define TRY(expression)                                                                                                \
