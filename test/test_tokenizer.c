@@ -277,6 +277,15 @@ static void test_errors(void) {
     CHECK_STATUS(open_json_text(minilm, 0, &tokenizer), uform_status_corrupt_file_k);
     CHECK_MESSAGE("malformed JSON near byte 0");
     free(minilm);
+    /* Past cJSON's nesting limit: named as such (as configs are), not as "malformed". */
+    size_t const depth = 5000;
+    char *deep = malloc(2 * depth + 1);
+    CHECK(deep != NULL);
+    memset(deep, '[', depth), memset(deep + depth, ']', depth), deep[2 * depth] = '\0';
+    CHECK_STATUS(open_json_text(deep, 2 * depth, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("tokenizer.json: JSON nested deeper than 1000 levels, at byte");
+    CHECK(tokenizer == NULL);
+    free(deep);
     // Well-formed but wrong.
     struct {
         char const *json, *message;

@@ -157,6 +157,37 @@ class Images(unittest.TestCase):
         self.assertTrue(rows_close(rows[1], self.model.encode_images(self.executor, pixels[::-1])[0]))
 
     @unittest.skipIf(np is None, "NumPy is needed")
+    def test_a_broadcast_view_is_copied_only_within_the_decoders_pixel_cap(self):
+        pixel = np.zeros((1, 1, 3), np.uint8)
+        huge = np.broadcast_to(pixel, (20000, 20000, 3))  # 3 bytes behind 1.2 GB of view
+        with self.assertRaises(uform.Error) as caught:
+            self.model.encode_images(self.executor, [self.bytes[0], huge])
+        self.assertEqual(caught.exception.kind, uform.Status.LIMIT_EXCEEDED)
+        self.assertEqual(caught.exception.message,
+                         "image 1: a NumPy image of shape (20000, 20000, 3) would be copied for C to read (its rows "
+                         "are not contiguous and ascending), and 400000000 pixels pass the 178956970 that decoded "
+                         "images may have; pass a C-contiguous array")
+        small = np.broadcast_to(pixel, (300, 400, 3))  # within the cap: copied and encoded
+        self.assertEqual(list(self.model.encode_images(self.executor, small)[0]),
+                         list(self.model.encode_images(self.executor, np.zeros((300, 400, 3), np.uint8))[0]))
+
+    def test_mappings_and_sets_of_images_are_refused(self):
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_images(self.executor, {"images": self.bytes})
+        self.assertEqual(str(caught.exception), "images must be a sequence, not a dict, whose iteration gives its keys "
+                                                "(a processor's output? pass its 'texts' or 'images')")
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_images(self.executor, set(self.paths))
+        self.assertEqual(str(caught.exception), "images must be a sequence, not a set, whose order is arbitrary; "
+                                                "pass a list")
+
+    @unittest.skipIf(np is None or Image is None, "NumPy and PIL are needed")
+    def test_an_empty_pil_image_is_named_as_one(self):
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            self.model.encode_images(self.executor, [self.bytes[0], Image.new("RGB", (0, 0))])
+        self.assertEqual(caught.exception.message, "image 1: a PIL image of shape (0, 0, 3) has zero width")
+
+    @unittest.skipIf(np is None, "NumPy is needed")
     def test_numpy_shapes_c_cannot_take_are_named(self):
         for shape, side in (((10, 0, 3), "width"), ((0, 10, 3), "height")):
             with self.assertRaises(uform.InvalidArgumentError) as caught:

@@ -216,6 +216,18 @@ class MiniLM(unittest.TestCase):
             self.model.tokenize(5)
         self.assertEqual(str(caught.exception),
                          "text must be a str or bytes-like (bytes, bytearray, memoryview), not int")
+        # A mapping would be its keys, a set in arbitrary order: both refused, not encoded silently.
+        processed = uform.models.TextProcessor(self.model)(["a cat", "a dog"])
+        with self.assertRaises(TypeError) as caught:
+            self.model.encode_texts(None, processed)
+        self.assertEqual(str(caught.exception), "texts must be a sequence, not a dict, whose iteration gives its keys "
+                                                "(a processor's output? pass its 'texts' or 'images')")
+        self.assertEqual(len(self.model.encode_texts(None, processed["texts"])), 2)
+        for unordered in ({"a cat", "a dog"}, frozenset({"a cat"})):
+            with self.assertRaises(TypeError) as caught:
+                self.model.encode_texts(None, unordered)
+            self.assertEqual(str(caught.exception), f"texts must be a sequence, not a {type(unordered).__name__}, "
+                                                    "whose order is arbitrary; pass a list")
 
     def test_one_bytes_like_is_one_text(self):
         expected = self.model.encode_texts(None, "hi there")

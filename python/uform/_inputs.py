@@ -9,6 +9,7 @@ import ctypes
 import io
 import os
 import stat
+from collections.abc import Mapping
 
 from ._codes import DType, Status, _enum
 from ._errors import Error
@@ -25,6 +26,10 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 #: The largest image file read from a path: the CLI's cap (tools/encode.c, ENCODE_IMAGE_MAX_BYTES).
 _IMAGE_FILE_MAX_BYTES = 1 << 30
+
+#: The most pixels of a NumPy image copied for C to read: the decoders' cap on a decoded image
+#: (src/image/image.h, UFORM_IMAGE_DEFAULT_MAX_PIXELS, twice PIL's MAX_IMAGE_PIXELS).
+_COPIED_IMAGE_MAX_PIXELS = 178956970
 
 #: What a path that is not a regular file names, for the refusal.
 _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -65,10 +70,20 @@ def _model_path(path) -> bytes:
     return encoded
 
 
+def _refuse_unordered(items, name: str) -> None:
+    """A mapping would give its keys and a set an arbitrary order, both silently: `TypeError`."""
+    if isinstance(items, Mapping):
+        hint = " (a processor's output? pass its 'texts' or 'images')" if {"texts", "images"} & set(items) else ""
+        raise TypeError(f"{name} must be a sequence, not a {type(items).__name__}, whose iteration gives its keys{hint}")
+    if isinstance(items, (set, frozenset)):
+        raise TypeError(f"{name} must be a sequence, not a {type(items).__name__}, whose order is arbitrary; pass a list")
+
+
 def _text_list(texts) -> list:
     """One text (a ``str`` or bytes-like) as a list of one, or a sequence of texts as a list."""
     if isinstance(texts, (str, *_BYTES_LIKE)):
         return [texts]
+    _refuse_unordered(texts, "texts")
     try:
         return list(texts)
     except TypeError:
@@ -102,6 +117,7 @@ def _image_list(images) -> list:
     array of another rank or dtype is INVALID_ARGUMENT, naming its shape."""
     if _is_single_image(images):
         return [images]
+    _refuse_unordered(images, "images")
     if (_np is not None and isinstance(images, _np.ndarray) and images.ndim != 4
             and not (images.ndim == 1 and images.dtype == object)):
         raise Error(Status.INVALID_ARGUMENT,
@@ -153,7 +169,9 @@ def _image_file(path, index: int) -> bytes:
 def _image_fields(image, keep: list, index: int) -> tuple:
     """The fields of one `uform_image_t` (data, size, width, height, stride) for a supported
     Python image (``images[index]``); what ``data`` points to goes to ``keep``."""
+    kind = "a NumPy image"
     if _is_pil(image):
+        kind = "a PIL image"
         if image.mode == "RGB" and _np is not None:
             image = _np.asarray(image)
         else:
@@ -176,8 +194,15 @@ def _image_fields(image, keep: list, index: int) -> tuple:
         height, width = image.shape[0], image.shape[1]
         if not width or not height:
             side = "width" if not width else "height"
-            raise Error(Status.INVALID_ARGUMENT, f"image {index}: a NumPy image of shape {image.shape} has zero {side}")
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: {kind} of shape {image.shape} has zero {side}")
         if not _rows_as_c_reads(image):
+            # A copy C can read; capped as decoded images are, so that a broadcast view of a few
+            # bytes cannot make it allocate gigabytes.
+            if height * width > _COPIED_IMAGE_MAX_PIXELS:
+                raise Error(Status.LIMIT_EXCEEDED,
+                            f"image {index}: {kind} of shape {image.shape} would be copied for C to read (its rows "
+                            f"are not contiguous and ascending), and {height * width} pixels pass the "
+                            f"{_COPIED_IMAGE_MAX_PIXELS} that decoded images may have; pass a C-contiguous array")
             image = _np.ascontiguousarray(image)
         keep.append(image)
         stride = image.strides[0] if height > 1 else 3 * width

@@ -71,6 +71,10 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
     cJSON *root = cJSON_ParseWithLengthOpts(data, size, &end, false);
     if (!root) {
         size_t at = end && end >= data && end <= data + size ? (size_t)(end - data) : size;
+        /* cJSON stops at CJSON_NESTING_LIMIT levels: say so rather than "malformed", as configs do. */
+        if (uform_json_scan(data, size, at < size ? at + 1 : size).max_depth >= CJSON_NESTING_LIMIT)
+            return uform_fail(uform_status_corrupt_file_k, "%s: JSON nested deeper than %d levels, at byte %zu",
+                              loader->file, CJSON_NESTING_LIMIT, at);
         return uform_fail(uform_status_corrupt_file_k, "%s: malformed JSON near byte %zu", loader->file, at);
     }
     /* cJSON ends a string at a U+0000 it decodes, so "a\u0000b" would read as the piece "a"; HF keeps
