@@ -838,8 +838,11 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_outcome_poll(uform_outcome_t *out
  *  in the parent only), so even a wait without a timeout returns at once. A wait (any non-zero
  *  timeout) on a pool executor's pending call from a thread that holds its ForkUnion pool
  *  (`uform_pool_lock`) or runs one of the pool's tasks returns CONTENDED at once: the call cannot run
- *  until that thread lets the pool go. The outcome stays pending and must stay valid until it
- *  finishes; wait for it after leaving the pool.
+ *  until that thread lets the pool go. Likewise a wait from inside a callback of a RAM or pool
+ *  executor on one of that executor's own pending calls (the running call's, or one queued behind
+ *  it): CONTENDED at once, since the executor finishes them only after the callback returns. The
+ *  outcome stays pending and must stay valid until it finishes; wait for it after leaving the pool
+ *  or the callback.
  *
  *  @code{.c}
  *  uform_status_t status = uform_outcome_wait(&outcome, 0.5);  // PENDING after half a second

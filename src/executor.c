@@ -255,6 +255,13 @@ uform_status_t uform_outcome_wait(uform_outcome_t *outcome, double timeout_secon
     if (executor && timeout_seconds != 0) {
         uform_status_t const pool = uform_check_pool(executor, "uform_outcome_wait");
         if (UFORM_UNLIKELY(pool != uform_status_ok_k)) return pool;
+        // A host executor runs one call at a time and finishes its outcome after the round: from inside
+        // one of its callbacks, any of its pending calls (this one, or one queued behind it) waits on
+        // that callback. (A VRAM executor's pending calls were enqueued already: they do finish.)
+        if (UFORM_UNLIKELY(uform_current_executor == executor && !executor->backend->poll))
+            return uform_fail(uform_status_contended_k,
+                              "uform_outcome_wait: called from inside a callback of the executor that runs this call, "
+                              "which cannot finish before that callback returns; wait for it after the callback");
     }
     if (executor && executor->backend->poll) {
         uform_status_t status = executor->backend->poll(executor, outcome, timeout_seconds);

@@ -408,6 +408,49 @@ static void test_reentry(uform_executor_t executor) {
     CHECK(reentry.drain_status == uform_status_contended_k);
 }
 
+/* A callback waiting on its executor's own pending calls: its own call's outcome and one queued
+ * behind it, neither of which can finish before it returns. CONTENDED at once, whatever the
+ * timeout; a poll still says PENDING; both finish once the callback returns. */
+typedef struct self_wait_t {
+    uform_outcome_t first, second;
+    atomic_int second_queued, second_ran;
+    uform_status_t own_forever, own_timed, later_forever, later_timed, later_poll;
+    char message[256];
+} self_wait_t;
+
+static void wait_on_self(void *context, size_t task, size_t thread, size_t domain) {
+    self_wait_t *wait = context;
+    (void)task, (void)domain;
+    if (thread != 0) return;
+    while (!atomic_load(&wait->second_queued)) sched_yield();
+    wait->own_forever = uform_outcome_wait(&wait->first, -1);
+    wait->own_timed = uform_outcome_wait(&wait->first, 0.01);
+    wait->later_forever = uform_outcome_wait(&wait->second, -1);
+    snprintf(wait->message, sizeof(wait->message), "%s", uform_error_message());
+    wait->later_timed = uform_outcome_wait(&wait->second, 5.0);
+    wait->later_poll = uform_outcome_poll(&wait->second);
+}
+
+static void count_later(void *context, size_t task, size_t thread, size_t domain) {
+    (void)task, (void)thread, (void)domain;
+    atomic_fetch_add(&((self_wait_t *)context)->second_ran, 1);
+}
+
+static void test_wait_on_self(uform_executor_t executor) {
+    static self_wait_t wait;
+    memset(&wait, 0, sizeof wait);
+    uform_call_t waiting = {.schedule = uform_schedule_threads_k, .task = wait_on_self, .context = &wait};
+    uform_call_t later = {.tasks = 1, .task = count_later, .context = &wait};
+    CHECK_STATUS(uform_executor_call(executor, &waiting, &wait.first), uform_status_ok_k);
+    CHECK_STATUS(uform_executor_call(executor, &later, &wait.second), uform_status_ok_k);
+    atomic_store(&wait.second_queued, 1);
+    CHECK_STATUS(uform_outcome_wait(&wait.first, -1), uform_status_ok_k);
+    CHECK_STATUS(uform_outcome_wait(&wait.second, -1), uform_status_ok_k);
+    CHECK(wait.own_forever == uform_status_contended_k && wait.own_timed == uform_status_contended_k);
+    CHECK(wait.later_forever == uform_status_contended_k && wait.later_timed == uform_status_contended_k);
+    CHECK(wait.later_poll == uform_status_pending_k && atomic_load(&wait.second_ran) == 1);
+    CHECK(strstr(wait.message, "uform_outcome_wait: called from inside a callback of the executor that runs this call") != NULL);
+}
 
 /** Executors made and freed back to back, idle or with a deferred call in flight: a wake-up lost
  *  between a thread's last look and its sleep would hang a free here. */
@@ -460,6 +503,7 @@ int main(void) {
             test_drain_waits(executor);
             test_drain_waits_for_blocking(executor);
             test_reentry(executor);
+            test_wait_on_self(executor);
             CHECK_STATUS(uform_executor_drain(executor, uform_mood_spinning_k), uform_status_ok_k);
             test_schedules(executor, count);
             test_submission_order(executor);

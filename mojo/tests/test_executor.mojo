@@ -354,5 +354,54 @@ def test_deferred_full_and_pending_outcome() raises:
         expect_error(Status.PENDING, "no call was handed this outcome", e)
 
 
+# -- a task waiting on its own executor's pending calls --
+
+struct SelfWait(Movable):
+    var later: Optional[Outcome]
+    var queued: Atomic[Int64]
+    var forever: Atomic[Int64]
+    var timed: Atomic[Int64]
+    var polled: Atomic[Int64]
+    var dropped: Atomic[Int64]
+
+    def __init__(out self):
+        self.later = None
+        self.queued = Atomic[Int64](0)
+        self.forever = Atomic[Int64](-1)
+        self.timed = Atomic[Int64](-1)
+        self.polled = Atomic[Int64](-1)
+        self.dropped = Atomic[Int64](0)
+
+
+def wait_on_later(context: Int, task: Int, thread: Int, domain: Int):
+    """Waits on a call queued behind this one on the same executor, then drops its outcome here."""
+    var box = Pointer[SelfWait, MutAnyOrigin](unsafe_from_address=context)
+    while box[].queued.load() == 0:  # until the test stored the later call's outcome
+        _ = external_call["sched_yield", c_int]()
+    box[].forever.store(Int64(Int(box[].later.value().wait().code)))
+    box[].timed.store(Int64(Int(box[].later.value().wait(5.0).code)))
+    box[].polled.store(Int64(Int(box[].later.value().poll().code)))
+    var taken = box[].later.take()  # dropped inside the task: abandoned, not waited on forever
+    _ = taken^
+    box[].dropped.store(1)
+
+
+def test_waiting_inside_a_task_on_its_own_executor() raises:
+    """The later call cannot start before this task returns: CONTENDED at once (it waited forever)."""
+    var library = Library()
+    var threads = Executor.for_ram(library, threads=1)
+    var box = SelfWait()
+    var first = threads.call_deferred[wait_on_later](1, Int(Pointer(to=box)))
+    box.later = threads.for_n_deferred[noop](1)
+    box.queued.store(1)
+    first.result()
+    assert_equal(Int(box.forever.load()), Int(Status.CONTENDED.code))
+    assert_equal(Int(box.timed.load()), Int(Status.CONTENDED.code))
+    assert_equal(Int(box.polled.load()), Int(Status.PENDING.code))
+    assert_equal(Int(box.dropped.load()), 1)
+    threads.drain()  # the abandoned call ran once the task returned
+    threads.for_n[noop](2)
+
+
 def main() raises:
     TestSuite.discover_tests[__functions_in_module()]().run()

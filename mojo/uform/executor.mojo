@@ -133,9 +133,10 @@ struct Outcome(Movable):
     executor, which is freed only after its outcomes; dropping an outcome whose call is still
     running first waits for the call, so the engine never writes into freed memory.
 
-    The one exception is dropping it inside the ForkUnion pool its call needs (in a task of that
-    pool, or while holding it), where that wait could never end: the call is abandoned, still to
-    run once the pool is free, and its memory and executor are kept, never freed.
+    The one exception is dropping it where that wait could never end: inside the ForkUnion pool its
+    call needs (in a task of that pool, or while holding it), or inside a task of its own RAM or pool
+    executor (which runs the call only after that task). The call is abandoned, still to run once
+    the pool or the task lets go, and its memory and executor are kept, never freed.
     """
 
     var library: Library
@@ -166,7 +167,8 @@ struct Outcome(Movable):
             if self._submitted:  # the engine may still write it: wait until it no longer does
                 var status = self.library._handle[].call["uform_outcome_wait", c_int](self.address, Float64(-1))
                 # CONTENDED with the call still pending: this thread runs a task of (or holds) the
-                # ForkUnion pool the call needs, so no wait here can end (uform.h). The engine writes
+                # ForkUnion pool the call needs, or a task of the call's own host executor, so no
+                # wait here can end (uform.h). The engine writes
                 # this memory once the call runs, and freeing the executor would wait for the call
                 # the same way: abandon both. The executor's reference moves into the outcome's own
                 # memory, past the uform_outcome_t, where no destructor ever reaches it.
@@ -197,9 +199,10 @@ struct Outcome(Movable):
         """Waits up to `timeout_seconds` (negative: until it finishes). Calls `uform_outcome_wait`.
 
         Inside the ForkUnion pool a pool executor's call needs (in one of the pool's tasks, or
-        holding it), any wait but a zero one returns `Status.CONTENDED` at once while the call is
-        pending, since it cannot run until this thread lets the pool go; `poll()` still says
-        `Status.PENDING` then. Wait for it after leaving the pool.
+        holding it), or inside a task of the call's own RAM or pool executor, any wait but a zero
+        one returns `Status.CONTENDED` at once while the call is pending, since it cannot run until
+        this thread lets the pool or the task go; `poll()` still says `Status.PENDING` then. Wait
+        for it after leaving the pool or the task.
 
         Args:
             timeout_seconds: The longest wait; negative waits forever.
@@ -207,7 +210,7 @@ struct Outcome(Movable):
         Returns:
             The call's status, or `Status.PENDING` when it is still running (or was never
             submitted, which no wait would change), or `Status.CONTENDED` at once, the call still
-            pending, when waited for inside the pool it needs.
+            pending, when waited for inside the pool it needs or a task of its own executor.
         """
         if not self._submitted:
             return Status.PENDING

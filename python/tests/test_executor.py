@@ -378,6 +378,30 @@ class TestDeferred(unittest.TestCase):
             self.assertTrue(outcome.wait(WAIT))
             self.assertIs(outcome.status, Status.OK)
 
+    def test_waiting_inside_a_task_on_a_later_call_of_its_executor_is_contended(self):
+        # The later call runs only after this task: ContendedError at once (it waited forever), the
+        # call still pending; it runs once the task returns.
+        executor = two_threads(self)
+        self.addCleanup(executor.close)
+        queued, seen, ran = threading.Event(), {}, []
+        def waiter(index, thread, domain):
+            queued.wait(30)
+            try:
+                seen["later"].wait()
+            except uform.ContendedError as error:
+                seen["error"] = str(error)
+            seen["done"] = seen["later"].done()
+        first = executor.for_n(1, waiter, defer=True)
+        seen["later"] = executor.for_n(1, lambda index, thread, domain: ran.append(index), defer=True)
+        queued.set()
+        self.assertTrue(first.wait(30))
+        self.assertEqual(seen["error"], "CONTENDED: uform_outcome_wait: called from inside a callback of the executor "
+                                        "that runs this call, which cannot finish before that callback returns; wait "
+                                        "for it after the callback")
+        self.assertFalse(seen["done"])
+        self.assertTrue(seen["later"].wait(30))
+        self.assertEqual(ran, [0])
+
     def test_calls_run_in_submission_order(self):
         with some_threads() as executor:
             order = []

@@ -249,7 +249,8 @@ class Outcome:
                     slice_ = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
                     status = native.uform_outcome_wait(pointer, slice_)
                     if status == Status.CONTENDED:
-                        # Waiting from inside the ForkUnion pool the call needs: it is still pending
+                        # Waiting from inside the ForkUnion pool the call needs, or from a task of
+                        # the call's own host executor, which runs it only after that task: it is still pending
                         # (its buffers stay with the executor), so raise without settling it. (A call
                         # refused with CONTENDED has finished: it settles below.)
                         message = _message(native)
