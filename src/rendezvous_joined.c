@@ -265,7 +265,8 @@ uform_status_t uform_rendezvous_check_options(uform_mesh_options_t const *option
                           options->gpus_per_multimem_domain, (uint64_t)SPAN_LIMIT);
     if (!isfinite(options->timeout_seconds) || options->timeout_seconds < 0)
         return uform_fail(uform_status_invalid_argument_k,
-                          "uform_mesh_options_t::timeout_seconds must be zero (120 s) or positive, not %g",
+                          "uform_mesh_options_t::timeout_seconds must be zero (120 s) or a finite positive number of "
+                          "seconds, not %g",
                           options->timeout_seconds);
     if (options->host_domain_count <= 1) return uform_status_ok_k;
     if (!options->directory || !options->directory[0])

@@ -35,6 +35,9 @@ static void test_options(void) {
     CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
     options.timeout_seconds = NAN;
     CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    options.timeout_seconds = INFINITY; // a bounded join: infinity is refused, and said to be
+    CHECK_STATUS(uform_rendezvous_check_options(&options), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("timeout_seconds must be zero (120 s) or a finite positive number of seconds, not inf");
     // No peers: no directory needed.
     uform_mesh_options_t alone = {.host_domain_count = 1};
     CHECK_STATUS(uform_rendezvous_check_options(&alone), uform_status_ok_k);
