@@ -224,7 +224,7 @@ struct Outcome(Movable):
         Returns:
             The message.
         """
-        if self.poll() == Status.PENDING:
+        if self.address == 0 or self.poll() == Status.PENDING:
             return String()
         var text = Pointer[c_char, ImmUntrackedOrigin](unsafe_from_address=self.address + _OUTCOME_MESSAGE_OFFSET)
         return String(unsafe_from_utf8_ptr=text)

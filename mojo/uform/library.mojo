@@ -66,8 +66,9 @@ struct Library(Copyable, Movable):
                 places.append(String(directory[byte=:slash], "/libuform.so"))
             places.append(String("libuform.so.", ABI_MAJOR))
             places.append(String("libuform.so"))
+            var state = String("empty") if getenv(LIBRARY_VARIABLE, "unset") == "" else String("unset")
             origin = String(
-                "$", LIBRARY_VARIABLE, " (unset), next to the package (", directory,
+                "$", LIBRARY_VARIABLE, " (", state, "), next to the package (", directory,
                 " and its parent) and the dynamic linker's search path",
             )
         var tried = String()

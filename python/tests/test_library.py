@@ -72,6 +72,10 @@ class TestLoading(unittest.TestCase):
         self.assertIn("package directory", message)
         self.assertIn("libuform.so.0", message)
         self.assertIn("find_library", message)
+        # Set but empty: said so, not "unset".
+        result = self.run_python(code.replace("os.environ.pop('UFORM_LIBRARY', None)", "os.environ['UFORM_LIBRARY'] = ''"),
+                                 LD_LIBRARY_PATH="/nonexistent")
+        self.assertIn("$UFORM_LIBRARY (empty)", result.stdout)
 
     def test_loading_twice_maps_one_copy(self):
         first = _support.library()

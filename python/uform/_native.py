@@ -310,8 +310,9 @@ def load(explicit: str | None = None) -> Native:
     elif os.environ.get(LIBRARY_VARIABLE):
         origin = f"${LIBRARY_VARIABLE}"
     else:
+        state = "empty" if LIBRARY_VARIABLE in os.environ else "unset"
         origin = (
-            f"${LIBRARY_VARIABLE} (unset), the package directory "
+            f"${LIBRARY_VARIABLE} ({state}), the package directory "
             f"{os.path.dirname(os.path.abspath(__file__))}, ctypes.util.find_library('uform'), "
             "and the dynamic linker's search path"
         )
