@@ -163,7 +163,11 @@ struct Mesh(Movable):
 
         Raises:
             Error: With `CONFIG_MISMATCH` when peers disagree, or `UNSUPPORTED` in a build without
-                the trainer; `INVALID_ARGUMENT` for an executor that is not a VRAM one.
+                the trainer (or without NCCL); `INVALID_ARGUMENT` for an executor that is not a VRAM
+                one or options out of range (a job name with `/` or `..`, an infinite or negative
+                timeout); `TIMEOUT` naming the peers that never came (a missing directory too);
+                `PEER_LOST` for a peer that died; `CORRUPT_FILE` for a hostile file in the job's
+                directory; `SYSTEM_ERROR` where the directory cannot be used (a file, say).
         """
         var arguments = _MeshOptionsArguments()
         arguments.host_domain_index = _size(options.host_domain_index, "host_domain_index")
