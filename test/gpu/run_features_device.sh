@@ -12,7 +12,7 @@
 # build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's tokenizer.json alone: the text towers tokenise the
 # committed sentences with it; the model's weights exceed what a run may carry). Logs in
 # build-device/session-logs/features. With the argument `bench`, only the timings; with `quick`,
-# only the tests (a short call: the benchmarks' targets are still built). Where
+# only the tests (a short call: the benchmarks are not built). Where
 # build-gpu/baseline holds another tree (`git archive REV | tar -x -C build-gpu/baseline`, carried),
 # it is built into build-device-baseline and timed beside this one, case by case.
 set -uo pipefail
@@ -30,9 +30,10 @@ note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
 CONFIGURE=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUFORM_WITH_CUDA=ON
     -DUFORM_MINILM_DIR="$ROOT/build-gpu/minilm-tokenizer")
 unpack_deps "$ROOT/build-gpu/device-deps" "$BUILD"
+TARGETS=(test_encode_models test_encode_images_gpu make_text_tower test_vram_tower)
+[[ ${1:-} == quick ]] || TARGETS+=(bench_text_gpu bench_image_gpu)
 step configure "$LOGS/build.log" required cmake -S "$ROOT" -B "$BUILD" "${CONFIGURE[@]}" &&
-    step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target test_encode_models \
-        test_encode_images_gpu make_text_tower bench_text_gpu bench_image_gpu test_vram_tower ||
+    step compile "$LOGS/build.log" required cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}" ||
     { tail -30 "$LOGS/build.log"; exit 1; }
 if [[ ${1:-} != bench ]]; then
 step ctest "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure \
