@@ -630,10 +630,11 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_pool_unlock(void *fu_pool);
  *  and decode images in waves while the devices run the wave before; idle, they park.
  *
  *  Arguments are checked before the driver is looked at, so messages are the same with and without
- *  GPUs: INVALID_ARGUMENT for a negative, out-of-range or repeated ordinal, a class out of range,
- *  `deferred_limit` above 2^20; UNSUPPORTED for non-NULL `streams`. Then UNSUPPORTED without a
- *  driver or device (the message says which), for a class above a device's, or in a child forked
- *  after the driver was initialised.
+ *  GPUs: INVALID_ARGUMENT for a negative or repeated ordinal, a class out of range, `deferred_limit`
+ *  above 2^20; UNSUPPORTED for non-NULL `streams`. Then UNSUPPORTED without a driver or device (the
+ *  message says which), for a class above a device's, or in a child forked after the driver was
+ *  initialised; INVALID_ARGUMENT for an ordinal past the machine's GPUs, which only the driver
+ *  can count.
  *
  *  @code{.c}
  *  static uform_status_t enqueue(void *context, uform_device_slot_t const *slot) {

@@ -163,6 +163,17 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     if (options->vram && !options->vram->devices && options->vram->devices_count)
         return uform_fail(uform_status_invalid_argument_k, "vram.devices is NULL with a count of %zu",
                           options->vram->devices_count);
+    /* What needs no driver to judge, before any file is read: negative and repeated ordinals (an
+     * ordinal past the machine's GPUs is judged once the driver counts them). */
+    for (size_t i = 0; options->residency == uform_residency_vram_k && options->vram && i < options->vram->devices_count; ++i) {
+        if (options->vram->devices[i] < 0)
+            return uform_fail(uform_status_invalid_argument_k, "vram.devices[%zu] is %d; ordinals are 0 or more", i,
+                              (int)options->vram->devices[i]);
+        for (size_t j = 0; j < i; ++j)
+            if (options->vram->devices[j] == options->vram->devices[i])
+                return uform_fail(uform_status_invalid_argument_k, "vram.devices names device %d twice",
+                                  (int)options->vram->devices[i]);
+    }
     if (options->modality == uform_modality_image_k) {
         struct uform_model_s *image = calloc(1, sizeof(struct uform_model_s));
         if (!image) return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
