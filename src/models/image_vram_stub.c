@@ -5,12 +5,12 @@
  */
 #include "models/image_vram.h"
 
+#include "cuda_driver.h" // `UFORM_NO_GPU_REASON`
 #include "internal.h"
 
 uform_status_t uform_image_vram_open(struct uform_model_s *model, uform_vram_options_t const *vram) {
     (void)model, (void)vram;
-    return uform_fail(uform_status_unsupported_k,
-                      "uform_model_open: VRAM residency needs a GPU: this build has none (UFORM_WITH_CUDA was off)");
+    return uform_fail(uform_status_unsupported_k, "uform_model_open: VRAM residency needs a GPU: %s", UFORM_NO_GPU_REASON);
 }
 
 uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_model_s const *model,

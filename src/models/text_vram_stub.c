@@ -5,6 +5,7 @@
  */
 #include "models/text_vram.h"
 
+#include "cuda_driver.h" // `UFORM_NO_GPU_REASON`
 #include "internal.h"
 
 #include <stdio.h>
@@ -19,8 +20,7 @@ uform_status_t uform_text_vram_encode_ids(uform_executor_t executor, struct ufor
 
 uform_status_t uform_text_vram_open(struct uform_model_s *model, uform_vram_options_t const *vram) {
     (void)model, (void)vram;
-    return uform_fail(uform_status_unsupported_k,
-                      "uform_model_open: VRAM residency needs a GPU: this build has none (UFORM_WITH_CUDA was off)");
+    return uform_fail(uform_status_unsupported_k, "uform_model_open: VRAM residency needs a GPU: %s", UFORM_NO_GPU_REASON);
 }
 
 void uform_text_vram_free(struct uform_model_s *model) { (void)model; }
