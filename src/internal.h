@@ -144,6 +144,11 @@ typedef struct uform_ring_t {
 uform_status_t uform_ring_init(uform_ring_t *ring, size_t deferred_limit, size_t slot_bytes, char const *verb);
 /** @brief The limit check alone, for constructors that validate before they allocate. */
 uform_status_t uform_ring_check_limit(size_t deferred_limit, char const *verb);
+
+/** @brief The device list of VRAM options, judged without a driver: a NULL list with a count, a
+ *  negative or a repeated ordinal are INVALID_ARGUMENT, named as `verb: FIELDdevices...` (FIELD
+ *  "vram->" or "vram."); NULL options are OK. Executors and models share it (vram_checks.c). */
+uform_status_t uform_vram_devices_check(uform_vram_options_t const *vram, char const *verb, char const *field);
 void uform_ring_free(uform_ring_t *ring);
 /** @brief DEFERRED_FULL with the one message every executor gives when its ring is full. */
 uform_status_t uform_ring_full(uform_ring_t const *ring);

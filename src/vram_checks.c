@@ -5,27 +5,31 @@
 #define _GNU_SOURCE
 #include "vram_private.h"
 
+uform_status_t uform_vram_devices_check(uform_vram_options_t const *vram, char const *verb, char const *field) {
+    if (!vram) return uform_status_ok_k;
+    if (vram->devices_count && !vram->devices)
+        return uform_fail(uform_status_invalid_argument_k, "%s: %sdevices is NULL with a count of %zu", verb, field,
+                          vram->devices_count);
+    for (size_t index = 0; vram->devices && index < vram->devices_count; ++index) {
+        if (vram->devices[index] < 0)
+            return uform_fail(uform_status_invalid_argument_k,
+                              "%s: %sdevices[%zu] is %d; ordinals are positions in uform_gpu_devices, from 0", verb,
+                              field, index, (int)vram->devices[index]);
+        for (size_t earlier = 0; earlier < index; ++earlier)
+            if (vram->devices[earlier] == vram->devices[index])
+                return uform_fail(uform_status_invalid_argument_k,
+                                  "%s: ordinal %d is repeated, at %sdevices[%zu] and [%zu]; name each device once", verb,
+                                  (int)vram->devices[index], field, earlier, index);
+    }
+    return uform_status_ok_k;
+}
+
 uform_status_t vram_check_arguments(uform_vram_options_t const *vram, uform_ram_options_t const *ram,
                                    void *const *streams, size_t deferred_limit, uform_executor_t *executor) {
     if (!executor) return uform_fail(uform_status_invalid_argument_k, "uform_executor_for_vram: executor is NULL");
+    uform_status_t status = uform_vram_devices_check(vram, "uform_executor_for_vram", "vram->");
+    if (status != uform_status_ok_k) return status;
     if (vram) {
-        if (vram->devices_count && !vram->devices)
-            return uform_fail(uform_status_invalid_argument_k,
-                              "uform_executor_for_vram: vram->devices is NULL but vram->devices_count is %zu",
-                              vram->devices_count);
-        for (size_t index = 0; vram->devices && index < vram->devices_count; ++index) {
-            if (vram->devices[index] < 0)
-                return uform_fail(uform_status_invalid_argument_k,
-                                  "uform_executor_for_vram: vram->devices[%zu] is %d; ordinals are positions in "
-                                  "uform_gpu_devices, from 0",
-                                  index, (int)vram->devices[index]);
-            for (size_t earlier = 0; earlier < index; ++earlier)
-                if (vram->devices[earlier] == vram->devices[index])
-                    return uform_fail(uform_status_invalid_argument_k,
-                                      "uform_executor_for_vram: ordinal %d is repeated, at vram->devices[%zu] and "
-                                      "[%zu]; name each device once",
-                                      (int)vram->devices[index], earlier, index);
-        }
         if ((unsigned)vram->gpu_class > uform_gpu_class_apple_metal10_k)
             return uform_fail(uform_status_invalid_argument_k,
                               "uform_executor_for_vram: vram->gpu_class %d is not a uform_gpu_class_t (0 to %d)",
@@ -35,7 +39,7 @@ uform_status_t vram_check_arguments(uform_vram_options_t const *vram, uform_ram_
         return uform_fail(uform_status_unsupported_k,
                           "uform_executor_for_vram: borrowed streams are not wired yet; pass streams as NULL and "
                           "the executor opens its own");
-    uform_status_t status = uform_ring_check_limit(deferred_limit, "uform_executor_for_vram");
+    status = uform_ring_check_limit(deferred_limit, "uform_executor_for_vram");
     if (status != uform_status_ok_k) return status;
     /* The decoders' RAM options too, before the driver: the same answer with and without GPUs. */
     uform_placement_t decoders;

@@ -324,12 +324,12 @@ static void test_model_ordinals(void) {
                                      .weights_dtype = uform_dtype_f32_k};
     uform_model_t model = (uform_model_t)(uintptr_t)0x1;
     CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
-    CHECK_MESSAGE("vram.devices[0] is -2; ordinals are 0 or more");
+    CHECK_MESSAGE("uform_model_open: vram.devices[0] is -2; ordinals are positions in uform_gpu_devices, from 0");
     CHECK(model == NULL);
     vram = (uform_vram_options_t){.devices = repeated, .devices_count = 2};
     options.modality = uform_modality_image_k;
     CHECK_STATUS(uform_model_open(&options, &model), uform_status_invalid_argument_k);
-    CHECK_MESSAGE("vram.devices names device 1 twice");
+    CHECK_MESSAGE("uform_model_open: ordinal 1 is repeated, at vram.devices[0] and [1]; name each device once");
     options.residency = uform_residency_ram_k; /* RAM residency ignores vram (missing directory then) */
     CHECK_STATUS(uform_model_open(&options, &model), uform_status_system_error_k);
 }

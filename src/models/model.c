@@ -165,14 +165,9 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
                           options->vram->devices_count);
     /* What needs no driver to judge, before any file is read: negative and repeated ordinals (an
      * ordinal past the machine's GPUs is judged once the driver counts them). */
-    for (size_t i = 0; options->residency == uform_residency_vram_k && options->vram && i < options->vram->devices_count; ++i) {
-        if (options->vram->devices[i] < 0)
-            return uform_fail(uform_status_invalid_argument_k, "vram.devices[%zu] is %d; ordinals are 0 or more", i,
-                              (int)options->vram->devices[i]);
-        for (size_t j = 0; j < i; ++j)
-            if (options->vram->devices[j] == options->vram->devices[i])
-                return uform_fail(uform_status_invalid_argument_k, "vram.devices names device %d twice",
-                                  (int)options->vram->devices[i]);
+    if (options->residency == uform_residency_vram_k) {
+        uform_status_t const devices = uform_vram_devices_check(options->vram, "uform_model_open", "vram.");
+        if (devices != uform_status_ok_k) return devices;
     }
     if (options->modality == uform_modality_image_k) {
         struct uform_model_s *image = calloc(1, sizeof(struct uform_model_s));

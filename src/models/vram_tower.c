@@ -275,9 +275,7 @@ uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t
     uform_cuda_t const *cuda = NULL;
     uform_cuda_device_t const *devices = NULL;
     size_t devices_count = 0;
-    if (options && !options->devices && options->devices_count)
-        return uform_fail(uform_status_invalid_argument_k, "uform_model_open: vram.devices is NULL with a count of %zu",
-                          options->devices_count);
+    /* uform_model_open judged the list already (uform_vram_devices_check): here only what needs the driver. */
     uform_status_t status = uform_cuda(&cuda);
     if (status == uform_status_ok_k) status = uform_cuda_devices(&devices, &devices_count);
     if (status != uform_status_ok_k)
@@ -292,16 +290,11 @@ uform_status_t vram_tower_open(struct uform_model_s *model, uform_vram_options_t
     size_t count = 1;
     if (options && options->devices_count) ordinals = options->devices, count = options->devices_count;
     else derived = (int32_t)uform_cuda_pick_free_device(NULL);
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = 0; i < count; ++i)
         if (ordinals[i] < 0 || (size_t)ordinals[i] >= devices_count)
             return uform_fail(uform_status_invalid_argument_k,
                               "uform_model_open: vram.devices[%zu] is %d; this machine has %zu GPUs", i,
                               (int)ordinals[i], devices_count);
-        for (size_t j = 0; j < i; ++j)
-            if (ordinals[j] == ordinals[i])
-                return uform_fail(uform_status_invalid_argument_k, "uform_model_open: device %d is named twice",
-                                  (int)ordinals[i]);
-    }
 
     vram_tower_t *vram = (vram_tower_t *)calloc(1, sizeof *vram);
     vram_image_t image = {0};
