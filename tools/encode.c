@@ -326,10 +326,10 @@ static int npy_begin(npy_rows_t *npy, FILE *out, size_t dims) {
 
 static int npy_append(npy_rows_t *npy, FILE *out, float const *rows, size_t count, size_t dims) {
     if (!count) return 1;
-    if (npy->seekable) return fwrite(rows, sizeof(float) * dims, count, out) == count || !count;
+    if (npy->seekable) return fwrite(rows, sizeof(float) * dims, count, out) == count;
     if (npy->spool) {
         errno = 0;
-        if (fwrite(rows, sizeof(float) * dims, count, npy->spool) == count || !count) return 1;
+        if (fwrite(rows, sizeof(float) * dims, count, npy->spool) == count) return 1;
         return spool_failed("spool the npy rows to a temporary file", errno), 0;
     }
     if (npy->count + count > npy->capacity) {
@@ -871,16 +871,9 @@ static int all_finite(float const *values, size_t count) {
     return 1;
 }
 
-/** Waits for a submitted batch and writes its rows; on a failed item writes the rows of the items
- *  before it, prints it (by index and line or file, with the engine's reason) and returns 0. */
-static int batch_finish(run_t *run, batch_t *batch) {
-    uform_status_t status = uform_outcome_wait(&batch->outcome, -1);
-    batch->in_flight = 0;
-    if (status != uform_status_ok_k) {
-        batch_report(run, batch);
-        batch_release_images(batch);
-        return 0;
-    }
+/** Writes a finished batch's rows; on a failed item writes the rows of the items before it, prints
+ *  it (by index and line or file, with the engine's reason) and returns 0. */
+static int batch_write(run_t *run, batch_t *batch) {
     char name[PATH_MAX + 64];
     size_t const dims = run->dims, item = run->tokens * run->hidden;
     float const *rows = batch->rows;
@@ -910,19 +903,18 @@ static int batch_finish(run_t *run, batch_t *batch) {
     else if (run->jsonl) write_json_rows(run, rows, good);
     else if (run->npy) written = npy_append(run->npy, run->output, rows, good, dims);
     else fwrite(rows, sizeof(float) * dims, good, run->output);
-    if (!written) return batch_release_images(batch), 0;
+    if (!written) return 0;
     run->done += good;
     /* Each batch's rows as soon as they exist, for a reader at the other end of a pipe; a write that
      * failed (a full disk, a reader gone) ends the run here, not after the rest of the input. */
-    if (fflush(run->output) != 0 || ferror(run->output))
-        return batch_release_images(batch), output_failed(run->output_path, errno), 0;
+    if (fflush(run->output) != 0 || ferror(run->output)) return output_failed(run->output_path, errno), 0;
     if (good < batch->count) {
         progress_end();
         item_name(name, sizeof name, run->images, run->items, batch->first + good, run->from_stdin);
         if (not_finite) {
             fprintf(stderr, "uform encode: %s: %s not finite (the model's weights hold NaN or infinity)\n", name,
                     not_finite);
-            return batch_release_images(batch), 0;
+            return 0;
         }
         /* The engine's reason: the item again alone, without statuses, so that the engine says why. */
         uform_embeddings_t one = {.data = batch->rows, .dtype = uform_dtype_f32_k};
@@ -934,15 +926,24 @@ static int batch_finish(run_t *run, batch_t *batch) {
         char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
         if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
         fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(batch->statuses[good]), reason);
-        return batch_release_images(batch), 0;
+        return 0;
     }
-    batch_release_images(batch);
     /* The bar: where the total is known, after every batch; else from the second batch on. */
     if (run->show && (run->total_known || *run->read > run->batch)) {
         progress(run->done, run->total > run->done ? run->total : run->done, run->total_known, 0);
         run->drawn_at = run->done;
     }
     return 1;
+}
+
+/** Waits for a submitted batch, then writes it (`batch_write`); its image files are released either way. */
+static int batch_finish(run_t *run, batch_t *batch) {
+    uform_status_t status = uform_outcome_wait(&batch->outcome, -1);
+    batch->in_flight = 0;
+    int written = status == uform_status_ok_k && batch_write(run, batch);
+    if (status != uform_status_ok_k) batch_report(run, batch);
+    batch_release_images(batch);
+    return written;
 }
 
 int uform_command_encode(int argc, char **argv) {
