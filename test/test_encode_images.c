@@ -9,8 +9,8 @@
  *          the default class and, with `--classes`, (three photos) pinned to each class the CPU runs.
  *          Then the verb's behaviour: raw pixels, batch vs alone, Matryoshka, per-item statuses,
  *          whole-call failures naming the index, deferred calls, CONTENDED, residency, decompression
- *          bombs among good images, a pool executor, the loader's validation messages and
- *          `layer_norm_eps`.
+ *          bombs among good images, a pool executor, threads racing on one model, the loader's
+ *          validation messages and `layer_norm_eps`.
  */
 #include "check.h"
 #include "rows.h"
@@ -23,6 +23,8 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -876,6 +878,91 @@ static void remove_tree(char const *directory) {
     rmdir(directory);
 }
 
+/* ---- Many threads racing on one model ---- */
+
+enum { image_racers = 6, image_race_rounds = 3, image_race_items = 3 };
+
+typedef struct image_racer_t {
+    uform_model_t model;
+    uform_executor_t executor; /**< NULL: the NULL executor; else its own, or one it shares. */
+    int deferred, shares;
+    uform_image_t const *images;
+    float const *expected; /**< `image_race_items` rows of 256. */
+    size_t ok, contended, mismatched;
+    uform_status_t failure;
+    char message[256];
+} image_racer_t;
+
+static void *race_images_on_model(void *context) {
+    image_racer_t *r = context;
+    float rows[image_race_items][256], first[image_race_items][256];
+    for (size_t round = 0; round < image_race_rounds;) {
+        memset(rows, 0, sizeof rows);
+        uform_embeddings_t out = {.data = rows, .dtype = uform_dtype_f32_k};
+        uform_outcome_t outcome;
+        uform_status_t status = uform_encode_images(r->executor, r->model, r->images, image_race_items, &out, NULL,
+                                                    r->deferred ? &outcome : NULL);
+        if (status == uform_status_ok_k && r->deferred) status = uform_outcome_wait(&outcome, -1);
+        if (status == uform_status_contended_k && r->shares && r->contended < 1000000) {
+            ++r->contended, sched_yield();
+            continue;
+        }
+        ++round;
+        if (status != uform_status_ok_k) {
+            if (!r->failure) r->failure = status, snprintf(r->message, sizeof r->message, "%s", uform_error_message());
+            continue;
+        }
+        if (++r->ok == 1) memcpy(first, rows, sizeof rows);
+        for (size_t i = 0; i < image_race_items; ++i)
+            r->mismatched += cosine(rows[i], r->expected + i * 256, 256) <= 0.999999 ||
+                             memcmp(rows[i], first[i], sizeof rows[i]) != 0;
+    }
+    return NULL;
+}
+
+/** One image model, six threads at once: two on the NULL executor, two on RAM executors of their
+ *  own (one deferred), two sharing one (OK, or CONTENDED at once and tried again); photos from
+ *  their bytes and from raw pixels, every row as the single-threaded baseline's, each racer's bit
+ *  for bit its first. */
+static void test_racing(void) {
+    char directory[512];
+    snprintf(directory, sizeof directory, "%s/%s", root, tower_specs[2].name);
+    uform_model_t model = open_tower(directory, uform_dtype_f32_k);
+    CHECK_FATAL(model != NULL && photos_count > 5);
+    uint8_t *rgb = NULL;
+    size_t w = 0, h = 0;
+    CHECK_OK(uform_image_decode_rgb(&photos[5], 0, &rgb, &w, &h));
+    uform_image_t const images[image_race_items] = {photos[0], {.data = rgb, .size = w * h * 3, .width = w, .height = h},
+                                                    photos[4]};
+    float expected[image_race_items][256];
+    uform_embeddings_t out = {.data = expected, .dtype = uform_dtype_f32_k};
+    CHECK_OK(uform_encode_images(NULL, model, images, image_race_items, &out, NULL, NULL));
+    uform_executor_t executors[image_racers] = {
+        NULL, NULL, ram_executor(uform_cpu_class_unknown_k, 1, 1), ram_executor(uform_cpu_class_unknown_k, 2, 1),
+        ram_executor(uform_cpu_class_unknown_k, 1, 1), NULL};
+    CHECK_FATAL(executors[2] && executors[3] && executors[4]);
+    image_racer_t r[image_racers];
+    pthread_t threads[image_racers];
+    for (size_t i = 0; i < image_racers; ++i) {
+        r[i] = (image_racer_t) {.model = model, .executor = i == 5 ? executors[4] : executors[i], .deferred = i % 2,
+                                .shares = i >= 4, .images = images, .expected = &expected[0][0]};
+        CHECK_FATAL(pthread_create(&threads[i], NULL, race_images_on_model, &r[i]) == 0);
+    }
+    size_t contended = 0;
+    for (size_t i = 0; i < image_racers; ++i) {
+        pthread_join(threads[i], NULL);
+        if (r[i].failure) fprintf(stderr, "racer %zu: %s: %s\n", i, uform_status_name(r[i].failure), r[i].message);
+        CHECK(r[i].failure == uform_status_ok_k && r[i].ok == image_race_rounds && r[i].mismatched == 0);
+        CHECK(r[i].shares || r[i].contended == 0);
+        contended += r[i].contended;
+    }
+    printf("racing: %d threads x %d rounds of %d images on one model, %zu CONTENDED (the shared executor), rows as "
+           "the baseline\n", image_racers, image_race_rounds, image_race_items, contended);
+    for (size_t i = 0; i < image_racers; ++i) uform_executor_free(executors[i]);
+    free(rgb);
+    uform_model_free(model);
+}
+
 int main(int argc, char **argv) {
     if (skip_refused_run()) return 77;
     pin_classes = argc > 1 && strcmp(argv[1], "--classes") == 0;
@@ -888,6 +975,7 @@ int main(int argc, char **argv) {
     test_bombs();
     test_pool();
     test_one_at_a_time();
+    test_racing();
     test_loader();
     for (size_t i = 0; i < photos_count; ++i) free((void *)photos[i].data);
     remove_tree(root);

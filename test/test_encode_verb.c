@@ -5,6 +5,9 @@
  */
 #include "encode_harness.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 /* ---- The verb: uform_encode_texts on the committed tiny model (test/models/tiny-bert) ---- */
 
 typedef struct blocker_t {
@@ -216,7 +219,112 @@ static void test_verb(void) {
     uform_model_free(model);
 }
 
+/* ---- Many threads racing on one model ---- */
+
+enum { racers = 8, race_rounds = 12, race_texts = 6, race_patience = 1000000 };
+
+typedef struct racer_t {
+    uform_model_t model;
+    uform_executor_t executor; /**< NULL: the NULL executor; else this racer's, or one it shares. */
+    int deferred, shares;      /**< Deferred calls; `executor` is shared with another racer. */
+    char const *const *texts;
+    float const (*expected)[64];
+    size_t dims;
+    size_t ok, contended, mismatched, tokens_wrong;
+    uform_status_t failure; /**< The first status other than OK or (sharing) CONTENDED. */
+    char message[256];
+} racer_t;
+
+static void *race_texts_on_model(void *context) {
+    racer_t *r = context;
+    float rows[race_texts][64], first[race_texts][64];
+    for (size_t round = 0; round < race_rounds;) {
+        memset(rows, 0, sizeof rows);
+        uform_embeddings_t out = {.data = rows, .stride = sizeof rows[0], .dtype = uform_dtype_f32_k};
+        uform_outcome_t outcome;
+        uform_status_t status = uform_encode_texts(r->executor, r->model, r->texts, NULL, race_texts, &out, NULL,
+                                                   r->deferred ? &outcome : NULL);
+        if (status == uform_status_ok_k && r->deferred) status = uform_outcome_wait(&outcome, -1);
+        if (status == uform_status_contended_k && r->shares && r->contended < race_patience) {
+            ++r->contended; /* the other racer is inside: try again */
+            sched_yield();
+            continue;
+        }
+        ++round;
+        if (status != uform_status_ok_k) {
+            if (!r->failure) r->failure = status, snprintf(r->message, sizeof r->message, "%s", uform_error_message());
+            continue;
+        }
+        ++r->ok;
+        if (r->ok == 1) memcpy(first, rows, sizeof rows);
+        /* Every round as the baseline, and bit for bit as this racer's first: nothing in the model drifts. */
+        for (size_t i = 0; i < race_texts; ++i)
+            r->mismatched += max_difference(rows[i], r->expected[i], r->dims) >= 1e-5 ||
+                             memcmp(rows[i], first[i], r->dims * sizeof(float)) != 0;
+        /* Tokenising and describing race with the other racers' encodes too. */
+        int32_t ids[64];
+        size_t n = 0;
+        uform_model_description_t description;
+        if (uform_model_tokenize(r->model, r->texts[r->ok % race_texts], strlen(r->texts[r->ok % race_texts]), ids, 64,
+                                 &n) != uform_status_ok_k ||
+            n < 2 || uform_model_describe(r->model, &description) != uform_status_ok_k || description.dimensions != r->dims)
+            ++r->tokens_wrong;
+    }
+    return NULL;
+}
+
+/** One model, eight threads at once: two on the NULL executor, two on RAM executors of their own
+ *  (one blocking, one deferred), two on their own two-thread RAM executors, and two sharing one
+ *  RAM executor (each call OK or CONTENDED at once, then tried again; never a wait or a torn row); every row equals
+ *  the single-threaded baseline, every round, and each racer's rows are bit for bit its first. */
+static void test_racing(void) {
+    uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = NULL;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
+    CHECK_FATAL(model != NULL);
+    uform_model_description_t description;
+    CHECK_OK(uform_model_describe(model, &description));
+    size_t dims = description.dimensions;
+    CHECK_FATAL(dims > 0 && dims <= 64);
+    static char const *const texts[race_texts] = {"the quick brown fox", "jumps", "", "over the lazy dog and the lazy dog",
+                                                  "a", "many words make a longer text for the batch to pad around"};
+    float expected[race_texts][64];
+    uform_embeddings_t out = {.data = expected, .stride = sizeof expected[0], .dtype = uform_dtype_f32_k};
+    CHECK_OK(uform_encode_texts(NULL, model, texts, NULL, race_texts, &out, NULL, NULL));
+
+    uform_executor_t executors[racers] = {0};
+    racer_t r[racers];
+    for (size_t i = 0; i < racers; ++i)
+        r[i] = (racer_t) {.model = model, .texts = texts, .expected = (float const (*)[64])expected, .dims = dims};
+    CHECK_OK(uform_executor_for_ram(NULL, 1, 1, &executors[2]));
+    CHECK_OK(uform_executor_for_ram(NULL, 1, 1, &executors[3]));
+    CHECK_OK(uform_executor_for_ram(NULL, 2, 1, &executors[4]));
+    CHECK_OK(uform_executor_for_ram(NULL, 2, 1, &executors[5]));
+    CHECK_OK(uform_executor_for_ram(NULL, 1, 1, &executors[6]));
+    r[1].deferred = r[3].deferred = r[5].deferred = r[7].deferred = 1;
+    for (size_t i = 2; i < 7; ++i) r[i].executor = executors[i];
+    r[7].executor = executors[6], r[6].shares = r[7].shares = 1;
+    pthread_t threads[racers];
+    for (size_t i = 0; i < racers; ++i) CHECK_FATAL(pthread_create(&threads[i], NULL, race_texts_on_model, &r[i]) == 0);
+    for (size_t i = 0; i < racers; ++i) pthread_join(threads[i], NULL);
+    size_t ok = 0, contended = 0;
+    for (size_t i = 0; i < racers; ++i) {
+        if (r[i].failure)
+            fprintf(stderr, "racer %zu: %s: %s\n", i, uform_status_name(r[i].failure), r[i].message);
+        CHECK(r[i].failure == uform_status_ok_k);
+        CHECK(r[i].mismatched == 0 && r[i].tokens_wrong == 0);
+        CHECK(r[i].ok == race_rounds && (r[i].shares || r[i].contended == 0));
+        ok += r[i].ok, contended += r[i].contended;
+    }
+    printf("racing: %d threads x %d rounds on one model: %zu calls OK, %zu CONTENDED (the shared executor), rows as the "
+           "baseline\n", racers, race_rounds, ok, contended);
+    for (size_t i = 0; i < racers; ++i) uform_executor_free(executors[i]);
+    uform_model_free(model);
+}
+
 int main(void) {
     test_verb();
+    test_racing();
     CHECK_DONE();
 }
