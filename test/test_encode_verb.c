@@ -39,16 +39,22 @@ static void reentry_task(void *context, size_t task, size_t thread, size_t domai
     snprintf(r->message, sizeof r->message, "%s", uform_error_message());
 }
 
-static void test_verb(void) {
+/** Opens the committed tiny model in f32 and describes it (at most 64 dimensions). */
+static uform_model_t open_tiny_bert(uform_model_description_t *description) {
     uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
                                      .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
     uform_model_t model = NULL;
     CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
     CHECK_FATAL(model != NULL);
+    CHECK_STATUS(uform_model_describe(model, description), uform_status_ok_k);
+    CHECK_FATAL(description->dimensions > 0 && description->dimensions <= 64);
+    return model;
+}
+
+static void test_verb(void) {
     uform_model_description_t description;
-    CHECK_STATUS(uform_model_describe(model, &description), uform_status_ok_k);
+    uform_model_t model = open_tiny_bert(&description);
     size_t dims = description.dimensions;
-    CHECK_FATAL(dims > 0 && dims <= 64);
 
     char const *texts[] = {"the quick brown fox", "jumps", "over the lazy dog and the lazy dog again", ""};
     size_t count = 4;
@@ -278,15 +284,9 @@ static void *race_texts_on_model(void *context) {
  *  RAM executor (each call OK or CONTENDED at once, then tried again; never a wait or a torn row); every row equals
  *  the single-threaded baseline, every round, and each racer's rows are bit for bit its first. */
 static void test_racing(void) {
-    uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
-                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
-    uform_model_t model = NULL;
-    CHECK_STATUS(uform_model_open(&options, &model), uform_status_ok_k);
-    CHECK_FATAL(model != NULL);
     uform_model_description_t description;
-    CHECK_OK(uform_model_describe(model, &description));
+    uform_model_t model = open_tiny_bert(&description);
     size_t dims = description.dimensions;
-    CHECK_FATAL(dims > 0 && dims <= 64);
     static char const *const texts[race_texts] = {"the quick brown fox", "jumps", "", "over the lazy dog and the lazy dog",
                                                   "a", "many words make a longer text for the batch to pad around"};
     float expected[race_texts][64];
