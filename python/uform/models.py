@@ -20,9 +20,10 @@ changing an import.
 >>> pixels = processors[uform.Modality.IMAGE_ENCODER](PIL.Image.open("cat.jpg"))  # {"images": [...]}
 >>> image = models[uform.Modality.IMAGE_ENCODER].encode(pixels)
 
-Where `get_model`'s processors and encoders differ from the ``uform`` package's (no
-``return_features``: the engine returns no pre-pooling features; processors that do not preprocess;
-token ids refused) is told in ``_encoders.py`` and python/README.md.
+Where `get_model`'s processors and encoders differ from the ``uform`` package's (processors that
+do not preprocess: the engine tokenises and decodes; token ids refused) is told in ``_encoders.py``
+and python/README.md; ``encode(x, return_features=True)`` returns ``(features, embeddings)`` as the
+package does.
 
 Embeddings come back as NumPy arrays when NumPy is importable (float32 for f32, float16 for f16, and
 uint16 holding the raw bits for bf16, which NumPy lacks), else as lists of lists of floats.
