@@ -1136,7 +1136,10 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_model_open(uform_model_options_t 
 /** @brief Describes an open model. INVALID_ARGUMENT for NULL. */
 UFORM_API UFORM_NODISCARD uform_status_t uform_model_describe(uform_model_t model, uform_model_description_t *description);
 
-/** @brief Releases the model's weights. NULL is a no-op. The model must not be in use by a call. */
+/** @brief Releases the model's weights. NULL is a no-op. The model must not be in use by a call.
+ *  Calls keep their activation buffers pooled for the next call (a new buffer is mapped only for a
+ *  call larger than the pool holds, and replaces the smaller ones it covers); freeing the last open
+ *  model returns the pool to the system. */
 UFORM_API void uform_model_free(uform_model_t model);
 
 /**

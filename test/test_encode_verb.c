@@ -320,7 +320,10 @@ static void test_racing(void) {
     printf("racing: %d threads x %d rounds on one model: %zu calls OK, %zu CONTENDED (the shared executor), rows as the "
            "baseline\n", racers, race_rounds, ok, contended);
     for (size_t i = 0; i < racers; ++i) uform_executor_free(executors[i]);
+    /* The calls pooled their activation arenas; freeing the last open model returns them. */
+    CHECK(uform_arena_pooled_bytes() > 0);
     uform_model_free(model);
+    CHECK(uform_arena_pooled_bytes() == 0);
 }
 
 int main(void) {

@@ -113,7 +113,38 @@ static void test_arenas(void) {
     uform_arena_give(c, small, -1);
     CHECK(uform_arena_take(0, -1, &small) == NULL && small == 0);
     uform_arena_give(NULL, 0, -1); /* a no-op */
-    printf("arenas: reused, bounded by size, %zu bytes pooled\n", uform_arena_pooled_bytes());
+    /* Sizes map a class up: a quarter of a power of two pages at most. */
+    CHECK(granted == 28 * 4096); /* 100,000 bytes: 25 pages, classed 28 */
+    char *d = (char *)uform_arena_take(4 * 4096 + 1, -1, &again);
+    CHECK(d != NULL && again == 5 * 4096);
+    uform_arena_give(d, again, -1);
+    /* A growing walk (calls meeting ever longer texts): each miss supersedes the pooled arenas it
+     * would serve, so the pool holds about the last size, not every size it passed; a few mappings
+     * per doubling. */
+    uform_arena_trim();
+    CHECK(uform_arena_pooled_bytes() == 0);
+    size_t mappings = 0, worst = 0;
+    char *last = NULL;
+    for (size_t bytes = 200000; bytes <= 24u << 20; bytes += 37000) {
+        char *e = (char *)uform_arena_take(bytes, -1, &again);
+        CHECK_FATAL(e != NULL);
+        CHECK(again >= bytes && again < bytes + bytes / 4 + 4096);
+        mappings += e != last, last = e;
+        e[bytes - 1] = 1;
+        uform_arena_give(e, again, -1);
+        size_t const pooled_now = uform_arena_pooled_bytes();
+        CHECK(pooled_now == again); /* the walk's one arena, nothing it superseded */
+        worst = pooled_now > worst ? pooled_now : worst;
+    }
+    CHECK(mappings <= 4 * 7 + 2); /* 200 KB to 24 MB: under 7 doublings */
+    /* A small arena beside a large one: the large does not supersede what it would not serve. */
+    char *small_one = (char *)uform_arena_take(8192, -1, &small);
+    uform_arena_give(small_one, small, -1);
+    CHECK(uform_arena_pooled_bytes() == worst + small);
+    uform_arena_trim();
+    CHECK(uform_arena_pooled_bytes() == 0);
+    printf("arenas: reused, bounded by size; a walk from 200 KB to 24 MB mapped %zu arenas, pooled at most %zu bytes; "
+           "trimmed\n", mappings, worst);
 }
 
 /** S = scale Q K^T and O = P V as the image pass runs them (Q, K, V side by side in rows `3 d`

@@ -10,8 +10,17 @@
  *  back by the call's last thread; a given-back arena keeps its pages (and the NUMA node they were
  *  placed on) for the next call. The pool holds at most `UFORM_ARENA_POOL_BYTES` bytes: past that,
  *  the oldest arenas are unmapped, so what an idle process retains is bounded.
+ *
+ *  Calls that grow (a server meeting ever longer texts, ever larger batches) would otherwise leave
+ *  one arena per size they passed through, up to that bound: a new arena is mapped a size class up
+ *  (sizes step by a quarter of a power of two, so a growing walk maps a few arenas per doubling, and
+ *  only the pages a call touches are ever faulted in), and the pooled arenas of its node it
+ *  supersedes (those it would serve: at least a quarter of its size, and smaller) are unmapped.
+ *  `uform_arena_trim` unmaps every pooled arena: freeing the last open model calls it.
  */
 #include "kernels/kernels.h"
+
+#include <string.h> // `memcpy`
 
 #include "internal.h" // `uform_numa_alloc`, `uform_global_lock` (taken around fork like every global lock)
 
@@ -29,6 +38,16 @@ static arena_entry_t arena_entries[UFORM_ARENA_POOL_ENTRIES]; /* oldest first */
 static size_t arena_count, arena_bytes;
 
 static size_t page_round(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+/** The size a new arena of at least `bytes` (page-rounded) is mapped at: up to 4 pages exactly, else
+ *  the next of 4/4, 5/4, 6/4 and 7/4 of a power of two pages: less than a quarter more than asked. */
+static size_t size_class(size_t bytes) {
+    size_t const pages = bytes / 4096;
+    if (pages <= 4) return bytes;
+    size_t power = (size_t)1 << (63 - __builtin_clzll((unsigned long long)pages)), quarter = power / 4;
+    size_t const classed = power + (pages - power + quarter - 1) / quarter * quarter;
+    return classed <= SIZE_MAX / 4096 ? classed * 4096 : bytes;
+}
 
 void *uform_arena_take(size_t bytes, int32_t node, size_t *granted) {
     *granted = 0;
@@ -49,7 +68,19 @@ void *uform_arena_take(size_t bytes, int32_t node, size_t *granted) {
         *granted = taken.bytes;
         return taken.data;
     }
+    /* A miss: map a size class up, and unmap the pooled arenas of this node the new one supersedes. */
+    bytes = size_class(bytes);
+    arena_entry_t superseded[UFORM_ARENA_POOL_ENTRIES];
+    size_t superseded_count = 0, kept = 0;
+    for (size_t i = 0; i < arena_count; ++i) {
+        arena_entry_t const entry = arena_entries[i];
+        if (entry.node == node && entry.bytes < bytes && entry.bytes >= bytes / 4)
+            superseded[superseded_count++] = entry, arena_bytes -= entry.bytes;
+        else arena_entries[kept++] = entry;
+    }
+    arena_count = kept;
     uform_global_unlock(uform_global_lock_arenas_k);
+    for (size_t i = 0; i < superseded_count; ++i) uform_numa_free(superseded[i].data, superseded[i].bytes);
     void *data = uform_numa_alloc(bytes, node);
     if (data) *granted = bytes;
     return data;
@@ -82,4 +113,14 @@ size_t uform_arena_pooled_bytes(void) {
     size_t bytes = arena_bytes;
     uform_global_unlock(uform_global_lock_arenas_k);
     return bytes;
+}
+
+void uform_arena_trim(void) {
+    arena_entry_t pooled[UFORM_ARENA_POOL_ENTRIES];
+    uform_global_lock(uform_global_lock_arenas_k);
+    size_t const count = arena_count;
+    memcpy(pooled, arena_entries, count * sizeof(arena_entry_t));
+    arena_count = 0, arena_bytes = 0;
+    uform_global_unlock(uform_global_lock_arenas_k);
+    for (size_t i = 0; i < count; ++i) uform_numa_free(pooled[i].data, pooled[i].bytes);
 }

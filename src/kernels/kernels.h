@@ -361,13 +361,15 @@ uform_gemm_plan_t uform_gemm_plan(uform_gemm_t const *gemm, size_t threads, ufor
 
 /** @brief A page-aligned block of at least `bytes` bytes from the process's pool of activation arenas
  *  (src/kernels/arena.c), placed on NUMA node `node` (-1: any) when it is first touched; `*granted`
- *  gets its real size, which `uform_arena_give` takes back. Its contents are whatever the last user
+ *  gets its real size (a size class: less than a quarter more than asked), which `uform_arena_give` takes back. Its contents are whatever the last user
  *  left (zeroes when new). NULL (and `*granted` 0) when out of memory. */
 void *uform_arena_take(size_t bytes, int32_t node, size_t *granted);
 /** @brief Returns an arena to the pool (which unmaps its oldest arenas past its bound). */
 void uform_arena_give(void *data, size_t bytes, int32_t node);
 /** @brief Bytes the pool holds now, for tests and benchmarks. */
 size_t uform_arena_pooled_bytes(void);
+/** @brief Unmaps every pooled arena (those taken stay with their takers, and come back as usual). */
+void uform_arena_trim(void);
 
 /** @brief How a forward pass spreads a batch over `threads` threads: in `groups` groups of
  *  consecutive threads, each walking the whole pass over its own items with its own activations and

@@ -7,7 +7,7 @@
  *  allocation per NUMA node, bound there), so the open model holds no file and a file replaced
  *  later changes nothing.
  */
-#include "kernels/kernels.h" // `uform_gemm_pin`
+#include "kernels/kernels.h" // `uform_gemm_pin`, `uform_arena_trim`
 #include "models/config.h"
 #include "models/image_tower.h"
 #include "models/model.h"
@@ -15,10 +15,11 @@
 #include "models/text_vram.h"
 #include "internal.h"
 
-#include <stdint.h> // `uintptr_t`
-#include <stdio.h>  // `snprintf`
-#include <stdlib.h> // `calloc`, `free`
-#include <string.h> // `memset`, `strlen`
+#include <stdatomic.h> // `atomic_size_t`
+#include <stdint.h>    // `uintptr_t`
+#include <stdio.h>     // `snprintf`
+#include <stdlib.h>    // `calloc`, `free`
+#include <string.h>    // `memset`, `strlen`
 
 /** Joins `directory/name`, INVALID_ARGUMENT when it does not fit. */
 static uform_status_t uform_join(char *buffer, size_t capacity, char const *directory, char const *name) {
@@ -129,6 +130,16 @@ void uform_replica_memory_free(struct uform_model_s *model) {
     *memory = (uform_replica_memory_t){0};
 }
 
+/* Models allocated and not yet freed: the last one freed returns the pooled activation arenas. */
+static atomic_size_t models_live;
+
+/** A zeroed model, counted live until `uform_model_free`. */
+static struct uform_model_s *model_new(void) {
+    struct uform_model_s *model = calloc(1, sizeof(struct uform_model_s));
+    if (model) atomic_fetch_add(&models_live, 1);
+    return model;
+}
+
 void uform_model_free(uform_model_t model) {
     if (!model) return;
     uform_text_vram_free(model);
@@ -138,6 +149,8 @@ void uform_model_free(uform_model_t model) {
     free(model->text_replicas);
     free(model->replica_nodes);
     free(model);
+    /* No model left, so no call runs a forward pass: what the arenas pooled goes back to the system. */
+    if (atomic_fetch_sub(&models_live, 1) == 1) uform_arena_trim();
 }
 
 uform_status_t uform_model_open(uform_model_options_t const *options, uform_model_t *result) {
@@ -170,7 +183,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
         if (devices != uform_status_ok_k) return devices;
     }
     if (options->modality == uform_modality_image_k) {
-        struct uform_model_s *image = calloc(1, sizeof(struct uform_model_s));
+        struct uform_model_s *image = model_new();
         if (!image) return uform_fail(uform_status_out_of_memory_k, "out of memory opening a model");
         image->modality = options->modality;
         image->residency = options->residency;
@@ -191,7 +204,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     uform_binding_t *bindings = NULL;
     size_t bindings_count = 0;
     uform_text_config_t *config = calloc(1, sizeof(uform_text_config_t));
-    struct uform_model_s *model = calloc(1, sizeof(struct uform_model_s));
+    struct uform_model_s *model = model_new();
     uform_status_t status = uform_status_ok_k;
     if (!config || !model) {
         free(model), free(config);
