@@ -11,6 +11,9 @@
  */
 #include "check.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_private.h" // `tokenizer_serde_f64`
+
+#include <math.h> // `signbit`
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -503,6 +506,117 @@ static void test_many_added_tokens(void) {
     free(json);
 }
 
+/** Makes cJSON print each Unigram score with the digits it was read from (the shortest that give
+ *  its double back, as `tokenizers` and Python write them), not its 15 or 17: the engine reads a
+ *  score from its digits as serde_json does, which other digits can move by an ULP. */
+static void keep_score_digits(cJSON *root) {
+    cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
+    if (!cJSON_IsArray(vocab)) return;
+    cJSON *entry;
+    cJSON_ArrayForEach(entry, vocab) {
+        cJSON const *score = cJSON_GetArrayItem(entry, 1);
+        if (!cJSON_IsNumber(score)) continue;
+        char digits[40];
+        for (int precision = 1; precision <= 17; ++precision) {
+            snprintf(digits, sizeof digits, "%.*g", precision, score->valuedouble);
+            if (strtod(digits, NULL) == score->valuedouble) break;
+        }
+        CHECK_FATAL(cJSON_ReplaceItemInArray(entry, 1, cJSON_CreateRaw(digits)));
+    }
+}
+
+/** A base fixture's tokenizer.json with the top-level keys of `patch` replaced (or added), as
+ *  make_variants.py and make_edge_cases.py patch them through Python. */
+static char *patched_json(char const *base, cJSON const *patch) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/tokenizer.json.gz", UFORM_TOKENIZER_FIXTURES, base);
+    size_t size;
+    char *base_text = read_gz(path, &size);
+    cJSON *root = cJSON_Parse(base_text);
+    free(base_text);
+    CHECK_FATAL(root != NULL);
+    cJSON const *item;
+    cJSON_ArrayForEach(item, patch) {
+        cJSON *copy = cJSON_Duplicate(item, 1);
+        if (cJSON_GetObjectItemCaseSensitive(root, item->string))
+            cJSON_ReplaceItemInObjectCaseSensitive(root, item->string, copy);
+        else
+            cJSON_AddItemToObject(root, item->string, copy);
+    }
+    keep_score_digits(root);
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    CHECK_FATAL(json != NULL);
+    return json;
+}
+
+/** The texts of make_edge_cases.py (edge_cases.json) where the fuzzer found the engine apart from
+ *  HF: Unigram scores tied to the last bit, the composition exclusions after Unicode 3.0, a Replace
+ *  of two code points at the start before Metaspace's "first". Each case's ids, exactly. */
+static void test_edge_cases(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/edge_cases.json", UFORM_TOKENIZER_FIXTURES);
+    FILE *file = fopen(path, "rb");
+    CHECK_FATAL(file != NULL);
+    static char spec_text[1 << 16];
+    size_t spec_size = fread(spec_text, 1, sizeof spec_text - 1, file);
+    fclose(file);
+    spec_text[spec_size] = 0;
+    cJSON *spec = cJSON_Parse(spec_text);
+    CHECK_FATAL(spec != NULL);
+    size_t cases = 0, mismatches = 0;
+    cJSON const *edge;
+    cJSON_ArrayForEach(edge, cJSON_GetObjectItem(spec, "cases")) {
+        char *json = patched_json(cJSON_GetObjectItem(edge, "base")->valuestring, cJSON_GetObjectItem(edge, "patch"));
+        uform_tokenizer_t *tokenizer = NULL;
+        CHECK_STATUS(uform_tokenizer_open_json(json, strlen(json), "edge", &tokenizer), uform_status_ok_k);
+        free(json);
+        if (!tokenizer) continue;
+        char const *text = cJSON_GetObjectItem(edge, "text")->valuestring;
+        cJSON const *expected = cJSON_GetObjectItem(edge, "ids");
+        int32_t ids[64];
+        size_t count = 0;
+        CHECK_OK(uform_tokenizer_encode(tokenizer, text, strlen(text), 0, ids, 64, &count));
+        bool same = count == (size_t)cJSON_GetArraySize(expected);
+        for (size_t i = 0; same && i < count; ++i) same = ids[i] == (int32_t)cJSON_GetArrayItem(expected, (int)i)->valuedouble;
+        if (!same && ++mismatches <= 5) {
+            fprintf(stderr, "edge case %zu (%s): %zu ids:", cases, cJSON_GetObjectItem(edge, "base")->valuestring, count);
+            for (size_t i = 0; i < count; ++i) fprintf(stderr, " %d", ids[i]);
+            fprintf(stderr, "\n");
+        }
+        ++cases;
+        uform_tokenizer_free(tokenizer);
+    }
+    printf("edge cases: %zu texts, %zu mismatches\n", cases, mismatches);
+    CHECK(cases >= 50 && mismatches == 0);
+    cJSON_Delete(spec);
+
+    /* The scores themselves: serde_json's reading, 1 ULP from strtod's on these (the unigram
+     * fixture's), and its overflow rules. */
+    struct { char const *text; double serde, nearest; } const scores[] = {
+        {"-3.7162345838543427", -0x1.dbad9328f593bp+1, -0x1.dbad9328f593cp+1},
+        {"-7.5365637370361735", -0x1.e2570f6db28ddp+2, -0x1.e2570f6db28dep+2},
+        {"-7.5691959739961145", -0x1.e46db4f35500fp+2, -0x1.e46db4f35500ep+2},
+        {"-10", -10.0, -10.0},
+        {"-0", -0.0, -0.0},
+        {"0.5e1", 5.0, 5.0},
+        {"1E-400", 0.0, 0.0},
+        /* 20 digits fit u64, the 4 past it only count: 12345678901234567890 x 1e4, not the nearest */
+        {"123456789012345678901234", 0x1.a249b1f10a06cp+76, 0x1.a249b1f10a06dp+76},
+        /* the fraction fills u64 (2^64 - 1, which converts to 2^64), the last digits dropped */
+        {"1.8446744073709551615999", 0x1.d83c94fb6d2acp+0, 0x1.d83c94fb6d2acp+0},
+        {"0e99999999999", 0.0, 0.0},
+    };
+    for (size_t i = 0; i < sizeof scores / sizeof *scores; ++i) {
+        double value = 1;
+        CHECK(tokenizer_serde_f64(scores[i].text, strlen(scores[i].text), &value) && value == scores[i].serde &&
+              signbit(value) == signbit(scores[i].serde));
+        CHECK(strtod(scores[i].text, NULL) == scores[i].nearest);
+    }
+    double value;
+    CHECK(!tokenizer_serde_f64("1e400", 5, &value) && !tokenizer_serde_f64("2e99999999999", 13, &value));
+}
+
 /** The variants of make_variants.py (variants.json): a base tokenizer.json with top-level keys
  *  replaced, here through cJSON as there through Python; HF's ids as hashes on every stride-th text,
  *  untruncated and truncated. */
@@ -530,22 +644,7 @@ static void test_variants(void) {
     cJSON const *variant;
     cJSON_ArrayForEach(variant, variants) {
         char const *name = cJSON_GetObjectItem(variant, "name")->valuestring;
-        snprintf(path, sizeof path, "%s/%s/tokenizer.json.gz", UFORM_TOKENIZER_FIXTURES,
-                 cJSON_GetObjectItem(variant, "base")->valuestring);
-        char *base_text = read_gz(path, &size);
-        cJSON *root = cJSON_Parse(base_text);
-        free(base_text);
-        CHECK_FATAL(root != NULL);
-        cJSON const *item;
-        cJSON_ArrayForEach(item, cJSON_GetObjectItem(variant, "patch")) {
-            cJSON *copy = cJSON_Duplicate(item, 1);
-            if (cJSON_GetObjectItemCaseSensitive(root, item->string))
-                cJSON_ReplaceItemInObjectCaseSensitive(root, item->string, copy);
-            else
-                cJSON_AddItemToObject(root, item->string, copy);
-        }
-        char *json = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
+        char *json = patched_json(cJSON_GetObjectItem(variant, "base")->valuestring, cJSON_GetObjectItem(variant, "patch"));
         uform_tokenizer_t *tokenizer = NULL;
         CHECK_STATUS(uform_tokenizer_open_json(json, strlen(json), name, &tokenizer), uform_status_ok_k);
         free(json);
@@ -646,6 +745,7 @@ int main(void) {
         uform_tokenizer_free(tokenizer);
     }
     test_variants();
+    test_edge_cases();
     test_errors();
     test_many_added_tokens();
     remove_tree(temp_dir);

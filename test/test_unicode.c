@@ -57,5 +57,17 @@ int main(void) {
     uint32_t const acute[] = {'a', 0x0301, 0x0316};
     uint32_t const acute_nfc[] = {0x00E1, 0x0316};
     check_form(acute, 3, uform_nfc_k, acute_nfc, 2, "NFC of a, U+0301, U+0316");
+    /* The composition exclusions added after Unicode 3.0 stay decomposed under NFC and NFKC, as
+     * Unicode's NormalizationTest.txt and `tokenizers` have them: U+1D15E is U+1D157 U+1D165,
+     * U+2ADC is U+2ADD U+0338, U+1D1C0 is U+1D1BA U+1D165 U+1D16F. */
+    uint32_t const half[] = {0x1D15E}, half_nfc[] = {0x1D157, 0x1D165};
+    uint32_t const forking[] = {0x2ADC}, forking_nfc[] = {0x2ADD, 0x0338};
+    uint32_t const fusa[] = {0x1D1C0}, fusa_nfc[] = {0x1D1BA, 0x1D165, 0x1D16F};
+    for (int compatibility = 0; compatibility < 2; ++compatibility) {
+        uform_normal_form_t const form = compatibility ? uform_nfkc_k : uform_nfc_k;
+        check_form(half, 1, form, half_nfc, 2, "NFC/NFKC of U+1D15E");
+        check_form(forking, 1, form, forking_nfc, 2, "NFC/NFKC of U+2ADC");
+        check_form(fusa, 1, form, fusa_nfc, 3, "NFC/NFKC of U+1D1C0");
+    }
     CHECK_DONE();
 }

@@ -89,6 +89,7 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
     pieces_t pieces = {0};
     char *prefix = NULL, *unk = NULL;
     size_t max_chars = 100;
+    loader->json_text = data, loader->json_size = size, loader->json_root = root;
     if (!cJSON_IsObject(root)) status = tokenizer_corrupt(loader, "not an object:", "the document");
     if (status == uform_status_ok_k)
         status = tokenizer_load_model(tokenizer, loader, cJSON_GetObjectItemCaseSensitive(root, "model"), &pieces, &prefix, &unk,
@@ -126,6 +127,7 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
             tokenizer->pad_id = (int32_t)pad_id->valuedouble;
     }
     cJSON_Delete(root);
+    loader->json_text = NULL, loader->json_size = 0, loader->json_root = NULL;
     if (status == uform_status_ok_k) {
         tokenizer->blob = loader->blob, tokenizer->blob_size = loader->blob_size;
         loader->blob = NULL;

@@ -149,12 +149,16 @@ static uform_status_t run_step(step_t const *step, uform_scratch_t *s, size_t *c
         size_t bound = r > p ? n / p * (r - p) + n + 1 : n + 1;
         if (!uform_scratch_reserve_u32(&s->b, &s->b_cap, bound)) return OOM();
         for (size_t i = 0; i < n;) {
-            LEAD_MARK(i);
             if (i + p <= n && !memcmp(s->a + i, step->pattern, p * sizeof(uint32_t))) {
+                /* `tokenizers` aligns the replacement with the match's last code point: a pattern of
+                 * two or more at the start leaves the text no longer starting at its start. */
+                LEAD_MARK(i + p - 1);
                 if (r) memcpy(s->b + w, step->content, r * sizeof(uint32_t));
                 w += r, i += p;
-            } else
+            } else {
+                LEAD_MARK(i);
                 s->b[w++] = s->a[i++];
+            }
         }
         LEAD_END();
         swap_buffers(s), n = w;

@@ -69,6 +69,9 @@ typedef struct loader_t {
     char *blob;
     size_t blob_size, blob_capacity;
     int32_t max_id;
+    char const *json_text;  // tokenizer.json's bytes and parsed root (NULL for vocab.txt): Unigram scores are
+    size_t json_size;       // read from their text as `tokenizers` reads them
+    cJSON const *json_root;
 } loader_t;
 
 /** The vocabulary strings go into the blob first; then the maps, which point into the final blob. */
@@ -126,6 +129,13 @@ uform_status_t tokenizer_load_model(uform_tokenizer_t *tokenizer, loader_t *load
                                     char **prefix, char **unk, size_t *max_chars);
 
 uform_status_t tokenizer_finish_unigram(uform_tokenizer_t *tokenizer, pieces_t *pieces);
+
+/** The double `serde_json` reads from the JSON number `text[0, length)` as `tokenizers` builds it
+ *  (without serde_json's `float_roundtrip`): the digits as a 64-bit integer (digits past its range
+ *  dropped, those before the point counted in the exponent), converted, then multiplied or divided
+ *  by a power of ten. Not always strtod's nearest double: a Unigram score 1 ULP apart decides ties
+ *  between segmentations. False where serde_json refuses the number (out of range). */
+bool tokenizer_serde_f64(char const *text, size_t length, double *value);
 
 /** `vocab.txt`: one piece per line, its line number its id (as `tokenizers`' WordPiece::read_file);
  *  BERT's defaults around it (as `tokenizers`' BertWordPieceTokenizer). */

@@ -5,6 +5,8 @@
  */
 #include "text/tokenizer_private.h"
 
+#include <math.h>    // `isinf`
+#include <pthread.h> // `pthread_once`
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,140 @@ static uform_status_t tokenizer_piece_add(loader_t *loader, pieces_t *pieces, ch
     return uform_status_ok_k;
 }
 
+/* ---- Unigram scores as `tokenizers` reads them ---- */
+
+static double serde_powers[309]; /* 1e0 .. 1e308, each the nearest double, as serde_json's table */
+static pthread_once_t serde_powers_once = PTHREAD_ONCE_INIT;
+
+static void serde_powers_fill(void) {
+    for (int e = 0; e < 309; ++e) {
+        char literal[8];
+        snprintf(literal, sizeof literal, "1e%d", e);
+        serde_powers[e] = strtod(literal, NULL); /* glibc's strtod rounds to nearest */
+    }
+}
+
+/** serde_json's `overflow!(significand * 10 + digit, u64::MAX)`. */
+static bool serde_overflows(uint64_t significand, unsigned digit) {
+    return significand >= UINT64_MAX / 10 && (significand > UINT64_MAX / 10 || digit > UINT64_MAX % 10);
+}
+
+bool tokenizer_serde_f64(char const *text, size_t length, double *value) {
+    pthread_once(&serde_powers_once, serde_powers_fill);
+    size_t i = 0;
+    bool const negative = i < length && text[i] == '-';
+    i += negative;
+    uint64_t significand = 0;
+    int64_t exponent = 0;
+    bool integral = true, dropping = false;
+    /* The integer part: past u64's range, each further digit only counts in the exponent. */
+    for (; i < length && text[i] >= '0' && text[i] <= '9'; ++i) {
+        unsigned const digit = (unsigned)(text[i] - '0');
+        if (!dropping && serde_overflows(significand, digit)) dropping = true, integral = false;
+        if (dropping) ++exponent;
+        else significand = significand * 10 + digit;
+    }
+    /* The fraction: digits join the significand until one would overflow it; the rest are dropped. */
+    if (i < length && text[i] == '.') {
+        integral = false, dropping = false;
+        for (++i; i < length && text[i] >= '0' && text[i] <= '9'; ++i) {
+            unsigned const digit = (unsigned)(text[i] - '0');
+            if (!dropping && serde_overflows(significand, digit)) dropping = true;
+            if (!dropping) significand = significand * 10 + digit, --exponent;
+        }
+    }
+    if (i < length && (text[i] == 'e' || text[i] == 'E')) {
+        integral = false, ++i;
+        bool const negative_exponent = i < length && text[i] == '-';
+        i += i < length && (text[i] == '-' || text[i] == '+');
+        int64_t written = 0;
+        for (; i < length && text[i] >= '0' && text[i] <= '9'; ++i) {
+            if (written * 10 + (text[i] - '0') > INT32_MAX) { /* serde_json: infinity refused, else zero */
+                if (significand && !negative_exponent) return false;
+                *value = negative ? -0.0 : 0.0;
+                return true;
+            }
+            written = written * 10 + (text[i] - '0');
+        }
+        exponent += negative_exponent ? -written : written;
+        if (exponent > INT32_MAX) exponent = INT32_MAX; /* serde_json's saturating add */
+        if (exponent < INT32_MIN) exponent = INT32_MIN;
+    }
+    if (integral) { /* a u64 or an i64, converted as `as f64` does */
+        *value = negative ? -(double)significand : (double)significand;
+        return true;
+    }
+    double f = (double)significand;
+    for (;;) {
+        uint64_t const magnitude = exponent < 0 ? (uint64_t)(-exponent) : (uint64_t)exponent;
+        if (magnitude <= 308) {
+            if (exponent >= 0) {
+                f *= serde_powers[magnitude];
+                if (isinf(f)) return false;
+            }
+            else f /= serde_powers[magnitude];
+            break;
+        }
+        if (f == 0) break;
+        if (exponent >= 0) return false;
+        f /= 1e308, exponent += 308;
+    }
+    *value = negative ? -f : f;
+    return true;
+}
+
+/** Counts the numbers before `target` in document order under `node`; true once `target` is met. */
+static bool numbers_before(cJSON const *node, cJSON const *target, size_t *count) {
+    if (node == target) return true;
+    if (cJSON_IsNumber(node)) ++*count;
+    for (cJSON const *child = node->child; child; child = child->next)
+        if (numbers_before(child, target, count)) return true;
+    return false;
+}
+
+/** The text of the `wanted` numbers of `text` from the `first`-th on, in document order (a number
+ *  starts outside strings with `-` or a digit); false if there are fewer. */
+static bool number_spans(char const *text, size_t size, size_t first, size_t wanted, size_t *begins, size_t *ends) {
+    size_t seen = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < size && seen < first + wanted; ++i) {
+        char const c = text[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t end = i + 1;
+            while (end < size && ((text[end] >= '0' && text[end] <= '9') || text[end] == '.' || text[end] == 'e' ||
+                                  text[end] == 'E' || text[end] == '+' || text[end] == '-'))
+                ++end;
+            if (seen >= first) begins[seen - first] = i, ends[seen - first] = end;
+            ++seen, i = end - 1;
+        }
+    }
+    return seen >= first + wanted;
+}
+
+/** Each score of the Unigram `vocab` (its entries checked to be [piece, number] pairs) as
+ *  `tokenizers` reads it from the file's text. */
+static uform_status_t unigram_scores(loader_t const *loader, cJSON const *vocab, size_t count, double *scores) {
+    size_t first = 0;
+    if (!loader->json_root || !numbers_before(loader->json_root, vocab, &first))
+        return uform_fail(uform_status_corrupt_file_k, "%s: model.vocab is not in the parsed document", loader->file);
+    size_t *spans = malloc(2 * count * sizeof(size_t));
+    if (!spans) return uform_fail(uform_status_out_of_memory_k, "%s: out of memory", loader->file);
+    uform_status_t status = uform_status_ok_k;
+    if (!number_spans(loader->json_text, loader->json_size, first, count, spans, spans + count))
+        status = tokenizer_corrupt(loader, "fewer scores than entries in", "model.vocab");
+    for (size_t k = 0; k < count && status == uform_status_ok_k; ++k)
+        if (!tokenizer_serde_f64(loader->json_text + spans[k], spans[count + k] - spans[k], &scores[k]))
+            status = tokenizer_corrupt(loader, "a score out of double's range in", "model.vocab");
+    free(spans);
+    return status;
+}
+
 uform_status_t tokenizer_load_model(uform_tokenizer_t *tokenizer, loader_t *loader, cJSON const *json, pieces_t *pieces,
                                     char **prefix, char **unk, size_t *max_chars) {
     if (!cJSON_IsObject(json)) return tokenizer_corrupt(loader, "no object", "model");
@@ -119,13 +255,16 @@ uform_status_t tokenizer_load_model(uform_tokenizer_t *tokenizer, loader_t *load
         cJSON const *item;
         cJSON_ArrayForEach(item, vocab) {
             cJSON const *piece = cJSON_GetArrayItem(item, 0), *score = cJSON_GetArrayItem(item, 1);
-            if (!cJSON_IsString(piece) || !cJSON_IsNumber(score))
+            if (!cJSON_IsArray(item) || cJSON_GetArraySize(item) != 2 || !cJSON_IsString(piece) || !cJSON_IsNumber(score))
                 return tokenizer_corrupt(loader, "a vocabulary entry that is not [piece, score] in", "model.vocab");
             status = tokenizer_piece_add(loader, pieces, piece->valuestring, (int32_t)pieces->count);
             if (status != uform_status_ok_k) return status;
-            pieces->scores[pieces->count - 1] = score->valuedouble;
-            if (score->valuedouble < model->min_score) model->min_score = score->valuedouble;
         }
+        /* Each entry holds exactly one number, so the vocabulary's numbers are its scores, in order. */
+        status = unigram_scores(loader, vocab, count, pieces->scores);
+        if (status != uform_status_ok_k) return status;
+        for (size_t k = 0; k < count; ++k)
+            if (pieces->scores[k] < model->min_score) model->min_score = pieces->scores[k];
         loader->max_id = (int32_t)count - 1 > loader->max_id ? (int32_t)count - 1 : loader->max_id;
         cJSON const *unk_id = cJSON_GetObjectItemCaseSensitive(json, "unk_id");
         model->unk_id = -1;

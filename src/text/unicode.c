@@ -252,8 +252,10 @@ size_t uform_normalize(uint32_t const *in, size_t count, uform_normal_form_t for
             continue;
         size_t len = i - start;
         if (len) {
+            /* STABLE: the composition exclusions added after Unicode 3.0 (U+2ADC, U+1D15E..U+1D164,
+             * U+1D1BB..U+1D1C0) stay decomposed, as Unicode and `tokenizers` keep them. */
             utf8proc_ssize_t got = utf8proc_normalize_utf32((utf8proc_int32_t *)(out + start), (utf8proc_ssize_t)len,
-                                                            UTF8PROC_COMPOSE);
+                                                            UTF8PROC_COMPOSE | UTF8PROC_STABLE);
             if (got < 0) got = (utf8proc_ssize_t)len;
             memmove(out + w, out + start, (size_t)got * sizeof(uint32_t));
             w += (size_t)got;
