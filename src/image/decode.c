@@ -93,9 +93,14 @@ static void jpeg_emit(j_common_ptr cinfo, int level) {
     jpeg_state_t *state = (jpeg_state_t *)cinfo->err;
     if (level >= 0) return; /* trace messages */
     /* Warnings: libjpeg pads a truncated file (even one missing only its EOI marker) with grey and
-     * carries on; PIL raises "image file is truncated" instead, so do we. Other warnings
-     * (extraneous bytes, corrupt data it recovered from) PIL ignores, and so do we. */
-    if (cinfo->err->msg_code == JWRN_JPEG_EOF) {
+     * carries on; PIL raises "image file is truncated" instead, so do we. Not once every row is
+     * out: PIL's reader then stops without looking for EOI, so a single-scan file whose data ends
+     * in another marker segment decodes (a progressive one reads to its end before any row, and
+     * fails). Other warnings (extraneous bytes, corrupt data it recovered from) PIL ignores, and
+     * so do we. */
+    j_decompress_ptr const decompress = (j_decompress_ptr)cinfo;
+    if (cinfo->err->msg_code == JWRN_JPEG_EOF &&
+        !(decompress->output_height && decompress->output_scanline >= decompress->output_height)) {
         snprintf(state->message, sizeof(state->message),
                  "image: truncated JPEG: the data ends before the image does");
         state->status = uform_status_corrupt_file_k;

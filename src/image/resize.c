@@ -365,6 +365,12 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
             row_first = (size_t)vertical.bounds[0];
             row_last = (size_t)vertical.bounds[2 * (side - 1)] + (size_t)vertical.bounds[2 * (side - 1) + 1];
         }
+        /* Pillow 13 runs the vertical pass first where both run and the height shrinks by more than
+         * twice what the width does; the 8-bit rounding between the passes makes the order show. */
+        bool const vertical_first =
+            need_horizontal && need_vertical && full_height > resized_height &&
+            (long long)(full_height - resized_height) > 2 * ((long long)full_width - (long long)resized_width);
+        size_t column_first = x0, column_last = x0 + pixels->width; /* input columns the horizontal pass reads */
         if (need_horizontal) {
             status = compute_weights(full_width, resized_width, left, side, scratch, UFORM_SCRATCH_HORIZONTAL,
                                      &horizontal);
@@ -373,7 +379,11 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
                 (size_t)horizontal.bounds[2 * (side - 1)] + (size_t)horizontal.bounds[2 * (side - 1) + 1] >
                     x0 + pixels->width)
                 return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks columns");
-            for (size_t i = 0; i < side; ++i) horizontal.bounds[2 * i] -= (int)x0;
+            /* Vertical first: the horizontal pass reads a band of just the columns it needs. */
+            if (vertical_first)
+                column_first = (size_t)horizontal.bounds[0],
+                column_last = (size_t)horizontal.bounds[2 * (side - 1)] + (size_t)horizontal.bounds[2 * (side - 1) + 1];
+            for (size_t i = 0; i < side; ++i) horizontal.bounds[2 * i] -= (int)column_first;
         }
         if (row_first < y0 || row_last > y0 + pixels->height)
             return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks rows");
@@ -397,45 +407,77 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
             }
             source = premultiplied, source_stride = row_bytes;
         }
-        /* Horizontal pass: the needed rows, the crop's columns only. */
-        uint8_t const *columns = source; /* without a horizontal pass, the crop's columns */
-        size_t columns_stride = source_stride;
-        if (!need_horizontal) {
-            if (left < x0 || left + side > x0 + pixels->width)
-                return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks columns");
-            columns = source + (left - x0) * bytes;
-        } else {
-            uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
-            /* AVX2: two rows of 4 bytes a pixel; VNNI: four rows interleaved (see `uform_resize_vnni_quads_bytes`). */
-            size_t padded_bytes = pixels->width * 8;
+        if (vertical_first) {
+            /* The crop's rows over the band's columns, then the band's columns to the crop's. */
+            size_t const band_width = column_last - column_first, band_stride = band_width * bytes;
+            uint8_t *band = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, side * band_stride);
+            int32_t *sums = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_SUMS, band_stride * sizeof(int32_t));
+            int32_t *vertical_digits = uform_image_scratch_reserve(
+                scratch, UFORM_SCRATCH_VERTICAL_DIGITS, side * ((vertical.ksize + 3) / 4) * 3 * sizeof(int32_t));
+            size_t padded_bytes = band_width * 8;
 #if defined(UFORM_RESIZE_VNNI)
-            size_t quads_bytes = uform_resize_vnni_quads_bytes(pixels->width, bytes);
+            size_t quads_bytes = uform_resize_vnni_quads_bytes(band_width, bytes);
             if (quads_bytes > padded_bytes) padded_bytes = quads_bytes;
 #endif
             uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
             int32_t *digits = uform_image_scratch_reserve(
                 scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
-            if (!temporary || !padded || !digits)
+            if (!band || !sums || !vertical_digits || !padded || !digits)
                 return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
-            if (mode == uform_image_mode_i16_k)
-                horizontal_pass16(source, source_stride, rows, temporary, crop_stride, side, &horizontal);
-            else
-                horizontal_pass(source, source_stride, rows, pixels->width, temporary, crop_stride, side, &horizontal,
-                                bytes, padded, digits);
-            columns = temporary, columns_stride = crop_stride;
-        }
-        if (need_vertical) {
-            int32_t *sums = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_SUMS, crop_stride * sizeof(int32_t));
-            int32_t *digits = uform_image_scratch_reserve(
-                scratch, UFORM_SCRATCH_VERTICAL_DIGITS, side * ((vertical.ksize + 3) / 4) * 3 * sizeof(int32_t));
-            if (!sums || !digits) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
-            if (mode == uform_image_mode_i16_k)
-                vertical_pass16(columns, columns_stride, row_first, crop, crop_stride, side, side, &vertical);
-            else
-                vertical_pass(columns, columns_stride, row_first, crop, crop_stride, side, crop_stride, &vertical,
-                              sums, digits);
+            uint8_t const *band_source = source + (column_first - x0) * bytes;
+            if (mode == uform_image_mode_i16_k) {
+                vertical_pass16(band_source, source_stride, row_first, band, band_stride, side, band_width, &vertical);
+                horizontal_pass16(band, band_stride, side, crop, crop_stride, side, &horizontal);
+            } else {
+                vertical_pass(band_source, source_stride, row_first, band, band_stride, side, band_stride, &vertical,
+                              sums, vertical_digits);
+                horizontal_pass(band, band_stride, side, band_width, crop, crop_stride, side, &horizontal, bytes,
+                                padded, digits);
+            }
         } else {
-            for (size_t y = 0; y < side; ++y) memcpy(crop + y * crop_stride, columns + y * columns_stride, crop_stride);
+            /* Horizontal pass: the needed rows, the crop's columns only. */
+            uint8_t const *columns = source; /* without a horizontal pass, the crop's columns */
+            size_t columns_stride = source_stride;
+            if (!need_horizontal) {
+                if (left < x0 || left + side > x0 + pixels->width)
+                    return uform_fail(uform_status_invalid_argument_k, "image: the decoded region lacks columns");
+                columns = source + (left - x0) * bytes;
+            } else {
+                uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
+                /* AVX2: two rows of 4 bytes a pixel; VNNI: four rows interleaved
+                 * (see `uform_resize_vnni_quads_bytes`). */
+                size_t padded_bytes = pixels->width * 8;
+#if defined(UFORM_RESIZE_VNNI)
+                size_t quads_bytes = uform_resize_vnni_quads_bytes(pixels->width, bytes);
+                if (quads_bytes > padded_bytes) padded_bytes = quads_bytes;
+#endif
+                uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
+                int32_t *digits = uform_image_scratch_reserve(
+                    scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
+                if (!temporary || !padded || !digits)
+                    return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
+                if (mode == uform_image_mode_i16_k)
+                    horizontal_pass16(source, source_stride, rows, temporary, crop_stride, side, &horizontal);
+                else
+                    horizontal_pass(source, source_stride, rows, pixels->width, temporary, crop_stride, side,
+                                    &horizontal, bytes, padded, digits);
+                columns = temporary, columns_stride = crop_stride;
+            }
+            if (need_vertical) {
+                int32_t *sums =
+                    uform_image_scratch_reserve(scratch, UFORM_SCRATCH_SUMS, crop_stride * sizeof(int32_t));
+                int32_t *digits = uform_image_scratch_reserve(
+                    scratch, UFORM_SCRATCH_VERTICAL_DIGITS, side * ((vertical.ksize + 3) / 4) * 3 * sizeof(int32_t));
+                if (!sums || !digits) return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
+                if (mode == uform_image_mode_i16_k)
+                    vertical_pass16(columns, columns_stride, row_first, crop, crop_stride, side, side, &vertical);
+                else
+                    vertical_pass(columns, columns_stride, row_first, crop, crop_stride, side, crop_stride, &vertical,
+                                  sums, digits);
+            } else {
+                for (size_t y = 0; y < side; ++y)
+                    memcpy(crop + y * crop_stride, columns + y * columns_stride, crop_stride);
+            }
         }
         if (alpha)
             for (size_t i = 0; i < side * side; ++i) {

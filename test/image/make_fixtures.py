@@ -261,6 +261,31 @@ def main():
     Image.fromarray(content(150, 100, 10)).save(os.path.join(HERE, "synth/rgb_150x100.png"))
     m.good("synth/rgb_150x100.png", [224], "upscaling")
 
+    # Tall portraits: Pillow 13 resamples vertically first where both passes run and the height
+    # shrinks by more than twice what the width does (H - h > 2 (W - w)); 8-bit rounding between the
+    # passes makes the order show. 230 x 460 sits on the boundary (horizontal first).
+    tall = content(230, 470, 15)
+    Image.fromarray(tall).save(os.path.join(HERE, "synth/tall_rgb_230x470.png"))
+    m.good("synth/tall_rgb_230x470.png", [224, 101], "vertical pass first")
+    Image.fromarray(content(230, 460, 16)).save(os.path.join(HERE, "synth/tall_rgb_230x460.png"))
+    m.good("synth/tall_rgb_230x460.png", [224], "exactly 2:1, horizontal pass first")
+    Image.fromarray(content(300, 601, 17, channels=1)[:, :, 0], "L").save(os.path.join(HERE, "synth/tall_l_300x601.png"))
+    m.good("synth/tall_l_300x601.png", [224], "vertical pass first")
+    tall_alpha = np.clip(np.mgrid[0:700, 0:225][1] * 255 // 224, 0, 255).astype(np.uint8)
+    tall_alpha[:100] = 0
+    Image.fromarray(np.dstack([content(225, 700, 18), tall_alpha]), "RGBA").save(
+        os.path.join(HERE, "synth/tall_rgba_225x700.png"))
+    m.good("synth/tall_rgba_225x700.png", [224], "vertical pass first, premultiplied")
+    Image.fromarray((content(250, 700, 19, channels=1)[:, :, 0].astype(np.uint16) * 251)).save(
+        os.path.join(HERE, "synth/tall_i16_250x700.png"))
+    m.good("synth/tall_i16_250x700.png", [224], "vertical pass first, 16 bits")
+    save_jpeg(Image.fromarray(np.dstack([content(250, 700, 20), content(250, 700, 21, channels=1)]), "CMYK"),
+              "synth/tall_cmyk_250x700.jpg", quality=92)
+    m.good("synth/tall_cmyk_250x700.jpg", [224], "vertical pass first, CMYK")
+    save_jpeg(Image.open(os.path.join(HERE, "photos/astronaut.png")).convert("RGB").crop((120, 0, 360, 512)),
+              "synth/tall_photo_240x512.jpg", quality=90)
+    m.good("synth/tall_photo_240x512.jpg", [224, 101], "vertical pass first, a photo")
+
     # Every PNG mode, at 333 x 251.
     w, h = 203, 151
     base = content(w, h, 11)
@@ -345,6 +370,17 @@ def main():
     with open(os.path.join(HERE, "synth/jpeg_trailing.jpg"), "wb") as f:
         f.write(data + b"trailing garbage after EOI")
     m.good("synth/jpeg_trailing.jpg", [64])
+    # A marker segment where EOI should be: PIL decodes a single-scan file (its reader sees the
+    # marker, not the end, until every row is out), not a progressive one (which reads to the end
+    # before any row).
+    with open(os.path.join(HERE, "synth/jpeg_com_for_eoi.jpg"), "wb") as f:
+        f.write(data[:-2] + b"\xff\xfe\x00\x04ab")
+    m.good("synth/jpeg_com_for_eoi.jpg", [64], "a COM segment in place of EOI")
+    buffer = io.BytesIO()
+    photo.save(buffer, "JPEG", quality=90, progressive=True)
+    with open(os.path.join(HERE, "bad/progressive_com_for_eoi.jpg"), "wb") as f:
+        f.write(buffer.getvalue()[:-2] + b"\xff\xfe\x00\x04ab")
+    m.bad("bad/progressive_com_for_eoi.jpg", "corrupt_file", "truncated JPEG", "progressive, a COM segment for EOI")
 
     # Bad files.
     def put(rel, blob):
