@@ -15,7 +15,7 @@ import tokenizers
 from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import PINNED, ids_hash, invalid_offset, write_gz  # noqa: E402
+from make_fixtures import PINNED, ids_hash, invalid_offset, read_corpus, write_gz  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STRIDE, TRUNCATE = 48, 7
@@ -62,14 +62,7 @@ def variants():
 def main():
     if tokenizers.__version__ != PINNED:
         sys.exit(f"tokenizers {tokenizers.__version__} is not the pinned {PINNED}")
-    data = gzip.open(os.path.join(HERE, "corpus.bin.gz")).read()
-    texts, at = [], 0
-    while at < len(data):
-        nl = data.index(b"\n", at)
-        n = int(data[at:nl])
-        texts.append(data[nl + 1:nl + 1 + n])
-        at = nl + 1 + n + 1
-    chosen = texts[::STRIDE]
+    chosen = read_corpus()[::STRIDE]
     valid = [(i, t.decode()) for i, t in enumerate(chosen) if invalid_offset(t) is None]
     specs, out = [], bytearray()
     for name, base_name, patch in variants():
