@@ -344,6 +344,13 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
                             height, raw_size);
         goto done;
     }
+    /* The palette before the image: PLTE precedes the IDATs, and asked for after them libspng reads
+     * on to IEND, which PIL never needs (a palette PNG cut after its image data decodes there). */
+    struct spng_plte plte = {0};
+    if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && (error = spng_get_plte(ctx, &plte))) {
+        status = spng_failure(error, "palette");
+        goto done;
+    }
     /* libspng ORs the pixels of interlaced images of 1, 2 and 4 bits into place: start from zeros. */
     if (depth < 8) memset(raw, 0, raw_size);
     if ((error = spng_decode_image(ctx, raw, raw_size, format, 0))) {
@@ -352,11 +359,6 @@ static uform_status_t decode_png(uint8_t const *data, size_t size, size_t max_pi
     }
     size_t raw_stride = raw_size / height;
     if (!direct) {
-        struct spng_plte plte = {0};
-        if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && (error = spng_get_plte(ctx, &plte))) {
-            status = spng_failure(error, "palette");
-            goto done;
-        }
         for (size_t y = 0; y < height; ++y) {
             uint8_t const *in = raw + y * raw_stride;
             uint8_t *row = pixels + y * stride;

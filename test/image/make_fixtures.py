@@ -334,6 +334,13 @@ def main():
               palette=[[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]]); cases.append("p_short_palette.png")
     for name in cases:
         m.good(f"synth/{name}", [64, 101])
+    # A palette PNG cut after its image data (no IEND): PIL decodes it, having all the rows.
+    with open(os.path.join(HERE, "synth/mode_p.png"), "rb") as f:
+        whole = f.read()
+    assert whole[-12:-8] == b"\x00\x00\x00\x00" and whole[-8:-4] == b"IEND"
+    with open(os.path.join(HERE, "synth/mode_p_no_iend.png"), "wb") as f:
+        f.write(whole[:-12])
+    m.good("synth/mode_p_no_iend.png", [64], "a palette PNG without IEND")
 
     # JPEG variants (PIL writes them through the same libjpeg-turbo it reads them with).
     photo = Image.fromarray(base)
