@@ -1149,7 +1149,9 @@ UFORM_API void uform_model_free(uform_model_t model);
  *  text processor does, `tokenizer.json`'s own `truncation` first (specials kept), then the ids
  *  sliced to the context, so a text longer than it loses its closing specials ("[CLS] a b c"); UForm3
  *  towers with RoBERTa positions, where that slice would run past the position table, keep the
- *  specials. `uform_encode_texts` encodes these ids. `*count` receives the number of ids, the first `min(capacity, count)` are
+ *  specials. The ids are Hugging Face `tokenizers`' for the same `tokenizer.json` (as it reads the
+ *  file: Unigram scores from their digits as serde_json parses them, which can differ from the
+ *  nearest double by an ULP and decide ties). `uform_encode_texts` encodes these ids. `*count` receives the number of ids, the first `min(capacity, count)` are
  *  written (`ids` may be NULL when `capacity` is zero). INVALID_ARGUMENT for invalid UTF-8 (the
  *  message gives the byte offset) or NULL pointers; UNSUPPORTED for an image model. On any failure
  *  after `model` and `count` were checked, `*count` is 0 (no ids).
