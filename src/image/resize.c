@@ -320,6 +320,23 @@ uform_status_t uform_image_region(size_t width, size_t height, size_t side, ufor
     return uform_status_ok_k;
 }
 
+/** The horizontal pass's buffers over rows of `in_width` pixels: the padded rows (AVX2: two rows
+ *  of 4 bytes a pixel; VNNI: four rows interleaved, see `uform_resize_vnni_quads_bytes`) and the
+ *  weights' 8-bit digits for `count` outputs. NULL where out of memory. */
+static void horizontal_buffers(uform_image_scratch_t *scratch, size_t in_width, size_t bytes, size_t count,
+                               weights_t const *horizontal, uint8_t **padded, int32_t **digits) {
+    size_t padded_bytes = in_width * 8;
+#if defined(UFORM_RESIZE_VNNI)
+    size_t quads_bytes = uform_resize_vnni_quads_bytes(in_width, bytes);
+    if (quads_bytes > padded_bytes) padded_bytes = quads_bytes;
+#else
+    (void)bytes;
+#endif
+    *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
+    *digits = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_DIGITS,
+                                          count * ((horizontal->ksize + 3) / 4) * 3 * sizeof(int32_t));
+}
+
 uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side, uform_image_scratch_t *scratch,
                                        uint8_t *rgb) {
     if (!pixels || !scratch || !rgb)
@@ -414,14 +431,9 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
             int32_t *sums = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_SUMS, band_stride * sizeof(int32_t));
             int32_t *vertical_digits = uform_image_scratch_reserve(
                 scratch, UFORM_SCRATCH_VERTICAL_DIGITS, side * ((vertical.ksize + 3) / 4) * 3 * sizeof(int32_t));
-            size_t padded_bytes = band_width * 8;
-#if defined(UFORM_RESIZE_VNNI)
-            size_t quads_bytes = uform_resize_vnni_quads_bytes(band_width, bytes);
-            if (quads_bytes > padded_bytes) padded_bytes = quads_bytes;
-#endif
-            uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
-            int32_t *digits = uform_image_scratch_reserve(
-                scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
+            uint8_t *padded = NULL;
+            int32_t *digits = NULL;
+            horizontal_buffers(scratch, band_width, bytes, side, &horizontal, &padded, &digits);
             if (!band || !sums || !vertical_digits || !padded || !digits)
                 return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
             uint8_t const *band_source = source + (column_first - x0) * bytes;
@@ -444,16 +456,9 @@ uform_status_t uform_image_resize_crop(uform_pixels_t const *pixels, size_t side
                 columns = source + (left - x0) * bytes;
             } else {
                 uint8_t *temporary = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_ROWS, rows * crop_stride);
-                /* AVX2: two rows of 4 bytes a pixel; VNNI: four rows interleaved
-                 * (see `uform_resize_vnni_quads_bytes`). */
-                size_t padded_bytes = pixels->width * 8;
-#if defined(UFORM_RESIZE_VNNI)
-                size_t quads_bytes = uform_resize_vnni_quads_bytes(pixels->width, bytes);
-                if (quads_bytes > padded_bytes) padded_bytes = quads_bytes;
-#endif
-                uint8_t *padded = uform_image_scratch_reserve(scratch, UFORM_SCRATCH_PADDED, padded_bytes);
-                int32_t *digits = uform_image_scratch_reserve(
-                    scratch, UFORM_SCRATCH_DIGITS, side * ((horizontal.ksize + 3) / 4) * 3 * sizeof(int32_t));
+                uint8_t *padded = NULL;
+                int32_t *digits = NULL;
+                horizontal_buffers(scratch, pixels->width, bytes, side, &horizontal, &padded, &digits);
                 if (!temporary || !padded || !digits)
                     return uform_fail(uform_status_out_of_memory_k, "image: no memory to resize");
                 if (mode == uform_image_mode_i16_k)
