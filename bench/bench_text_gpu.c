@@ -8,10 +8,13 @@
  *          random lowercase words, as many as make at most `--tokens` ids with [CLS] and [SEP].
  *
  *      bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32]
- *                     [--devices N] [--seconds S] [--texts] [--in-flight N] [--features] [--json]
+ *                     [--devices N] [--seconds S] [--texts] [--in-flight N] [--features] [--context N] [--json]
  *
  *  `--features` asks for every token's last hidden state too (`uform_embeddings_t.features`, f32,
- *  the context's rows per text): what that costs beside the same run without.
+ *  the context's rows per text, zero past its tokens): what that costs beside the same run without.
+ *  `--context N` is the tower's context, which sets those rows (default: the real model's, 77 for
+ *  UForm3, the `uform` package's `max_position_embeddings`, and 256 for all-MiniLM-L6-v2,
+ *  sentence-transformers' `max_seq_length`; at least `--tokens`).
  *
  *  `--in-flight N` (N >= 2) submits the calls deferred, up to N at once, each into its own rows (a
  *  deferred encode returns once its waves are enqueued: with `--texts`, the next call's tokenising
@@ -72,7 +75,7 @@ static char **make_texts(uform_tokenizer_t const *tokenizer, size_t count, size_
 
 int main(int argc, char **argv) {
     char const *shape = "minilm", *dtype_name = "bf16";
-    size_t tokens = 128, batch = 50, devices = 1, in_flight = 1;
+    size_t tokens = 128, batch = 50, devices = 1, in_flight = 1, context = 0;
     double seconds = 3.0;
     int json = 0, from_texts = 0, with_features = 0;
     for (int i = 1; i < argc; ++i) {
@@ -86,10 +89,11 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--batch") && strict_count(v, 1, (size_t)1 << 20, false, &batch)) ++i;
         else if (v && !strcmp(a, "--devices") && strict_count(v, 1, 8, false, &devices)) ++i;
         else if (v && !strcmp(a, "--in-flight") && strict_count(v, 1, 64, false, &in_flight)) ++i;
+        else if (v && !strcmp(a, "--context") && strict_count(v, 2, 510, false, &context)) ++i;
         else if (v && !strcmp(a, "--seconds") && strict_real(v, 0, 3600, &seconds)) ++i;
         else {
             fprintf(stderr, "usage: bench_text_gpu [--shape minilm|uform3] [--tokens N] [--batch N] [--dtype bf16|f16|f32] "
-                            "[--devices N] [--seconds S] [--texts] [--in-flight N] [--features] [--json]\n");
+                            "[--devices N] [--seconds S] [--texts] [--in-flight N] [--features] [--context N] [--json]\n");
             return 2;
         }
     }
@@ -101,6 +105,9 @@ int main(int argc, char **argv) {
     uform_dtype_t dtype = !strcmp(dtype_name, "f32") ? uform_dtype_f32_k
                           : !strcmp(dtype_name, "f16") ? uform_dtype_f16_k : uform_dtype_bf16_k;
     uform_text_tower_t t = random_text_tower(uform3, dtype);
+    if (!context) context = uform3 ? 77 : 256;
+    if (context < tokens) context = tokens;
+    t.context = context;
     size_t h = t.hidden, in = t.intermediate;
     int32_t node = 0;
     struct uform_model_s model = {.modality = uform_modality_text_k, .residency = uform_residency_vram_k,

@@ -452,18 +452,19 @@ uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *
                                   uform_embeddings_t const *out, size_t stride, size_t row_bytes,
                                   unsigned char *staged, char const *verb) {
     uform_cuda_t const *cuda = vram->cuda;
-    if (staged) { /* the chunk's rows in one copy, packed as on the device */
-        CUresult result = cuda->MemcpyDtoHAsync(staged + offsets[first] * row_bytes, converted,
-                                                (offsets[end] - offsets[first]) * row_bytes, share->stream);
-        if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying features back", share->copy->ordinal);
-        return uform_status_ok_k;
-    }
-    for (size_t e = first; e < end; ++e) {
-        CUresult result = cuda->MemcpyDtoHAsync((unsigned char *)out->features + order[e] * stride,
-                                                converted + (offsets[e] - offsets[first]) * row_bytes,
-                                                (offsets[e + 1] - offsets[e]) * row_bytes, share->stream);
-        if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying features back", share->copy->ordinal);
-    }
+    double start = vram_profiling() ? (cuda->StreamSynchronize(share->stream), uform_now_seconds()) : 0;
+    CUresult result = CUDA_SUCCESS;
+    if (staged) /* the chunk's rows in one copy, packed as on the device */
+        result = cuda->MemcpyDtoHAsync(staged + offsets[first] * row_bytes, converted,
+                                       (offsets[end] - offsets[first]) * row_bytes, share->stream);
+    for (size_t e = first; !staged && e < end && result == CUDA_SUCCESS; ++e)
+        result = cuda->MemcpyDtoHAsync((unsigned char *)out->features + order[e] * stride,
+                                       converted + (offsets[e] - offsets[first]) * row_bytes,
+                                       (offsets[e + 1] - offsets[e]) * row_bytes, share->stream);
+    if (result != CUDA_SUCCESS) return vram_launch_failed(result, verb, "copying features back", share->copy->ordinal);
+    if (vram_profiling())
+        cuda->StreamSynchronize(share->stream),
+            vram_profile_add(staged ? "features to staging" : "features to caller, item by item", uform_now_seconds() - start);
     return uform_status_ok_k;
 }
 
@@ -513,6 +514,7 @@ void vram_write_features(uform_executor_t executor, uform_embeddings_t const *ou
                          size_t row_bytes, size_t const *order, size_t const *offsets, size_t encoded, size_t count,
                          unsigned char const *staged) {
     features_writer_t w = {out, stride, rows_total, row_bytes, order, offsets, encoded, count, 1, staged};
+    double const start = vram_profiling() ? uform_now_seconds() : 0;
     uform_executor_description_t description;
     /* Copying out of the staging buffer is bound by memory and the caller's first touches: on the
      * decoder threads when there are several and the features are large (a call per item would not pay). */
@@ -521,10 +523,14 @@ void vram_write_features(uform_executor_t executor, uform_embeddings_t const *ou
         w.tasks = description.threads_count < count ? description.threads_count : count;
         uform_call_t call = {.residency = uform_residency_any_k, .schedule = uform_schedule_dynamic_k,
                              .tasks = w.tasks, .task = write_features_task, .context = &w};
-        if (uform_executor_call(executor, &call, NULL) == uform_status_ok_k) return;
+        if (uform_executor_call(executor, &call, NULL) == uform_status_ok_k) {
+            if (vram_profiling()) vram_profile_add("features to caller, threads", uform_now_seconds() - start);
+            return;
+        }
         w.tasks = 1; /* refused (another thread's call): on this one */
     }
     write_features_range(&w, 0, count);
+    if (vram_profiling()) vram_profile_add("features to caller, one thread", uform_now_seconds() - start);
 }
 
 uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,
