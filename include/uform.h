@@ -1176,12 +1176,14 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_model_tokenize(uform_model_t mode
  *  zero features as it gets a zero row. Asking for features runs a CLS-pooled tower's last layer
  *  for every token (the embeddings are the same up to rounding), and costs the copy. VRAM models
  *  convert each chunk's rows to `dtype` on the device and copy them in one asynchronous copy a chunk
- *  into the model's pinned staging buffer (grown to the call's features, up to 256 MiB of them),
- *  then write them into `features` once every wave finished, split over the executor's decoder
- *  threads for a blocking call (a deferred one's outcome writes them as it finishes); past 256 MiB,
- *  or while two other calls of the model hold its staging buffers, each item's rows are copied
- *  straight into `features` as its chunk finishes (the device callback waits for those pageable
- *  copies) and a call that fails may leave some items' features written. NULL asks for none. INVALID_ARGUMENT for
+ *  into the model's pinned staging buffer (grown to the call's features, up to 256 MiB of them).
+ *  A blocking call writes them into `features` on the executor's decoder threads: from 16 MiB of
+ *  features in pieces of at least 4 MiB, each as it lands while the later ones still cross the bus
+ *  (the zero rows first, while the devices run), else once every wave finished; a deferred call's
+ *  outcome writes them as it finishes, on the thread that settles it. Past 256 MiB, or while two
+ *  other calls of the model hold its staging buffers, each item's rows are copied straight into
+ *  `features` as its chunk finishes (the device callback waits for those pageable copies). A call
+ *  that fails may leave some items' features written. NULL asks for none. INVALID_ARGUMENT for
  *  a `features_stride` that cannot hold an item's features, one without `features`, or items past
  *  the address space.
  *

@@ -504,5 +504,10 @@ typedef void (*uform_vram_settle_t)(void *context, uform_status_t *status, char 
 uform_status_t uform_vram_call_settling(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome,
                                         uform_vram_settle_t settle, void *context, bool *attached);
 
+/** @brief The RAM executor of a VRAM executor's host decoder threads, NULL for any other executor.
+ *  For host-only work that must overlap the devices: a blocking call on the VRAM executor itself
+ *  returns only once every earlier device call finished. CUDA builds only (vram.c). */
+uform_executor_t uform_vram_decoders(uform_executor_t executor);
+
 
 #endif // UFORM_INTERNAL_H

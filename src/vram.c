@@ -155,6 +155,11 @@ uform_status_t uform_vram_call_settling(uform_executor_t executor, uform_call_t 
     return status;
 }
 
+uform_executor_t uform_vram_decoders(uform_executor_t executor) {
+    if (!executor || executor->description.kind != uform_executor_kind_vram_k) return NULL;
+    return ((vram_executor_t *)executor)->decoders;
+}
+
 uform_status_t vram_call(uform_executor_t executor, uform_call_t const *call, uform_outcome_t *outcome) {
     vram_executor_t *self = (vram_executor_t *)executor;
     uform_cuda_t const *cuda = self->cuda;

@@ -6,7 +6,8 @@
  *          one item cannot fit), and the rows gathered in input order with zero rows and statuses for
  *          the items that failed, and the features written from the pinned staging buffer (rows in
  *          input order, zero rows past each item's tokens and for failed items, the stride's gap
- *          untouched; on one thread and split over an executor's). Builds without CUDA skip it.
+ *          untouched; on one thread and split over an executor's), whole or piece by piece as pieces
+ *          land (stopping where a piece never does). Builds without CUDA skip it.
  */
 #include "check.h"
 
@@ -56,6 +57,88 @@ static void check_write_features(void) {
                                 count, in_place ? NULL : staged);
             CHECK(!memcmp(got, expected, count * stride));
         }
+    uform_executor_free(executor);
+    free(staged), free(expected), free(got);
+}
+
+/** Lands pieces in order until `fail_at`, recording the order asked. */
+typedef struct piece_waits_t {
+    size_t asked[64], asked_count, fail_at;
+} piece_waits_t;
+
+static int piece_wait(void *context, size_t index) {
+    piece_waits_t *waits = (piece_waits_t *)context;
+    if (waits->asked_count < 64) waits->asked[waits->asked_count++] = index;
+    return index != waits->fail_at;
+}
+
+/** `vram_write_features_pieces`, the staged rows in pieces whose bounds fall inside items and between
+ *  them (the last pieces first in row order, as two devices' would be): every piece landed gives
+ *  `vram_write_features`' bytes, on this thread and over two; a wait that fails at piece 3 stops
+ *  there with 0, the zeros and pieces 0-2 written, the rest of the staged rows not. */
+static void check_write_features_pieces(void) {
+    enum { count = 37, rows_total = 5, row_bytes = 29000, gap = 13 };
+    size_t const stride = rows_total * row_bytes + gap;
+    size_t order[count], offsets[count + 1], encoded = 0;
+    offsets[0] = 0;
+    for (size_t i = 0; i < count; ++i)
+        if (i % 3 != 1) order[encoded] = i, offsets[encoded + 1] = offsets[encoded] + 1 + i % rows_total, ++encoded;
+    size_t const rows = offsets[encoded];
+    /* Pieces: [0, 7) [7, 8) [8, 30) [30, 31) [31, 60) then the rest in two, the later one first. */
+    size_t const middle = 60 + (rows - 60) / 2;
+    vram_piece_t pieces[7] = {{.row_begin = 0, .row_end = 7},    {.row_begin = 7, .row_end = 8},
+                              {.row_begin = 8, .row_end = 30},   {.row_begin = 30, .row_end = 31},
+                              {.row_begin = 31, .row_end = 60},  {.row_begin = middle, .row_end = rows},
+                              {.row_begin = 60, .row_end = middle}};
+    unsigned char *staged = (unsigned char *)malloc(rows * row_bytes);
+    unsigned char *expected = (unsigned char *)malloc(count * stride), *got = (unsigned char *)malloc(count * stride);
+    CHECK(staged && expected && got && rows > 70);
+    if (!staged || !expected || !got) return;
+    for (size_t b = 0; b < rows * row_bytes; ++b) staged[b] = (unsigned char)(b * 7 % 251 + 1);
+    memset(expected, 0, count * stride);
+    for (size_t i = 0; i < count; ++i) memset(expected + i * stride + rows_total * row_bytes, 0xee, gap);
+    for (size_t e = 0; e < encoded; ++e)
+        memcpy(expected + order[e] * stride, staged + offsets[e] * row_bytes, (offsets[e + 1] - offsets[e]) * row_bytes);
+    uform_embeddings_t out = {.features = got, .features_stride = stride};
+    uform_executor_t executor = NULL;
+    if (uform_executor_for_ram(NULL, 2, 0, &executor) != uform_status_ok_k)
+        CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &executor), uform_status_ok_k);
+    for (int threads = 0; threads < 2; ++threads) {
+        memset(got, 0xab, count * stride);
+        for (size_t i = 0; i < count; ++i) memset(got + i * stride + rows_total * row_bytes, 0xee, gap);
+        piece_waits_t waits = {.fail_at = (size_t)-1};
+        CHECK(vram_write_features_pieces(threads ? executor : NULL, &out, stride, rows_total, row_bytes, order, offsets,
+                                         encoded, count, staged, pieces, 7, piece_wait, &waits) == 1);
+        CHECK(!memcmp(got, expected, count * stride));
+        CHECK(waits.asked_count == 7);
+        for (size_t p = 0; p < waits.asked_count; ++p) CHECK(waits.asked[p] == p);
+
+        /* The fourth piece never lands: rows [0, 30) and every zero row written, rows [30, rows) not. */
+        memset(got, 0xab, count * stride);
+        for (size_t i = 0; i < count; ++i) memset(got + i * stride + rows_total * row_bytes, 0xee, gap);
+        waits = (piece_waits_t){.fail_at = 3};
+        CHECK(vram_write_features_pieces(threads ? executor : NULL, &out, stride, rows_total, row_bytes, order, offsets,
+                                         encoded, count, staged, pieces, 7, piece_wait, &waits) == 0);
+        CHECK(waits.asked_count == 4);
+        size_t landed_bytes = 0, missing_bytes = 0, wrong_bytes = 0;
+        for (size_t e = 0; e < encoded; ++e)
+            for (size_t r = offsets[e]; r < offsets[e + 1]; ++r) {
+                unsigned char const *at = got + order[e] * stride + (r - offsets[e]) * row_bytes;
+                if (r < 30) landed_bytes += !memcmp(at, staged + r * row_bytes, row_bytes) ? row_bytes : 0;
+                else
+                    for (size_t b = 0; b < row_bytes; ++b) missing_bytes += at[b] == 0xab;
+            }
+        for (size_t i = 0; i < count; ++i) { /* zero rows past each input's own, whole rows for the failed */
+            size_t own = 0;
+            for (size_t e = 0; e < encoded; ++e)
+                if (order[e] == i) own = offsets[e + 1] - offsets[e];
+            for (size_t b = own * row_bytes; b < rows_total * row_bytes; ++b) wrong_bytes += got[i * stride + b] != 0;
+            for (size_t b = 0; b < gap; ++b) wrong_bytes += got[i * stride + rows_total * row_bytes + b] != 0xee;
+        }
+        CHECK(landed_bytes == 30 * row_bytes);
+        CHECK(missing_bytes == (rows - 30) * row_bytes);
+        CHECK(wrong_bytes == 0);
+    }
     uform_executor_free(executor);
     free(staged), free(expected), free(got);
 }
@@ -110,6 +193,7 @@ int main(void) {
     CHECK(out_rows[1][0] == 0 && out_rows[1][3] == 0 && out_rows[0][4] == 0xee); /* the stride's padding untouched */
     CHECK(statuses[0] == uform_status_ok_k && statuses[1] == uform_status_corrupt_file_k && statuses[2] == uform_status_ok_k);
     check_write_features();
+    check_write_features_pieces();
     printf("%s\n", check_failures ? "FAILED" : "passed");
     return check_failures ? 1 : 0;
 }

@@ -80,6 +80,9 @@ typedef struct image_job_t {
     /** With `out.features` and `pinned`: [count * sequence][features_row_bytes] in the staging buffer,
      *  every chunk's features copied in at once (else NULL: copied item by item). */
     unsigned char *staged_features;
+    /** A blocking call's staged features, copied out piece by piece as they land (`piecewise`). */
+    vram_pieces_t pieces;
+    int piecewise;
     uform_status_t *statuses;
     vram_share_t *shares;
     size_t shares_count, workspace;
@@ -99,6 +102,7 @@ static void job_free(image_job_t *job) {
     if (!job) return;
     if (job->scratches)
         for (size_t t = 0; t < job->threads; ++t) uform_image_scratch_free(&job->scratches[t]);
+    vram_pieces_free(job->vram->cuda, &job->pieces);
     if (job->pinned) vram_staging_give(job->vram, job->rgb);
     else free(job->rgb), free(job->host_rows), free(job->chunk_offsets);
     free(job->scratches), free(job->items), free(job->order), free(job->offsets), free(job->shares);
@@ -108,10 +112,10 @@ static void job_free(image_job_t *job) {
 
 /** The rows in input order, and the features (from the staging buffer, on `executor`'s decoder threads
  *  when given; those of images that failed zeroed). */
-static void write_rows(image_job_t const *job, uform_executor_t executor) {
+static void write_rows(image_job_t const *job, uform_executor_t executor, int features_written) {
     vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
                     job->statuses);
-    if (job->out.features)
+    if (job->out.features && !features_written)
         vram_write_features(executor, &job->out, job->features_stride, job->sequence, job->features_row_bytes,
                             job->order, job->offsets, job->encoded, job->count, job->staged_features);
 }
@@ -121,7 +125,7 @@ static void write_rows(image_job_t const *job, uform_executor_t executor) {
 static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
     image_job_t *job = (image_job_t *)context;
     vram_waves_settled(&job->run, status, message, message_bytes);
-    if (*status == uform_status_ok_k) write_rows(job, NULL);
+    if (*status == uform_status_ok_k) write_rows(job, NULL, 0);
     job_free(job);
 }
 
@@ -323,7 +327,7 @@ static uform_status_t enqueue_pass(image_job_t *job, vram_share_t *share, image_
     /* Shares count the wave's images; `order` and `offsets` the job's. */
     return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, job->wave_base + first,
                               job->wave_base + end, &job->out, job->features_stride, job->features_row_bytes,
-                              job->staged_features, VERB);
+                              job->staged_features, job->piecewise ? &job->pieces : NULL, VERB);
 }
 
 /** Uploads a chunk's pixels and offsets on the share's stream, then enqueues its pass. */
@@ -580,6 +584,7 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
         job->pinned = 1, job->rgb = staging, job->host_rows = staging + rgb_bytes;
         job->chunk_offsets = (int32_t *)(staging + rgb_bytes + rows_bytes);
         if (features_bytes) job->staged_features = staging + rgb_bytes + rows_bytes + offsets_bytes;
+        job->piecewise = !outcome && features_bytes && vram_features_piecewise(features_bytes);
     } else {
         wave = count;
         job->rgb = (uint8_t *)malloc(count * job->per_image);
@@ -625,8 +630,14 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
                 return uform_status_ok_k; /* the job is the settle's now, maybe freed already */
         } else (void)vram_waves_submit(&job->run, executor, &call, outcome != NULL);
     }
+    /* A blocking call's staged features go out piece by piece while the later pieces still cross. */
+    int features_written = 0;
+    if (job->piecewise && job->run.failure.status == uform_status_ok_k)
+        features_written = vram_write_features_landed(job->vram->cuda, executor, &job->out, job->features_stride,
+                                                      job->sequence, job->features_row_bytes, job->order, job->offsets,
+                                                      job->encoded, job->count, job->staged_features, &job->pieces);
     status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
-    if (status == uform_status_ok_k) write_rows(job, executor);
+    if (status == uform_status_ok_k) write_rows(job, executor, features_written);
     job_free(job);
     return uform_outcome_refuse(outcome, status);
 

@@ -27,6 +27,7 @@
 
 static void job_free(vram_job_t *job) {
     if (!job) return;
+    vram_pieces_free(job->vram->cuda, &job->pieces);
     if (job->pinned) vram_staging_give(job->vram, job->ids);
     else free(job->ids), free(job->positions), free(job->chunk_offsets), free(job->host_rows);
     free(job->slots), free(job->produced), free(job->items), free(job->order), free(job->offsets), free(job->shares);
@@ -34,12 +35,12 @@ static void job_free(vram_job_t *job) {
     free(job);
 }
 
-/** The rows in input order, and the features (from the staging buffer, on `executor`'s decoder threads
- *  when given; the rows no device wrote zeroed). */
-static void write_rows(vram_job_t const *job, uform_executor_t executor) {
+/** The rows in input order, and the features unless already written (from the staging buffer, on
+ *  `executor`'s decoder threads when given; the rows no device wrote zeroed). */
+static void write_rows(vram_job_t const *job, uform_executor_t executor, int features_written) {
     vram_write_rows(job->host_rows, job->row_bytes, job->order, job->encoded, job->count, &job->out, job->items,
                     job->statuses);
-    if (job->out.features)
+    if (job->out.features && !features_written)
         vram_write_features(executor, &job->out, job->features_stride, job->context, job->features_row_bytes,
                             job->order, job->offsets, job->encoded, job->count, job->staged_features);
 }
@@ -49,7 +50,7 @@ static void write_rows(vram_job_t const *job, uform_executor_t executor) {
 static void job_settle(void *context, uform_status_t *status, char *message, size_t message_bytes) {
     vram_job_t *job = (vram_job_t *)context;
     vram_waves_settled(&job->run, status, message, message_bytes);
-    if (*status == uform_status_ok_k) write_rows(job, NULL);
+    if (*status == uform_status_ok_k) write_rows(job, NULL, 0);
     job_free(job);
 }
 
@@ -318,6 +319,7 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
         job->chunk_offsets = (int32_t *)(staging + 2 * ids_bytes);
         job->host_rows = staging + 2 * ids_bytes + chunk_offsets_bytes;
         if (features_bytes) job->staged_features = staging + before_features;
+        job->piecewise = !outcome && features_bytes && vram_features_piecewise(features_bytes);
     } else {
         job->ids = (int32_t *)malloc(ids_bytes), job->positions = (int32_t *)malloc(ids_bytes);
         job->chunk_offsets = (int32_t *)malloc(chunk_offsets_bytes), job->host_rows = (unsigned char *)malloc(rows_bytes);
@@ -367,9 +369,15 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
             }
         } else (void)vram_waves_submit(&job->run, executor, &call, outcome != NULL);
     }
+    /* A blocking call's staged features go out piece by piece while the later pieces still cross. */
+    int features_written = 0;
+    if (job->piecewise && job->run.failure.status == uform_status_ok_k)
+        features_written = vram_write_features_landed(job->vram->cuda, executor, &job->out, job->features_stride,
+                                                      job->context, job->features_row_bytes, job->order, job->offsets,
+                                                      job->encoded, job->count, job->staged_features, &job->pieces);
     uform_status_t status = vram_waves_finish(&job->run); /* every submitted wave finishes before the job is freed */
     free(listed);
-    if (status == uform_status_ok_k) write_rows(job, executor);
+    if (status == uform_status_ok_k) write_rows(job, executor, features_written);
     job_free(job);
     return uform_outcome_refuse(outcome, status);
 }

@@ -53,7 +53,7 @@ uform_status_t text_vram_enqueue_chunk(vram_job_t *job, vram_share_t *share, vra
     if (!job->out.features) return uform_status_ok_k;
     return vram_copy_features(job->vram, share, b->qkv, job->offsets, job->order, first, end, &job->out,
                               job->features_stride, job->features_row_bytes, job->staged_features,
-                              "uform_encode_texts");
+                              job->piecewise ? &job->pieces : NULL, "uform_encode_texts");
 }
 
 /** A layer past its attention on `rows` rows (post-norm): x = norm1(ctx W_out + b + x) in place, the MLP

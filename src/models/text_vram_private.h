@@ -42,6 +42,9 @@ typedef struct vram_job_t {
     /** With `out.features` and `pinned`: [count * context][features_row_bytes] in the staging buffer,
      *  every chunk's features copied in at once, packed by `offsets` (else NULL: copied item by item). */
     unsigned char *staged_features;
+    /** A blocking call's staged features, copied out piece by piece as they land (`piecewise`). */
+    vram_pieces_t pieces;
+    int piecewise;
     uform_status_t *statuses;
     /* Devices. */
     size_t shares_count;

@@ -447,16 +447,87 @@ void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t co
     }
 }
 
+void vram_pieces_free(uform_cuda_t const *cuda, vram_pieces_t *pieces) {
+    for (size_t i = 0; i < pieces->count; ++i) {
+        CUcontext previous = NULL;
+        if (cuda->CtxPushCurrent(pieces->items[i].context) != CUDA_SUCCESS) continue;
+        cuda->EventDestroy(pieces->items[i].event);
+        cuda->CtxPopCurrent(&previous);
+    }
+    free(pieces->items);
+    *pieces = (vram_pieces_t){0};
+}
+
+/** UFORM_GPU_FEATURES_PIECES, read once: 0 off, 1 (the default) from `VRAM_PIECEWISE_MIN_BYTES` in
+ *  pieces of at least `VRAM_PIECE_MIN_BYTES`, `small` (for the GPU tests' small batches) any staged
+ *  features in pieces of at least 64 KiB. */
+static int pieces_mode = 1;
+static pthread_once_t pieces_mode_once = PTHREAD_ONCE_INIT;
+static void pieces_mode_read(void) {
+    char const *value = getenv("UFORM_GPU_FEATURES_PIECES");
+    if (value && !strcmp(value, "0")) pieces_mode = 0;
+    else if (value && !strcmp(value, "small")) pieces_mode = 2;
+}
+
+static int pieces_mode_get(void) {
+    pthread_once(&pieces_mode_once, pieces_mode_read);
+    return pieces_mode;
+}
+
+/** Features pieces of a chunk: at most this many, of at least `VRAM_PIECE_MIN_BYTES` each. */
+#define VRAM_PIECES_PER_CHUNK 8
+#define VRAM_PIECE_MIN_BYTES ((size_t)4 << 20)
+
+/** Appends staging rows [row_begin, row_end) to `pieces`, marked by an event recorded on `share`'s
+ *  stream (its context current); on any failure marks the list broken instead. */
+static void piece_mark(uform_cuda_t const *cuda, vram_share_t const *share, vram_pieces_t *pieces, size_t row_begin,
+                       size_t row_end) {
+    if (pieces->count == pieces->capacity) {
+        size_t capacity = pieces->capacity ? 2 * pieces->capacity : 16;
+        vram_piece_t *grown = (vram_piece_t *)realloc(pieces->items, capacity * sizeof(vram_piece_t));
+        if (!grown) {
+            pieces->broken = 1;
+            return;
+        }
+        pieces->items = grown, pieces->capacity = capacity;
+    }
+    CUevent event = NULL;
+    if (cuda->EventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        pieces->broken = 1;
+        return;
+    }
+    if (cuda->EventRecord(event, share->stream) != CUDA_SUCCESS) {
+        cuda->EventDestroy(event);
+        pieces->broken = 1;
+        return;
+    }
+    pieces->items[pieces->count++] = (vram_piece_t){event, share->context, row_begin, row_end};
+}
+
 uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *share, CUdeviceptr converted,
                                   size_t const *offsets, size_t const *order, size_t first, size_t end,
                                   uform_embeddings_t const *out, size_t stride, size_t row_bytes,
-                                  unsigned char *staged, char const *verb) {
+                                  unsigned char *staged, vram_pieces_t *pieces, char const *verb) {
     uform_cuda_t const *cuda = vram->cuda;
     double start = vram_profiling() ? (cuda->StreamSynchronize(share->stream), uform_now_seconds()) : 0;
     CUresult result = CUDA_SUCCESS;
-    if (staged) /* the chunk's rows in one copy, packed as on the device */
-        result = cuda->MemcpyDtoHAsync(staged + offsets[first] * row_bytes, converted,
-                                       (offsets[end] - offsets[first]) * row_bytes, share->stream);
+    if (staged) { /* the chunk's rows packed as on the device: in one copy, or in pieces each with its event */
+        size_t const base = offsets[first], last = offsets[end];
+        size_t step = last - base;
+        if (pieces && !pieces->broken) {
+            size_t const smallest = pieces_mode_get() == 2 ? (size_t)64 << 10 : VRAM_PIECE_MIN_BYTES;
+            size_t const least = (smallest + row_bytes - 1) / row_bytes;
+            step = (last - base + VRAM_PIECES_PER_CHUNK - 1) / VRAM_PIECES_PER_CHUNK;
+            if (step < least) step = least;
+        }
+        for (size_t row = base; row < last && result == CUDA_SUCCESS;) {
+            size_t const next = pieces && pieces->broken ? last : last - row > step ? row + step : last;
+            result = cuda->MemcpyDtoHAsync(staged + row * row_bytes, converted + (row - base) * row_bytes,
+                                           (next - row) * row_bytes, share->stream);
+            if (result == CUDA_SUCCESS && pieces && !pieces->broken) piece_mark(cuda, share, pieces, row, next);
+            row = next;
+        }
+    }
     for (size_t e = first; !staged && e < end && result == CUDA_SUCCESS; ++e)
         result = cuda->MemcpyDtoHAsync((unsigned char *)out->features + order[e] * stride,
                                        converted + (offsets[e] - offsets[first]) * row_bytes,
@@ -466,6 +537,11 @@ uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *
         cuda->StreamSynchronize(share->stream),
             vram_profile_add(staged ? "features to staging" : "features to caller, item by item", uform_now_seconds() - start);
     return uform_status_ok_k;
+}
+
+int vram_features_piecewise(size_t staged_bytes) {
+    int const mode = pieces_mode_get();
+    return mode == 2 ? staged_bytes > 0 : mode == 1 && staged_bytes >= VRAM_PIECEWISE_MIN_BYTES;
 }
 
 size_t vram_staged_features_bytes(size_t bytes) {
@@ -531,6 +607,105 @@ void vram_write_features(uform_executor_t executor, uform_embeddings_t const *ou
     }
     write_features_range(&w, 0, count);
     if (vram_profiling()) vram_profile_add("features to caller, one thread", uform_now_seconds() - start);
+}
+
+/** What `vram_write_features_pieces` hands each task of a piece: staging rows [begin, end) split. */
+typedef struct piece_writer_t {
+    features_writer_t const *w;
+    size_t begin, end, tasks;
+} piece_writer_t;
+
+/** Copies staging rows [begin, end) to their items: encoded item e owns rows [offsets[e], offsets[e + 1]). */
+static void copy_staged_rows(features_writer_t const *w, size_t begin, size_t end) {
+    unsigned char *features = (unsigned char *)w->out->features;
+    size_t low = 0, high = w->encoded; /* the first item whose rows end past `begin` */
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (w->offsets[middle + 1] <= begin) low = middle + 1;
+        else high = middle;
+    }
+    for (size_t e = low; e < w->encoded && w->offsets[e] < end; ++e) {
+        size_t from = w->offsets[e] > begin ? w->offsets[e] : begin;
+        size_t to = w->offsets[e + 1] < end ? w->offsets[e + 1] : end;
+        if (from < to)
+            memcpy(features + w->order[e] * w->stride + (from - w->offsets[e]) * w->row_bytes,
+                   w->staged + from * w->row_bytes, (to - from) * w->row_bytes);
+    }
+}
+
+static void piece_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)thread, (void)domain;
+    piece_writer_t const *p = (piece_writer_t const *)context;
+    size_t const rows = p->end - p->begin;
+    copy_staged_rows(p->w, p->begin + task * rows / p->tasks, p->begin + (task + 1) * rows / p->tasks);
+}
+
+/** The zeros of `vram_write_features` (no staged rows): every input's rows past its own. */
+static void zeros_task(void *context, size_t task, size_t thread, size_t domain) {
+    (void)thread, (void)domain;
+    features_writer_t const *w = (features_writer_t const *)context;
+    write_features_range(w, task * w->count / w->tasks, (task + 1) * w->count / w->tasks);
+}
+
+/** Runs `tasks` tasks of `task` on `decoders` (NULL, or the call refused: one after another here). */
+static void run_tasks(uform_executor_t decoders, size_t tasks, uform_task_callback_t task, void *context) {
+    if (decoders && tasks > 1) {
+        uform_call_t call = {.residency = uform_residency_any_k, .schedule = uform_schedule_dynamic_k,
+                             .tasks = tasks, .task = task, .context = context};
+        if (uform_executor_call(decoders, &call, NULL) == uform_status_ok_k) return;
+    }
+    for (size_t t = 0; t < tasks; ++t) task(context, t, 0, 0);
+}
+
+int vram_write_features_pieces(uform_executor_t decoders, uform_embeddings_t const *out, size_t stride,
+                               size_t rows_total, size_t row_bytes, size_t const *order, size_t const *offsets,
+                               size_t encoded, size_t count, unsigned char const *staged, vram_piece_t const *pieces,
+                               size_t pieces_count, vram_piece_wait_t wait, void *wait_context) {
+    double const start = vram_profiling() ? uform_now_seconds() : 0;
+    size_t threads = 1;
+    uform_executor_description_t description;
+    if (decoders && uform_executor_describe(decoders, &description) == uform_status_ok_k && description.threads_count)
+        threads = description.threads_count;
+    features_writer_t zeros = {out, stride, rows_total, row_bytes, order, offsets, encoded, count, 1, NULL};
+    zeros.tasks = threads < count ? threads : count ? count : 1;
+    run_tasks(decoders, zeros.tasks, zeros_task, &zeros);
+    features_writer_t rows = zeros;
+    rows.staged = staged;
+    for (size_t p = 0; p < pieces_count; ++p) {
+        if (!wait(wait_context, p)) return 0;
+        piece_writer_t piece = {&rows, pieces[p].row_begin, pieces[p].row_end, 1};
+        size_t const per_task = (size_t)1 << 20, bytes = (piece.end - piece.begin) * row_bytes;
+        piece.tasks = bytes / per_task < threads ? bytes / per_task : threads;
+        if (!piece.tasks) piece.tasks = 1;
+        run_tasks(decoders, piece.tasks, piece_task, &piece);
+    }
+    if (vram_profiling()) vram_profile_add("features to caller, pieces", uform_now_seconds() - start);
+    return 1;
+}
+
+typedef struct piece_events_t {
+    uform_cuda_t const *cuda;
+    vram_piece_t const *pieces;
+} piece_events_t;
+
+static int piece_event_wait(void *context, size_t index) {
+    piece_events_t const *events = (piece_events_t const *)context;
+    uform_cuda_t const *cuda = events->cuda;
+    CUcontext previous = NULL;
+    if (cuda->CtxPushCurrent(events->pieces[index].context) != CUDA_SUCCESS) return 0;
+    CUresult const result = cuda->EventSynchronize(events->pieces[index].event);
+    cuda->CtxPopCurrent(&previous);
+    return result == CUDA_SUCCESS;
+}
+
+int vram_write_features_landed(uform_cuda_t const *cuda, uform_executor_t executor, uform_embeddings_t const *out,
+                               size_t stride, size_t rows_total, size_t row_bytes, size_t const *order,
+                               size_t const *offsets, size_t encoded, size_t count, unsigned char const *staged,
+                               vram_pieces_t const *pieces) {
+    if (pieces->broken || !staged) return 0;
+    piece_events_t events = {cuda, pieces->items};
+    return vram_write_features_pieces(uform_vram_decoders(executor), out, stride, rows_total, row_bytes, order, offsets,
+                                      encoded, count, staged, pieces->items, pieces->count, piece_event_wait, &events);
 }
 
 uform_status_t vram_gather(vram_tower_t const *vram, vram_share_t const *shares, size_t shares_count,

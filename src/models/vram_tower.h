@@ -291,17 +291,45 @@ uform_status_t vram_copy_rows(vram_tower_t const *vram, vram_share_t const *shar
 void vram_write_rows(unsigned char const *host_rows, size_t row_bytes, size_t const *order, size_t encoded, size_t count,
                      uform_embeddings_t const *out, uform_status_t const *items, uform_status_t *statuses);
 
+/** One piece of a blocking call's staged features: staging rows [row_begin, row_end), whose copy from
+ *  the device `event` marks (recorded on the share's stream, in `context`). */
+typedef struct vram_piece_t {
+    CUevent event;
+    CUcontext context;
+    size_t row_begin, row_end;
+} vram_piece_t;
+
+/** A blocking call's staged features in pieces (`vram_copy_features` records them), so that the
+ *  decoder threads copy each piece out as it lands while the next one crosses the bus. */
+typedef struct vram_pieces_t {
+    vram_piece_t *items;
+    size_t count, capacity;
+    int broken; /**< An event could not be made or recorded: the features wait for the whole call. */
+} vram_pieces_t;
+
+/** Features of at least this many bytes a blocking call copies out piece by piece. */
+#define VRAM_PIECEWISE_MIN_BYTES ((size_t)16 << 20)
+
+/** @brief Whether a blocking call staging `staged_bytes` of features copies them out piece by piece:
+ *  from `VRAM_PIECEWISE_MIN_BYTES` on, unless UFORM_GPU_FEATURES_PIECES=0 (for measuring the other way). */
+int vram_features_piecewise(size_t staged_bytes);
+
+/** @brief Destroys the pieces' events (each in its context) and frees the list; safe on a zeroed one. */
+void vram_pieces_free(uform_cuda_t const *cuda, vram_pieces_t *pieces);
+
 /** @brief Enqueues on `share`'s stream (its context current) the copies of encoded items [first, end)'s
  *  features, already in the output dtype at `converted` (device: the chunk's rows packed from item
  *  `first`'s first row). With `staged` (pinned host memory for every encoded item's rows, packed by
- *  `offsets`), one asynchronous copy to `staged + offsets[first] * row_bytes`; `vram_write_features`
- *  places them once the streams finished. Without it, item e's `offsets[e + 1] - offsets[e]` rows of
- *  `row_bytes` each go straight to the caller's features of input `order[e]`, `stride` bytes apart:
- *  that memory is pageable, so each copy returns once the stream reached it and it is done. */
+ *  `offsets`), asynchronous copies to `staged + offsets[first] * row_bytes`: one, or with `pieces` a
+ *  few of at least 4 MiB, each followed by an event appended to `pieces` (`vram_write_features_landed`
+ *  places them as they land; otherwise `vram_write_features` once the streams finished). Without
+ *  `staged`, item e's `offsets[e + 1] - offsets[e]` rows of `row_bytes` each go straight to the
+ *  caller's features of input `order[e]`, `stride` bytes apart: that memory is pageable, so each copy
+ *  returns once the stream reached it and it is done. */
 uform_status_t vram_copy_features(vram_tower_t const *vram, vram_share_t const *share, CUdeviceptr converted,
                                   size_t const *offsets, size_t const *order, size_t first, size_t end,
                                   uform_embeddings_t const *out, size_t stride, size_t row_bytes,
-                                  unsigned char *staged, char const *verb);
+                                  unsigned char *staged, vram_pieces_t *pieces, char const *verb);
 
 /** @brief The bytes of a job's features to stage in the pinned buffer: `bytes`, or 0 past
  *  `VRAM_STAGED_FEATURES_MAX` or where UFORM_GPU_FEATURES_STAGED=0 (for measuring the other path). */
@@ -315,6 +343,27 @@ size_t vram_staged_features_bytes(size_t bytes);
 void vram_write_features(uform_executor_t executor, uform_embeddings_t const *out, size_t stride, size_t rows_total,
                          size_t row_bytes, size_t const *order, size_t const *offsets, size_t encoded, size_t count,
                          unsigned char const *staged);
+
+/** Waits until piece `index` landed in the staging buffer: 1, or 0 where it never will (a fault). */
+typedef int (*vram_piece_wait_t)(void *context, size_t index);
+
+/** @brief `vram_write_features` of staged features, piece by piece: first the zeros (the rows past each
+ *  item's, the inputs not encoded), while the devices still run; then, for each of `pieces_count`
+ *  pieces in order, once `wait` says it landed, its rows to their items. Each step is split over the
+ *  threads of `decoders` (a RAM executor; NULL or a refused call: the calling thread). 1 when every
+ *  piece was written; 0 when a wait failed, the features then partly written. */
+int vram_write_features_pieces(uform_executor_t decoders, uform_embeddings_t const *out, size_t stride,
+                               size_t rows_total, size_t row_bytes, size_t const *order, size_t const *offsets,
+                               size_t encoded, size_t count, unsigned char const *staged, vram_piece_t const *pieces,
+                               size_t pieces_count, vram_piece_wait_t wait, void *wait_context);
+
+/** @brief `vram_write_features_pieces` over a blocking call's `pieces`, each awaited on its event, on
+ *  the decoder threads of the VRAM `executor`. 1 when every piece was written; 0 when the pieces are
+ *  broken (nothing written) or an event reported a failure (partly written; the call's waves report it). */
+int vram_write_features_landed(uform_cuda_t const *cuda, uform_executor_t executor, uform_embeddings_t const *out,
+                               size_t stride, size_t rows_total, size_t row_bytes, size_t const *order,
+                               size_t const *offsets, size_t encoded, size_t count, unsigned char const *staged,
+                               vram_pieces_t const *pieces);
 
 /** @brief Copies every share's output rows back (waiting on each stream in turn) into `host_rows`,
  *  then writes `count` rows in input order with the caller's stride: encoded item e is input
