@@ -1096,8 +1096,9 @@ typedef struct uform_model_description_t {
  *  Fails with INVALID_ARGUMENT for NULL pointers, an unknown modality, residency or dtype, or
  *  ANY residency; CORRUPT_FILE naming the file and the tensor or key for a truncated or lying
  *  safetensors file, malformed JSON, a missing tensor or one of the wrong shape; UNSUPPORTED for a
- *  layout, activation, dtype or tokenizer model the engine does not run, or the image modality of a
- *  model without an image tower (a `config.json` without `image_encoder`); SYSTEM_ERROR for a file
+ *  layout, activation, dtype or tokenizer model the engine does not run, the image modality of a
+ *  model without an image tower (a `config.json` without `image_encoder`), or the text modality of
+ *  a UForm3 model without a text tower (one with `image_encoder` alone); SYSTEM_ERROR for a file
  *  that cannot be opened or mapped; OUT_OF_MEMORY.
  *
  *  VRAM residency (text and image towers): the tower is read exactly as for RAM, then one copy of

@@ -375,6 +375,9 @@ static void test_uform3_configs(void) {
          "key 'pooling' appears twice in the object 'text_encoder'"},
         {"\"pooling\": \"cls\"", "\"pooling\": \"cls\\u0000mean\"", uform_status_corrupt_file_k, "a string holds U+0000"},
         {"\"text_encoder\": {", "\"text_encoder\": 5, \"x\": {", uform_status_corrupt_file_k, "'text_encoder' must be an object"},
+        /* The image tower alone (the text section renamed away): no text tower, not a corrupt file. */
+        {"\"text_encoder\": {", "\"x\": {", uform_status_unsupported_k,
+         "missing key 'text_encoder': the model has no text tower (an image-only model?)"},
         {"\"dropout_prob\": 0.0\n  },", "\"dropout_prob\": 0.0, \"matryoshka_dims\": [3, 64]\n  },", uform_status_corrupt_file_k,
          "'text_encoder.matryoshka_dims' must hold integers in [1, 6]"},
     };

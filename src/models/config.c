@@ -227,7 +227,9 @@ uform_status_t uform_config_uform3(char const *label, void const *root_, uform_t
     memset(config, 0, sizeof(*config));
     config->layout = uform_text_layout_uform3_k;
     cJSON const *text = cJSON_GetObjectItemCaseSensitive(root, "text_encoder");
-    if (!text) return uform_fail(uform_status_corrupt_file_k, "%s: missing key 'text_encoder'", label);
+    if (!text) /* a UForm3 config with an image tower alone (`uform_config_layout` saw one of the two) */
+        return uform_fail(uform_status_unsupported_k,
+                          "%s: missing key 'text_encoder': the model has no text tower (an image-only model?)", label);
     if (!cJSON_IsObject(text)) return uform_fail(uform_status_corrupt_file_k, "%s: 'text_encoder' must be an object", label);
     char const *section = "text_encoder.";
 
