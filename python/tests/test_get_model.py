@@ -178,6 +178,17 @@ class GetModel(unittest.TestCase):
                              f"(Modality.TEXT_ENCODER, Modality.IMAGE_ENCODER)")
         with self.assertRaises(uform.InvalidArgumentError):
             uform.get_model(self.both, modalities=["audio"], library=self.library)
+        # One modality as Model.open takes it, the uform_modality_t code too; anything else names modalities.
+        for modalities, expected in ((0, {text}), (1, {image}), ([1, "text"], {text, image})):
+            with self.subTest(modalities=modalities):
+                self.assertEqual(set(self.get_model(self.both, modalities=modalities)[1]), expected)
+        for modalities, bad in ((True, True), (3.5, 3.5), (2, 2), (object, object), ([0, None], None)):
+            with self.subTest(modalities=modalities), self.assertRaises(uform.InvalidArgumentError) as caught:
+                uform.get_model(self.both, modalities=modalities, library=self.library)
+            self.assertEqual(caught.exception.message,
+                             f"modalities: {bad!r} is not a modality; expected Modality.TEXT_ENCODER or "
+                             f"Modality.IMAGE_ENCODER, 'text_encoder' or 'image_encoder' ('text', 'image'), the code "
+                             f"0 or 1, or a sequence of them")
 
     # ---- the uform README's flow ----
 

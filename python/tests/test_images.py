@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import socket
 import struct
 import tempfile
 import threading
@@ -186,6 +187,12 @@ class Images(unittest.TestCase):
         with self.assertRaises(uform.InvalidArgumentError) as caught:
             self.model.encode_images(self.executor, [self.bytes[0], Image.new("RGB", (0, 0))])
         self.assertEqual(caught.exception.message, "image 1: a PIL image of shape (0, 0, 3) has zero width")
+        for mode, bands in (("L", 1), ("P", 1), ("LA", 2), ("1", 1), ("CMYK", 4), ("RGB", 3)):  # before PNG refuses it
+            for size, side in (((0, 5), "width"), ((5, 0), "height")):
+                with self.subTest(mode=mode, size=size), self.assertRaises(uform.InvalidArgumentError) as caught:
+                    self.model.encode_images(self.executor, [self.bytes[0], Image.new(mode, size)], statuses=True)
+                self.assertEqual(caught.exception.message,
+                                 f"image 1: a PIL image of shape {(size[1], size[0], bands)} has zero {side}")
 
     @unittest.skipIf(np is None, "NumPy is needed")
     def test_numpy_shapes_c_cannot_take_are_named(self):
@@ -255,8 +262,17 @@ class Images(unittest.TestCase):
                 self.model.encode_images(self.executor, [self.bytes[0], large])
             self.assertEqual(caught.exception.message,
                              f"image 1: cannot read {large!r}: larger than 1 GiB (1073741825 bytes)")
-            with self.assertRaises(FileNotFoundError):
-                self.model.encode_images(self.executor, os.path.join(directory, "absent.png"))
+            # A path that cannot be opened: named as the others, not a bare OSError or ValueError.
+            absent, socket_path = os.path.join(directory, "absent.png"), os.path.join(directory, "socket.png")
+            listener = socket.socket(socket.AF_UNIX)
+            self.addCleanup(listener.close)
+            listener.bind(socket_path)
+            for path, reason in ((absent, "No such file or directory"), ("", "No such file or directory"),
+                                 (directory + "/a\0b.png", "embedded null byte"),
+                                 (socket_path, "not a regular file (a socket)")):
+                with self.subTest(path=path), self.assertRaises(uform.InvalidArgumentError) as caught:
+                    self.model.encode_images(self.executor, [self.bytes[0], path], statuses=True)
+                self.assertEqual(caught.exception.message, f"image 1: cannot read {path!r}: {reason}")
             # A symbolic link is followed: to a regular file it reads, to the FIFO it refuses.
             link, to_fifo = os.path.join(directory, "link.png"), os.path.join(directory, "to-fifo.png")
             os.symlink(self.paths[1], link)

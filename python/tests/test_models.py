@@ -239,6 +239,25 @@ class MiniLM(unittest.TestCase):
         processed = uform.models.TextProcessor(self.model)(bytearray(b"hi there"))
         self.assertEqual(len(processed["texts"]), 1)
 
+    def test_subclasses_cannot_misstate_a_texts_length(self):
+        class LyingBytes(bytes):  # C must get the buffer's real length, not this
+            def __len__(self):
+                return 1 << 20
+
+            def __bytes__(self):
+                return LyingBytes(b"hi there, and more")
+
+        class LyingStr(str):
+            def encode(self, *arguments, **keywords):
+                return LyingBytes(b"hi")
+
+        expected = self.model.encode_texts(None, ["hi there", "a cat"])
+        for texts in ([LyingStr("hi there"), "a cat"], [LyingBytes(b"hi there"), "a cat"]):
+            rows, statuses = self.model.encode_texts(None, texts, statuses=True)
+            self.assertEqual(statuses, [uform.Status.OK] * 2, type(texts[0]).__name__)
+            self.assertEqual([list(row) for row in rows], [list(row) for row in expected], type(texts[0]).__name__)
+            self.assertEqual(self.model.tokenize(texts[0]), self.model.tokenize("hi there"))
+
     def test_lone_surrogates_are_invalid_utf8_per_text(self):
         texts = ["a cat", "\ud800 high", "low \udc80", "\udcc3\udca9", b"\xff"]  # not escaped bytes either
         rows, statuses = self.model.encode_texts(None, texts, statuses=True)

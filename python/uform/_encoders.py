@@ -34,6 +34,8 @@ import os
 import re
 from typing import Optional
 
+from ._codes import Status
+from ._errors import Error
 from ._inputs import _BYTES_LIKE, _image_list, _is_pil, _model_path, _np, _text_list
 from .models import Model, Modality, _modality
 
@@ -367,6 +369,31 @@ def _normalization(directory: bytes):
     return (means, deviations) if len(means) == len(deviations) == 3 else None
 
 
+def _modalities(value) -> list:
+    """``get_model``'s ``modalities`` (not None) as a list of distinct `Modality`: one modality (what
+    `Model.open` takes: a member, a spelling or the code 0, 1) or an iterable of them; another value
+    is `Error(INVALID_ARGUMENT)` naming ``modalities`` and what it accepts."""
+    if isinstance(value, (str, enum.Enum)):
+        value = [value]
+    else:
+        try:
+            value = list(value)
+        except TypeError:  # not iterable: one modality, e.g. the code 0
+            value = [value]
+    wanted = []
+    for item in value:
+        try:
+            wanted.append(_modality(item))
+        except Error as error:
+            if error.kind != Status.INVALID_ARGUMENT:
+                raise
+            raise Error(Status.INVALID_ARGUMENT,
+                        f"modalities: {item!r} is not a modality; expected Modality.TEXT_ENCODER or "
+                        f"Modality.IMAGE_ENCODER, 'text_encoder' or 'image_encoder' ('text', 'image'), the code 0 "
+                        f"or 1, or a sequence of them") from None
+    return list(dict.fromkeys(wanted))
+
+
 def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
               threads: int = 0, weights_dtype=None, path=None):
     """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`
@@ -380,7 +407,8 @@ def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=No
     sentence-transformers ``model.safetensors``: the text encoder; ``image_encoder.safetensors``:
     the image encoder; a tower present but unreadable raises), or one modality or a sequence of
     them, each a `Modality`, the ``uform`` package's ``Modality`` member or a string
-    ("text_encoder", "image_encoder", as the package spells them; "text", "image" too). The
+    ("text_encoder", "image_encoder", as the package spells them; "text", "image" too) or the code (0, 1), as
+    `Model.open` takes one; another value is `Error(INVALID_ARGUMENT)` naming ``modalities``. The
     package's VIDEO_ENCODER and TEXT_DECODER are `Error(UNSUPPORTED)`: the engine has no such
     towers.
 
@@ -405,9 +433,7 @@ def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=No
     if modalities is None:
         wanted = _present(directory)
     else:
-        if isinstance(modalities, (str, enum.Enum)):
-            modalities = [modalities]
-        wanted = list(dict.fromkeys(_modality(m) for m in modalities))
+        wanted = _modalities(modalities)
     library = library or Library()
     vram = None
     if device != "cpu":

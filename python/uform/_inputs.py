@@ -94,10 +94,12 @@ def _text_bytes(text, name: str) -> bytes:
     """One text as the bytes the engine reads: a ``str`` in UTF-8 (a lone surrogate as its three
     bytes, which the engine refuses as invalid UTF-8, as it would from ``bytes``), a bytes-like
     object as it is; anything else is a `TypeError` naming ``name``."""
+    # str.encode and the buffer itself, never a subclass's encode(), __bytes__ or __len__: the
+    # length C is given must be the real buffer's.
     if isinstance(text, str):
-        return text.encode("utf-8", "surrogatepass")
+        return str.encode(text, "utf-8", "surrogatepass")
     if isinstance(text, _BYTES_LIKE):
-        return bytes(text)
+        return memoryview(text).tobytes()
     raise TypeError(f"{name} must be a str or bytes-like (bytes, bytearray, memoryview), not {type(text).__name__}")
 
 
@@ -139,18 +141,31 @@ def _rows_as_c_reads(image) -> bool:
     return strides[2] == 1 and (width == 1 or strides[1] == 3) and (height == 1 or strides[0] >= 3 * width)
 
 
+def _not_regular(mode: int) -> str:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "another kind of file")
+    return f"not a regular file ({kind})"
+
+
 def _image_file(path, index: int) -> bytes:
     """The bytes of the image file at ``path``, read as the CLI reads one: a regular file of at
     most 1 GiB (a FIFO or a device could block or never end), else INVALID_ARGUMENT naming it.
     Opened without blocking, so a FIFO without a writer is refused rather than waited on."""
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    fd = os.open(path, flags)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError) as error:  # missing, unreadable, a NUL in the path, a socket
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        try:  # a socket cannot be opened: named as the other files that are not regular
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            mode = stat.S_IFREG
+        raise Error(Status.INVALID_ARGUMENT, f"image {index}: cannot read {os.fspath(path)!r}: "
+                                             f"{reason if stat.S_ISREG(mode) else _not_regular(mode)}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "another kind of file")
-            raise Error(Status.INVALID_ARGUMENT, f"image {index}: cannot read {os.fspath(path)!r}: not a regular file "
-                                                 f"({kind})")
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: cannot read {os.fspath(path)!r}: "
+                                                 f"{_not_regular(info.st_mode)}")
         if info.st_size > _IMAGE_FILE_MAX_BYTES:
             raise Error(Status.INVALID_ARGUMENT, f"image {index}: cannot read {os.fspath(path)!r}: larger than 1 GiB "
                                                  f"({info.st_size} bytes)")
@@ -172,6 +187,10 @@ def _image_fields(image, keep: list, index: int) -> tuple:
     kind = "a NumPy image"
     if _is_pil(image):
         kind = "a PIL image"
+        if not image.width or not image.height:  # before PNG, which refuses an empty image in its own words
+            side = "width" if not image.width else "height"
+            shape = (image.height, image.width, len(image.getbands()))
+            raise Error(Status.INVALID_ARGUMENT, f"image {index}: {kind} of shape {shape} has zero {side}")
         if image.mode == "RGB" and _np is not None:
             image = _np.asarray(image)
         else:
