@@ -432,7 +432,7 @@ int main(int argc, char **argv) {
                 separator = "";
                 for (size_t m = 0; m < 2; ++m)
                     if (measure[m] && u[m].ok) printf("%s %.2f cores %s", separator, u[m].idle, mood_names[m]), separator = ",";
-                printf("\n");
+                printf("%s\n", *separator ? "" : " failed"); /* no run measured: no figure */
             }
             if (config.bytes) {
                 printf("sum threads=%zu:", threads);
@@ -454,7 +454,8 @@ int main(int argc, char **argv) {
         char const *separator = "worst fork-join ratio";
         for (size_t m = 0; m < 2; ++m)
             if (worst_round[m] > 0) printf("%s %.2f %s", separator, worst_round[m], mood_names[m]), separator = ",";
-        printf(" (goal: at most 0.35)");
+        if (*separator == ',') printf(" (goal: at most 0.35)");
+        else printf("%s failed", separator); /* no ratio: every run failed */
         if (config.bytes && worst_sum < 1e300) printf(", worst sum ratio %.2f (goal: at least 0.95)", worst_sum);
         printf("\n");
     }

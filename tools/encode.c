@@ -26,20 +26,23 @@
  *  f32 keep them). Each batch's rows are flushed
  *  once written. A progress bar goes to standard error when it is a terminal and there are more
  *  than one batch of items: where the total is known (arguments, images, or standard input from a
- *  regular file, whose lines are counted first) drawn at the start and after each batch on one
+ *  regular file, whose lines are counted first, only then) drawn at the start and after each batch on one
  *  line, which it ends when the run ends or before an error is printed; from a pipe, the count
  *  alone from the second batch on. Where the embeddings go to that same terminal, each drawing ends
  *  its line, so that no row starts on the bar's line. Errors print the status name and the engine's
  *  message and exit 1, naming the first text (its index, and its line when read from standard
  *  input) or image file that failed, after the rows of the items before it; usage errors exit 2.
- *  `--output FILE` is written beside it under a temporary name and renamed over FILE only when
- *  every item was encoded, so a failure leaves FILE as it was, and so does SIGINT, SIGTERM or
- *  SIGHUP, which remove the temporary (a FILE that is not a regular file, such as /dev/stdout or a
- *  FIFO, or a symbolic link, is written in place, a link's missing target created); standard output
+ *  `--output FILE` is written beside it under a temporary name (.uform-XXXXXX in its directory) and
+ *  renamed over FILE only when every item was encoded, so a failure leaves FILE as it was, and so
+ *  does SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGXFSZ, which remove the temporary; a FILE the caller
+ *  may not write is refused (as the shell would), and so is one in a directory it may not write (a
+ *  FILE that is not a regular file, such as a FIFO, or a symbolic link, is written in place, a
+ *  link's missing target created; /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are
+ *  written through the open descriptor, an appending one still appending); standard output
  *  is written batch by batch, so a failure leaves the rows of the items before it there. A write that fails (a full disk, a reader gone from
  *  a pipe) fails the run once that batch was written, naming the output, however long the input.
  *  An embedding that is not finite (weights that hold NaN) fails the run rather than print invalid
- *  JSON. `--output ""` is a usage error.
+ *  JSON. `--output ""` and `--model ""` are usage errors.
  *
  *  `--features` writes each item's features (`uform_embeddings_t.features`: the tower's last hidden
  *  states, one row of `hidden` numbers per token) instead of its embedding: in jsonl one JSON array
@@ -385,12 +388,13 @@ static int output_failed(char const *name, int error) {
     return 1;
 }
 
-/** While the temporary exists, SIGINT, SIGTERM and SIGHUP remove it before they end the process
- *  (as they would have), so that an interrupted run too leaves FILE as it was. A signal the process
- *  ignores stays ignored. */
-static int const temporary_signals[3] = {SIGINT, SIGTERM, SIGHUP};
-static struct sigaction temporary_previous[3];
-static int temporary_guarded[3];
+/** While the temporary exists, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXFSZ (a file size limit
+ *  reached) remove it before they end the process (as they would have), so that an interrupted run
+ *  too leaves FILE as it was. A signal the process ignores stays ignored. */
+#define TEMPORARY_SIGNALS 5
+static int const temporary_signals[TEMPORARY_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ};
+static struct sigaction temporary_previous[TEMPORARY_SIGNALS];
+static int temporary_guarded[TEMPORARY_SIGNALS];
 static char temporary_path[PATH_MAX + 16]; /**< The handler's copy: async-signal-safe to read. */
 
 static void temporary_remove_and_die(int number) {
@@ -404,8 +408,8 @@ static void temporary_guard(char const *path) {
     if ((size_t)snprintf(temporary_path, sizeof temporary_path, "%s", path) >= sizeof temporary_path) return;
     struct sigaction handler = {.sa_handler = temporary_remove_and_die};
     sigemptyset(&handler.sa_mask);
-    for (int i = 0; i < 3; ++i) sigaddset(&handler.sa_mask, temporary_signals[i]);
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < TEMPORARY_SIGNALS; ++i) sigaddset(&handler.sa_mask, temporary_signals[i]);
+    for (int i = 0; i < TEMPORARY_SIGNALS; ++i)
         temporary_guarded[i] = sigaction(temporary_signals[i], NULL, &temporary_previous[i]) == 0 &&
                                temporary_previous[i].sa_handler != SIG_IGN &&
                                sigaction(temporary_signals[i], &handler, NULL) == 0;
@@ -413,13 +417,41 @@ static void temporary_guard(char const *path) {
 
 /** Gives the signals their actions back once the temporary was renamed or removed. */
 static void temporary_unguard(void) {
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < TEMPORARY_SIGNALS; ++i)
         if (temporary_guarded[i]) sigaction(temporary_signals[i], &temporary_previous[i], NULL), temporary_guarded[i] = 0;
+}
+
+/** The descriptor that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), else -1. */
+static int descriptor_named(char const *path) {
+    if (!strcmp(path, "/dev/stdout")) return STDOUT_FILENO;
+    if (!strcmp(path, "/dev/stderr")) return STDERR_FILENO;
+    char const *digits = !strncmp(path, "/dev/fd/", 8)         ? path + 8
+                         : !strncmp(path, "/proc/self/fd/", 14) ? path + 14
+                                                                : NULL;
+    size_t number = 0;
+    return digits && strict_count(digits, 0, INT_MAX, false, &number) ? (int)number : -1;
 }
 
 static int output_open(output_t *output, char const *path) {
     *output = (output_t){.file = stdout, .path = path};
     if (!path) return 1;
+    /* One of the open descriptors is written as it is (appending where the shell opened it so), not
+     * reopened and truncated; descriptor 1 through standard output's stream, so that a closed one
+     * fails as plain standard output does. */
+    int const named = descriptor_named(path);
+    if (named == STDOUT_FILENO) return 1;
+    if (named >= 0) {
+        int const flags = fcntl(named, F_GETFL);
+        int const copy = flags < 0 || (flags & O_ACCMODE) == O_RDONLY ? (errno = EBADF, -1)
+                                                                       : fcntl(named, F_DUPFD_CLOEXEC, 3);
+        if (copy < 0 || !(output->file = fdopen(copy, "wb"))) {
+            fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+            if (copy >= 0) close(copy);
+            output->file = stdout;
+            return 0;
+        }
+        return 1;
+    }
     struct stat info;
     /* A symbolic link is written through, its target created where missing (renaming over it would
      * replace the link itself). */
@@ -437,13 +469,25 @@ static int output_open(output_t *output, char const *path) {
         }
         return 1;
     }
-    size_t length = strlen(path) + 16;
+    /* A file the shell could not write is refused, not replaced. */
+    if (exists && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) {
+        fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    /* The temporary is DIR/.uform-XXXXXX, short, so that a FILE name of NAME_MAX bytes fits. */
+    char const *slash = strrchr(path, '/');
+    int const directory_length = slash ? (int)(slash - path + 1) : 0;
+    size_t length = (size_t)directory_length + 16;
     output->temporary = malloc(length);
     if (!output->temporary) return fputs("uform encode: out of memory\n", stderr), 0;
-    snprintf(output->temporary, length, "%s.XXXXXX", path);
+    snprintf(output->temporary, length, "%.*s.uform-XXXXXX", directory_length, path);
     int fd = mkostemp(output->temporary, O_CLOEXEC);
     if (fd < 0) {
-        fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+        int const error = errno;
+        if (error == EACCES || error == EPERM || error == EROFS) /* FILE may be writable, its directory is not */
+            fprintf(stderr, "uform encode: cannot write %s: cannot create its temporary file in the directory %.*s: %s\n",
+                    path, slash ? (slash == path ? 1 : directory_length - 1) : 1, slash ? path : ".", strerror(error));
+        else fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(error));
         free(output->temporary), output->temporary = NULL;
         return 0;
     }
@@ -1026,6 +1070,7 @@ int uform_command_encode(int argc, char **argv) {
     if (!batch) batch = device >= 0 && !images ? ENCODE_BATCH_DEVICE : ENCODE_BATCH;
     int bad_usage = 0;
     if (!model_path) fputs("uform encode: --model DIR is required\n", stderr), bad_usage = 1;
+    else if (!*model_path) fputs("uform encode: --model takes a model directory, not ''\n", stderr), bad_usage = 1;
     if (strcmp(format, "jsonl") && strcmp(format, "npy") && strcmp(format, "f32"))
         fprintf(stderr, "uform encode: --format is jsonl, npy or f32, not '%s'\n", format), bad_usage = 1;
     if (strcmp(dtype, "f32") && strcmp(dtype, "bf16"))
@@ -1042,7 +1087,8 @@ int uform_command_encode(int argc, char **argv) {
     line_reader_t reader = {.fd = STDIN_FILENO};
     size_t total = texts.count; /* items, where known before the run: the bar's end */
     int total_known = 1;
-    if (!from_arguments) total_known = count_regular_lines(STDIN_FILENO, &total);
+    /* Counted only for the bar, drawn where standard error is a terminal (a large file takes a while). */
+    if (!from_arguments) total_known = isatty(STDERR_FILENO) && count_regular_lines(STDIN_FILENO, &total);
 
     int code = 1;
     uform_model_t model = NULL;

@@ -3,9 +3,11 @@
 # Checks the `uform` program: usage and exit codes, `uform info` in text and JSON (parsed by
 # `python3 -m json.tool`, then its values cross-checked), and `uform bench` reaching bench_ram.
 # Output that cannot be written fails every command (write_errors; encode_write_error, which must
-# also stop an endless input); SIGINT, SIGTERM and SIGHUP leave no temporary of `encode --output`
-# (encode_signal); `encode --output ""` is a usage error (encode_output_empty). The encode cases use
-# the tiny BERT of test/models.
+# also stop an endless input; --output /dev/stdout written through the open descriptor; standard
+# input from a regular file not read through without a progress bar); SIGINT, SIGTERM, SIGHUP,
+# SIGQUIT and SIGXFSZ leave no temporary of `encode --output` (encode_signal); `encode --output ""`
+# and `--model ""` are usage errors, a 255-byte --output name works, a FILE or directory the user
+# cannot write is refused (encode_output_empty). The encode cases use the tiny BERT of test/models.
 #
 # usage: cli_test.sh UFORM_BINARY CASE [BENCH_ARGS...]
 #   CASE: usage | info | json | bench | options | orphan | write_errors | encode_write_error |
@@ -15,7 +17,7 @@ set -euo pipefail
 uform=$1 case=$2
 shift 2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/uform-cli.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 fail() { echo "cli test ($case): $*" >&2; exit 1; }
 tiny=$(cd "$(dirname "${BASH_SOURCE[0]}")/../models/tiny-bert" && pwd)
 
@@ -73,6 +75,12 @@ bench)
   "$uform" bench "$@" >"$tmp/out" || fail "bench exited $?: $(cat "$tmp/out")"
   cat "$tmp/out"
   grep -qE '^fork-join threads=1: uform [0-9]+ ns' "$tmp/out" || fail "no fork-join line"
+  # Every uform run failing (more threads than cores): "failed" where the figures would be, no line
+  # cut short ("idle threads=N: uform", " (goal: at most 0.35)" without a ratio).
+  code=0; "$uform" bench --threads $(($(nproc) + 1)) --quick --rounds 10 --bytes 0 >"$tmp/out" 2>"$tmp/err" || code=$?
+  cat "$tmp/out"
+  grep -q '^fork-join threads=.*: uform failed' "$tmp/out" || fail "more threads than cores: the uform runs did not fail"
+  ! grep -qE ': uform$|^ \(goal' "$tmp/out" || fail "every uform run failed: a line without its figures: $(cat "$tmp/out")"
   ;;
 options)
   # Every numeric option rejects negatives, overflow and junk with exit 2 (strtoull took "-1" as
@@ -164,21 +172,42 @@ encode_write_error)
   [[ $code == 1 ]] || fail "closed standard output: exit $code, not 1"
   [[ $(cat "$tmp/err") == "uform encode: could not write standard output: Bad file descriptor" ]] ||
     fail "closed standard output: $(head -c 300 "$tmp/err")"
+  # --output /dev/stdout (or /dev/stderr) is the open descriptor, not reopened: a file the shell
+  # appends to keeps its lines (fopen "wb" truncated it), and a closed standard output fails (the
+  # rows went to the held /dev/null, exit 0).
+  printf 'one\ntwo\n' >"$tmp/log"
+  "$uform" encode --model "$tiny" --output /dev/stdout "a cat" >>"$tmp/log" || fail "--output /dev/stdout >> exited $?"
+  [[ $(wc -l <"$tmp/log") == 3 && $(head -n 1 "$tmp/log") == one ]] || fail "--output /dev/stdout >>: $(head -c 100 "$tmp/log")"
+  "$uform" encode --model "$tiny" --output /dev/stderr "a cat" 2>>"$tmp/log" || fail "--output /dev/stderr 2>> exited $?"
+  [[ $(wc -l <"$tmp/log") == 4 && $(head -n 1 "$tmp/log") == one ]] || fail "--output /dev/stderr 2>>: $(head -c 100 "$tmp/log")"
+  for name in /dev/stdout /proc/self/fd/1; do
+    code=0; "$uform" encode --model "$tiny" --output "$name" "a cat" >&- 2>"$tmp/err" || code=$?
+    [[ $code == 1 ]] && grep -q 'Bad file descriptor' "$tmp/err" || fail "--output $name, closed: exit $code: $(head -c 300 "$tmp/err")"
+  done
+  # Standard input from a regular file with no terminal for the bar is not read through to count its
+  # lines first: a sparse 16 GiB file fails at its first line at once (counting took about 45 s).
+  truncate -s 16G "$tmp/sparse"
+  code=0; timeout 10 "$uform" encode --model "$tiny" <"$tmp/sparse" >/dev/null 2>"$tmp/err" || code=$?
+  [[ $code == 1 ]] && grep -q 'line 1 of standard input is longer than' "$tmp/err" ||
+    fail "a sparse 16 GiB standard input: exit $code (124: still counting after 10 s): $(head -c 300 "$tmp/err")"
+  rm -f "$tmp/sparse"
   ;;
 encode_signal)
   # Killed while --output FILE is written under its temporary name (a batch written, the next line
   # awaited): the process dies of the signal, the temporary is gone and FILE holds what it held.
   set -m # background jobs that do not ignore SIGINT (a script's otherwise do)
   mkfifo "$tmp/in"
-  for signal in INT TERM HUP; do
-    echo keep >"$tmp/out.jsonl"
-    "$uform" encode --model "$tiny" --output "$tmp/out.jsonl" <"$tmp/in" 2>"$tmp/err" &
+  mkdir "$tmp/sig" # FILE's directory: whatever else is there is a temporary
+  others() { find "$tmp/sig" -mindepth 1 ! -name out.jsonl "$@"; }
+  for signal in INT TERM HUP QUIT; do
+    echo keep >"$tmp/sig/out.jsonl"
+    "$uform" encode --model "$tiny" --output "$tmp/sig/out.jsonl" <"$tmp/in" 2>"$tmp/err" &
     pid=$!
     exec 3>"$tmp/in"
     printf 'a cat\na dog\n' >&3
     temporary=
     for _ in $(seq 1 1500); do
-      temporary=$(compgen -G "$tmp/out.jsonl.*") || true
+      temporary=$(others -print -quit)
       [[ -n $temporary && -s $temporary ]] && break
       sleep 0.02
     done
@@ -188,9 +217,16 @@ encode_signal)
     exec 3>&-
     [[ $code == $((128 + $(kill -l "$signal"))) ]] || fail "SIG$signal: exit $code, not $((128 + $(kill -l "$signal"))): $(cat "$tmp/err")"
     [[ ! -s $tmp/err ]] || fail "SIG$signal: $(cat "$tmp/err")"
-    leftover=$(compgen -G "$tmp/out.jsonl.*") && fail "SIG$signal left the temporary $leftover"
-    [[ $(cat "$tmp/out.jsonl") == keep ]] || fail "SIG$signal changed --output: $(head -c 100 "$tmp/out.jsonl")"
+    leftover=$(others) && [[ -z $leftover ]] || fail "SIG$signal left the temporary $leftover"
+    [[ $(cat "$tmp/sig/out.jsonl") == keep ]] || fail "SIG$signal changed --output: $(head -c 100 "$tmp/sig/out.jsonl")"
   done
+  # A file size limit reached (SIGXFSZ, its default action) removes the temporary too.
+  for _ in $(seq 300); do echo 'a cat'; done >"$tmp/many.txt"
+  code=0
+  { (ulimit -f 1; exec "$uform" encode --model "$tiny" --output "$tmp/sig/out.jsonl" <"$tmp/many.txt" 2>"$tmp/err") || code=$?; } 2>/dev/null
+  [[ $code == $((128 + $(kill -l XFSZ))) ]] || fail "SIGXFSZ: exit $code, not $((128 + $(kill -l XFSZ))): $(cat "$tmp/err")"
+  leftover=$(others) && [[ -z $leftover ]] || fail "SIGXFSZ left the temporary $leftover"
+  [[ $(cat "$tmp/sig/out.jsonl") == keep ]] || fail "SIGXFSZ changed --output: $(head -c 100 "$tmp/sig/out.jsonl")"
   ;;
 encode_output_empty)
   # `--output ""` is refused before any work (it encoded everything into ".XXXXXX", then failed to
@@ -203,6 +239,35 @@ encode_output_empty)
       fail "--output '' with $model: $(cat "$tmp/err")"
     [[ -z $(ls -A) ]] || fail "--output '' wrote $(ls -A)"
   done
+  # `--model ""` is a usage error too (it was the engine's invalid_argument, exit 1).
+  code=0; "$uform" encode --model "" "a cat" >"$tmp/out" 2>"$tmp/err" || code=$?
+  [[ $code == 2 && $(head -n 1 "$tmp/err") == "uform encode: --model takes a model directory, not ''" && ! -s $tmp/out ]] ||
+    fail "--model '' exited $code: $(cat "$tmp/err")"
+  # A file name of NAME_MAX (255) bytes: its temporary is a short name beside it ("NAME.XXXXXX" was too long).
+  name=$(printf 'x%.0s' $(seq 255))
+  "$uform" encode --model "$tiny" --output "$name" "a cat" 2>"$tmp/err" || fail "--output of 255 bytes exited $?: $(cat "$tmp/err")"
+  [[ $(wc -l <"$name") == 1 && $(ls -A) == "$name" ]] || fail "--output of 255 bytes: $(ls -A)"
+  # What the user may not write (as nobody where run as root): a read-only FILE is refused, not
+  # replaced; a writable FILE in a directory it may not write fails naming the directory.
+  user=()
+  if ((EUID == 0)); then
+    command -v setpriv >/dev/null || { echo "cli test ($case): no setpriv to drop root: permissions not checked"; exit 0; }
+    user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    # A checkout under a directory nobody may enter (/root) cannot be run as nobody.
+    "${user[@]}" test -x "$uform" -a -r "$tiny/config.json" ||
+      { echo "cli test ($case): nobody cannot run $uform here: permissions not checked"; exit 0; }
+  fi
+  chmod 755 "$tmp"
+  mkdir -m 777 "$tmp/open" && echo keep >"$tmp/open/ro.jsonl" && chmod 444 "$tmp/open/ro.jsonl"
+  mkdir "$tmp/shut" && echo keep >"$tmp/shut/rw.jsonl" && chmod 666 "$tmp/shut/rw.jsonl" && chmod 555 "$tmp/shut"
+  code=0; "${user[@]}" "$uform" encode --model "$tiny" --output "$tmp/open/ro.jsonl" "a cat" 2>"$tmp/err" || code=$?
+  [[ $code == 1 && $(cat "$tmp/err") == "uform encode: cannot write $tmp/open/ro.jsonl: Permission denied" ]] ||
+    fail "a 0444 --output: exit $code: $(cat "$tmp/err")"
+  [[ $(cat "$tmp/open/ro.jsonl") == keep && -z $(compgen -G "$tmp/open/.uform-*") ]] || fail "a 0444 --output was changed: $(ls -A "$tmp/open")"
+  code=0; "${user[@]}" "$uform" encode --model "$tiny" --output "$tmp/shut/rw.jsonl" "a cat" 2>"$tmp/err" || code=$?
+  [[ $code == 1 && $(cat "$tmp/err") == "uform encode: cannot write $tmp/shut/rw.jsonl: cannot create its temporary file in the directory $tmp/shut: Permission denied" ]] ||
+    fail "--output in a read-only directory: exit $code: $(cat "$tmp/err")"
+  [[ $(cat "$tmp/shut/rw.jsonl") == keep ]] || fail "--output in a read-only directory was changed"
   ;;
 *) fail "unknown case" ;;
 esac
