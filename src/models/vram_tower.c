@@ -674,7 +674,7 @@ int vram_write_features_pieces(uform_executor_t decoders, uform_embeddings_t con
     for (size_t p = 0; p < pieces_count; ++p) {
         if (!wait(wait_context, p)) return 0;
         piece_writer_t piece = {&rows, pieces[p].row_begin, pieces[p].row_end, 1};
-        size_t const per_task = (size_t)1 << 20, bytes = (piece.end - piece.begin) * row_bytes;
+        size_t const per_task = (size_t)256 << 10, bytes = (piece.end - piece.begin) * row_bytes;
         piece.tasks = bytes / per_task < threads ? bytes / per_task : threads;
         if (!piece.tasks) piece.tasks = 1;
         run_tasks(decoders, piece.tasks, piece_task, &piece);

@@ -307,7 +307,8 @@ typedef struct vram_pieces_t {
     int broken; /**< An event could not be made or recorded: the features wait for the whole call. */
 } vram_pieces_t;
 
-/** Features of at least this many bytes a blocking call copies out piece by piece. */
+/** Features of at least this many bytes a blocking call copies out piece by piece (on an H100, 30 MB
+ *  gained 2-8%, 50 MB and more 9-66%: bench/RESULTS.md, 2026-12-07 (fourth)). */
 #define VRAM_PIECEWISE_MIN_BYTES ((size_t)16 << 20)
 
 /** @brief Whether a blocking call staging `staged_bytes` of features copies them out piece by piece:

@@ -10,7 +10,7 @@
 # they run and once with UFORM_GPU_FEATURES_PIECES=small, so the small fixtures go in many pieces;
 # test_vram_tower; compute-sanitizer memcheck with leak checks over the 384-wide text tower with
 # small pieces), then texts/s and images/s with features, pieces on and off (UFORM_GPU_FEATURES_PIECES=0)
-# alternating, two rounds, and one profiled run.
+# alternating, two rounds, and one profiled run (`pieces bench`: the timings alone).
 # Carry build-gpu/device-deps, and for `pieces` build-gpu/minilm-tokenizer (all-MiniLM-L6-v2's
 # tokenizer.json, which the text towers' tests tokenise with). Logs in build-device/session-logs/features-copy.
 set -uo pipefail
@@ -44,7 +44,7 @@ bench_case() {
     grep -E '^uform|^profile|features to' "$LOGS/case.txt" | sed "s|^|  $label: |" >>"$SUMMARY"
 }
 BENCH=$BUILD/bench/bench_text_gpu
-if [[ ${1:-} == pieces ]]; then
+if [[ ${1:-} == pieces && ${2:-} != bench ]]; then
     GPU_TESTS='^(test_encode_uform3-768-cls_gpu|test_encode_uform3-384-mean_gpu|test_encode_images_gpu|test_vram_tower)$'
     step ctest "$LOGS/ctest.log" required ctest --test-dir "$BUILD" --output-on-failure -R "$GPU_TESTS"
     UFORM_GPU_FEATURES_PIECES=small step ctest_small_pieces "$LOGS/ctest-small.log" required \
@@ -56,6 +56,8 @@ if [[ ${1:-} == pieces ]]; then
         --model "$BUILD/encode-towers-gpu/uform3-384-mean" --ids "$ROOT/test/encode/uform3_ids.txt" \
         --expected "$ROOT/test/encode/expected/uform3-384-mean.f32" --texts "$ROOT/test/encode/sentences.txt" --limit 30
     grep -E 'ERROR SUMMARY|LEAK SUMMARY|bytes leaked' "$LOGS/memcheck.log" | sed 's/^/  /' >>"$SUMMARY"
+fi
+if [[ ${1:-} == pieces ]]; then
     IMAGES=$BUILD/bench/bench_image_gpu
     for round in 1 2; do
         for pieces in 1 0; do
