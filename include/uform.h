@@ -520,7 +520,8 @@ typedef enum uform_executor_kind_t {
  *  @param[in] ram The memory domains and CPU class; NULL derives all of them.
  *  @param[in] threads Threads to run calls on, the calling thread of a blocking call included;
  *             zero takes 7/8 of the cores those domains carry, rounded down, at least one.
- *  @param[in] deferred_limit Deferred calls tracked at once; zero takes UFORM_DEFERRED_LIMIT_DEFAULT.
+ *  @param[in] deferred_limit Deferred calls tracked at once; zero takes UFORM_DEFERRED_LIMIT_DEFAULT,
+ *             at most 2^20 (INVALID_ARGUMENT above; the same for every executor kind).
  *  @param[out] executor Receives the executor; untouched on failure.
  *
  *  Thread 0 of every call is the calling thread for a blocking call (it is never re-pinned) and an
@@ -1093,6 +1094,8 @@ typedef struct uform_model_description_t {
 /**
  *  @brief Opens one tower of a model directory.
  *
+ *  An exception to "outputs only on success": every failure but a NULL `model` sets `*model` to
+ *  NULL, so a cleanup that frees it (`uform_model_free(NULL)` is a no-op) is always safe.
  *  Fails with INVALID_ARGUMENT for NULL pointers, an unknown modality, residency or dtype, or
  *  ANY residency; CORRUPT_FILE naming the file and the tensor or key for a truncated or lying
  *  safetensors file, malformed JSON, a missing tensor or one of the wrong shape; UNSUPPORTED for a

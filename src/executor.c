@@ -222,7 +222,8 @@ static uform_executor_t uform_outcome_executor(uform_outcome_t const *outcome) {
 }
 
 static uform_status_t uform_outcome_result(uform_outcome_t *outcome) {
-    if (outcome->status != uform_status_ok_k) uform_fail(outcome->status, "%s", outcome->message);
+    if (outcome->status != uform_status_ok_k) /* bounded: a caller's garbage outcome may hold no NUL */
+        uform_fail(outcome->status, "%.*s", (int)sizeof outcome->message, outcome->message);
     return outcome->status;
 }
 

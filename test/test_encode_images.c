@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #ifndef UFORM_TEST_SOURCE_DIR
@@ -470,6 +471,20 @@ static void test_verb(void) {
     uform_embeddings_t wrapping = {.data = rows, .stride = SIZE_MAX, .dtype = uform_dtype_f32_k};
     CHECK_STATUS(uform_encode_images(executor, model, four, 2, &wrapping, NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("uform_encode_images: embeddings: 2 rows 18446744073709551615 bytes apart run past the end of the address space");
+    {
+        /* A count past the address space is refused before `images` is walked: the two images given
+         * end where a page that may not be read begins (reading images[2] would fault). */
+        long const page = sysconf(_SC_PAGESIZE);
+        unsigned char *pages = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(pages != MAP_FAILED && mprotect(pages + page, (size_t)page, PROT_NONE) == 0);
+        uform_image_t *fenced = (uform_image_t *)(pages + page) - 2;
+        fenced[0] = four[0], fenced[1] = four[1];
+        uform_embeddings_t packed = {.data = rows, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_images(executor, model, fenced, (size_t)1 << 60, &packed, NULL, NULL),
+                     uform_status_invalid_argument_k);
+        CHECK_MESSAGE("run past the end of the address space");
+        munmap(pages, 2 * (size_t)page);
+    }
     float small_features[16];
     uform_embeddings_t short_features = {.data = rows, .dtype = uform_dtype_f32_k, .features = small_features,
                                          .features_stride = sizeof small_features};

@@ -7,6 +7,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- The verb: uform_encode_texts on the committed tiny model (test/models/tiny-bert) ---- */
 
@@ -173,6 +175,20 @@ static void test_verb(void) {
                  uform_status_invalid_argument_k);
     CHECK_MESSAGE("uform_encode_texts: embeddings.features: 3 texts' features 18446744073709551615 bytes apart run "
                   "past the end of the address space");
+    {
+        /* A count past the address space is refused before `texts` is walked: the two pointers given
+         * end where a page that may not be read begins (reading texts[2] would fault). */
+        long const page = sysconf(_SC_PAGESIZE);
+        unsigned char *pages = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(pages != MAP_FAILED && mprotect(pages + page, (size_t)page, PROT_NONE) == 0);
+        char const **fenced = (char const **)(pages + page) - 2;
+        fenced[0] = mixed[0], fenced[1] = mixed[2];
+        uform_embeddings_t packed = {.data = rows, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_texts(executor, model, fenced, NULL, (size_t)1 << 60, &packed, NULL, NULL),
+                     uform_status_invalid_argument_k);
+        CHECK_MESSAGE("run past the end of the address space");
+        munmap(pages, 2 * (size_t)page);
+    }
     with_features.features = NULL, with_features.features_stride = 64;
     CHECK_STATUS(uform_encode_texts(executor, model, mixed, NULL, 3, &with_features, statuses, NULL),
                  uform_status_invalid_argument_k);

@@ -234,6 +234,10 @@ static void test_raw_pixels(uform_image_scratch_t *scratch) {
     CHECK_STATUS(uform_image_decode(&bad, NULL, scratch, &pixels), uform_status_invalid_argument_k);
     bad = raw, bad.width = SIZE_MAX / 2;
     CHECK_STATUS(uform_image_decode(&bad, NULL, scratch, &pixels), uform_status_invalid_argument_k);
+    /* Named as what it is, not as the stride `3 * width` wraps to (with the default stride, 0). */
+    char wide[160];
+    snprintf(wide, sizeof wide, "raw pixels %zu wide; a row of 3 bytes a pixel would pass the address space", SIZE_MAX / 2);
+    CHECK_MESSAGE(wide);
 
     /* A strip whose resize would be 224 x 22,400,000: LIMIT_EXCEEDED before any allocation. */
     uint8_t strip[3 * 100] = {0};

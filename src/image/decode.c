@@ -401,7 +401,11 @@ uform_status_t uform_image_decode(uform_image_t const *image, uform_image_decode
                               image->width, image->height);
         if (image->height == 0)
             return uform_fail(uform_status_invalid_argument_k, "image: raw pixels of zero height");
-        if (image->width > SIZE_MAX / 3 || stride < 3 * image->width)
+        if (image->width > SIZE_MAX / 3) /* before `3 * width` is formed anywhere, the default stride included */
+            return uform_fail(uform_status_invalid_argument_k,
+                              "image: raw pixels %zu wide; a row of 3 bytes a pixel would pass the address space",
+                              image->width);
+        if (stride < 3 * image->width)
             return uform_fail(uform_status_invalid_argument_k,
                               "image: a stride of %zu bytes is shorter than a row of %zu RGB pixels", stride,
                               image->width);

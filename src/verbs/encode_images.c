@@ -19,6 +19,11 @@ UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_mo
     if (!images && count)
         return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
                                                         "uform_encode_images: images is NULL for %zu images", count));
+    /* The embeddings first: a count past the address space is refused before `images` is walked. */
+    uform_image_config_t const *config = &model->image_replicas[0].config;
+    uform_status_t checked = uform_embeddings_check("uform_encode_images: ", "images", config->embedding_dimensions,
+                                                    config->sequence * config->dim, embeddings, count);
+    if (checked != uform_status_ok_k) return uform_outcome_refuse(outcome, checked);
     for (size_t i = 0; i < count; ++i)
         if (!images[i].data && (images[i].size || images[i].width))
             return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,

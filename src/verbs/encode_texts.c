@@ -53,13 +53,14 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
     if (!texts && count)
         return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
                                                         "uform_encode_texts: texts is NULL for %zu texts", count));
+    /* The embeddings first: a count past the address space is refused before `texts` is walked. */
+    uform_status_t status = check_residency(executor, model);
+    if (status == uform_status_ok_k) status = uform_text_check_embeddings(model, embeddings, count);
+    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     for (size_t i = 0; i < count; ++i)
         if (!texts[i] && (!lengths || lengths[i]))
             return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
                                                             "uform_encode_texts: texts[%zu] is NULL", i));
-    uform_status_t status = check_residency(executor, model);
-    if (status == uform_status_ok_k) status = uform_text_check_embeddings(model, embeddings, count);
-    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     if (model->residency == uform_residency_vram_k)
         return uform_text_vram_encode(executor, model, texts, lengths, count, embeddings, statuses, outcome);
 
