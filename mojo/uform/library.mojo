@@ -37,8 +37,9 @@ struct Library(Copyable, Movable):
     shared object mapped while their handles live.
 
     `Library()` looks, in order, at `$UFORM_LIBRARY` (alone, when set), `libuform.so` next to the
-    package (in the package's directory, then the one above it), then `libuform.so.0` and
-    `libuform.so` through the dynamic linker's search path. When none loads it raises `Error` with
+    package (in the package's directory, then the one above it; only where the package was
+    precompiled from an absolute path, as a relative one would resolve against the working
+    directory), then `libuform.so.0` and `libuform.so` through the dynamic linker's search path. When none loads it raises `Error` with
     kind `UNSUPPORTED`, naming every place it tried and why each failed.
     """
 
@@ -60,16 +61,24 @@ struct Library(Copyable, Movable):
             origin = String("$", LIBRARY_VARIABLE)
         else:
             var directory = _package_directory()
-            places.append(String(directory, "/libuform.so"))
-            var slash = directory.rfind("/")
-            if slash > 0:
-                places.append(String(directory[byte=:slash], "/libuform.so"))
+            # Only an absolute source directory names a place: a relative one (the package
+            # precompiled from a relative path) would resolve against the program's working
+            # directory, where any file of that name could be loaded.
+            var beside = directory.startswith("/")
+            if beside:
+                places.append(String(directory, "/libuform.so"))
+                var slash = directory.rfind("/")
+                if slash > 0:
+                    places.append(String(directory[byte=:slash], "/libuform.so"))
             places.append(String("libuform.so.", ABI_MAJOR))
             places.append(String("libuform.so"))
             var state = String("empty") if getenv(LIBRARY_VARIABLE, "unset") == "" else String("unset")
+            var next_to = String("next to the package (", directory, " and its parent)") if beside else String(
+                "not next to the package (precompiled from the relative path ", directory,
+                "; precompile it from an absolute one)",
+            )
             origin = String(
-                "$", LIBRARY_VARIABLE, " (", state, "), next to the package (", directory,
-                " and its parent) and the dynamic linker's search path",
+                "$", LIBRARY_VARIABLE, " (", state, "), ", next_to, " and the dynamic linker's search path",
             )
         var tried = String()
         for place in places:
