@@ -78,12 +78,15 @@
  *    either may run concurrently with anything; freeing either must not overlap any other use.
  *  - From callbacks (a task, a device callback): any function may be called except a call, drain,
  *    scratch release or free on the executor running the callback (CONTENDED, never a deadlock;
- *    free is undefined), and, inside a pool task, anything that waits for that pool (CONTENDED).
+ *    free is undefined; a RAM or pool executor answers a scratch release UNSUPPORTED anywhere, as it
+ *    holds no device memory), and, inside a pool task, anything that waits for that pool (CONTENDED).
  *    Other executors may be called from a callback.
  *  - After `fork()`: the engine's process-wide locks are taken around the fork, so the child may
- *    create new executors and free inherited handles; every other use of an inherited handle, and
- *    waiting on an outcome pending at the fork, reports FORKED. VRAM executors and meshes cannot be
- *    created in a child forked after the CUDA driver was initialised (UNSUPPORTED).
+ *    create new executors and free inherited handles; every other use of an inherited executor or
+ *    mesh (the verbs and `uform_mesh_bootstrap` on one included), and waiting on an outcome pending
+ *    at the fork, reports FORKED. A model holds no threads: an inherited one stays usable, with
+ *    executors made in the child. VRAM executors and meshes cannot be created in a child forked
+ *    after the CUDA driver was initialised (UNSUPPORTED).
  */
 #ifndef UFORM_H
 #define UFORM_H
@@ -806,8 +809,8 @@ typedef struct uform_outcome_t {
  *  or the caller is one of its callbacks; DEFERRED_FULL past `deferred_limit` tracked deferred
  *  calls; RESIDENCY_MISMATCH for a residency the executor's kind does not serve, or a device
  *  callback on a RAM or pool executor; UNSUPPORTED for a device callback on the NULL executor;
- *  INVALID_ARGUMENT for a NULL call, no callback at all, no task callback on a host executor, or
- *  an out-of-range enum; FORKED in a child; DEVICE_FAULT on a poisoned
+ *  INVALID_ARGUMENT for a NULL call, no callback at all (a call with a device callback alone on a
+ *  host executor is the RESIDENCY_MISMATCH above), or an out-of-range enum; FORKED in a child; DEVICE_FAULT on a poisoned
  *  executor; LIMIT_EXCEEDED for scratch above `scratch_limit`. Whenever it returns a status other
  *  than OK, nothing was queued and `outcome` (if any) is already finished with that same status and
  *  message, so an outcome never stays pending after a refused submission.

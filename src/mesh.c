@@ -259,12 +259,15 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     bool const split_wanted = !blocking || strcmp(blocking, "0") != 0; // read once, before anything sets the environment
     uform_mesh_options_t const alone = {0};
     if (!options) options = &alone;
+    /* An executor inherited across fork(), of any kind: FORKED, as every use of one is. */
+    uform_status_t const forked = executor ? uform_check_forked(executor, "uform_mesh_bootstrap") : uform_status_ok_k;
+    if (forked != uform_status_ok_k) return forked;
     uform_vram_member_t const *members = NULL;
     size_t devices = uform_vram_members(executor, &members);
     if (devices == 0) {
         uform_executor_description_t description = {0};
         if (executor && uform_executor_describe(executor, &description) != uform_status_ok_k)
-            description.kind = uform_executor_kind_inline_k; // forked: the message below still names the misuse
+            description.kind = uform_executor_kind_inline_k;
         char const *kinds[] = {"NULL (inline)", "RAM", "pool", "VRAM"};
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_mesh_bootstrap: the executor must be a VRAM executor (uform_executor_for_vram), "

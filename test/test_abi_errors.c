@@ -5,7 +5,9 @@
  *          `uform_executor_for_ram`, refused calls (and the outcome a refused deferred call leaves),
  *          CONTENDED from a second thread, NULL and wrong-kind executors, meshes without a VRAM
  *          executor, GPU paths on a machine without a GPU, tokenizing and encoding with bad
- *          arguments on the committed tiny model (test/models/tiny-bert).
+ *          arguments on the committed tiny model (test/models/tiny-bert), holds of a pool no
+ *          executor uses, a UForm3 directory without a text tower, and inherited handles in a
+ *          forked child.
  */
 #include "check.h"
 
@@ -13,7 +15,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static void nap(void) {
     struct timespec const pause = {.tv_sec = 0, .tv_nsec = 1000000};
@@ -228,6 +233,20 @@ static void test_calls(void) {
     CHECK_STATUS(uform_pool_unlock(NULL), uform_status_invalid_argument_k);
 }
 
+/* Holds of a pool no executor uses (the gate needs no ForkUnion): a second take on the holding thread
+ * is CONTENDED without waiting, and a release with no hold left is INVALID_ARGUMENT. */
+static void test_pool_holds(void) {
+    static int pool; // any address names a pool to the gate
+    CHECK_OK(uform_pool_lock(&pool));
+    CHECK_STATUS(uform_pool_try_lock(&pool), uform_status_contended_k);
+    CHECK_MESSAGE("uform_pool_try_lock: this thread already holds the pool");
+    CHECK_STATUS(uform_pool_lock(&pool), uform_status_contended_k);
+    CHECK_MESSAGE("uform_pool_lock: this thread already holds the pool");
+    CHECK_OK(uform_pool_unlock(&pool));
+    CHECK_STATUS(uform_pool_unlock(&pool), uform_status_invalid_argument_k);
+    CHECK_MESSAGE("uform_pool_unlock: this thread's innermost hold is not a uform_pool_lock of this pool");
+}
+
 /* ---- Meshes without a VRAM executor ---- */
 
 static void test_meshes(void) {
@@ -436,12 +455,136 @@ static void test_models(void) {
     CHECK_MESSAGE("No such file or directory");
 }
 
+/* A deferred encode meeting a full ring: DEFERRED_FULL, nothing written, its outcome finished alike. */
+static void test_encode_deferred_full(void) {
+    uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = NULL;
+    CHECK_OK(uform_model_open(&options, &model));
+    uform_executor_t ram = NULL;
+    CHECK_OK(uform_executor_for_ram(NULL, 1, 1, &ram)); // deferred_limit 1
+    CHECK_FATAL(model && ram);
+    holder_t holder = {.executor = ram};
+    uform_call_t hold = {.schedule = uform_schedule_threads_k, .task = hold_task, .context = &holder};
+    uform_outcome_t held;
+    CHECK_OK(uform_executor_call(ram, &hold, &held));
+    while (!atomic_load(&holder.entered)) nap();
+
+    char const *texts[] = {"a cat"};
+    float rows[1][64];
+    for (size_t i = 0; i < 64; ++i) rows[0][i] = 7.0f;
+    uform_embeddings_t const out = {.data = rows, .dtype = uform_dtype_f32_k};
+    uform_outcome_t outcome;
+    memset(&outcome, 0xAB, sizeof outcome);
+    CHECK_STATUS(uform_encode_texts(ram, model, texts, NULL, 1, &out, NULL, &outcome), uform_status_deferred_full_k);
+    CHECK_MESSAGE("1 deferred calls are already tracked, the executor's deferred_limit");
+    check_refused_outcome(&outcome, uform_status_deferred_full_k);
+    atomic_store(&holder.release, 1);
+    CHECK_OK(uform_outcome_wait(&held, -1));
+    for (size_t i = 0; i < 64; ++i) CHECK(rows[0][i] == 7.0f);
+    CHECK_OK(uform_encode_texts(ram, model, texts, NULL, 1, &out, NULL, &outcome)); // room again
+    CHECK_OK(uform_outcome_wait(&outcome, -1));
+    uform_executor_free(ram);
+    uform_model_free(model);
+}
+
+/* A UForm3 config with an image tower alone, opened for texts: UNSUPPORTED before any tensor is read. */
+static void test_model_without_text_tower(void) {
+    char directory[] = "/tmp/uform-abi-XXXXXX", config[64];
+    CHECK_FATAL(mkdtemp(directory) != NULL);
+    snprintf(config, sizeof config, "%s/config.json", directory);
+    FILE *file = fopen(config, "w");
+    CHECK_FATAL(file != NULL);
+    fputs("{\"image_encoder\": {}}", file);
+    CHECK_FATAL(fclose(file) == 0);
+    uform_model_options_t options = {.path = directory, .modality = uform_modality_text_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = (uform_model_t)(uintptr_t)0x1;
+    CHECK_STATUS(uform_model_open(&options, &model), uform_status_unsupported_k);
+    CHECK_MESSAGE("config.json: missing key 'text_encoder': the model has no text tower");
+    CHECK(model == NULL);
+    CHECK(unlink(config) == 0 && rmdir(directory) == 0);
+}
+
+/* ---- Inherited handles in a forked child ---- */
+
+/* The child: every use of the parent's executor but free is FORKED, naming the function, and a refused
+ * deferred call's outcome carries it; encoding or a mesh on it is refused alike, while the inherited
+ * model still encodes on the NULL executor. Exits non-zero on a failed check. */
+static void forked_child(uform_executor_t ram, uform_model_t model) {
+    uform_call_t quick = {.tasks = 1, .task = visit};
+    uform_outcome_t outcome;
+    memset(&outcome, 0xAB, sizeof outcome);
+    CHECK_STATUS(uform_executor_call(ram, &quick, &outcome), uform_status_forked_k);
+    CHECK_MESSAGE("uform_executor_call: the executor was created before a fork() by the parent process");
+    check_refused_outcome(&outcome, uform_status_forked_k);
+    CHECK_STATUS(uform_outcome_poll(&outcome), uform_status_forked_k);
+    CHECK_MESSAGE("uform_executor_call: the executor was created before a fork()");
+    CHECK_STATUS(uform_executor_drain(ram, uform_mood_parked_k), uform_status_forked_k);
+    CHECK_MESSAGE("uform_executor_drain: the executor was created before a fork()");
+    uform_executor_description_t description;
+    CHECK_STATUS(uform_executor_describe(ram, &description), uform_status_forked_k);
+    CHECK_MESSAGE("uform_executor_describe: the executor was created before a fork()");
+    int32_t core = -7, node = -7;
+    CHECK_STATUS(uform_executor_thread_placement(ram, 0, &core, &node), uform_status_forked_k);
+    CHECK_MESSAGE("uform_executor_thread_placement: the executor was created before a fork()");
+    CHECK(core == -7 && node == -7);
+
+    char const *texts[] = {"a cat"};
+    float rows[1][64];
+    for (size_t i = 0; i < 64; ++i) rows[0][i] = 7.0f;
+    uform_embeddings_t const out = {.data = rows, .dtype = uform_dtype_f32_k};
+    CHECK_STATUS(uform_encode_texts(ram, model, texts, NULL, 1, &out, NULL, NULL), uform_status_forked_k);
+    CHECK_MESSAGE("uform_encode_texts: the executor was created before a fork()");
+    uform_mesh_t mesh = NULL;
+    CHECK_STATUS(uform_mesh_bootstrap(ram, NULL, &mesh), uform_status_forked_k); // not "a NULL (inline) executor"
+    CHECK_MESSAGE("uform_mesh_bootstrap: the executor was created before a fork()");
+    CHECK(mesh == NULL);
+    /* The inherited model holds no threads: it still encodes on the NULL executor, as in the parent. */
+    CHECK_OK(uform_encode_texts(NULL, model, texts, NULL, 1, &out, NULL, NULL));
+    for (size_t i = 0; i < 64; ++i) CHECK(isfinite(rows[0][i]));
+    for (size_t i = 0; i < 64; ++i) rows[0][i] = 7.0f;
+    memset(&outcome, 0xAB, sizeof outcome);
+    CHECK_STATUS(uform_encode_texts(ram, model, texts, NULL, 1, &out, NULL, &outcome), uform_status_forked_k);
+    check_refused_outcome(&outcome, uform_status_forked_k);
+    for (size_t i = 0; i < 64; ++i) CHECK(rows[0][i] == 7.0f);
+    uform_executor_free(ram);
+    uform_model_free(model);
+    fflush(NULL);
+    _exit(check_failures ? 1 : 0);
+}
+
+static void test_forked(void) {
+    uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
+                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
+    uform_model_t model = NULL;
+    CHECK_OK(uform_model_open(&options, &model));
+    uform_executor_t ram = NULL;
+    CHECK_OK(uform_executor_for_ram(NULL, 1, 0, &ram));
+    CHECK_FATAL(model && ram);
+    fflush(NULL);
+    pid_t const child = fork();
+    CHECK_FATAL(child >= 0);
+    if (child == 0) forked_child(ram, model);
+    int wait_status = 0;
+    CHECK(waitpid(child, &wait_status, 0) == child);
+    CHECK(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+    uform_call_t quick = {.tasks = 1, .task = visit};
+    CHECK_OK(uform_executor_call(ram, &quick, NULL)); // the parent's executor is untouched
+    uform_executor_free(ram);
+    uform_model_free(model);
+}
+
 int main(void) {
     test_ram_options();
     test_calls();
+    test_pool_holds();
     test_meshes();
     test_without_gpu();
     test_models();
     test_model_ordinals();
+    test_encode_deferred_full();
+    test_model_without_text_tower();
+    test_forked();
     CHECK_DONE();
 }

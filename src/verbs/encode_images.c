@@ -29,7 +29,8 @@ UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_mo
             return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
                                                             "uform_encode_images: images[%zu].data is NULL", i));
     uform_executor_description_t description;
-    uform_status_t status = uform_executor_describe(executor, &description);
+    uform_status_t status = executor ? uform_check_forked(executor, "uform_encode_images") : uform_status_ok_k;
+    if (status == uform_status_ok_k) status = uform_executor_describe(executor, &description);
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     if (model->residency == uform_residency_vram_k) {
         if (description.kind == uform_executor_kind_ram_k || description.kind == uform_executor_kind_pool_k)

@@ -22,7 +22,9 @@
 /** Where the model's residency and the executor's kind meet, or why they do not. */
 static uform_status_t check_residency(uform_executor_t executor, struct uform_model_s const *model) {
     uform_executor_description_t description;
-    uform_status_t status = uform_executor_describe(executor, &description);
+    uform_status_t status = executor ? uform_check_forked(executor, "uform_encode_texts") : uform_status_ok_k;
+    if (status != uform_status_ok_k) return status;
+    status = uform_executor_describe(executor, &description);
     if (status != uform_status_ok_k) return status;
     if (model->residency == uform_residency_vram_k) {
         if (description.kind == uform_executor_kind_ram_k || description.kind == uform_executor_kind_pool_k)
