@@ -456,14 +456,20 @@ static void test_models(void) {
 }
 
 /* A deferred encode meeting a full ring: DEFERRED_FULL, nothing written, its outcome finished alike. */
-static void test_encode_deferred_full(void) {
+/* The committed tiny BERT and a one-thread RAM executor tracking at most `deferred_limit` deferred calls. */
+static void open_tiny_bert(size_t deferred_limit, uform_model_t *model, uform_executor_t *ram) {
     uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
                                      .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
-    uform_model_t model = NULL;
-    CHECK_OK(uform_model_open(&options, &model));
-    uform_executor_t ram = NULL;
-    CHECK_OK(uform_executor_for_ram(NULL, 1, 1, &ram)); // deferred_limit 1
-    CHECK_FATAL(model && ram);
+    *model = NULL, *ram = NULL;
+    CHECK_OK(uform_model_open(&options, model));
+    CHECK_OK(uform_executor_for_ram(NULL, 1, deferred_limit, ram));
+    CHECK_FATAL(*model && *ram);
+}
+
+static void test_encode_deferred_full(void) {
+    uform_model_t model;
+    uform_executor_t ram;
+    open_tiny_bert(1, &model, &ram);
     holder_t holder = {.executor = ram};
     uform_call_t hold = {.schedule = uform_schedule_threads_k, .task = hold_task, .context = &holder};
     uform_outcome_t held;
@@ -555,13 +561,9 @@ static void forked_child(uform_executor_t ram, uform_model_t model) {
 }
 
 static void test_forked(void) {
-    uform_model_options_t options = {.path = UFORM_TEST_MODELS_DIR "/tiny-bert", .modality = uform_modality_text_k,
-                                     .residency = uform_residency_ram_k, .weights_dtype = uform_dtype_f32_k};
-    uform_model_t model = NULL;
-    CHECK_OK(uform_model_open(&options, &model));
-    uform_executor_t ram = NULL;
-    CHECK_OK(uform_executor_for_ram(NULL, 1, 0, &ram));
-    CHECK_FATAL(model && ram);
+    uform_model_t model;
+    uform_executor_t ram;
+    open_tiny_bert(0, &model, &ram);
     fflush(NULL);
     pid_t const child = fork();
     CHECK_FATAL(child >= 0);

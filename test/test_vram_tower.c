@@ -21,44 +21,71 @@ static size_t chunk_bytes(void const *context, size_t tokens) {
 }
 
 
-/** `vram_write_features` over 37 inputs (every third failed, the others of 1 to 5 rows of 5, 5.4 MB:
- *  enough to split over threads), from a staging buffer and from rows already in place, on this
- *  thread and over a RAM executor's two: the same bytes every time. */
-static void check_write_features(void) {
-    enum { count = 37, rows_total = 5, row_bytes = 29000, gap = 13 };
-    size_t const stride = rows_total * row_bytes + gap;
-    size_t order[count], offsets[count + 1], encoded = 0;
-    offsets[0] = 0;
+/** The features both writers are checked on: 37 inputs (every third failed, the others of 1 to 5
+ *  rows of 5, 5.4 MB: enough to split over threads), their rows packed in a staging buffer, the
+ *  bytes the caller's features must hold after (zero rows past each input's own, the stride's gap
+ *  untouched), the caller's buffer, and a RAM executor of two threads (one under `taskset -c 0`). */
+enum { count = 37, rows_total = 5, row_bytes = 29000, gap = 13, stride = rows_total * row_bytes + gap };
+typedef struct features_case_t {
+    size_t order[count], offsets[count + 1], encoded, rows;
+    unsigned char *staged, *expected, *got;
+    uform_embeddings_t out;
+    uform_executor_t executor;
+} features_case_t;
+
+static int features_case_open(features_case_t *c) {
+    memset(c, 0, sizeof *c);
     for (size_t i = 0; i < count; ++i)
-        if (i % 3 != 1) order[encoded] = i, offsets[encoded + 1] = offsets[encoded] + 1 + i % rows_total, ++encoded;
-    unsigned char *staged = (unsigned char *)malloc(offsets[encoded] * row_bytes);
-    unsigned char *expected = (unsigned char *)malloc(count * stride), *got = (unsigned char *)malloc(count * stride);
-    CHECK(staged && expected && got);
-    if (!staged || !expected || !got) return;
-    for (size_t b = 0; b < offsets[encoded] * row_bytes; ++b) staged[b] = (unsigned char)(b * 7 % 251 + 1);
-    memset(expected, 0, count * stride);
-    for (size_t i = 0; i < count; ++i) memset(expected + i * stride + rows_total * row_bytes, 0xee, gap);
-    for (size_t e = 0; e < encoded; ++e)
-        memcpy(expected + order[e] * stride, staged + offsets[e] * row_bytes, (offsets[e + 1] - offsets[e]) * row_bytes);
-    uform_embeddings_t out = {.features = got, .features_stride = stride};
-    uform_executor_t executor = NULL;
-    /* Two threads where the process may run on two cores (one under `taskset -c 0`). */
-    if (uform_executor_for_ram(NULL, 2, 0, &executor) != uform_status_ok_k)
-        CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &executor), uform_status_ok_k);
+        if (i % 3 != 1) c->order[c->encoded] = i, c->offsets[c->encoded + 1] = c->offsets[c->encoded] + 1 + i % rows_total, ++c->encoded;
+    c->rows = c->offsets[c->encoded];
+    c->staged = (unsigned char *)malloc(c->rows * row_bytes);
+    c->expected = (unsigned char *)malloc(count * stride), c->got = (unsigned char *)malloc(count * stride);
+    CHECK(c->staged && c->expected && c->got);
+    if (!c->staged || !c->expected || !c->got) return 0;
+    for (size_t b = 0; b < c->rows * row_bytes; ++b) c->staged[b] = (unsigned char)(b * 7 % 251 + 1);
+    memset(c->expected, 0, count * stride);
+    for (size_t i = 0; i < count; ++i) memset(c->expected + i * stride + rows_total * row_bytes, 0xee, gap);
+    for (size_t e = 0; e < c->encoded; ++e)
+        memcpy(c->expected + c->order[e] * stride, c->staged + c->offsets[e] * row_bytes,
+               (c->offsets[e + 1] - c->offsets[e]) * row_bytes);
+    c->out = (uform_embeddings_t){.features = c->got, .features_stride = stride};
+    if (uform_executor_for_ram(NULL, 2, 0, &c->executor) != uform_status_ok_k)
+        CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &c->executor), uform_status_ok_k);
+    return 1;
+}
+
+/** The caller's buffer before a write: garbage to overwrite, the stride's gap marked. */
+static void features_case_garbage(features_case_t *c) {
+    memset(c->got, 0xab, count * stride);
+    for (size_t i = 0; i < count; ++i) memset(c->got + i * stride + rows_total * row_bytes, 0xee, gap);
+}
+
+static void features_case_close(features_case_t *c) {
+    uform_executor_free(c->executor);
+    free(c->staged), free(c->expected), free(c->got);
+}
+
+/** `vram_write_features` from a staging buffer and from rows already in place, on this thread and
+ *  over a RAM executor's two: the same bytes every time. */
+static void check_write_features(void) {
+    features_case_t c;
+    if (!features_case_open(&c)) {
+        features_case_close(&c);
+        return;
+    }
     for (int threads = 0; threads < 2; ++threads)
         for (int in_place = 0; in_place < 2; ++in_place) {
             /* In place: the device wrote each item's rows already; elsewhere garbage to overwrite. */
-            memset(got, 0xab, count * stride);
-            for (size_t i = 0; i < count; ++i) memset(got + i * stride + rows_total * row_bytes, 0xee, gap);
+            features_case_garbage(&c);
             if (in_place)
-                for (size_t e = 0; e < encoded; ++e)
-                    memcpy(got + order[e] * stride, staged + offsets[e] * row_bytes, (offsets[e + 1] - offsets[e]) * row_bytes);
-            vram_write_features(threads ? executor : NULL, &out, stride, rows_total, row_bytes, order, offsets, encoded,
-                                count, in_place ? NULL : staged);
-            CHECK(!memcmp(got, expected, count * stride));
+                for (size_t e = 0; e < c.encoded; ++e)
+                    memcpy(c.got + c.order[e] * stride, c.staged + c.offsets[e] * row_bytes,
+                           (c.offsets[e + 1] - c.offsets[e]) * row_bytes);
+            vram_write_features(threads ? c.executor : NULL, &c.out, stride, rows_total, row_bytes, c.order, c.offsets,
+                                c.encoded, count, in_place ? NULL : c.staged);
+            CHECK(!memcmp(c.got, c.expected, count * stride));
         }
-    uform_executor_free(executor);
-    free(staged), free(expected), free(got);
+    features_case_close(&c);
 }
 
 /** Lands pieces in order until `fail_at`, recording the order asked. */
@@ -77,70 +104,54 @@ static int piece_wait(void *context, size_t index) {
  *  `vram_write_features`' bytes, on this thread and over two; a wait that fails at piece 3 stops
  *  there with 0, the zeros and pieces 0-2 written, the rest of the staged rows not. */
 static void check_write_features_pieces(void) {
-    enum { count = 37, rows_total = 5, row_bytes = 29000, gap = 13 };
-    size_t const stride = rows_total * row_bytes + gap;
-    size_t order[count], offsets[count + 1], encoded = 0;
-    offsets[0] = 0;
-    for (size_t i = 0; i < count; ++i)
-        if (i % 3 != 1) order[encoded] = i, offsets[encoded + 1] = offsets[encoded] + 1 + i % rows_total, ++encoded;
-    size_t const rows = offsets[encoded];
+    features_case_t c;
+    if (!features_case_open(&c)) {
+        features_case_close(&c);
+        return;
+    }
+    CHECK(c.rows > 70);
     /* Pieces: [0, 7) [7, 8) [8, 30) [30, 31) [31, 60) then the rest in two, the later one first. */
-    size_t const middle = 60 + (rows - 60) / 2;
+    size_t const middle = 60 + (c.rows - 60) / 2;
     vram_piece_t pieces[7] = {{.row_begin = 0, .row_end = 7},    {.row_begin = 7, .row_end = 8},
                               {.row_begin = 8, .row_end = 30},   {.row_begin = 30, .row_end = 31},
-                              {.row_begin = 31, .row_end = 60},  {.row_begin = middle, .row_end = rows},
+                              {.row_begin = 31, .row_end = 60},  {.row_begin = middle, .row_end = c.rows},
                               {.row_begin = 60, .row_end = middle}};
-    unsigned char *staged = (unsigned char *)malloc(rows * row_bytes);
-    unsigned char *expected = (unsigned char *)malloc(count * stride), *got = (unsigned char *)malloc(count * stride);
-    CHECK(staged && expected && got && rows > 70);
-    if (!staged || !expected || !got) return;
-    for (size_t b = 0; b < rows * row_bytes; ++b) staged[b] = (unsigned char)(b * 7 % 251 + 1);
-    memset(expected, 0, count * stride);
-    for (size_t i = 0; i < count; ++i) memset(expected + i * stride + rows_total * row_bytes, 0xee, gap);
-    for (size_t e = 0; e < encoded; ++e)
-        memcpy(expected + order[e] * stride, staged + offsets[e] * row_bytes, (offsets[e + 1] - offsets[e]) * row_bytes);
-    uform_embeddings_t out = {.features = got, .features_stride = stride};
-    uform_executor_t executor = NULL;
-    if (uform_executor_for_ram(NULL, 2, 0, &executor) != uform_status_ok_k)
-        CHECK_STATUS(uform_executor_for_ram(NULL, 1, 0, &executor), uform_status_ok_k);
     for (int threads = 0; threads < 2; ++threads) {
-        memset(got, 0xab, count * stride);
-        for (size_t i = 0; i < count; ++i) memset(got + i * stride + rows_total * row_bytes, 0xee, gap);
+        uform_executor_t const executor = threads ? c.executor : NULL;
+        features_case_garbage(&c);
         piece_waits_t waits = {.fail_at = (size_t)-1};
-        CHECK(vram_write_features_pieces(threads ? executor : NULL, &out, stride, rows_total, row_bytes, order, offsets,
-                                         encoded, count, staged, pieces, 7, piece_wait, &waits) == 1);
-        CHECK(!memcmp(got, expected, count * stride));
+        CHECK(vram_write_features_pieces(executor, &c.out, stride, rows_total, row_bytes, c.order, c.offsets, c.encoded,
+                                         count, c.staged, pieces, 7, piece_wait, &waits) == 1);
+        CHECK(!memcmp(c.got, c.expected, count * stride));
         CHECK(waits.asked_count == 7);
         for (size_t p = 0; p < waits.asked_count; ++p) CHECK(waits.asked[p] == p);
 
         /* The fourth piece never lands: rows [0, 30) and every zero row written, rows [30, rows) not. */
-        memset(got, 0xab, count * stride);
-        for (size_t i = 0; i < count; ++i) memset(got + i * stride + rows_total * row_bytes, 0xee, gap);
+        features_case_garbage(&c);
         waits = (piece_waits_t){.fail_at = 3};
-        CHECK(vram_write_features_pieces(threads ? executor : NULL, &out, stride, rows_total, row_bytes, order, offsets,
-                                         encoded, count, staged, pieces, 7, piece_wait, &waits) == 0);
+        CHECK(vram_write_features_pieces(executor, &c.out, stride, rows_total, row_bytes, c.order, c.offsets, c.encoded,
+                                         count, c.staged, pieces, 7, piece_wait, &waits) == 0);
         CHECK(waits.asked_count == 4);
         size_t landed_bytes = 0, missing_bytes = 0, wrong_bytes = 0;
-        for (size_t e = 0; e < encoded; ++e)
-            for (size_t r = offsets[e]; r < offsets[e + 1]; ++r) {
-                unsigned char const *at = got + order[e] * stride + (r - offsets[e]) * row_bytes;
-                if (r < 30) landed_bytes += !memcmp(at, staged + r * row_bytes, row_bytes) ? row_bytes : 0;
+        for (size_t e = 0; e < c.encoded; ++e)
+            for (size_t r = c.offsets[e]; r < c.offsets[e + 1]; ++r) {
+                unsigned char const *at = c.got + c.order[e] * stride + (r - c.offsets[e]) * row_bytes;
+                if (r < 30) landed_bytes += !memcmp(at, c.staged + r * row_bytes, row_bytes) ? row_bytes : 0;
                 else
                     for (size_t b = 0; b < row_bytes; ++b) missing_bytes += at[b] == 0xab;
             }
         for (size_t i = 0; i < count; ++i) { /* zero rows past each input's own, whole rows for the failed */
             size_t own = 0;
-            for (size_t e = 0; e < encoded; ++e)
-                if (order[e] == i) own = offsets[e + 1] - offsets[e];
-            for (size_t b = own * row_bytes; b < rows_total * row_bytes; ++b) wrong_bytes += got[i * stride + b] != 0;
-            for (size_t b = 0; b < gap; ++b) wrong_bytes += got[i * stride + rows_total * row_bytes + b] != 0xee;
+            for (size_t e = 0; e < c.encoded; ++e)
+                if (c.order[e] == i) own = c.offsets[e + 1] - c.offsets[e];
+            for (size_t b = own * row_bytes; b < rows_total * row_bytes; ++b) wrong_bytes += c.got[i * stride + b] != 0;
+            for (size_t b = 0; b < gap; ++b) wrong_bytes += c.got[i * stride + rows_total * row_bytes + b] != 0xee;
         }
         CHECK(landed_bytes == 30 * row_bytes);
-        CHECK(missing_bytes == (rows - 30) * row_bytes);
+        CHECK(missing_bytes == (c.rows - 30) * row_bytes);
         CHECK(wrong_bytes == 0);
     }
-    uform_executor_free(executor);
-    free(staged), free(expected), free(got);
+    features_case_close(&c);
 }
 
 int main(void) {
