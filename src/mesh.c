@@ -274,9 +274,6 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
                           "whose devices are this process's members; this one is a %s executor",
                           executor ? kinds[description.kind & 3] : kinds[0]);
     }
-    if (executor->fork_generation != uform_fork_generation())
-        return uform_fail(uform_status_forked_k,
-                          "uform_mesh_bootstrap: the executor was created before a fork(); create one in this process");
 
     // This process's facts.
     uform_rendezvous_facts_t facts = {.gpus_count = devices, .multimem_span = options->gpus_per_multimem_domain};

@@ -117,12 +117,8 @@ uform_status_t uform_image_encode(uform_executor_t executor, struct uform_model_
                                   uform_image_t const *images, size_t count, uform_embeddings_t const *embeddings,
                                   uform_status_t *statuses, uform_outcome_t *outcome) {
     uform_image_tower_t const *tower0 = uform_model_image_replica(model, -1);
-    uform_status_t status =
-        uform_embeddings_check("uform_encode_images: ", "images", tower0->config.embedding_dimensions,
-                               tower0->config.sequence * tower0->config.dim, embeddings, count);
-    if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     uform_executor_description_t description;
-    status = uform_executor_describe(executor, &description);
+    uform_status_t status = uform_executor_describe(executor, &description);
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     size_t threads = description.threads_count ? description.threads_count : 1;
     uform_cpu_class_t cpu_class = description.cpu_class;

@@ -540,9 +540,8 @@ uform_status_t uform_image_vram_encode(uform_executor_t executor, struct uform_m
                                        uform_status_t *statuses, uform_outcome_t *outcome) {
     uform_image_tower_t const *tower = &model->image_replicas[0];
     uform_image_config_t const *c = &tower->config;
-    uform_status_t status = uform_embeddings_check(VERB ": ", "images", c->embedding_dimensions, c->sequence * c->dim, embeddings, count);
     uform_executor_description_t description;
-    if (status == uform_status_ok_k) status = uform_executor_describe(executor, &description);
+    uform_status_t status = uform_executor_describe(executor, &description);
     if (status != uform_status_ok_k) return uform_outcome_refuse(outcome, status);
     image_job_t *job = (image_job_t *)calloc(1, sizeof *job);
     if (!job) return uform_outcome_refuse(outcome, uform_fail(uform_status_out_of_memory_k, VERB ": out of memory"));

@@ -586,6 +586,18 @@ static void write_features_task(void *context, size_t task, size_t thread, size_
     write_features_range(w, task * w->count / w->tasks, (task + 1) * w->count / w->tasks);
 }
 
+/** Runs `tasks` tasks of `task` on `executor`'s threads; with NULL, one task, or the call refused
+ *  (another thread's call), one after another on this thread. 1 where the executor ran them. */
+static int run_tasks(uform_executor_t executor, size_t tasks, uform_task_callback_t task, void *context) {
+    if (executor && tasks > 1) {
+        uform_call_t call = {.residency = uform_residency_any_k, .schedule = uform_schedule_dynamic_k,
+                             .tasks = tasks, .task = task, .context = context};
+        if (uform_executor_call(executor, &call, NULL) == uform_status_ok_k) return 1;
+    }
+    for (size_t t = 0; t < tasks; ++t) task(context, t, 0, 0);
+    return 0;
+}
+
 void vram_write_features(uform_executor_t executor, uform_embeddings_t const *out, size_t stride, size_t rows_total,
                          size_t row_bytes, size_t const *order, size_t const *offsets, size_t encoded, size_t count,
                          unsigned char const *staged) {
@@ -595,18 +607,12 @@ void vram_write_features(uform_executor_t executor, uform_embeddings_t const *ou
     /* Copying out of the staging buffer is bound by memory and the caller's first touches: on the
      * decoder threads when there are several and the features are large (a call per item would not pay). */
     if (executor && count > 1 && (size_t)count * rows_total * row_bytes >= (4u << 20) &&
-        uform_executor_describe(executor, &description) == uform_status_ok_k && description.threads_count > 1) {
+        uform_executor_describe(executor, &description) == uform_status_ok_k && description.threads_count > 1)
         w.tasks = description.threads_count < count ? description.threads_count : count;
-        uform_call_t call = {.residency = uform_residency_any_k, .schedule = uform_schedule_dynamic_k,
-                             .tasks = w.tasks, .task = write_features_task, .context = &w};
-        if (uform_executor_call(executor, &call, NULL) == uform_status_ok_k) {
-            if (vram_profiling()) vram_profile_add("features to caller, threads", uform_now_seconds() - start);
-            return;
-        }
-        w.tasks = 1; /* refused (another thread's call): on this one */
-    }
-    write_features_range(&w, 0, count);
-    if (vram_profiling()) vram_profile_add("features to caller, one thread", uform_now_seconds() - start);
+    int const threaded = run_tasks(executor, w.tasks, write_features_task, &w);
+    if (vram_profiling())
+        vram_profile_add(threaded ? "features to caller, threads" : "features to caller, one thread",
+                         uform_now_seconds() - start);
 }
 
 /** What `vram_write_features_pieces` hands each task of a piece: staging rows [begin, end) split. */
@@ -640,23 +646,6 @@ static void piece_task(void *context, size_t task, size_t thread, size_t domain)
     copy_staged_rows(p->w, p->begin + task * rows / p->tasks, p->begin + (task + 1) * rows / p->tasks);
 }
 
-/** The zeros of `vram_write_features` (no staged rows): every input's rows past its own. */
-static void zeros_task(void *context, size_t task, size_t thread, size_t domain) {
-    (void)thread, (void)domain;
-    features_writer_t const *w = (features_writer_t const *)context;
-    write_features_range(w, task * w->count / w->tasks, (task + 1) * w->count / w->tasks);
-}
-
-/** Runs `tasks` tasks of `task` on `decoders` (NULL, or the call refused: one after another here). */
-static void run_tasks(uform_executor_t decoders, size_t tasks, uform_task_callback_t task, void *context) {
-    if (decoders && tasks > 1) {
-        uform_call_t call = {.residency = uform_residency_any_k, .schedule = uform_schedule_dynamic_k,
-                             .tasks = tasks, .task = task, .context = context};
-        if (uform_executor_call(decoders, &call, NULL) == uform_status_ok_k) return;
-    }
-    for (size_t t = 0; t < tasks; ++t) task(context, t, 0, 0);
-}
-
 int vram_write_features_pieces(uform_executor_t decoders, uform_embeddings_t const *out, size_t stride,
                                size_t rows_total, size_t row_bytes, size_t const *order, size_t const *offsets,
                                size_t encoded, size_t count, unsigned char const *staged, vram_piece_t const *pieces,
@@ -668,7 +657,7 @@ int vram_write_features_pieces(uform_executor_t decoders, uform_embeddings_t con
         threads = description.threads_count;
     features_writer_t zeros = {out, stride, rows_total, row_bytes, order, offsets, encoded, count, 1, NULL};
     zeros.tasks = threads < count ? threads : count ? count : 1;
-    run_tasks(decoders, zeros.tasks, zeros_task, &zeros);
+    run_tasks(decoders, zeros.tasks, write_features_task, &zeros); /* no staged rows: the zeros alone */
     features_writer_t rows = zeros;
     rows.staged = staged;
     for (size_t p = 0; p < pieces_count; ++p) {
