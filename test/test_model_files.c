@@ -325,8 +325,15 @@ static void test_bert_configs(void) {
     memcpy(three, tokenizer_text, head), memcpy(three + head, extra, strlen(extra));
     memcpy(three + head + strlen(extra), tokenizer_text + head, tokenizer_size - head);
     write_bytes(tokenizer_path, three, tokenizer_size + strlen(extra));
+    /* transformers' BertTokenizer (the class a BERT directory gets by default) rebuilds [CLS] $A [SEP];
+     * PreTrainedTokenizerFast keeps tokenizer.json's post-processor, three specials here. */
+    CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), uform_status_ok_k);
+    uform_model_free(model), model = NULL;
+    char const *fast_class = join(dir, "tokenizer_config.json");
+    write_text(fast_class, "{\"tokenizer_class\": \"PreTrainedTokenizerFast\"}");
     EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "config-bert: the tokenizer adds 3 special tokens to every text, "
                         "more than the model's context of 2", NULL, NULL);
+    CHECK(unlink(join(dir, "tokenizer_config.json")) == 0);
     /* A tokenizer.json past 1 GiB (sparse: nothing is read): CORRUPT_FILE, as an oversized config. */
     CHECK_FATAL(truncate(tokenizer_path, ((off_t)1 << 30) + 1) == 0);
     EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "tokenizer.json: 1073741825 bytes, more than the 1073741824", NULL,

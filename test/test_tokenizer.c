@@ -241,7 +241,7 @@ static size_t check_hashes(uform_tokenizer_t const *tokenizer, char const *label
 
 static uform_tokenizer_t *open_fixture(char const *name, char const *file) {
     uform_tokenizer_t *tokenizer = NULL;
-    CHECK_STATUS(uform_tokenizer_open(unpack(name, file), 1, &tokenizer), uform_status_ok_k);
+    CHECK_STATUS(uform_tokenizer_open(unpack(name, file), NULL, &tokenizer), uform_status_ok_k);
     CHECK_FATAL(tokenizer != NULL);
     return tokenizer;
 }
@@ -253,18 +253,18 @@ static uform_status_t open_json_text(char const *json, size_t length, uform_toke
     mkdir(directory, 0700);
     snprintf(path, sizeof path, "%s/tokenizer.json", directory);
     write_file(path, json, length);
-    return uform_tokenizer_open(directory, 1, tokenizer);
+    return uform_tokenizer_open(directory, NULL, tokenizer);
 }
 
 static void test_errors(void) {
     uform_tokenizer_t *tokenizer = (uform_tokenizer_t *)1;
     // Missing files.
-    CHECK_STATUS(uform_tokenizer_open("/nonexistent/uform", 1, &tokenizer), uform_status_system_error_k);
+    CHECK_STATUS(uform_tokenizer_open("/nonexistent/uform", NULL, &tokenizer), uform_status_system_error_k);
     CHECK_MESSAGE("/nonexistent/uform: neither tokenizer.json nor vocab.txt exists");
     CHECK(tokenizer == NULL);
-    CHECK_STATUS(uform_tokenizer_open(NULL, 1, &tokenizer), uform_status_invalid_argument_k);
+    CHECK_STATUS(uform_tokenizer_open(NULL, NULL, &tokenizer), uform_status_invalid_argument_k);
     CHECK_MESSAGE("directory is NULL");
-    CHECK_STATUS(uform_tokenizer_open("/tmp", 1, NULL), uform_status_invalid_argument_k);
+    CHECK_STATUS(uform_tokenizer_open("/tmp", NULL, NULL), uform_status_invalid_argument_k);
     CHECK_MESSAGE("tokenizer is NULL");
     // Malformed and truncated JSON.
     char const *bad = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0,, }}}";
@@ -355,21 +355,23 @@ static void test_errors(void) {
     mkdir(directory, 0700);
     snprintf(path, sizeof path, "%s/vocab.txt", directory);
     write_file(path, "[PAD]\n[UNK]\nhello\n", 18);
-    CHECK_STATUS(uform_tokenizer_open(directory, 1, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_STATUS(uform_tokenizer_open(directory, NULL, &tokenizer), uform_status_corrupt_file_k);
     CHECK_MESSAGE("vocab.txt: no [CLS] or [SEP] token");
     write_file(path, "[PAD]\n\xff\n", 8);
-    CHECK_STATUS(uform_tokenizer_open(directory, 1, &tokenizer), uform_status_corrupt_file_k);
+    CHECK_STATUS(uform_tokenizer_open(directory, NULL, &tokenizer), uform_status_corrupt_file_k);
     CHECK_MESSAGE("vocab.txt: invalid UTF-8 at byte 6");
     // A vocab.txt of BERT's specials and a few words, cased and lower-cased.
     char const *vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n##s  \n";
     write_file(path, vocab, strlen(vocab));
-    CHECK_STATUS(uform_tokenizer_open(directory, 1, &tokenizer), uform_status_ok_k);
+    CHECK_STATUS(uform_tokenizer_open(directory, NULL, &tokenizer), uform_status_ok_k);
     CHECK_STATUS(uform_tokenizer_encode(tokenizer, "HELLOs Hello [MASK]x", 20, 0, ids, 8, &count), uform_status_ok_k);
     CHECK(count == 7 && ids[0] == 2 && ids[1] == 5 && ids[2] == 7 && ids[3] == 5 && ids[4] == 4 && ids[5] == 1 &&
           ids[6] == 3);
     CHECK(uform_tokenizer_pad_id(tokenizer) == 0 && uform_tokenizer_vocab_size(tokenizer) == 8);
     uform_tokenizer_free(tokenizer);
-    CHECK_STATUS(uform_tokenizer_open(directory, 0, &tokenizer), uform_status_ok_k);
+    uform_tokenizer_bert_t cased = UFORM_TOKENIZER_BERT_DEFAULTS;
+    cased.lowercase = 0;
+    CHECK_STATUS(uform_tokenizer_open(directory, &cased, &tokenizer), uform_status_ok_k);
     CHECK_STATUS(uform_tokenizer_encode(tokenizer, "Hellos hello", 12, 0, ids, 8, &count), uform_status_ok_k);
     CHECK(count == 5 && ids[1] == 6 && ids[2] == 7 && ids[3] == 5);
     uform_tokenizer_free(tokenizer);

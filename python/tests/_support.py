@@ -218,3 +218,33 @@ def close_during(model: uform.Model, function: str, verb) -> tuple:
             refusal = error
     thread.join(60)
     return refusal, outcome[0] if outcome else None
+
+
+def side_config_directory(source: str, edits: dict, target: str) -> str:
+    """A copy of the model directory ``source`` at ``target`` (symlinks) with JSON files edited:
+    ``edits`` maps a file name to None (left out) or to keys to set (a value of None removes the
+    key; "a.b" reaches into the object "a"). For test/encode/make_side_configs.py and its test."""
+    import json
+
+    source = os.path.abspath(source)
+    os.makedirs(target)
+    for name in os.listdir(source):
+        if name not in edits:
+            os.symlink(os.path.join(source, name), os.path.join(target, name))
+    for name, keys in edits.items():
+        if keys is None:
+            continue
+        with open(os.path.join(source, name), encoding="utf-8") as file:
+            document = json.load(file)
+        for key, value in keys.items():
+            *parents, leaf = key.split(".")
+            place = document
+            for parent in parents:
+                place = place[parent]
+            if value is None:
+                place.pop(leaf, None)
+            else:
+                place[leaf] = value
+        with open(os.path.join(target, name), "w", encoding="utf-8") as file:
+            json.dump(document, file, ensure_ascii=False)
+    return target

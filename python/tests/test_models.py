@@ -14,7 +14,7 @@ import unittest
 
 import uform
 
-from _support import REPOSITORY, library
+from _support import REPOSITORY, library, side_config_directory
 
 try:
     import numpy as np
@@ -103,6 +103,50 @@ class ModelErrors(unittest.TestCase):
         self.assertEqual(str(caught.exception), "residency must be one of Residency.RAM, Residency.VRAM, not 'ram'")
         with self.assertRaises(TypeError):
             uform.Model.open(library(), "/nonexistent", residency=uform.DType.F32)  # another enumeration
+
+
+@unittest.skipUnless(os.path.isfile(os.path.join(MINILM, "config.json")), "no all-MiniLM-L6-v2 ($UFORM_TEST_MINILM)")
+class SideConfigs(unittest.TestCase):
+    """all-MiniLM-L6-v2 with its side files edited (tokenizer_config.json's flags, class and
+    model_max_length; sentence_bert_config.json's max_seq_length and do_lower_case; tokenizer.json's own
+    pipeline; vocab.txt alone): the ids and context sentence-transformers gives each directory, from
+    test/encode/expected/side_configs.json (test/encode/make_side_configs.py)."""
+
+    def test_ids_and_context_as_sentence_transformers(self):
+        import json
+        import tempfile
+
+        with open(os.path.join(ENCODE, "expected", "side_configs.json"), encoding="utf-8") as f:
+            fixture = json.load(f)
+        self.assertGreaterEqual(len(fixture["cases"]), 14)
+        with tempfile.TemporaryDirectory() as scratch:
+            for number, case in enumerate(fixture["cases"]):
+                with self.subTest(case=case["name"]):
+                    directory = side_config_directory(MINILM, case["edits"], os.path.join(scratch, f"case{number}"))
+                    model = uform.Model.open(library(), directory)
+                    try:
+                        self.assertEqual(model.describe().context, case["context"])
+                        for text, expected in zip(fixture["texts"], case["ids"]):
+                            self.assertEqual(model.tokenize(text), expected, text[:40])
+                    finally:
+                        model.close()
+
+    def test_bad_side_values(self):
+        import json
+        import tempfile
+
+        bad = [({"tokenizer_config.json": {"strip_accents": "yes"}}, "'strip_accents' must be true or false"),
+               ({"tokenizer_config.json": {"model_max_length": 1.5}}, "'model_max_length' must be an integer"),
+               ({"sentence_bert_config.json": {"do_lower_case": 1}}, "'do_lower_case' must be true or false"),
+               ({"tokenizer_config.json": {"tokenizer_class": 7}}, "tokenizer_class")]
+        with tempfile.TemporaryDirectory() as scratch:
+            for number, (edits, message) in enumerate(bad):
+                with self.subTest(edits=json.dumps(edits)):
+                    directory = side_config_directory(MINILM, edits, os.path.join(scratch, f"bad{number}"))
+                    with self.assertRaises(uform.CorruptFileError) as raised:
+                        uform.Model.open(library(), directory)
+                    self.assertIn(message, str(raised.exception))
+                    self.assertIn(os.path.basename(next(iter(edits))), str(raised.exception))
 
 
 @unittest.skipUnless(os.path.isfile(os.path.join(MINILM, "config.json")), "no all-MiniLM-L6-v2 ($UFORM_TEST_MINILM)")

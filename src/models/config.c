@@ -294,7 +294,6 @@ uform_status_t uform_config_uform3(char const *label, void const *root_, uform_t
                           section, config->max_positions, config->context);
     UFORM_TRY(uform_config_matryoshka(label, section, text, config));
     if (!config->matryoshka[0]) UFORM_TRY(uform_config_matryoshka(label, "", root, config));
-    config->lower_case = 1;
     return uform_status_ok_k;
 }
 
@@ -344,11 +343,11 @@ uform_status_t uform_config_bert(char const *label, void const *root_, uform_tex
     config->position_ids = uform_position_ids_absolute_k;
     config->pooling = uform_pooling_mean_k; /* sentence-transformers' default for a bare model */
     config->embedding_dimensions = config->hidden;
-    config->context = config->max_positions < 512 ? config->max_positions : 512;
+    config->context = config->max_positions;
     if (config->context < 2)
         return uform_fail(uform_status_corrupt_file_k, "%s: 'max_position_embeddings' %zu leaves no room for the 2 specials",
                           label, config->max_positions);
-    config->lower_case = 1;
+    config->tokenizer = UFORM_TOKENIZER_BERT_DEFAULTS;
     return uform_status_ok_k;
 }
 
@@ -445,17 +444,51 @@ uform_status_t uform_config_sentence_bert(char const *label, void const *root_, 
     cJSON const *root = (cJSON const *)root_;
     if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
     size_t context;
-    UFORM_TRY(uform_json_extent(label, "", root, "max_seq_length", 0, config->context, &context));
-    if (context < 2)
-        return uform_fail(uform_status_corrupt_file_k, "%s: 'max_seq_length' %zu leaves no room for the 2 specials", label, context);
-    config->context = context < config->max_positions ? context : config->max_positions;
-    return uform_status_ok_k;
+    UFORM_TRY(uform_json_extent(label, "", root, "max_seq_length", 0, 0, &context));
+    if (uform_json_get(root, "max_seq_length")) {
+        if (context < 2)
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'max_seq_length' %zu leaves no room for the 2 specials",
+                              label, context);
+        config->context = context < config->max_positions ? context : config->max_positions;
+        config->has_max_seq_length = 1;
+    }
+    return uform_json_bool(label, "", root, "do_lower_case", 0, &config->tokenizer.lowercase_first);
 }
 
 uform_status_t uform_config_tokenizer(char const *label, void const *root_, uform_text_config_t *config) {
     cJSON const *root = (cJSON const *)root_;
     if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
-    return uform_json_bool(label, "", root, "do_lower_case", config->lower_case, &config->lower_case);
+    uform_tokenizer_bert_t *tokenizer = &config->tokenizer;
+    char const *class_name;
+    UFORM_TRY(uform_json_string(label, "", root, "tokenizer_class", "BertTokenizer", &class_name));
+    /* transformers' BertTokenizer (DistilBERT's is the same class) rebuilds the pipeline; another class,
+     * such as PreTrainedTokenizerFast, keeps tokenizer.json's. */
+    char const *bert_classes[] = {"BertTokenizer", "BertTokenizerFast", "DistilBertTokenizer", "DistilBertTokenizerFast"};
+    tokenizer->pipeline = 0;
+    for (size_t k = 0; k < sizeof(bert_classes) / sizeof(bert_classes[0]); k++)
+        if (!strcmp(class_name, bert_classes[k])) tokenizer->pipeline = 1;
+    UFORM_TRY(uform_json_bool(label, "", root, "do_lower_case", 1, &tokenizer->lowercase));
+    UFORM_TRY(uform_json_bool(label, "", root, "tokenize_chinese_chars", 1, &tokenizer->chinese));
+    tokenizer->strip_accents = -1; // null or absent: as do_lower_case
+    if (uform_json_get(root, "strip_accents")) {
+        int strip;
+        UFORM_TRY(uform_json_bool(label, "", root, "strip_accents", 0, &strip));
+        tokenizer->strip_accents = strip;
+    }
+    /* transformers writes 1e30 for "no limit": any length past what a text may hold is none. */
+    cJSON const *length = uform_json_get(root, "model_max_length");
+    if (length) {
+        double const value = cJSON_IsNumber(length) ? length->valuedouble : NAN;
+        if (!isfinite(value) || floor(value) != value || value < 2)
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'model_max_length' must be an integer of at least 2", label);
+        config->model_max_length = value > (double)UFORM_TEXT_MAX_EXTENT ? 0 : (size_t)value;
+    }
+    return uform_status_ok_k;
+}
+
+void uform_config_bert_context(uform_text_config_t *config) {
+    if (config->has_max_seq_length || !config->model_max_length) return;
+    config->context = config->model_max_length < config->max_positions ? config->model_max_length : config->max_positions;
 }
 
 /* ---- Binding tensors ---- */

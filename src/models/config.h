@@ -11,6 +11,7 @@
 
 #include "models/safetensors.h"
 #include "models/tower.h"
+#include "text/tokenizer.h"
 
 #include <stddef.h>
 
@@ -41,7 +42,10 @@ typedef struct uform_text_config_t {
     int32_t pad_id;
     int normalize;
     int has_pooling_module;                           /**< sentence-transformers: modules.json names one. */
-    int lower_case;                                   /**< Hint for a `vocab.txt` tokenizer. */
+    uform_tokenizer_bert_t tokenizer;                 /**< BERT: what tokenizer_config.json and
+                                                           sentence_bert_config.json make of the tokenizer. */
+    size_t model_max_length;                          /**< tokenizer_config.json's, 0 if absent or unbounded. */
+    int has_max_seq_length;                           /**< sentence_bert_config.json names max_seq_length. */
     char pooling_path[256];                           /**< modules.json: the Pooling module's folder ("" if none). */
     char prefix[8];                                   /**< BERT tensors' prefix: "" or "bert."; set by binding. */
 } uform_text_config_t;
@@ -63,7 +67,8 @@ uform_status_t uform_config_layout(char const *label, void const *root, uform_te
 uform_status_t uform_config_uform3(char const *label, void const *root, uform_text_config_t *config);
 
 /** @brief Fills `config` from a BERT `config.json` root (defaults: mean pooling, no normalisation,
- *  context min(512, max_position_embeddings)); the sentence-transformers files refine it. */
+ *  context max_position_embeddings, transformers' tokenizer defaults); the sentence-transformers
+ *  files refine it, then `uform_config_bert_context` settles the context. */
 uform_status_t uform_config_bert(char const *label, void const *root, uform_text_config_t *config);
 
 /** @brief Applies `modules.json`: Transformer (at the root), Pooling (its folder), Normalize. */
@@ -72,11 +77,17 @@ uform_status_t uform_config_modules(char const *label, void const *root, uform_t
 /** @brief Applies a Pooling module's `config.json`. */
 uform_status_t uform_config_pooling(char const *label, void const *root, uform_text_config_t *config);
 
-/** @brief Applies `sentence_bert_config.json` (max_seq_length). */
+/** @brief Applies `sentence_bert_config.json` (max_seq_length, do_lower_case). */
 uform_status_t uform_config_sentence_bert(char const *label, void const *root, uform_text_config_t *config);
 
-/** @brief Applies `tokenizer_config.json` (do_lower_case), the hint for a vocab.txt tokenizer. */
+/** @brief Applies `tokenizer_config.json`: tokenizer_class, do_lower_case, strip_accents,
+ *  tokenize_chinese_chars (see `uform_tokenizer_bert_t`), model_max_length. */
 uform_status_t uform_config_tokenizer(char const *label, void const *root, uform_text_config_t *config);
+
+/** @brief A BERT directory's context as sentence-transformers sets it: max_seq_length where
+ *  sentence_bert_config.json names one (at most max_position_embeddings here, past which the
+ *  reference fails), else min(tokenizer_config.json's model_max_length, max_position_embeddings). */
+void uform_config_bert_context(uform_text_config_t *config);
 
 /** @brief Reads a `matryoshka_dims` list (NULL or JSON null: none) into `matryoshka`: ascending,
  *  unique widths narrower than `width_max`, the narrowest eight, zero-padded; CORRUPT_FILE naming

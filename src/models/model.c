@@ -87,6 +87,7 @@ static uform_status_t uform_read_text_config(char const *directory, uform_text_c
     }
     UFORM_CHECK(uform_read_config_file(directory, "sentence_bert_config.json", 1, uform_config_sentence_bert, config));
     UFORM_CHECK(uform_read_config_file(directory, "tokenizer_config.json", 1, uform_config_tokenizer, config));
+    uform_config_bert_context(config);
 done:
     uform_json_free(root);
     return status;
@@ -225,7 +226,8 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     UFORM_CHECK(uform_safetensors_open(path, &index));
     UFORM_CHECK(uform_config_bind(config, &index, &bindings, &bindings_count));
 
-    UFORM_CHECK(uform_tokenizer_open(directory, config->lower_case, &model->tokenizer));
+    UFORM_CHECK(uform_tokenizer_open(directory, config->layout == uform_text_layout_uform3_k ? NULL : &config->tokenizer,
+                                     &model->tokenizer));
     size_t const tokens = uform_tokenizer_vocab_size(model->tokenizer);
     if (tokens > config->vocab_size) {
         status = uform_fail(uform_status_corrupt_file_k,

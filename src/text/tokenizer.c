@@ -66,7 +66,8 @@ uform_status_t tokenizer_json_type(loader_t const *loader, cJSON const *object, 
     return uform_status_ok_k;
 }
 
-static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size) {
+static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size,
+                                uform_tokenizer_bert_t const *bert) {
     char const *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(data, size, &end, false);
     if (!root) {
@@ -128,14 +129,21 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
     }
     cJSON_Delete(root);
     loader->json_text = NULL, loader->json_size = 0, loader->json_root = NULL;
+    bool const rebuild = bert && bert->pipeline;
+    if (status == uform_status_ok_k && rebuild && tokenizer->model != model_wordpiece_k)
+        status = uform_fail(uform_status_unsupported_k, "%s: a Unigram model where tokenizer_config.json's "
+                            "tokenizer_class (or its absence) asks for BERT's WordPiece tokenizer", loader->file);
     if (status == uform_status_ok_k) {
         tokenizer->blob = loader->blob, tokenizer->blob_size = loader->blob_size;
         loader->blob = NULL;
         if (tokenizer->model == model_wordpiece_k)
-            status = tokenizer_build_wordpiece(tokenizer, loader, &pieces, prefix, unk, max_chars);
+            status = tokenizer_build_wordpiece(tokenizer, loader, &pieces, rebuild ? "##" : prefix, unk,
+                                               rebuild ? 100 : max_chars);
         else
             status = tokenizer_finish_unigram(tokenizer, &pieces);
     }
+    if (status == uform_status_ok_k && rebuild) status = tokenizer_bert_pipeline(tokenizer, loader, bert);
+    if (status == uform_status_ok_k && bert && bert->lowercase_first) status = tokenizer_lowercase_first(tokenizer, loader);
     free(prefix), free(unk);
     tokenizer_pieces_free(&pieces);
     return status;
@@ -165,7 +173,7 @@ static uform_status_t finish_open(uform_tokenizer_t *result, loader_t const *loa
     return status;
 }
 
-uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, uform_tokenizer_t **tokenizer) {
+uform_status_t uform_tokenizer_open(char const *directory, uform_tokenizer_bert_t const *bert, uform_tokenizer_t **tokenizer) {
     if (!tokenizer) return uform_fail(uform_status_invalid_argument_k, "uform_tokenizer_open: tokenizer is NULL");
     *tokenizer = NULL;
     if (!directory) return uform_fail(uform_status_invalid_argument_k, "uform_tokenizer_open: directory is NULL");
@@ -197,7 +205,8 @@ uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, 
     if (!result) status = uform_fail(uform_status_out_of_memory_k, "uform_tokenizer_open: out of memory");
     else {
         result->unigram.unk_id = result->wordpiece.unk_id = -1;
-        status = json ? open_json(result, &loader, data, size) : tokenizer_open_vocab_txt(result, &loader, data, size, lower_case_hint);
+        status = json ? open_json(result, &loader, data, size, bert)
+                      : tokenizer_open_vocab_txt(result, &loader, data, size, bert ? bert : &UFORM_TOKENIZER_BERT_DEFAULTS);
     }
     free(data);
     free(loader.blob);
@@ -216,7 +225,7 @@ uform_status_t uform_tokenizer_open_json(char const *json, size_t size, char con
     if (!result) return uform_fail(uform_status_out_of_memory_k, "uform_tokenizer_open_json: out of memory");
     result->unigram.unk_id = result->wordpiece.unk_id = -1;
     loader_t loader = {.file = name ? name : "tokenizer.json", .max_id = -1};
-    uform_status_t status = open_json(result, &loader, json ? json : "", size);
+    uform_status_t status = open_json(result, &loader, json ? json : "", size, NULL);
     free(loader.blob);
     if (status == uform_status_ok_k) status = finish_open(result, &loader);
     if (status == uform_status_ok_k) *tokenizer = result;

@@ -14,9 +14,30 @@
 
 typedef struct uform_tokenizer_s uform_tokenizer_t;
 
-/** @brief Opens `directory/tokenizer.json`, else `directory/vocab.txt` (BERT WordPiece, lower-cased
- *  per `lower_case_hint` since vocab.txt carries no normaliser settings, as `tokenizers`'
- *  BertWordPieceTokenizer: [CLS] $A [SEP], its specials matched in the raw text). CORRUPT_FILE naming
+/** @brief How sentence-transformers (through transformers' `BertTokenizer`) builds the tokenizer of a
+ *  BERT directory around its vocabulary, whatever `tokenizer.json`'s own pipeline says: from
+ *  `tokenizer_config.json`, a BertNormalizer (clean_text, and the flags below with transformers'
+ *  defaults), BertPreTokenizer, WordPiece ("##", 100 characters a word at most) and [CLS] $A [SEP];
+ *  from `sentence_bert_config.json`, a Lowercase normaliser first. Pinned to transformers 5.25 and
+ *  sentence-transformers 6.3 (transformers 4's BertTokenizerFast overrides the same three flags). */
+typedef struct uform_tokenizer_bert_t {
+    int pipeline;       /**< tokenizer_class is BERT's (or absent): rebuild as above; 0 keeps tokenizer.json's. */
+    int lowercase;      /**< `do_lower_case` (default 1). */
+    int strip_accents;  /**< `strip_accents`: 1, 0, or -1 for null or absent (then as `lowercase`). */
+    int chinese;        /**< `tokenize_chinese_chars` (default 1). */
+    int lowercase_first; /**< sentence_bert_config.json's `do_lower_case`: a Lowercase step before the
+                              normaliser unless it lower-cases already (as sentence-transformers 6.3). */
+} uform_tokenizer_bert_t;
+
+/** The settings `tokenizer_config.json` implies when it says nothing: transformers' defaults. */
+#define UFORM_TOKENIZER_BERT_DEFAULTS ((uform_tokenizer_bert_t){1, 1, -1, 1, 0})
+
+/** @brief Opens `directory/tokenizer.json`, else `directory/vocab.txt` (BERT WordPiece, normalised
+ *  per `bert` (NULL: the defaults) since vocab.txt carries no normaliser settings, as `tokenizers`'
+ *  BertWordPieceTokenizer: [CLS] $A [SEP], its specials matched in the raw text). `bert` NULL keeps
+ *  tokenizer.json's pipeline as it is (UForm3 towers, as the `uform` package's processor reads it);
+ *  otherwise its `pipeline` rebuilds a WordPiece tokenizer.json's pipeline (UNSUPPORTED for another
+ *  model) and its `lowercase_first` applies to either file. CORRUPT_FILE naming
  *  the file and key for malformed JSON or missing keys; UNSUPPORTED naming the model type, normaliser,
  *  pre-tokeniser or post-processor it does not implement (BPE, Precompiled, regex Replace, ...);
  *  SYSTEM_ERROR when neither file can be read; OUT_OF_MEMORY. The JSON's `padding` is ignored
@@ -28,7 +49,7 @@ typedef struct uform_tokenizer_s uform_tokenizer_t;
  *  Sequence; pre-tokenizers BertPreTokenizer, WhitespaceSplit, Metaspace (any prepend_scheme, split)
  *  and a Sequence of one; post-processors TemplateProcessing, BertProcessing, RobertaProcessing;
  *  added tokens matched in the raw text (lstrip, rstrip). */
-uform_status_t uform_tokenizer_open(char const *directory, int lower_case_hint, uform_tokenizer_t **tokenizer);
+uform_status_t uform_tokenizer_open(char const *directory, uform_tokenizer_bert_t const *bert, uform_tokenizer_t **tokenizer);
 
 /** @brief Opens a tokenizer from `tokenizer.json` bytes in memory (`name` only labels messages), with
  *  the statuses of `uform_tokenizer_open`; for fuzzing and for callers that hold the file already. */

@@ -19,6 +19,33 @@ uform_status_t tokenizer_add_step(uform_tokenizer_t *tokenizer, loader_t const *
     return uform_status_ok_k;
 }
 
+uform_status_t tokenizer_bert_pipeline(uform_tokenizer_t *tokenizer, loader_t const *loader, uform_tokenizer_bert_t const *bert) {
+    for (size_t i = 0; i < tokenizer->steps_count; i++) free(tokenizer->steps[i].pattern), free(tokenizer->steps[i].content);
+    tokenizer->steps_count = 0;
+    step_t const step = {.kind = step_bert_k, .clean_text = true, .chinese = bert->chinese != 0,
+                         .lowercase = bert->lowercase != 0,
+                         .strip_accents = bert->strip_accents < 0 ? bert->lowercase != 0 : bert->strip_accents != 0};
+    uform_status_t const status = tokenizer_add_step(tokenizer, loader, step);
+    if (status != uform_status_ok_k) return status;
+    tokenizer->pre = pre_bert_k;
+    uform_strmap_t const *words = &tokenizer->wordpiece.words;
+    int32_t const cls = uform_strmap_get(words, "[CLS]", 5), sep = uform_strmap_get(words, "[SEP]", 5);
+    if (cls < 0 || sep < 0) return tokenizer_corrupt(loader, "no [CLS] or [SEP] token:", "[CLS]/[SEP]");
+    tokenizer->prefix[0] = cls, tokenizer->suffix[0] = sep;
+    tokenizer->prefix_count = tokenizer->suffix_count = 1;
+    return uform_status_ok_k;
+}
+
+uform_status_t tokenizer_lowercase_first(uform_tokenizer_t *tokenizer, loader_t const *loader) {
+    for (size_t i = 0; i < tokenizer->steps_count; i++)
+        if (tokenizer->steps[i].kind == step_lowercase_k) return uform_status_ok_k;
+    uform_status_t const status = tokenizer_add_step(tokenizer, loader, (step_t){.kind = step_lowercase_k});
+    if (status != uform_status_ok_k) return status;
+    memmove(tokenizer->steps + 1, tokenizer->steps, (tokenizer->steps_count - 1) * sizeof(step_t));
+    tokenizer->steps[0] = (step_t){.kind = step_lowercase_k};
+    return uform_status_ok_k;
+}
+
 uform_status_t tokenizer_load_normalizer(uform_tokenizer_t *tokenizer, loader_t const *loader, cJSON const *json,
                                          unsigned depth) {
     if (!json || cJSON_IsNull(json)) return uform_status_ok_k;

@@ -140,6 +140,13 @@ bool tokenizer_serde_f64(char const *text, size_t length, double *value);
 /** `vocab.txt`: one piece per line, its line number its id (as `tokenizers`' WordPiece::read_file);
  *  BERT's defaults around it (as `tokenizers`' BertWordPieceTokenizer). */
 uform_status_t tokenizer_open_vocab_txt(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size,
-                                        int lower_case);
+                                        uform_tokenizer_bert_t const *bert);
+
+/** transformers' BertTokenizer around a built WordPiece vocabulary: the normaliser steps replaced by
+ *  one BertNormalizer per `bert`, BertPreTokenizer, [CLS] $A [SEP] (CORRUPT_FILE without them). */
+uform_status_t tokenizer_bert_pipeline(uform_tokenizer_t *tokenizer, loader_t const *loader, uform_tokenizer_bert_t const *bert);
+
+/** sentence-transformers' `do_lower_case`: a Lowercase step first, unless a step lower-cases already. */
+uform_status_t tokenizer_lowercase_first(uform_tokenizer_t *tokenizer, loader_t const *loader);
 
 #endif // UFORM_TEXT_TOKENIZER_PRIVATE_H

@@ -299,9 +299,9 @@ uform_status_t tokenizer_finish_unigram(uform_tokenizer_t *tokenizer, pieces_t *
 }
 
 /** `vocab.txt`: one piece per line, its line number its id (as `tokenizers`' WordPiece::read_file);
- *  BERT's defaults around it (as `tokenizers`' BertWordPieceTokenizer). */
+ *  BERT's pipeline around it per `bert` (as transformers' BertTokenizer). */
 uform_status_t tokenizer_open_vocab_txt(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size,
-                                        int lower_case) {
+                                        uform_tokenizer_bert_t const *bert) {
     if (uform_utf8_invalid_offset(data, size) != size)
         return uform_fail(uform_status_corrupt_file_k, "%s: invalid UTF-8 at byte %zu", loader->file,
                           uform_utf8_invalid_offset(data, size));
@@ -342,16 +342,10 @@ uform_status_t tokenizer_open_vocab_txt(uform_tokenizer_t *tokenizer, loader_t *
     }
     tokenizer_pieces_free(&pieces);
     if (status != uform_status_ok_k) return status;
-    step_t bert = {.kind = step_bert_k, .clean_text = true, .chinese = true, .lowercase = lower_case != 0,
-                   .strip_accents = lower_case != 0};
-    status = tokenizer_add_step(tokenizer, loader, bert);
+    status = tokenizer_bert_pipeline(tokenizer, loader, bert);
+    if (status == uform_status_ok_k && bert->lowercase_first) status = tokenizer_lowercase_first(tokenizer, loader);
     if (status != uform_status_ok_k) return status;
-    tokenizer->pre = pre_bert_k;
     uform_strmap_t const *words = &tokenizer->wordpiece.words;
-    int32_t cls = uform_strmap_get(words, "[CLS]", 5), sep = uform_strmap_get(words, "[SEP]", 5);
-    if (cls < 0 || sep < 0) return tokenizer_corrupt(loader, "no [CLS] or [SEP] token:", "[CLS]/[SEP]");
-    tokenizer->prefix[0] = cls, tokenizer->suffix[0] = sep;
-    tokenizer->prefix_count = tokenizer->suffix_count = 1;
     // The specials BertWordPieceTokenizer adds, where the vocabulary has them; the blob may move
     // while they are added, so the maps are re-pointed after.
     char const *names[] = {"[SEP]", "[CLS]", "[PAD]", "[MASK]", "[UNK]"};
