@@ -184,8 +184,11 @@ static inline void reference(uform_text_tower_t const *t, int32_t const *ids, si
     double *ctx = calloc(n * h, 8), *tmp = calloc(n * h, 8), *ffn = calloc(n * in, 8), *s = calloc(n, 8);
     float const *word = values_of(&t->word_embeddings), *pos = values_of(&t->position_embeddings);
     float const *types = t->token_type_embeddings.data ? values_of(&t->token_type_embeddings) : NULL;
+    size_t nonpad_so_far = 0; // HF's create_position_ids_from_input_ids: pad + cumsum(mask) * mask
     for (size_t i = 0; i < n; ++i) {
-        size_t p = t->position_ids == uform_position_ids_roberta_k ? (size_t)t->pad_id + 1 + i : i;
+        int const mask = ids[i] != t->pad_id;
+        nonpad_so_far += (size_t)mask;
+        size_t p = t->position_ids == uform_position_ids_roberta_k ? (size_t)t->pad_id + nonpad_so_far * (size_t)mask : i;
         for (size_t j = 0; j < h; ++j)
             x[i * h + j] = word[(size_t)ids[i] * h + j] + pos[p * h + j] + (types ? types[j] : 0.0);
         ref_layer_norm(x + i * h, h, values_of(&t->embedding_norm_weight), values_of(&t->embedding_norm_bias),
@@ -266,7 +269,9 @@ typedef struct batch_t {
     size_t *offsets;
 } batch_t;
 
-/** Texts of lengths 1 .. context (specials play no role here), ids drawn over the vocabulary. */
+/** Texts of lengths 1 .. context (specials play no role here), ids drawn over the vocabulary; every
+ *  other text holds the towers' pad id (1) at every fifth token, as a "[PAD]" typed into a text gives
+ *  (RoBERTa positions skip it). */
 static inline batch_t make_batch(size_t count, size_t vocab, size_t context) {
     batch_t b = {.count = count, .offsets = calloc(count + 1, sizeof(size_t))};
     size_t total = 0;
@@ -281,7 +286,10 @@ static inline batch_t make_batch(size_t count, size_t vocab, size_t context) {
     b.ids = calloc(total, sizeof(int32_t));
     for (size_t i = 0, at = 0; i < count; ++i) {
         b.offsets[i] = at;
-        for (size_t t = 0; t < lengths[i]; ++t) b.ids[at++] = (int32_t)((uniform() + 1.0) * 0.5 * (double)(vocab - 1));
+        for (size_t t = 0; t < lengths[i]; ++t) {
+            int32_t const id = (int32_t)((uniform() + 1.0) * 0.5 * (double)(vocab - 1));
+            b.ids[at++] = i % 2 == 0 && t % 5 == 2 ? 1 : id;
+        }
         b.offsets[i + 1] = at;
     }
     free(lengths);

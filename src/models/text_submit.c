@@ -24,11 +24,12 @@ static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
  *  encoded text `e`, after the ones before it. */
 static void pack_text(forward_job_t *job, uform_text_tower_t const *tower0, int32_t const *ids, size_t const *offsets,
                       size_t i, size_t length, size_t e) {
-    size_t first = job->offsets[e];
+    size_t first = job->offsets[e], counted = 0;
     for (size_t t = 0; t < length; ++t) {
-        size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
-        job->ids[first + t] = ids[offsets[i] + t];
-        job->positions[first + t] = (int32_t)position;
+        int32_t const id = ids[offsets[i] + t];
+        job->ids[first + t] = id;
+        job->positions[first + t] = (int32_t)uform_text_position(tower0->position_ids, tower0->pad_id, id, t, counted);
+        counted += id != tower0->pad_id;
     }
     job->order[e] = i;
     job->offsets[e + 1] = first + length;
@@ -166,10 +167,11 @@ uform_status_t uform_text_encode_ids(uform_executor_t executor, struct uform_mod
     /* Every id and position checked in the texts' order, so the first bad one is named. */
     for (size_t i = 0; i < count; ++i) {
         if (item_statuses && item_statuses[i] != uform_status_ok_k) continue;
-        size_t length = offsets[i + 1] - offsets[i];
+        size_t length = offsets[i + 1] - offsets[i], counted = 0;
         for (size_t t = 0; t < length; ++t) {
             int32_t id = ids[offsets[i] + t];
-            size_t position = tower0->position_ids == uform_position_ids_roberta_k ? (size_t)tower0->pad_id + 1 + t : t;
+            size_t position = uform_text_position(tower0->position_ids, tower0->pad_id, id, t, counted);
+            counted += id != tower0->pad_id;
             if (id < 0 || (size_t)id >= tower0->word_embeddings.rows || position >= max_position) {
                 uform_text_job_free(job);
                 return uform_outcome_refuse(outcome, id < 0 || (size_t)id >= tower0->word_embeddings.rows

@@ -274,7 +274,11 @@ static uform_status_t pack_wave(vram_job_t *job, size_t first, size_t end, size_
         }
         size_t at = job->offsets[job->encoded], length = job->produced[i];
         memcpy(job->ids + at, job->slots + i * job->context, length * sizeof(int32_t));
-        for (size_t t = 0; t < length; ++t) job->positions[at + t] = (int32_t)(first_position + t);
+        size_t counted = 0;
+        for (size_t t = 0; t < length; ++t) {
+            job->positions[at + t] = (int32_t)uform_text_position(tower->position_ids, tower->pad_id, job->ids[at + t], t, counted);
+            counted += job->ids[at + t] != tower->pad_id;
+        }
         job->order[job->encoded] = i;
         job->offsets[++job->encoded] = at + length;
         job->total += length;

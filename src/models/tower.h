@@ -37,6 +37,15 @@ typedef enum uform_position_ids_t {
     uform_position_ids_roberta_k = 1,  /**< pad + cumulative count of non-pad tokens (UForm3 `model_type: roberta`). */
 } uform_position_ids_t;
 
+/** The position of a text's id `id` whose `counted` earlier ids are not `pad_id`, as the reference
+ *  towers number them: its index `t` (absolute); RoBERTa's (the `uform` package's TextEncoder, as HF's
+ *  create_position_ids_from_input_ids) count only the ids that are not `pad_id`, from pad_id + 1, and
+ *  give a pad id itself position pad_id. Callers advance `counted` by `id != pad_id`. */
+static inline size_t uform_text_position(uform_position_ids_t kind, int32_t pad_id, int32_t id, size_t t, size_t counted) {
+    if (kind != uform_position_ids_roberta_k) return t;
+    return id == pad_id ? (size_t)pad_id : (size_t)pad_id + 1 + counted;
+}
+
 typedef struct uform_text_layer_t {
     uform_tensor_t query_weight, query_bias;         /**< [hidden][hidden], [hidden] */
     uform_tensor_t key_weight, key_bias;
