@@ -1290,7 +1290,9 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_encode_texts(uform_executor_t exe
  *
  *  With `statuses` (one per image), an image that cannot be decoded gets its own status
  *  (CORRUPT_FILE for truncated, corrupt, empty or unknown data; LIMIT_EXCEEDED for a decompression
- *  bomb; INVALID_ARGUMENT for raw pixels with a bad size or stride) and a zero row, and the call
+ *  bomb; UNSUPPORTED for a legal file this build's decoders refuse: a lossless JPEG, which needs
+ *  libjpeg-turbo 3, or a PNG of more than 1,000 ancillary chunks; INVALID_ARGUMENT for raw pixels
+ *  with a bad size or stride) and a zero row, and the call
  *  succeeds; a deferred call writes the statuses while it runs. Without `statuses`, the first such
  *  image (lowest index) fails the whole call with its status, the message naming its index
  *  ("uform_encode_images: image 3: ..."), and no row is written; a deferred call reports that

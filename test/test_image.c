@@ -446,6 +446,64 @@ static void test_threads(void) {
     CHECK(!memcmp(workers[0].crops[1], workers[1].crops[2], sizeof(workers[0].crops[0])));
 }
 
+static uint32_t png_crc(uint8_t const *data, size_t size) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < size; ++i) {
+        crc ^= data[i];
+        for (int bit = 0; bit < 8; ++bit) crc = crc & 1 ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+    }
+    return ~crc;
+}
+
+/* `png` with `count` tEXt chunks put after IHDR (whose chunk ends at byte 33); free the result. */
+static uint8_t *png_with_texts(uint8_t const *png, size_t size, size_t count, size_t *out_size) {
+    uint8_t const text[] = {'t', 'E', 'X', 't', 'C', 'o', 'm', 'm', 'e', 'n', 't', 0, 'h', 'i'};
+    size_t const chunk = 4 + sizeof(text) + 4;
+    uint8_t *out = malloc(size + count * chunk), *at = out;
+    memcpy(at, png, 33), at += 33;
+    for (size_t i = 0; i < count; ++i) {
+        uint32_t const length = sizeof(text) - 4, crc = png_crc(text, sizeof(text));
+        uint8_t const head[4] = {(uint8_t)(length >> 24), (uint8_t)(length >> 16), (uint8_t)(length >> 8), (uint8_t)length};
+        uint8_t const tail[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
+        memcpy(at, head, 4), memcpy(at + 4, text, sizeof(text)), memcpy(at + 4 + sizeof(text), tail, 4), at += chunk;
+    }
+    memcpy(at, png + 33, size - 33), at += size - 33;
+    *out_size = (size_t)(at - out);
+    return out;
+}
+
+/* Legal files past what this build decodes, or past its limits: UNSUPPORTED naming why, where PIL
+ * opens them (lossless JPEG needs libjpeg-turbo 3; libspng 0.7 keeps at most 1,000 ancillary chunks,
+ * PIL any number). */
+static void test_unsupported(uform_image_scratch_t *scratch) {
+    uint8_t const lossless[] = {0xFF, 0xD8, 0xFF, 0xC3, 0x00, 0x0B, 0x08, 0x00, 0x10, 0x00,
+                                0x10, 0x01, 0x01, 0x11, 0x00, 0xFF, 0xD9};
+    uform_image_t image = {.data = lossless, .size = sizeof(lossless)};
+    uform_pixels_t pixels;
+    CHECK_STATUS(uform_image_decode(&image, NULL, scratch, &pixels), uform_status_unsupported_k);
+    CHECK_MESSAGE("image: unsupported JPEG: Unsupported JPEG process: SOF type 0xc3");
+    /* 1,000 text chunks decode to the same pixels; 1,001 pass libspng's limit. */
+    size_t size = 0, plain_size = 0, text_size = 0;
+    uint8_t *png = read_file("synth/grey2.png", &size);
+    CHECK(png && size > 33);
+    if (!png || size <= 33) return;
+    image = (uform_image_t){.data = png, .size = size};
+    uint8_t *rgb = NULL, *with_rgb = NULL;
+    size_t width = 0, height = 0, with_width = 0, with_height = 0;
+    CHECK_STATUS(uform_image_decode_rgb(&image, 0, &rgb, &width, &height), uform_status_ok_k);
+    plain_size = width * height * 3;
+    uint8_t *texts = png_with_texts(png, size, 1000, &text_size);
+    image = (uform_image_t){.data = texts, .size = text_size};
+    CHECK_STATUS(uform_image_decode_rgb(&image, 0, &with_rgb, &with_width, &with_height), uform_status_ok_k);
+    CHECK(with_rgb && width == with_width && height == with_height && !memcmp(rgb, with_rgb, plain_size));
+    free(texts), free(with_rgb);
+    texts = png_with_texts(png, size, 1001, &text_size);
+    image = (uform_image_t){.data = texts, .size = text_size};
+    CHECK_STATUS(uform_image_decode(&image, NULL, scratch, &pixels), uform_status_unsupported_k);
+    CHECK_MESSAGE("its ancillary chunks pass libspng's limits (16 MiB each, 64 MiB and 1,000 chunks in all)");
+    free(texts), free(rgb), free(png);
+}
+
 int main(void) {
     uform_image_scratch_t scratch = {0}; /* one scratch for everything: reuse across sizes and modes */
     test_manifest(&scratch, "AVX-512 VNNI or AVX2, the widest the CPU has");
@@ -456,6 +514,7 @@ int main(void) {
     uform_image_use_simd(true);
     test_raw_pixels(&scratch);
     test_truncations(&scratch);
+    test_unsupported(&scratch);
     test_fast_jpeg(&scratch);
     test_regions(&scratch);
     test_threads();

@@ -83,9 +83,14 @@ static void jpeg_fail_exit(j_common_ptr cinfo) {
     jpeg_state_t *state = (jpeg_state_t *)cinfo->err;
     char text[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, text);
-    snprintf(state->message, sizeof(state->message), "image: corrupt JPEG: %s", text);
-    state->status = cinfo->err->msg_code == JERR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
-                                                               : uform_status_corrupt_file_k;
+    /* A process this libjpeg does not implement (lossless, SOF3, came in libjpeg-turbo 3.0; PIL's wheels
+     * bundle a newer one) is a legal file: UNSUPPORTED, not corrupt. */
+    int const code = cinfo->err->msg_code;
+    bool const unsupported = code == JERR_SOF_UNSUPPORTED || code == JERR_ARITH_NOTIMPL || code == JERR_NOT_COMPILED;
+    snprintf(state->message, sizeof(state->message), "image: %s JPEG: %s", unsupported ? "unsupported" : "corrupt", text);
+    state->status = code == JERR_OUT_OF_MEMORY ? uform_status_out_of_memory_k
+                    : unsupported          ? uform_status_unsupported_k
+                                           : uform_status_corrupt_file_k;
     longjmp(state->jump, 1);
 }
 
@@ -249,6 +254,9 @@ done:
 
 static uform_status_t spng_failure(int error, char const *what) {
     if (error == SPNG_EMEM) return uform_fail(uform_status_out_of_memory_k, "image: no memory %s", what);
+    if (error == SPNG_ECHUNK_LIMITS)
+        return uform_fail(uform_status_unsupported_k, "image: PNG %s: its ancillary chunks pass libspng's limits "
+                          "(16 MiB each, 64 MiB and 1,000 chunks in all)", what);
     return uform_fail(uform_status_corrupt_file_k, "image: corrupt PNG %s: %s", what, spng_strerror(error));
 }
 
@@ -256,7 +264,8 @@ static uform_status_t spng_failure(int error, char const *what) {
 static spng_ctx *png_context(uint8_t const *data, size_t size, int critical, int ancillary, int *error) {
     spng_ctx *ctx = spng_ctx_new(0);
     if (!ctx) return *error = SPNG_EMEM, NULL;
-    /* Ancillary chunks (text, ICC profiles) are bounded: 16 MiB each, 64 MiB in all. */
+    /* Ancillary chunks (text, ICC profiles) are bounded: 16 MiB each, 64 MiB in all, and 1,000 of them
+     * (libspng 0.7's SPNG_CHUNK_COUNT_LIMIT may only be lowered; PIL has no such limit). */
     spng_set_chunk_limits(ctx, (size_t)16 << 20, (size_t)64 << 20);
     if ((*error = spng_set_crc_action(ctx, critical, ancillary)) || (*error = spng_set_png_buffer(ctx, data, size))) {
         spng_ctx_free(ctx);
