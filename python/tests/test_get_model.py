@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import unittest
 
 import uform
@@ -190,6 +191,34 @@ class GetModel(unittest.TestCase):
                              f"Modality.IMAGE_ENCODER, 'text_encoder' or 'image_encoder' ('text', 'image'), the code "
                              f"0 or 1, or a sequence of them")
 
+    def test_the_packages_other_modalities_are_members_the_engine_opens_none_of(self):
+        # The package's enum, names and values in its order; VIDEO_ENCODER and TEXT_DECODER are found,
+        # never opened.
+        self.assertEqual([(m.name, m.value) for m in uform.Modality], [(m.name, m.value) for m in PackageModality])
+        video, decoder = uform.Modality.VIDEO_ENCODER, uform.Modality.TEXT_DECODER
+        self.assertIs(uform.Modality("video_encoder"), video)
+        self.assertEqual((uform.Modality.TEXT_ENCODER.code, uform.Modality.IMAGE_ENCODER.code), (0, 1))
+        processors, models = self.get_model(self.both)
+        for lacking in (video, decoder):
+            spelling = lacking.value
+            refusal = (f"modality {spelling!r}: the engine has text and image encoders only "
+                       f"(Modality.TEXT_ENCODER, Modality.IMAGE_ENCODER)")
+            self.assertIsNone(models.get(lacking))
+            self.assertIsNone(processors.get(lacking))
+            self.assertNotIn(lacking, models)
+            with self.assertRaises(KeyError):
+                models[lacking]
+            for modalities in (lacking, [uform.Modality.TEXT_ENCODER, lacking]):
+                with self.subTest(modalities=modalities), self.assertRaises(uform.UnsupportedError) as caught:
+                    uform.get_model(self.both, modalities=modalities, library=self.library)
+                self.assertEqual(caught.exception.message, refusal)
+            for call in (lambda: uform.Model.open(self.library, self.both, lacking), lambda: lacking.code):
+                with self.assertRaises(uform.UnsupportedError) as caught:
+                    call()
+                self.assertEqual(caught.exception.message, refusal)
+        # "text" is still the text encoder's first word, not the decoder's.
+        self.assertEqual(set(self.get_model(self.both, modalities="text")[1]), {uform.Modality.TEXT_ENCODER})
+
     # ---- the uform README's flow ----
 
     def test_the_uform_readme_flow(self):
@@ -311,6 +340,182 @@ class GetModel(unittest.TestCase):
                 wanted = alone[i][t] if t < context else [0.0] * len(features[i][t])
                 self.assertTrue(rows_close(features[i][t], wanted, 1e-5) if t < len(row_ids) else
                                 all(float(v) == 0.0 for v in features[i][t]))
+
+    def test_eval_and_to_as_the_packages_modules(self):
+        processors, models = self.get_model(self.both)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        for modality, data in ((uform.Modality.TEXT_ENCODER, TEXTS), (uform.Modality.IMAGE_ENCODER, self.photos)):
+            encoder = models[modality]
+            expected = encoder.encode(data)
+            with self.subTest(modality.name):
+                self.assertIs(encoder.eval(), encoder)
+                here = ["cpu"] + ([torch.device("cpu")] if torch is not None else [])
+                for device in here:
+                    self.assertIs(encoder.to(device), encoder)
+                    self.assertIs(encoder.to(device=device).eval(), encoder)
+                elsewhere = ["cuda", "cuda:0", "mps"] + ([torch.device("cuda", 1)] if torch is not None else [])
+                for device in elsewhere:
+                    with self.assertRaises(uform.UnsupportedError) as caught:
+                        encoder.to(device)
+                    self.assertEqual(caught.exception.message,
+                                     f"to({str(device)!r}): this encoder runs on 'cpu' and cannot move; pass the "
+                                     f"device to get_model (its device argument: 'cpu', 'cuda' or 'cuda:N') to "
+                                     f"encode there")
+                self.assertTrue(rows_close(encoder.eval().to("cpu").encode(data)[0], expected[0], 0.0))
+        # An encoder made directly runs where its model lies.
+        self.assertIs(uform.models.ImageEncoder(self.image, None).to("cpu").eval().to("cpu").model, self.image)
+
+    def test_a_processor_dict_with_an_attention_mask_is_refused_as_the_package_asserts(self):
+        # The package: `assert attention_mask is None, "If `x` is a dictionary, then `attention_mask`
+        # should be None"`, before reading the dict; here an InvalidArgumentError saying so.
+        processors, models = self.get_model(self.both)
+        encoder = models[uform.Modality.TEXT_ENCODER]
+        data = processors[uform.Modality.TEXT_ENCODER](TEXTS)
+        ids = {"input_ids": data["input_ids"], "attention_mask": data["attention_mask"]}
+        for x in (data, ids, {"sentences": TEXTS}):
+            for mask in (data["attention_mask"], [[1]]):
+                with self.assertRaises(uform.InvalidArgumentError) as caught:
+                    encoder.encode(x, data["attention_mask"])
+                self.assertEqual(caught.exception.message,
+                                 "encode got a processor's dict and an attention_mask; the dict carries its own: pass "
+                                 "attention_mask=None (the uform package asserts \"If `x` is a dictionary, then "
+                                 "`attention_mask` should be None\")")
+                with self.assertRaises(uform.InvalidArgumentError):
+                    encoder.encode(x, attention_mask=mask, return_features=True)
+        # Without a dict the mask is accepted and unused, as before; None with a dict is the package's call.
+        expected = encoder.encode(TEXTS)
+        for x, mask in ((TEXTS, data["attention_mask"]), (data, None)):
+            rows = encoder.encode(x, mask)
+            for a, b in zip(rows, expected):
+                self.assertTrue(rows_close(a, b, 0.0))
+
+    def test_one_encoder_from_several_threads_at_once(self):
+        # The package's encoders may be called from a web server's thread pool; the calls take turns on
+        # the encoder's executor (one call at a time) instead of failing CONTENDED, each getting its rows.
+        processors, models = self.get_model(self.both)
+        text, image = models[uform.Modality.TEXT_ENCODER], models[uform.Modality.IMAGE_ENCODER]
+        jobs = [(text, processors[uform.Modality.TEXT_ENCODER](t)) for t in TEXTS]
+        jobs += [(image, processors[uform.Modality.IMAGE_ENCODER](p)) for p in self.photos]
+        jobs += [(text, TEXTS), (image, self.photos)]
+        expected = [encoder.encode(data) for encoder, data in jobs]
+        threads, calls = 8, 6
+        start = threading.Barrier(threads)
+        results, failures = {}, []
+
+        def work(worker):
+            start.wait()
+            for call in range(calls):
+                job = (worker + call) % len(jobs)
+                encoder, data = jobs[job]
+                try:
+                    results[worker, call] = job, encoder.encode(data)
+                except Exception as error:  # noqa: BLE001 - every failure is reported below
+                    failures.append(f"{type(error).__name__}: {error}")
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(120)
+        self.assertFalse(any(worker.is_alive() for worker in workers))
+        self.assertEqual(failures, [])
+        self.assertEqual(len(results), threads * calls)
+        for (worker, call), (job, rows) in results.items():
+            self.assertEqual(len(rows), len(expected[job]))
+            for a, b in zip(rows, expected[job]):
+                self.assertTrue(rows_close(a, b, 0.0), (worker, call, job))
+
+    @unittest.skipUnless(hasattr(os, "fork"), "no fork() here")
+    def test_a_forked_child_is_refused_rather_than_waiting_for_the_parents_turn(self):
+        if "tsan" in os.environ.get("LD_PRELOAD", ""):
+            self.skipTest("fork() of a multi-threaded interpreter under a preloaded ThreadSanitizer")
+        import time
+        import warnings
+
+        processors, models = self.get_model(self.both, modalities="text")
+        encoder = models[uform.Modality.TEXT_ENCODER]
+        encoder.encode(TEXTS)
+        read, write = os.pipe()
+        with encoder._turn, warnings.catch_warnings():  # as if another thread were encoding at the fork
+            # Python 3.12+ warns on any fork of a threaded process; the engine's fork handling is under test.
+            warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                try:
+                    encoder.encode(TEXTS)
+                    said = "ran"
+                except uform.Error as error:
+                    said = error.kind.name
+                except BaseException as error:  # noqa: BLE001 - reported to the parent
+                    said = type(error).__name__
+                os.write(write, said.encode())
+                os._exit(0)
+        os.close(write)
+        deadline = time.monotonic() + 30
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                self.fail("the forked child waited for the parent's turn")
+            time.sleep(0.01)
+        with os.fdopen(read, "rb") as pipe:
+            self.assertEqual(pipe.read(), b"FORKED")
+        self.assertEqual(len(encoder.encode(TEXTS)), len(TEXTS))  # the parent's turn is free again
+
+    @unittest.skipIf(np is None or Image is None, "NumPy and PIL are needed")
+    def test_the_image_processor_takes_the_pixels_when_called(self):
+        # As the package's processor, which makes its tensor when called: closing the image, drawing on
+        # it or refilling a buffer afterwards changes nothing the encoder sees.
+        processors, models = self.get_model(self.both)
+        processor, encoder = processors[uform.Modality.IMAGE_ENCODER], models[uform.Modality.IMAGE_ENCODER]
+        paths = [os.path.join(PHOTOS, name) for name in NAMES]  # RGB, L, RGB
+        expected = encoder.encode(self.photos)
+        with Image.open(paths[0]) as rgb, Image.open(paths[1]) as gray:  # lazily loaded, closed at the end
+            data = processor([rgb, gray])
+        kept = data["images"]
+        self.assertEqual((type(kept[0]), kept[0].shape, kept[0].dtype), (np.ndarray, (rgb.height, rgb.width, 3), np.uint8))
+        self.assertIsInstance(kept[1], bytes)  # mode L: uncompressed PNG, which C resizes in mode L
+        rows = encoder.encode(data)
+        for a, b in zip(rows, expected[:2]):
+            self.assertTrue(rows_close(a, b, 1e-5))
+
+        with Image.open(paths[2]) as photo:
+            drawn = photo.convert("RGB")
+        data = processor(drawn)
+        drawn.paste((0, 0, 0), (0, 0, drawn.width // 2, drawn.height))
+        self.assertTrue(rows_close(encoder.encode(data)[0], expected[2], 1e-5))
+        self.assertFalse(rows_close(encoder.encode(drawn)[0], expected[2], 1e-3))
+
+        buffer = np.array(Image.open(paths[0]).convert("RGB"))  # one frame buffer, refilled
+        batch = np.stack([buffer, np.ascontiguousarray(buffer[::-1])])
+        frames, batches, blobs = [], [], []
+        for frame in (buffer, buffer[:, ::2]):  # a strided view is copied too
+            frames.append(processor(frame))
+        batches.append(processor(batch))
+        blob = bytearray(self.photos[0])
+        blobs.append(processor(blob))
+        blobs.append(processor(memoryview(blob)))
+        wanted = [encoder.encode(np.array(buffer)), encoder.encode(np.array(buffer[:, ::2])),
+                  encoder.encode(np.array(batch))]
+        buffer[:] = 0
+        batch[:] = 0
+        blob[:] = bytes(len(blob))
+        self.assertEqual([type(x) for d in blobs for x in d["images"]], [bytes, bytes])
+        for data, rows in zip(frames + batches, wanted):
+            again = encoder.encode(data)
+            self.assertEqual(len(again), len(rows))
+            for a, b in zip(again, rows):
+                self.assertTrue(rows_close(a, b, 0.0))
+        for data in blobs:
+            self.assertTrue(rows_close(encoder.encode(data)[0], expected[0], 0.0))
+        # A NumPy image C cannot take is named when processed, as encode names it.
+        with self.assertRaises(uform.InvalidArgumentError) as caught:
+            processor([buffer, np.zeros((4, 4, 4), dtype=np.uint8)])
+        self.assertEqual(caught.exception.message,
+                         "image 1: a NumPy image must be [height, width, 3] uint8 RGB, not (4, 4, 4) uint8")
 
     # ---- what the encoders take ----
 

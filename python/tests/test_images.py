@@ -72,6 +72,31 @@ def rows_close(a, b, tolerance=1e-4) -> bool:
     return all(abs(float(x) - float(y)) <= tolerance for x, y in zip(a, b))
 
 
+def cosine(a, b) -> float:
+    a, b = [float(x) for x in a], [float(x) for x in b]
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def package_resize(image, size: int):
+    """What the uform package's PyTorch processor does to a PIL image before its crop, written out
+    with PIL: torchvision's Resize(size, BICUBIC) (the short side to size, the long side
+    int(size * long / short), nothing where the short side is size already), then convert("RGB")."""
+    width, height = image.size
+    short, long = (width, height) if width <= height else (height, width)
+    if short != size:
+        scaled = int(size * long / short)
+        image = image.resize((size, scaled) if width <= height else (scaled, size), Image.BICUBIC)
+    return image.convert("RGB")
+
+
+def package_pixels(image, size: int):
+    """The uint8 RGB pixels [size, size, 3] the package's processor normalises: `package_resize`,
+    then torchvision's CenterCrop (offsets int(round((side - size) / 2.0)))."""
+    image = package_resize(image, size)
+    top, left = int(round((image.height - size) / 2.0)), int(round((image.width - size) / 2.0))
+    return np.asarray(image.crop((left, top, left + size, top + size)))
+
+
 class Images(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -121,6 +146,57 @@ class Images(unittest.TestCase):
         with self.assertRaises(uform.Error) as caught:
             self.model.encode_images(self.executor, np.zeros((4, 4, 4), dtype=np.uint8))
         self.assertEqual(caught.exception.kind, uform.Status.INVALID_ARGUMENT)
+
+    @unittest.skipIf(np is None or Image is None, "NumPy and PIL are needed")
+    def test_pil_modes_png_cannot_hold_are_resized_in_their_own_mode_as_the_packages_processor(self):
+        # The package's processor resizes in the image's mode, then converts to RGB, then crops; CMYK,
+        # YCbCr, LAB, HSV, I, F, PA, RGBX, RGBa give the same rows as the pixels it would crop.
+        size = self.model.describe().image_size
+        with Image.open(self.paths[2]) as photo:
+            base = photo.convert("RGB")
+        ramp = (np.indices((150, 97)).sum(0) * 7 % 1001).astype(np.int32)  # 0..1000: mode I past 255
+        shapes = {"portrait": (97, 150), "landscape, short side the model's already": (130, size),
+                  "smaller than the model's": (40, 50)}
+        def cmyk(im):  # with black ink too (RGB's CMYK has none), so that CMYK -> RGB clips
+            ink = 255 - np.asarray(im)
+            black = (np.resize(ramp, (im.height, im.width)) % 256).astype(np.uint8)[..., None]
+            return Image.fromarray(np.concatenate([ink, black], axis=2), "CMYK")
+
+        made = {"CMYK": cmyk, "YCbCr": lambda im: im.convert("YCbCr"),
+                "LAB": lambda im: im.convert("LAB"), "HSV": lambda im: im.convert("HSV"),
+                "RGBX": lambda im: im.convert("RGBX"), "RGBa": lambda im: im.convert("RGBA").convert("RGBa"),
+                "PA": lambda im: im.convert("P").convert("PA"),
+                "I": lambda im: Image.fromarray(np.resize(ramp, (im.height, im.width)), "I"),
+                "F": lambda im: Image.fromarray(np.resize(ramp, (im.height, im.width)).astype(np.float32) / 3, "F")}
+        try:  # the reference itself, where torchvision is importable: its Resize on PIL images
+            from torchvision.transforms import InterpolationMode, Resize
+        except ImportError:
+            Resize = None
+        processor = uform.models.ImageProcessor(self.model)
+        for shape_name, shape in shapes.items():
+            for mode, make in made.items():
+                with self.subTest(shape_name, mode=mode):
+                    image = make(base.resize(shape, Image.BICUBIC))
+                    self.assertEqual(image.mode, mode)
+                    if Resize is not None:
+                        reference = Resize(size, interpolation=InterpolationMode.BICUBIC)(image).convert("RGB")
+                        self.assertTrue(np.array_equal(np.asarray(reference), np.asarray(package_resize(image, size))))
+                    expected = self.model.encode_images(self.executor, package_pixels(image, size))
+                    for name, rows in (("encode_images", self.model.encode_images(self.executor, image)),
+                                       ("ImageProcessor", self.model.encode_images(self.executor,
+                                                                                    processor(image)["images"]))):
+                        self.assertGreaterEqual(cosine(rows[0], expected[0]), 0.99999, name)
+                        self.assertTrue(rows_close(rows[0], expected[0], 1e-5), name)
+        # Where it matters: converting to RGB first (as before) gives other pixels, and other rows.
+        for mode in ("CMYK", "I"):
+            image = made[mode](base.resize(shapes["portrait"], Image.BICUBIC))
+            first = np.asarray(package_resize(image.convert("RGB"), size)).astype(int)
+            self.assertGreater(int(np.abs(first - np.asarray(package_resize(image, size))).max()), 10, mode)
+            self.assertFalse(rows_close(self.model.encode_images(self.executor, image)[0],
+                                        self.model.encode_images(self.executor, image.convert("RGB"))[0], 1e-4), mode)
+        # What the processor keeps for such an image: the resized RGB pixels, which C crops.
+        kept = processor(made["CMYK"](base.resize(shapes["portrait"], Image.BICUBIC)))["images"][0]
+        self.assertEqual((type(kept), kept.shape, kept.dtype), (np.ndarray, (int(size * 150 / 97), size, 3), np.uint8))
 
     def test_statuses_and_errors(self):
         with open(os.path.join(BAD, "truncated.jpg"), "rb") as f:

@@ -1,6 +1,6 @@
-"""What `uform.get_model` returns, shaped like the ``uform`` PyPI package's ``(processors,
-models)``: `TextProcessor` and `TextEncoder`, `ImageProcessor` and `ImageEncoder`, each over one
-`Model` and an `Executor`. Re-exported by `uform.models` (and `get_model` by `uform`).
+"""What `uform.get_model` (``_get_model.py``) returns, shaped like the ``uform`` PyPI package's
+``(processors, models)``: `TextProcessor` and `TextEncoder`, `ImageProcessor` and `ImageEncoder`,
+each over one `Model` and an `Executor`. Re-exported by `uform.models`.
 
 Where they differ from the ``uform`` package (3.x), and why:
 
@@ -16,7 +16,12 @@ Where they differ from the ``uform`` package (3.x), and why:
 - The processors do not preprocess: the engine tokenizes the texts and decodes, resizes and
   normalises the images itself, in C on the encoder's threads. `TextProcessor` returns the ids for
   inspection plus the texts, which are what the encoder reads; `ImageProcessor` returns the images
-  as they came, in a list under ``"images"``.
+  in a list under ``"images"``, each taken as the encoder will read it (a PIL image's pixels read
+  then, as the package's processor reads them), so closing or changing one afterwards changes
+  nothing.
+- The encoders are not PyTorch modules: ``eval()`` returns the encoder, and ``to(device)`` returns
+  it for the device `get_model` put it on and refuses any other (the engine does not move towers).
+  One encoder may be called from several threads: the calls take turns on its executor.
 - The encoders take this package's processor output, or the texts and images themselves; the image
   encoder also takes the ``uform`` package's preprocessed pixels (its ONNX processor's float array
   [images, 3, size, size], or its PyTorch processor's ``{"images": tensor}``), which it takes back
@@ -28,45 +33,14 @@ Where they differ from the ``uform`` package (3.x), and why:
 
 from __future__ import annotations
 
-import enum
-import json
 import os
-import re
+import threading
 from typing import Optional
 
-from ._codes import Status
+from ._codes import Residency, Status
 from ._errors import Error
-from ._inputs import _BYTES_LIKE, _image_list, _is_pil, _model_path, _np, _text_list
-from .models import Model, Modality, _modality
-
-
-class _ByModality(dict):
-    """The ``processors`` and ``models`` dicts: keyed by `Modality`, as the ``uform`` package's,
-    and also found by any spelling `Modality` accepts ("image_encoder", "image", the ``uform``
-    package's own ``Modality.IMAGE_ENCODER``)."""
-
-    def _key(self, key):
-        if isinstance(key, Modality):
-            return None
-        try:
-            return _modality(key)
-        except Exception:  # noqa: BLE001 - an unknown key is simply absent
-            return None
-
-    def __missing__(self, key):
-        modality = self._key(key)
-        if modality is None or not dict.__contains__(self, modality):
-            raise KeyError(key)
-        return dict.__getitem__(self, modality)
-
-    def __contains__(self, key) -> bool:
-        if dict.__contains__(self, key):
-            return True
-        modality = self._key(key)
-        return modality is not None and dict.__contains__(self, modality)
-
-    def get(self, key, default=None):
-        return self[key] if key in self else default
+from ._inputs import _BYTES_LIKE, _image_list, _image_snapshot, _is_pil, _np, _resized_here, _text_list
+from .models import Model
 
 
 def _wants_features(encoder, return_features) -> bool:
@@ -130,21 +104,6 @@ def _looks_like_ids(x) -> bool:
     return False
 
 
-def _text_shape(directory: bytes, model: Model) -> tuple:
-    """``(length, padding)``: the rows the ``uform`` package's text processor pads each text to and
-    the id it pads with, ``config.json``'s ``text_encoder.max_position_embeddings`` and
-    ``padding_idx`` (UForm3), never fewer rows than the model's context; else (a sentence-transformers
-    directory) the model's context and 0."""
-    context = model.describe().tokens
-    try:
-        with open(os.path.join(directory, b"config.json"), "rb") as file:
-            section = json.load(file)["text_encoder"]
-        length, padding = int(section["max_position_embeddings"]), int(section["padding_idx"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return context, 0
-    return max(length, context), padding
-
-
 class TextProcessor:
     """What ``processors[Modality.TEXT_ENCODER]`` is: ``processor(texts)`` returns
 
@@ -180,20 +139,59 @@ class TextProcessor:
         return {"input_ids": padded, "attention_mask": mask, "texts": texts}
 
 
-class TextEncoder:
+class _Encoder:
+    """What both encoders share: a `Model` and the `Executor` it encodes on, taken by one call at a
+    time, and the ``torch.nn.Module`` calls that code written for the package makes on them."""
+
+    def __init__(self, model: Model, executor, device: Optional[str] = None):
+        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline); ``device`` is
+        where `get_model` put it (None: "cuda" for a VRAM-resident model, else "cpu")."""
+        self.model = model
+        self.executor = executor
+        self.return_features = False
+        if device is None:
+            device = "cuda" if model.describe().residency == Residency.VRAM else "cpu"
+        self._device = device
+        # An executor takes one call at a time (a second one is CONTENDED): callers on other threads
+        # wait here for their turn instead, as they may call the package's encoders at once.
+        self._turn, self._pid = threading.Lock(), os.getpid()
+
+    def _run(self, encode, *arguments, **options):
+        """``encode(self.executor, *arguments, **options)`` once no other thread is encoding with it.
+        In a forked child it calls at once, for the engine to refuse the parent's executor (FORKED),
+        never waiting on a turn a parent's thread held at the fork."""
+        if os.getpid() != self._pid:
+            return encode(self.executor, *arguments, **options)
+        with self._turn:
+            return encode(self.executor, *arguments, **options)
+
+    def eval(self):
+        """Returns this encoder, as ``torch.nn.Module.eval`` does: it is always in inference mode."""
+        return self
+
+    def to(self, device):
+        """Returns this encoder where ``device`` (a string or a ``torch.device``, compared by its
+        ``str``) is the one it runs on, `get_model`'s ``device``; another is `Error(UNSUPPORTED)`: the
+        engine does not move a tower, `get_model` opens it where its ``device`` argument says."""
+        if str(device) == self._device:
+            return self
+        raise Error(Status.UNSUPPORTED,
+                    f"to({str(device)!r}): this encoder runs on {self._device!r} and cannot move; pass the device "
+                    f"to get_model (its device argument: 'cpu', 'cuda' or 'cuda:N') to encode there")
+
+
+class TextEncoder(_Encoder):
     """What ``models[Modality.TEXT_ENCODER]`` is: ``encode(x)`` returns the embeddings [texts,
     dimensions], and ``encode(x, return_features=True)`` ``(features, embeddings)``, features
     [texts, length, hidden] (the rows `TextProcessor` pads to), as the ``uform`` package's encoder
     does. ``return_features`` is False, as the package's PyTorch encoder's; set True, it is
-    ``encode``'s default."""
+    ``encode``'s default. Threads may call it at once; they take turns on its executor."""
 
-    def __init__(self, model: Model, executor, length: Optional[int] = None):
+    def __init__(self, model: Model, executor, length: Optional[int] = None, device: Optional[str] = None):
         """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline); features
-        get ``length`` rows (None: the model's context)."""
-        self.model = model
-        self.executor = executor
+        get ``length`` rows (None: the model's context); ``device`` as `_Encoder`'s."""
+        super().__init__(model, executor, device)
         self._length = length
-        self.return_features = False
         #: The embedding width, as the package's encoders name it.
         self.embedding_dim = model.describe().dimensions
 
@@ -201,7 +199,8 @@ class TextEncoder:
         """The embeddings [texts, dimensions] (float32 NumPy, or lists without NumPy) of ``x``: what
         `TextProcessor` returned (its ``"texts"`` are encoded), one text (a ``str`` or bytes-like),
         or a sequence of texts (a list, a tuple, a NumPy array of strings). ``attention_mask`` is
-        accepted for the package's signature and unused.
+        accepted for the package's signature and unused; with a processor's dict it must be None,
+        as the package asserts (the dict carries its own), else `Error(INVALID_ARGUMENT)`.
 
         With ``return_features=True`` (or the attribute set), ``(features, embeddings)``: features
         float32 [texts, length, hidden], each text's last hidden states in token order (specials
@@ -212,6 +211,11 @@ class TextEncoder:
         from . import Error, Status
 
         if isinstance(x, dict):
+            if attention_mask is not None:
+                raise Error(Status.INVALID_ARGUMENT,
+                            "encode got a processor's dict and an attention_mask; the dict carries its own: pass "
+                            "attention_mask=None (the uform package asserts \"If `x` is a dictionary, then "
+                            "`attention_mask` should be None\")")
             if "texts" in x:
                 texts = x["texts"]
             elif "input_ids" in x:
@@ -225,8 +229,8 @@ class TextEncoder:
         if _looks_like_ids(texts):
             raise _ids_refused()
         if not _wants_features(self, return_features):
-            return self.model.encode_texts(self.executor, texts)
-        return self.model.encode_texts(self.executor, texts, features=True, feature_rows=self._length or 0)
+            return self._run(self.model.encode_texts, texts)
+        return self._run(self.model.encode_texts, texts, features=True, feature_rows=self._length or 0)
 
     __call__ = encode
     forward = encode
@@ -234,38 +238,47 @@ class TextEncoder:
 
 class ImageProcessor:
     """What ``processors[Modality.IMAGE_ENCODER]`` is: ``processor(images)`` returns
-    ``{"images": [...]}``, the images as they came (one image becomes a list of one; a NumPy batch
-    [images, height, width, 3] a list of its images), which `ImageEncoder.encode` accepts. Each image
-    is encoded JPEG or PNG bytes, a file path, a NumPy array [height, width, 3] of uint8 RGB, or a
-    PIL image.
+    ``{"images": [...]}``, a list (one image becomes a list of one; a NumPy batch [images, height,
+    width, 3] a list of its images), which `ImageEncoder.encode` accepts. Each image is encoded JPEG
+    or PNG bytes, a file path, a NumPy array [height, width, 3] of uint8 RGB, or a PIL image.
 
-    Unlike the ``uform`` package's processor it does not resize, crop or normalise, so it returns no
-    pixel tensor: the engine decodes and preprocesses (as the package's processor does, with PIL's
-    bicubic filter) in C on the encoder's threads."""
+    Each is taken now as the encoder will read it, as the package's processor takes the pixels when
+    called, so that closing or changing it afterwards changes nothing: a PIL image's pixels are read
+    (RGB as a NumPy array, modes PNG holds as uncompressed PNG bytes, other modes resized and made
+    RGB as `Model.encode_images` says), a NumPy image is copied, a ``bytearray`` or ``memoryview``
+    becomes ``bytes``; bytes and paths stay as they are (a path is read when encoded).
+
+    Unlike the ``uform`` package's processor it does not crop or normalise, so it returns no pixel
+    tensor: the engine decodes and preprocesses (as the package's processor does, with PIL's bicubic
+    filter) in C on the encoder's threads."""
 
     def __init__(self, model: Model):
         """Gathers images for ``model``'s encoder."""
         self._model = model
 
     def __call__(self, images) -> dict:
-        """``{"images": [...]}`` for one image or a sequence of them."""
-        return {"images": _image_list(images)}
+        """``{"images": [...]}`` for one image or a sequence of them; an image C cannot take (a PIL or
+        NumPy image of zero width, a NumPy array not [height, width, 3] uint8) raises as
+        `Model.encode_images` would."""
+        images = _image_list(images)
+        size = self._model.describe().image_size if any(_resized_here(image) for image in images) else 0
+        return {"images": [_image_snapshot(image, index, size) for index, image in enumerate(images)]}
 
 
-class ImageEncoder:
+class ImageEncoder(_Encoder):
     """What ``models[Modality.IMAGE_ENCODER]`` is: ``encode(x)`` returns the embeddings [images,
     dimensions], and ``encode(x, return_features=True)`` ``(features, embeddings)``, features
     [images, tokens, hidden], as the ``uform`` package's encoder does. ``normalization`` is the
     model's ``(normalization_means, normalization_deviations)``, which `get_model` reads from
     ``config.json``; with it the encoder also takes the ``uform`` package's preprocessed pixels.
-    ``return_features`` is False; set True, it is ``encode``'s default."""
+    ``return_features`` is False; set True, it is ``encode``'s default. Threads may call it at once;
+    they take turns on its executor."""
 
-    def __init__(self, model: Model, executor, normalization=None):
-        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline)."""
-        self.model = model
-        self.executor = executor
+    def __init__(self, model: Model, executor, normalization=None, device: Optional[str] = None):
+        """Encodes with ``model`` on ``executor`` (an `Executor`, or None to run inline); ``device``
+        as `_Encoder`'s."""
+        super().__init__(model, executor, device)
         self.normalization = normalization
-        self.return_features = False
         description = model.describe()
         #: The embedding width and the side of the square the images are resized and cropped to,
         #: as the package's encoders name them.
@@ -294,8 +307,8 @@ class ImageEncoder:
             images = x["images"]
         else:
             images = x
-        return self.model.encode_images(self.executor, self._pixels(images),
-                                        features=_wants_features(self, return_features))
+        return self._run(self.model.encode_images, self._pixels(images),
+                         features=_wants_features(self, return_features))
 
     def _pixels(self, images):
         """``images``, with a tensor made a NumPy array and the ``uform`` package's normalised
@@ -341,130 +354,3 @@ class ImageEncoder:
 
     __call__ = encode
     forward = encode
-
-
-#: Files whose presence means a tower is there: UForm3's per-tower files, and the single
-#: ``model.safetensors`` of a sentence-transformers / Hugging Face BERT directory (text only).
-_TOWER_FILES = {Modality.TEXT_ENCODER: (b"text_encoder.safetensors", b"model.safetensors"),
-                Modality.IMAGE_ENCODER: (b"image_encoder.safetensors",)}
-
-
-def _present(directory: bytes) -> list:
-    """The modalities whose weights ``directory`` holds, or the text encoder when it holds none (so
-    that opening it reports what is missing, as the engine names it)."""
-    found = [m for m, names in _TOWER_FILES.items() if any(os.path.isfile(os.path.join(directory, n)) for n in names)]
-    return found or [Modality.TEXT_ENCODER]
-
-
-def _normalization(directory: bytes):
-    """``config.json``'s ``image_encoder.normalization_means`` and ``normalization_deviations``, or
-    None where it has no such lists of 3 numbers."""
-    try:
-        with open(os.path.join(directory, b"config.json"), "rb") as file:
-            section = json.load(file)["image_encoder"]
-        means, deviations = section["normalization_means"], section["normalization_deviations"]
-        means, deviations = tuple(float(v) for v in means), tuple(float(v) for v in deviations)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return (means, deviations) if len(means) == len(deviations) == 3 else None
-
-
-def _modalities(value) -> list:
-    """``get_model``'s ``modalities`` (not None) as a list of distinct `Modality`: one modality (what
-    `Model.open` takes: a member, a spelling or the code 0, 1) or an iterable of them; another value
-    is `Error(INVALID_ARGUMENT)` naming ``modalities`` and what it accepts."""
-    if isinstance(value, (str, enum.Enum)):
-        value = [value]
-    else:
-        try:
-            value = list(value)
-        except TypeError:  # not iterable: one modality, e.g. the code 0
-            value = [value]
-    wanted = []
-    for item in value:
-        try:
-            wanted.append(_modality(item))
-        except Error as error:
-            if error.kind != Status.INVALID_ARGUMENT:
-                raise
-            raise Error(Status.INVALID_ARGUMENT,
-                        f"modalities: {item!r} is not a modality; expected Modality.TEXT_ENCODER or "
-                        f"Modality.IMAGE_ENCODER, 'text_encoder' or 'image_encoder' ('text', 'image'), the code 0 "
-                        f"or 1, or a sequence of them") from None
-    return list(dict.fromkeys(wanted))
-
-
-def get_model(model_name=None, *, modalities=None, device: str = "cpu", token=None, backend=None, library=None,
-              threads: int = 0, weights_dtype=None, path=None):
-    """UForm's entry point over the engine: ``(processors, models)``, dicts keyed by `Modality`
-    (also found by the other spellings, "image_encoder" included), as the ``uform`` package's.
-
-    ``model_name`` (or ``path``, its other name here; one of them, `TypeError` for both or neither)
-    is a local model directory, a ``str``, ``bytes`` or ``os.PathLike`` (nothing is downloaded;
-    ``token`` is accepted and ignored, and so is ``backend`` when it is None, "onnx" or "torch", the
-    package's two: the engine is the backend; another is `ValueError`, as the package's).
-    ``modalities`` is None for every tower the directory holds (``text_encoder.safetensors`` or a
-    sentence-transformers ``model.safetensors``: the text encoder; ``image_encoder.safetensors``:
-    the image encoder; a tower present but unreadable raises), or one modality or a sequence of
-    them, each a `Modality`, the ``uform`` package's ``Modality`` member or a string
-    ("text_encoder", "image_encoder", as the package spells them; "text", "image" too) or the code (0, 1), as
-    `Model.open` takes one; another value is `Error(INVALID_ARGUMENT)` naming ``modalities``. The
-    package's VIDEO_ENCODER and TEXT_DECODER are `Error(UNSUPPORTED)`: the engine has no such
-    towers.
-
-    ``device`` "cpu" runs each encoder on a RAM executor of ``threads`` (0: 7/8 of the cores);
-    "cuda" (one free GPU; "gpu", the package's ONNX spelling, too) or "cuda:N" (GPU N) holds the
-    towers in that GPU's memory and encodes on a VRAM executor there (tokenising and decoding images
-    on its host threads); "cuda" on a machine without a usable GPU is UNSUPPORTED (the message says
-    why). A failure closes what was opened."""
-    from . import Error, Executor, Library, Residency, Status, VramOptions
-
-    if (model_name is None) == (path is None):
-        raise TypeError("get_model takes the model directory once, as model_name (the first argument) or as path")
-    path = model_name if path is None else path
-    if backend not in (None, "onnx", "torch"):
-        raise ValueError(f"Unknown backend: {backend!r} (the engine is the backend; 'onnx' and 'torch' are accepted "
-                         f"and ignored)")
-    if device == "gpu":
-        device = "cuda"
-    if not isinstance(device, str) or not (device == "cpu" or re.fullmatch(r"cuda(:[0-9]+)?", device)):
-        raise Error(Status.UNSUPPORTED, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
-    directory = _model_path(path)
-    if modalities is None:
-        wanted = _present(directory)
-    else:
-        wanted = _modalities(modalities)
-    library = library or Library()
-    vram = None
-    if device != "cpu":
-        library.gpu_status()
-        vram = VramOptions.on([int(device[5:])]) if device.startswith("cuda:") else VramOptions()
-    processors, models = _ByModality(), _ByModality()
-    opened = []
-    try:
-        for modality in wanted:
-            if vram is not None:
-                model = Model.open(library, path, modality, weights_dtype=weights_dtype, residency=Residency.VRAM,
-                                   vram=vram)
-                opened.append(model)
-                executor = Executor.for_vram(library, vram)
-            else:
-                model = Model.open(library, path, modality, weights_dtype=weights_dtype)
-                opened.append(model)
-                executor = Executor.for_ram(library, threads=threads)
-            opened.append(executor)
-            if modality is Modality.TEXT_ENCODER:
-                length, padding = _text_shape(directory, model)
-                processors[modality] = TextProcessor(model, length, padding)
-                models[modality] = TextEncoder(model, executor, length)
-            else:
-                processors[modality] = ImageProcessor(model)
-                models[modality] = ImageEncoder(model, executor, _normalization(directory))
-    except BaseException:
-        for thing in reversed(opened):
-            try:
-                thing.close()
-            except Error:  # pragma: no cover - nothing else uses them yet
-                pass
-        raise
-    return processors, models

@@ -107,6 +107,51 @@ def _is_pil(image) -> bool:
     return any(c.__module__.startswith("PIL.") and c.__name__ == "Image" for c in type(image).__mro__)
 
 
+#: PIL modes passed to C as uncompressed PNG, which C decodes and resizes in that mode as PIL does.
+_PNG_MODES = ("1", "L", "LA", "P", "RGBA", "I;16")
+
+
+def _resized_here(image) -> bool:
+    """Whether ``image`` is a PIL image in a mode neither RGB nor PNG's (CMYK, YCbCr, LAB, HSV, I, F,
+    PA, ...), which `_pil_image` resizes itself, needing the model's image size."""
+    return _is_pil(image) and image.mode != "RGB" and image.mode not in _PNG_MODES
+
+
+def _package_resize(image, size: int):
+    """What the ``uform`` package's PyTorch processor makes of a PIL image before its centre crop:
+    torchvision's ``Resize(size, BICUBIC)`` in the image's own mode (the short side to ``size``, the
+    long side to ``int(size * long / short)``; nothing where the short side is ``size`` already), then
+    ``convert("RGB")``."""
+    from PIL import Image
+
+    width, height = image.size
+    short, long = (width, height) if width <= height else (height, width)
+    if short != size:
+        scaled = int(size * long / short)
+        image = image.resize((size, scaled) if width <= height else (scaled, size), Image.BICUBIC)
+    return image.convert("RGB")
+
+
+def _pil_image(image, index: int, size: int):
+    """A PIL image as what C takes, its pixels read now (closing or drawing on it later changes
+    nothing): RGB as a NumPy copy of its pixels; modes PNG holds (`_PNG_MODES`) as uncompressed PNG
+    bytes; other modes resized in their own mode and made RGB as the ``uform`` package's processor
+    does (`_package_resize`, ``size`` the model's image side; where it is 0, made RGB only), so C
+    resizes them by identity and crops. RGB is PNG bytes too without NumPy."""
+    if not image.width or not image.height:  # before PNG, which refuses an empty image in its own words
+        side = "width" if not image.width else "height"
+        shape = (image.height, image.width, len(image.getbands()))
+        raise Error(Status.INVALID_ARGUMENT, f"image {index}: a PIL image of shape {shape} has zero {side}")
+    if _resized_here(image):
+        image = _package_resize(image, size) if size > 0 else image.convert("RGB")
+    if image.mode == "RGB" and _np is not None:
+        pixels = _np.asarray(image)  # PIL hands NumPy a bytes copy; anything else is copied here
+        return pixels if isinstance(pixels.base, bytes) else pixels.copy()
+    stream = io.BytesIO()
+    image.save(stream, format="PNG", compress_level=0)
+    return stream.getvalue()
+
+
 def _is_single_image(images) -> bool:
     if isinstance(images, (*_BYTES_LIKE, str, os.PathLike)) or _is_pil(images):
         return True
@@ -181,24 +226,51 @@ def _image_file(path, index: int) -> bytes:
         os.close(fd)
 
 
-def _image_fields(image, keep: list, index: int) -> tuple:
+def _numpy_image(image, index: int, kind: str):
+    """A NumPy image checked ([height, width, 3] uint8 RGB, neither side zero, else INVALID_ARGUMENT
+    naming ``images[index]``), as an array C can read: itself, or a copy where its rows lie otherwise."""
+    if image.dtype != _np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise Error(Status.INVALID_ARGUMENT, f"image {index}: a NumPy image must be [height, width, 3] uint8 RGB, "
+                                             f"not {image.shape} {image.dtype}")
+    height, width = image.shape[0], image.shape[1]
+    if not width or not height:
+        side = "width" if not width else "height"
+        raise Error(Status.INVALID_ARGUMENT, f"image {index}: {kind} of shape {image.shape} has zero {side}")
+    if _rows_as_c_reads(image):
+        return image
+    # A copy C can read; capped as decoded images are, so that a broadcast view of a few bytes
+    # cannot make it allocate gigabytes.
+    if height * width > _COPIED_IMAGE_MAX_PIXELS:
+        raise Error(Status.LIMIT_EXCEEDED,
+                    f"image {index}: {kind} of shape {image.shape} would be copied for C to read (its rows "
+                    f"are not contiguous and ascending), and {height * width} pixels pass the "
+                    f"{_COPIED_IMAGE_MAX_PIXELS} that decoded images may have; pass a C-contiguous array")
+    return _np.ascontiguousarray(image)
+
+
+def _image_snapshot(image, index: int, size: int):
+    """``images[index]`` as an image processor keeps it, so that what the caller does to it afterwards
+    (closes, draws on, refills) does not reach the encoder: a PIL image as `_pil_image` makes it
+    (``size`` the model's image side), a NumPy image as a checked copy, ``bytearray`` and
+    ``memoryview`` as ``bytes``; bytes, paths and anything else as they are."""
+    if _is_pil(image):
+        return _pil_image(image, index, size)
+    if isinstance(image, (bytearray, memoryview)):
+        return memoryview(image).tobytes()
+    if _np is not None and isinstance(image, _np.ndarray):
+        checked = _numpy_image(image, index, "a NumPy image")
+        return checked.copy() if checked is image else checked
+    return image
+
+
+def _image_fields(image, keep: list, index: int, size: int = 0) -> tuple:
     """The fields of one `uform_image_t` (data, size, width, height, stride) for a supported
-    Python image (``images[index]``); what ``data`` points to goes to ``keep``."""
+    Python image (``images[index]``); what ``data`` points to goes to ``keep``. ``size`` is the
+    model's image side, which a PIL image in a mode `_resized_here` is resized for."""
     kind = "a NumPy image"
     if _is_pil(image):
         kind = "a PIL image"
-        if not image.width or not image.height:  # before PNG, which refuses an empty image in its own words
-            side = "width" if not image.width else "height"
-            shape = (image.height, image.width, len(image.getbands()))
-            raise Error(Status.INVALID_ARGUMENT, f"image {index}: {kind} of shape {shape} has zero {side}")
-        if image.mode == "RGB" and _np is not None:
-            image = _np.asarray(image)
-        else:
-            if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"):
-                image = image.convert("RGB")
-            stream = io.BytesIO()
-            image.save(stream, format="PNG", compress_level=0)
-            image = stream.getvalue()
+        image = _pil_image(image, index, size)
     if isinstance(image, (str, os.PathLike)):
         image = _image_file(image, index)
     if isinstance(image, _BYTES_LIKE):
@@ -207,22 +279,8 @@ def _image_fields(image, keep: list, index: int) -> tuple:
         keep.append(holder)
         return ctypes.addressof(holder), len(data), 0, 0, 0
     if _np is not None and isinstance(image, _np.ndarray):
-        if image.dtype != _np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise Error(Status.INVALID_ARGUMENT, f"image {index}: a NumPy image must be [height, width, 3] uint8 RGB, "
-                                                 f"not {image.shape} {image.dtype}")
+        image = _numpy_image(image, index, kind)
         height, width = image.shape[0], image.shape[1]
-        if not width or not height:
-            side = "width" if not width else "height"
-            raise Error(Status.INVALID_ARGUMENT, f"image {index}: {kind} of shape {image.shape} has zero {side}")
-        if not _rows_as_c_reads(image):
-            # A copy C can read; capped as decoded images are, so that a broadcast view of a few
-            # bytes cannot make it allocate gigabytes.
-            if height * width > _COPIED_IMAGE_MAX_PIXELS:
-                raise Error(Status.LIMIT_EXCEEDED,
-                            f"image {index}: {kind} of shape {image.shape} would be copied for C to read (its rows "
-                            f"are not contiguous and ascending), and {height * width} pixels pass the "
-                            f"{_COPIED_IMAGE_MAX_PIXELS} that decoded images may have; pass a C-contiguous array")
-            image = _np.ascontiguousarray(image)
         keep.append(image)
         stride = image.strides[0] if height > 1 else 3 * width
         return image.ctypes.data, stride * (height - 1) + 3 * width, width, height, stride

@@ -53,6 +53,7 @@ from ._inputs import (
     _member,
     _model_path,
     _np,
+    _resized_here,
     _text_bytes,
     _text_list,
 )
@@ -160,16 +161,24 @@ def _functions(library):
 
 
 class Modality(enum.Enum):
-    """Which tower: the ``uform`` package's names and values (`uform_modality_t` in C)."""
+    """Which tower: the ``uform`` package's members, names and values (`uform.shared.Modality`).
+    The engine has the text and image encoders (`uform_modality_t` in C); VIDEO_ENCODER and
+    TEXT_DECODER exist so that code naming them runs, and opening them is `Error(UNSUPPORTED)`."""
 
     TEXT_ENCODER = "text_encoder"
     IMAGE_ENCODER = "image_encoder"
+    VIDEO_ENCODER = "video_encoder"
+    TEXT_DECODER = "text_decoder"
 
     @property
     def code(self) -> int:
-        """The `uform_modality_t` value: 0 for the text tower, 1 for the image tower."""
-        return 0 if self is Modality.TEXT_ENCODER else 1
+        """The `uform_modality_t` value: 0 for the text tower, 1 for the image tower; the towers the
+        engine lacks have none (`Error(UNSUPPORTED)`)."""
+        return _ENGINE_HAS.index(_modality(self))
 
+
+#: The modalities the engine has a tower for, in `uform_modality_t` order.
+_ENGINE_HAS = (Modality.TEXT_ENCODER, Modality.IMAGE_ENCODER)
 
 #: Modalities the ``uform`` package names (`uform.shared.Modality`) that the engine has no tower for.
 _ENGINE_LACKS = ("video_encoder", "text_decoder")
@@ -179,13 +188,14 @@ def _modality(value) -> Modality:
     """``value`` as a `Modality`: a member; a string, as the ``uform`` package spells it (the value,
     "text_encoder") or as the member's name ("TEXT_ENCODER", "text_encoder") or its first word
     ("text"); a member of another string-valued enumeration, the ``uform`` package's own `Modality`
-    included, by its value; or the `uform_modality_t` code (0, 1). The package's VIDEO_ENCODER and
-    TEXT_DECODER are `Error(UNSUPPORTED)`, anything else `Error(INVALID_ARGUMENT)`."""
-    if isinstance(value, Modality):
+    included, by its value; or the `uform_modality_t` code (0, 1). VIDEO_ENCODER and TEXT_DECODER
+    (members, or the package's spellings) are `Error(UNSUPPORTED)`, anything else
+    `Error(INVALID_ARGUMENT)`."""
+    if isinstance(value, Modality) and value in _ENGINE_HAS:
         return value
     spelling = value.value if isinstance(value, enum.Enum) and isinstance(value.value, str) else value
     if isinstance(spelling, str):
-        for m in Modality:
+        for m in _ENGINE_HAS:
             if spelling in (m.value, m.name, m.name.lower(), m.value.split("_")[0]):
                 return m
         if spelling.lower() in _ENGINE_LACKS:
@@ -346,11 +356,15 @@ class Model(_Owner):
         at most 1 GiB, else `Error(INVALID_ARGUMENT)` before reading), a NumPy array [height, width,
         3] of uint8 RGB, or a PIL image; an item of another type is a `TypeError`. Decoding and
         preprocessing run in C on the executor's threads, as PIL and the ``uform`` package's
-        processor do. A PIL image in mode RGB is passed as its pixels; in other
-        modes it travels as an uncompressed PNG, so it is resized in its own mode as the package's
-        processor does (CMYK and other modes PNG cannot hold are converted to RGB first). Returns
+        processor do. A PIL image is read when this is called. In mode RGB it is
+        passed as its pixels; in modes PNG holds (1, L, LA, P, RGBA, I;16) it travels as an
+        uncompressed PNG, so C resizes it in its own mode as PIL does; in other modes (CMYK, YCbCr,
+        LAB, HSV, I, F, PA, ...) it is resized here, in its own mode, to the model's image size and
+        then made RGB, as the package's PyTorch processor does (torchvision's ``Resize`` with PIL's
+        bicubic filter, then ``convert("RGB")``), and C centre-crops those pixels. Returns
         an array [images, dimensions] as `encode_texts`, and with ``statuses=True`` also the
-        per-image `Status` list (an undecodable image gets CORRUPT_FILE and a zero row); without it
+        per-image `Status` list (an undecodable image gets CORRUPT_FILE, or UNSUPPORTED for a legal
+        one this build cannot decode such as a lossless JPEG, and a zero row); without it
         an undecodable image raises `Error` naming its index. A NumPy image of another shape or
         dtype, or of zero width or height, raises `Error(INVALID_ARGUMENT)` naming its index.
         ``features=True`` also returns the features first, as `encode_texts` does: [images, tokens,
@@ -358,7 +372,9 @@ class Model(_Owner):
         LayerNorm (an undecodable image's all zero); ``feature_rows`` as for `encode_texts`."""
         executor = self._executor(executor)
         keep = []
-        items = [ImageStruct(*_image_fields(image, keep, index)) for index, image in enumerate(_image_list(images))]
+        images = _image_list(images)
+        size = self.describe().image_size if any(_resized_here(image) for image in images) else 0
+        items = [ImageStruct(*_image_fields(image, keep, index, size)) for index, image in enumerate(images)]
         count = len(items)
         dtype, element = _embedding_dtype(dtype)
         dimensions = _size(dimensions, "dimensions")
@@ -454,7 +470,8 @@ class Model(_Owner):
 
 
 # The `uform` package's shapes over `Model` (processors, encoders, `get_model`), last: they use it.
-from ._encoders import ImageEncoder, ImageProcessor, TextEncoder, TextProcessor, get_model  # noqa: E402,F401
+from ._encoders import ImageEncoder, ImageProcessor, TextEncoder, TextProcessor  # noqa: E402,F401
+from ._get_model import get_model  # noqa: E402,F401
 
 for _moved in (ImageEncoder, ImageProcessor, TextEncoder, TextProcessor, get_model):
     _moved.__module__ = __name__  # where they were defined before the split, and where users find them
