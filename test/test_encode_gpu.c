@@ -135,7 +135,8 @@ typedef struct texts_t {
     size_t count;
 } texts_t;
 
-/** `count` texts of 1 to `max_words` words "wN" of a `vocab`-word vocabulary, from `seed`. */
+/** `count` texts of 1 to `max_words` words "wN" of a `vocab`-word vocabulary, from `seed`; every
+ *  other text has "[PAD]" for every seventh word from the fourth. */
 static texts_t make_texts(size_t count, size_t max_words, size_t vocab, uint64_t seed) {
     texts_t t = {.texts = (char **)calloc(count, sizeof(char *)), .count = count};
     CHECK_FATAL(t.texts != NULL);
@@ -145,8 +146,13 @@ static texts_t make_texts(size_t count, size_t max_words, size_t vocab, uint64_t
         char *text = (char *)malloc(words * 8 + 1);
         CHECK_FATAL(text != NULL);
         size_t used = 0;
-        for (size_t w = 0; w < words; ++w)
-            used += (size_t)sprintf(text + used, "%sw%zu", w ? " " : "", 5 + (size_t)(tower_splitmix64(&seed) % (vocab - 5)));
+        for (size_t w = 0; w < words; ++w) {
+            size_t const word = 5 + (size_t)(tower_splitmix64(&seed) % (vocab - 5));
+            if (i % 2 && w % 7 == 3) /* a "[PAD]" typed into the text: RoBERTa positions skip it */
+                used += (size_t)sprintf(text + used, "%s[PAD]", w ? " " : "");
+            else
+                used += (size_t)sprintf(text + used, "%sw%zu", w ? " " : "", word);
+        }
         t.texts[i] = text;
     }
     return t;
