@@ -6,7 +6,8 @@
  *      uform encode --model DIR [--format jsonl|npy|f32] [--output FILE] [--dtype f32|bf16]
  *                   [--threads N] [--device N] [--batch N] [TEXT...]
  *      uform encode --model DIR [...] --image FILE... (a directory expands to its .jpg, .jpeg and
- *                   .png files in name order)
+ *                   .png files in name order: regular files, not hidden, not in subdirectories; an
+ *                   entry it cannot look at fails the run as the same path given alone would)
  *      uform encode --model DIR --features [...]  every token's last hidden state instead
  *
  *  Without TEXT it reads one text per line from standard input (a trailing "\r" is dropped) as the
@@ -34,7 +35,7 @@
  *  input) or image file that failed, after the rows of the items before it; usage errors exit 2.
  *  `--output FILE` is written beside it under a temporary name (.uform-XXXXXX in its directory) and
  *  renamed over FILE only when every item was encoded, so a failure leaves FILE as it was, and so
- *  does SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGXFSZ, which remove the temporary; a FILE the caller
+ *  does SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ or SIGPIPE, which remove the temporary; a FILE the caller
  *  may not write is refused (as the shell would), and so is one in a directory it may not write (a
  *  FILE that is not a regular file, such as a FIFO, or a symbolic link, is written in place, a
  *  link's missing target created; /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are
@@ -120,7 +121,8 @@ static char const encode_usage[] =
     "                  the same raw\n"
     "  --image FILE... encode images (JPEG, PNG) with the model's image tower instead of texts; every\n"
     "                  argument after it is an image, a directory stands for its .jpg, .jpeg and .png\n"
-    "                  files in name order (an argument before it is a text: a usage error)\n";
+    "                  files in name order (not hidden ones, not its subdirectories; an argument\n"
+    "                  before it is a text: a usage error)\n";
 
 typedef struct texts_t {
     char **items;
@@ -149,6 +151,20 @@ static void lists_free(texts_t *texts, texts_t *owned) {
     *texts = (texts_t){0}, *owned = (texts_t){0};
 }
 
+/** `text` for a message line: control bytes (a newline in a file name, an escape sequence) as
+ *  \xNN, so that a name cannot forge or break lines. Two buffers, used in turn: a message may show two. */
+static char const *visible(char const *text) {
+    static char buffers[2][PATH_MAX * 4 + 1];
+    static int turn;
+    char *out = buffers[turn ^= 1];
+    size_t used = 0;
+    for (unsigned char const *at = (unsigned char const *)text; *at && used + 5 < sizeof buffers[0]; ++at)
+        if (*at < 0x20 || *at == 0x7f) used += (size_t)snprintf(out + used, 5, "\\x%02x", *at);
+        else out[used++] = (char)*at;
+    out[used] = 0;
+    return out;
+}
+
 static int is_image_name(char const *name) {
     char const *dot = strrchr(name, '.');
     return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
@@ -161,17 +177,17 @@ static int compare_names(void const *a, void const *b) { return strcmp(*(char *c
 static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
     struct stat info;
     if (stat(path, &info) != 0) {
-        fprintf(stderr, "uform encode: cannot read %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "uform encode: cannot read %s: %s\n", visible(path), strerror(errno));
         return 0;
     }
     if (!S_ISDIR(info.st_mode)) {
         char *copy = strdup(path);
-        if (!copy || !texts_push(owned, copy, 0)) return free(copy), 0;
+        if (!copy || !texts_push(owned, copy, 0)) return free(copy), fputs("uform encode: out of memory\n", stderr), 0;
         return texts_push(paths, copy, strlen(copy));
     }
     DIR *directory = opendir(path);
     if (!directory) {
-        fprintf(stderr, "uform encode: cannot list %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "uform encode: cannot list %s: %s\n", visible(path), strerror(errno));
         return 0;
     }
     size_t first = paths->count;
@@ -182,13 +198,21 @@ static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
         if (!joined || !texts_push(owned, joined, 0)) {
             free(joined);
             closedir(directory);
-            return 0;
+            return fputs("uform encode: out of memory\n", stderr), 0;
         }
         snprintf(joined, length, "%s/%s", path, entry->d_name);
+        /* An entry that cannot be looked at (a dangling or looping link, a directory that may be
+         * listed but not searched) fails as the same path given alone would; one that is no regular
+         * file (a FIFO, a device, a directory) is no image and is passed over. */
         struct stat entry_info;
-        if (stat(joined, &entry_info) == 0 && S_ISREG(entry_info.st_mode) && !texts_push(paths, joined, length - 2)) {
+        if (stat(joined, &entry_info) != 0) {
+            fprintf(stderr, "uform encode: cannot read %s: %s\n", visible(joined), strerror(errno));
             closedir(directory);
             return 0;
+        }
+        if (S_ISREG(entry_info.st_mode) && !texts_push(paths, joined, length - 2)) {
+            closedir(directory);
+            return fputs("uform encode: out of memory\n", stderr), 0;
         }
     }
     closedir(directory);
@@ -264,7 +288,7 @@ static char *read_image_file(char const *path, size_t *size) {
     }
     if (fd >= 0) close(fd);
     if (problem) {
-        read_failed("uform encode: cannot read %s: %s\n", path, problem);
+        read_failed("uform encode: cannot read %s: %s\n", visible(path), problem);
         free(data);
         return NULL;
     }
@@ -383,16 +407,16 @@ typedef struct output_t {
 /** Says that writing `name` failed and why (EIO where no call left a reason); returns 1. */
 static int output_failed(char const *name, int error) {
     progress_end();
-    fprintf(stderr, "uform encode: could not write %s: %s\n", name ? name : "standard output",
+    fprintf(stderr, "uform encode: could not write %s: %s\n", name ? visible(name) : "standard output",
             strerror(error ? error : EIO));
     return 1;
 }
 
-/** While the temporary exists, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXFSZ (a file size limit
- *  reached) remove it before they end the process (as they would have), so that an interrupted run
+/** While the temporary exists, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ (a file size limit
+ *  reached) and SIGPIPE (a message to a standard error whose reader is gone) remove it before they end the process (as they would have), so that an interrupted run
  *  too leaves FILE as it was. A signal the process ignores stays ignored. */
-#define TEMPORARY_SIGNALS 5
-static int const temporary_signals[TEMPORARY_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ};
+#define TEMPORARY_SIGNALS 6
+static int const temporary_signals[TEMPORARY_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, SIGPIPE};
 static struct sigaction temporary_previous[TEMPORARY_SIGNALS];
 static int temporary_guarded[TEMPORARY_SIGNALS];
 static char temporary_path[PATH_MAX + 16]; /**< The handler's copy: async-signal-safe to read. */
@@ -527,7 +551,7 @@ static int output_close(output_t *output, int code) {
 /** Names the item `index` of the run: its file for images, its index (and line of standard input)
  *  for texts. */
 static void item_name(char *name, size_t size, int images, texts_t const *items, size_t index, int from_stdin) {
-    if (images) snprintf(name, size, "%s", items->items[index]);
+    if (images) snprintf(name, size, "%s", visible(items->items[index]));
     else if (from_stdin) snprintf(name, size, "text %zu (line %zu of standard input)", index, index + 1);
     else snprintf(name, size, "text %zu", index);
 }
@@ -947,7 +971,10 @@ static int batch_write(run_t *run, batch_t *batch) {
     else if (run->jsonl) write_json_rows(run, rows, good);
     else if (run->npy) written = npy_append(run->npy, run->output, rows, good, dims);
     else fwrite(rows, sizeof(float) * dims, good, run->output);
-    if (!written) return 0;
+    if (!written) { /* a spool that failed said so; rows that did not reach the output say it here */
+        if (ferror(run->output)) output_failed(run->output_path, errno);
+        return 0;
+    }
     run->done += good;
     /* Each batch's rows as soon as they exist, for a reader at the other end of a pipe; a write that
      * failed (a full disk, a reader gone) ends the run here, not after the rest of the input. */

@@ -322,6 +322,16 @@ cmp -s "$tmp/appended.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy a
 { printf 'head'; "$uform" encode --model "$tiny" --format npy <"$tmp/300.txt"; } >"$tmp/after.npy" || fail "npy after 4 bytes"
 cmp -s "$tmp/after.npy" <(printf 'head'; cat "$tmp/plain.npy") || fail "npy written from offset 4 of a file: its header went elsewhere"
 "$uform" encode --model "$tiny" --format npy </dev/null >"$tmp/none.npy" || fail "npy of no texts"
+# Rows that do not reach a seekable npy --output (a file size limit, SIGXFSZ ignored: EFBIG) fail the
+# run saying so, as jsonl and f32 do, and leave no temporary behind.
+mkdir "$tmp/fsize"
+seq 1 3000 | sed 's/^/text /' >"$tmp/fsize.txt"
+for format in npy f32 jsonl; do
+  (ulimit -f 16; trap '' XFSZ; exec "$uform" encode --model "$tiny" --batch 1024 --format $format --output "$tmp/fsize/out" <"$tmp/fsize.txt") \
+    >/dev/null 2>"$tmp/fsize.err"; code=$?
+  [[ $code == 1 ]] && grep -qF "could not write $tmp/fsize/out: File too large" "$tmp/fsize.err" && [[ -z $(ls -A "$tmp/fsize") ]] ||
+    fail "$format past a file size limit: exit $code, left $(ls -A "$tmp/fsize"): $(cat "$tmp/fsize.err")"
+done
 python3 -c "import ast,sys; d=open(sys.argv[1],'rb').read(); assert len(d)==128 and ast.literal_eval(d[10:].decode())['shape']==(0, 8), d" "$tmp/none.npy" ||
   fail "npy of no texts is not a (0, 8) array"
 # Stopped at text 300 (invalid UTF-8), in the second batch: into a file and into a pipe, the npy is a

@@ -2,7 +2,9 @@
 # `uform encode --image`: a directory expands to its images in name order, files keep the order
 # given, jsonl/f32/npy have the right shapes, an undecodable image exits 1 naming the file and the
 # reason (and leaves --output as it was), a FIFO or device as an image is refused, an empty directory
-# is a usage error. --features in the three formats against each image's alone. Row i of a run is image i alone (images of different sizes, in no order of size) in
+# is a usage error; a directory's dangling or looping link fails naming it, its FIFOs, subdirectories
+# and hidden files are passed over, a file name's newline is shown escaped, and SIGPIPE on standard
+# error removes --output's temporary. --features in the three formats against each image's alone. Row i of a run is image i alone (images of different sizes, in no order of size) in
 # jsonl, f32 and npy. The progress bar on a terminal standard error (a pseudo-terminal) for more than
 # 256 images, never without a terminal or for 256 images, never changing standard output and never
 # sharing a line with a row or an error. The pseudo-terminal and the rows' comparison are
@@ -71,6 +73,39 @@ mkdir "$tmp/empty"
 grep -q "cannot read $tmp/missing.jpg" "$tmp/err" || fail "missing image: $(cat "$tmp/err")"
 "$uform" encode --model "$tmp/tiny" --image >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 2 ]] || fail "--image without files: exit $code, expected 2"
+# A directory's entries: a dangling link and a looping one fail the run naming the entry (as those
+# paths given alone do); a FIFO, a subdirectory and hidden files are passed over; a name's newline is
+# shown escaped, not as a second message line.
+mkdir -p "$tmp/entries/sub.jpg" "$tmp/links"
+cp "$photos/${names[0]}" "$tmp/entries/a.jpg" && cp "$photos/${names[0]}" "$tmp/entries/.hidden.jpg"
+mkfifo "$tmp/entries/fifo.png"
+timeout 20 "$uform" encode --model "$tmp/tiny" --image "$tmp/entries" >"$tmp/out" 2>"$tmp/err" || fail "special entries: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/out") == 1 ]] || fail "special entries: $(wc -l <"$tmp/out") rows, expected 1 (a.jpg)"
+cp "$photos/${names[0]}" "$tmp/links/a.jpg" && ln -s /nonexistent "$tmp/links/b.jpg" && ln -s c.jpg "$tmp/links/c.jpg"
+"$uform" encode --model "$tmp/tiny" --image "$tmp/links" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 && ! -s $tmp/out ]] || fail "a dangling link in a directory: exit $code, expected 1 and no rows"
+grep -qF "cannot read $tmp/links/b.jpg: No such file or directory" "$tmp/err" || fail "a dangling link in a directory: $(cat "$tmp/err")"
+rm "$tmp/links/b.jpg"
+"$uform" encode --model "$tmp/tiny" --image "$tmp/links" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 ]] && grep -qF "cannot read $tmp/links/c.jpg: Too many levels of symbolic links" "$tmp/err" ||
+  fail "a looping link in a directory: exit $code: $(cat "$tmp/err")"
+mkdir "$tmp/newline" && head -c 100 "$photos/${names[0]}" >"$tmp/newline/a.jpg: ok"$'\n'"uform encode: b.jpg"
+"$uform" encode --model "$tmp/tiny" --image "$tmp/newline" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 && $(wc -l <"$tmp/err") == 1 ]] && grep -qF 'a.jpg: ok\x0auform encode: b.jpg: corrupt_file' "$tmp/err" ||
+  fail "a newline in a file name: exit $code: $(cat "$tmp/err")"
+# A message to a standard error whose reader is gone (SIGPIPE) still removes --output's temporary.
+mkdir "$tmp/sigpipe"
+python3 - "$uform" "$tmp/tiny" "$tmp/sigpipe/out.jsonl" "$photos/${names[0]}" "$source/image/bad/truncated.jpg" <<'PY' ||
+import os, signal, subprocess, sys
+uform, model, output, good, bad = sys.argv[1:]
+read, write = os.pipe()
+os.close(read)  # the reader is gone before the run starts
+code = subprocess.call([uform, "encode", "--model", model, "--output", output, "--image", good, bad], stderr=write,
+                       stdout=subprocess.DEVNULL)
+left = os.listdir(os.path.dirname(output))
+sys.exit(0 if code == -signal.SIGPIPE and not left else f"exit {code}, left {left}")
+PY
+  fail "SIGPIPE on standard error left --output's temporary"
 # An item before --image is a text: not taken as an image path, nor encoded as a text beside images.
 "$uform" encode --model "$tmp/tiny" "$photos/${names[0]}" --image "$photos/${names[1]}" >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 2 && ! -s $tmp/out ]] || fail "a text before --image: exit $code, expected 2 and no rows"
