@@ -1066,7 +1066,16 @@ typedef enum uform_modality_t {
  *    normal float32, else CORRUPT_FILE naming the key), 1e-6 (the `uform` package's) where absent;
  *  - sentence-transformers / Hugging Face BERT: `config.json` (`"model_type": "bert"`),
  *    `model.safetensors`, `tokenizer.json` or `vocab.txt`, and optionally `modules.json` with
- *    `1_Pooling/config.json` (pooling) and a `Normalize` module (L2 normalisation).
+ *    `1_Pooling/config.json` (pooling) and a `Normalize` module (L2 normalisation). The tokenizer is
+ *    what sentence-transformers 6.3 makes of it through transformers 5's BertTokenizer (the class
+ *    `tokenizer_config.json` names, or none): the vocabulary of `tokenizer.json` (or `vocab.txt`)
+ *    in BertNormalizer, BertPreTokenizer and WordPiece with [CLS] $A [SEP], whatever pipeline
+ *    `tokenizer.json` states, with `tokenizer_config.json`'s `do_lower_case`, `strip_accents` and
+ *    `tokenize_chinese_chars` (defaults true, null, true); another class, such as
+ *    PreTrainedTokenizerFast, keeps `tokenizer.json`'s pipeline. `sentence_bert_config.json`'s
+ *    `do_lower_case` lower-cases before it. The context is its `max_seq_length` (at most
+ *    max_position_embeddings), else min(`tokenizer_config.json`'s `model_max_length`,
+ *    max_position_embeddings). A value of the wrong type is CORRUPT_FILE naming the file and key.
  */
 typedef struct uform_model_options_t {
     char const *path;                 /**< The model directory. */
