@@ -1110,11 +1110,17 @@ typedef struct uform_model_description_t {
  *  NULL, so a cleanup that frees it (`uform_model_free(NULL)` is a no-op) is always safe.
  *  Fails with INVALID_ARGUMENT for NULL pointers, an unknown modality, residency or dtype, or
  *  ANY residency; CORRUPT_FILE naming the file and the tensor or key for a truncated or lying
- *  safetensors file, malformed JSON, a missing tensor or one of the wrong shape; UNSUPPORTED for a
- *  layout, activation, dtype or tokenizer model the engine does not run, the image modality of a
- *  model without an image tower (a `config.json` without `image_encoder`), or the text modality of
- *  a UForm3 model without a text tower (one with `image_encoder` alone); SYSTEM_ERROR for a file
- *  that cannot be opened or mapped; OUT_OF_MEMORY.
+ *  safetensors file, malformed JSON, JSON of more values than such a file holds (about a million in
+ *  a config or safetensors header, four million in a tokenizer.json: cJSON spends about 80 bytes a
+ *  value), a missing tensor or one of the wrong shape, a weight that is NaN or infinite (the tensor
+ *  and element named); UNSUPPORTED for a layout, activation, dtype or tokenizer model the engine
+ *  does not run, a decoder (`is_decoder`), special tokens other than BERT's or left truncation in a
+ *  BERT directory, a context or image sequence past 8,192 tokens (attention holds a tokens x tokens
+ *  block of scores per thread), a finite weight that `weights_dtype` cannot hold (past f16's 65504,
+ *  say; the value and the dtypes that hold it named), the image modality of a model without an
+ *  image tower (a `config.json` without `image_encoder`), or the text modality of a UForm3 model
+ *  without a text tower (one with `image_encoder` alone); SYSTEM_ERROR for a file that cannot be
+ *  opened or mapped; OUT_OF_MEMORY.
  *
  *  VRAM residency (text and image towers): the tower is read exactly as for RAM, then one copy of
  *  the weights is uploaded to each device `vram` names (NULL or no devices derives one free device,

@@ -126,6 +126,9 @@ typedef struct edit_t {
     char const *transpose;    /**< A 2-D tensor written with its dimensions swapped. */
     char const *retype;       /**< A tensor whose dtype string becomes `dtype` (bytes unchanged). */
     char const *dtype;
+    char const *poke;         /**< An F32 tensor whose element `poke_element` becomes `poke_value`. */
+    size_t poke_element;
+    float poke_value;
 } edit_t;
 
 /** Rewrites `source` (a valid file) into `target` with `edit` applied. */
@@ -153,6 +156,10 @@ static inline void rewrite_safetensors(char const *source, char const *target, e
         length += (size_t)snprintf(header + length, capacity - length, "], \"data_offsets\": [%zu, %zu]}", offset,
                                    offset + t->bytes);
         memcpy(data + offset, t->data, t->bytes);
+        if (edit.poke && !strcmp(t->name, edit.poke)) {
+            CHECK_FATAL(t->dtype == uform_dtype_f32_k && edit.poke_element < t->elements);
+            memcpy(data + offset + 4 * edit.poke_element, &edit.poke_value, 4);
+        }
         offset += t->bytes;
     }
     length += (size_t)snprintf(header + length, capacity - length, "}");

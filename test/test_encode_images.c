@@ -853,6 +853,12 @@ static void test_loader(void) {
                      "\"num_layers\": 1, \"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"normalization_means\": [0.5, 0.5, 0.5], "
                      "\"normalization_deviations\": [0.5, 0.5, 0.5]}}");
     expect_open(directory, uform_status_corrupt_file_k, ": 'matryoshka_dims' must hold integers in [1, 32]");
+    /* A sequence whose attention scores (tokens x tokens per thread) could never be held: refused at open. */
+    write_text(path, "{\"image_encoder\": {\"dim\": 64, \"patch_size\": 1, \"image_size\": 91, \"num_layers\": 1, "
+                     "\"num_heads\": 2, \"embedding_dim\": 32, \"pooling\": \"cls\", \"num_reg_tokens\": 2, "
+                     "\"normalization_means\": [0.5, 0.5, 0.5], \"normalization_deviations\": [0.5, 0.5, 0.5]}}");
+    expect_open(directory, uform_status_unsupported_k, "'image_encoder.image_size' 91 in patches of 1 pixels (and 2 register "
+                "tokens) makes 8284 tokens, more than the 8192 this engine's attention holds");
     write_text(path, "{\"text_encoder\": {}}");
     expect_open(directory, uform_status_unsupported_k, "missing key 'image_encoder': the model has no image tower");
     write_text(path, "[1, 2]");

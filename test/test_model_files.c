@@ -532,6 +532,154 @@ static void test_json_depth(void) {
     free(text);
 }
 
+/* Weights that are not numbers, or that the asked dtype cannot hold: refused at open, naming the tensor. */
+static void test_weights_values(void) {
+    char const *dir = fixture_copy("tiny-bert", "values-bert");
+    char model_file[4096], original[4096];
+    snprintf(model_file, sizeof(model_file), "%s/model.safetensors", dir);
+    snprintf(original, sizeof(original), "%s/tiny-bert/model.safetensors", models_dir);
+    uform_model_t model = NULL;
+    rewrite_safetensors(original, model_file, (edit_t){.poke = "embeddings.LayerNorm.weight", .poke_element = 3, .poke_value = NAN});
+    EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k,
+                        "values-bert/model.safetensors: tensor 'embeddings.LayerNorm.weight' holds NaN at element 3", NULL, NULL);
+    rewrite_safetensors(original, model_file,
+                        (edit_t){.poke = "encoder.layer.1.attention.self.query.weight", .poke_element = 17, .poke_value = -INFINITY});
+    EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k,
+                        "tensor 'encoder.layer.1.attention.self.query.weight' holds infinity at element 17", NULL, NULL);
+    /* 70000 is finite in f32 and bf16, infinity in f16: that open alone is refused. */
+    rewrite_safetensors(original, model_file,
+                        (edit_t){.poke = "encoder.layer.0.intermediate.dense.weight", .poke_element = 5, .poke_value = 70000.0f});
+    uform_dtype_t const holders[2] = {uform_dtype_f32_k, uform_dtype_bf16_k};
+    for (size_t i = 0; i < 2; ++i) {
+        CHECK_STATUS(open_model(dir, holders[i], &model), uform_status_ok_k);
+        uform_model_free(model), model = NULL;
+    }
+    CHECK_STATUS(open_model(dir, uform_dtype_f16_k, &model), uform_status_unsupported_k);
+    CHECK_MESSAGE("tensor 'encoder.layer.0.intermediate.dense.weight' holds 70000 at element 5, past the range of f16 "
+                  "weights; open the model with bf16 or f32 weights");
+    CHECK(model == NULL);
+    /* Just below f16's overflow (65504 is its largest) opens. */
+    rewrite_safetensors(original, model_file,
+                        (edit_t){.poke = "encoder.layer.0.intermediate.dense.weight", .poke_element = 5, .poke_value = 65504.0f});
+    CHECK_STATUS(open_model(dir, uform_dtype_f16_k, &model), uform_status_ok_k);
+    uform_model_free(model), model = NULL;
+}
+
+/* What a BERT directory's side files may ask that the engine does not do: refused at open, naming it. */
+static void test_bert_side_refusals(void) {
+    char const *dir = fixture_copy("tiny-bert", "side-bert");
+    char config[4096], tokenizer_config[4096], sbert[4096], tokenizer[4096], original[4096];
+    snprintf(config, sizeof(config), "%s/config.json", dir);
+    snprintf(tokenizer_config, sizeof(tokenizer_config), "%s/tokenizer_config.json", dir);
+    snprintf(sbert, sizeof(sbert), "%s/sentence_bert_config.json", dir);
+    snprintf(tokenizer, sizeof(tokenizer), "%s/tokenizer.json", dir);
+    snprintf(original, sizeof(original), "%s/tiny-bert/config.json", models_dir);
+    size_t size = 0;
+    char *text = read_bytes(original, &size);
+    char *edited = malloc(size + 256);
+    CHECK_FATAL(text && edited);
+    char const *open_brace = strchr(text, '{');
+    CHECK_FATAL(open_brace != NULL);
+    size_t const head = (size_t)(open_brace - text) + 1;
+    /* config.json: a decoder (causal attention), and a null image_encoder (which is no UForm3 section). */
+    char const *inserts[2] = {"\"is_decoder\": true, ", "\"image_encoder\": null, "};
+    for (size_t k = 0; k < 2; ++k) {
+        memcpy(edited, text, head), strcpy(edited + head, inserts[k]);
+        memcpy(edited + head + strlen(inserts[k]), text + head, size - head);
+        write_bytes(config, edited, size + strlen(inserts[k]));
+        if (k == 0) EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "config.json: 'is_decoder' is true: causal", NULL, NULL);
+        else {
+            uform_model_t model = NULL;
+            CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), uform_status_ok_k);
+            uform_model_free(model);
+        }
+    }
+    write_bytes(config, text, size);
+    /* tokenizer_config.json: other specials than BERT's; left truncation; a value of the wrong type. */
+    struct {
+        char const *json;
+        uform_status_t status;
+        char const *needle;
+    } const side[] = {
+        {"{\"cls_token\": \"<s>\"}", uform_status_unsupported_k, "'cls_token' is '<s>'; only BERT's '[CLS]' is supported"},
+        {"{\"sep_token\": {\"content\": \"</s>\"}}", uform_status_unsupported_k, "'sep_token' is '</s>'"},
+        {"{\"unk_token\": 5}", uform_status_corrupt_file_k, "'unk_token' must be a string or an object with a 'content' string"},
+        {"{\"cls_token\": {\"content\": \"[CLS]\"}, \"unk_token\": \"[UNK]\"}", uform_status_ok_k, NULL},
+        {"{\"truncation_side\": \"left\"}", uform_status_unsupported_k,
+         "tokenizer_config.json's 'truncation_side' truncates texts from the left, which is not supported"},
+        {"{\"truncation_side\": \"middle\"}", uform_status_corrupt_file_k, "'truncation_side' must be \"right\" or \"left\""},
+    };
+    for (size_t k = 0; k < sizeof(side) / sizeof(side[0]); ++k) {
+        write_text(tokenizer_config, side[k].json);
+        uform_model_t model = NULL;
+        CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), side[k].status);
+        if (side[k].needle) CHECK_MESSAGE(side[k].needle);
+        uform_model_free(model);
+    }
+    CHECK(unlink(tokenizer_config) == 0);
+    /* tokenizer.json's own truncation from the left, which sentence-transformers would follow. */
+    size_t tokenizer_size = 0;
+    char *tokenizer_text = read_bytes(tokenizer, &tokenizer_size);
+    char const *truncation = "\"truncation\": null";
+    char *at = strstr(tokenizer_text, truncation);
+    CHECK_FATAL(at != NULL);
+    char const *left = "\"truncation\": {\"direction\": \"Left\", \"max_length\": 8, \"strategy\": \"LongestFirst\", \"stride\": 0}";
+    char *replaced = malloc(tokenizer_size + strlen(left));
+    CHECK_FATAL(replaced != NULL);
+    size_t const before = (size_t)(at - tokenizer_text), after = tokenizer_size - before - strlen(truncation);
+    memcpy(replaced, tokenizer_text, before), memcpy(replaced + before, left, strlen(left));
+    memcpy(replaced + before + strlen(left), at + strlen(truncation), after);
+    write_bytes(tokenizer, replaced, before + strlen(left) + after);
+    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "tokenizer.json's 'truncation' truncates texts from the left", NULL, NULL);
+    write_bytes(tokenizer, tokenizer_text, tokenizer_size);
+    /* A context past what attention holds, from each of the three places it comes from. */
+    char const *positions = "\"max_position_embeddings\": ";
+    at = strstr(text, positions);
+    CHECK_FATAL(at != NULL);
+    size_t const digits = strspn(at + strlen(positions), "0123456789");
+    size_t const start = (size_t)(at - text) + strlen(positions);
+    int const wrote = snprintf(edited, size + 256, "%.*s10000%s", (int)start, text, text + start + digits);
+    write_bytes(config, edited, (size_t)wrote);
+    write_text(sbert, "{\"max_seq_length\": 9000}");
+    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k,
+                        "a context of 9000 tokens (sentence_bert_config.json's 'max_seq_length'), more than the 8192", NULL, NULL);
+    write_text(sbert, "{}");
+    write_text(tokenizer_config, "{\"model_max_length\": 8500}");
+    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "a context of 8500 tokens (tokenizer_config.json's 'model_max_length')",
+                        NULL, NULL);
+    write_text(tokenizer_config, "{}");
+    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "a context of 10000 tokens ('max_position_embeddings')", NULL, NULL);
+    free(replaced), free(tokenizer_text), free(edited), free(text);
+}
+
+/* JSON that parses into far more memory than its bytes: refused before cJSON builds it. */
+static void test_json_values(void) {
+    size_t const allowed = (size_t)1 << 20;
+    size_t const length = 2 * allowed + 8;
+    char *text = (char *)malloc(length);
+    CHECK_FATAL(text);
+    /* "[0,0,...,0]" of n zeros holds n + 1 values (the array and its items). */
+    size_t n = allowed - 1, at = 0;
+    text[at++] = '[';
+    for (size_t i = 0; i < n; ++i) text[at++] = '0', text[at++] = i + 1 < n ? ',' : ']';
+    void *root = NULL;
+    CHECK_STATUS(uform_json_parse("fits.json", text, at, &root), uform_status_ok_k);
+    uform_json_free(root), root = NULL;
+    text[at - 1] = ',', text[at++] = '0', text[at++] = ']';
+    CHECK_STATUS(uform_json_parse("big.json", text, at, &root), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("big.json: up to 1048577 JSON values, more than the 1048576 a model's configuration may hold");
+    CHECK(root == NULL);
+    /* A safetensors header of the same array in its metadata. */
+    char *header = (char *)malloc(at + 64);
+    CHECK_FATAL(header);
+    int const prefix = snprintf(header, 64, "{\"__metadata__\": {\"k\": ");
+    memcpy(header + prefix, text, at), memcpy(header + prefix + at, "}}", 3);
+    uform_safetensors_t index;
+    CHECK_STATUS(parse_header(header, 0, &index), uform_status_corrupt_file_k);
+    CHECK_MESSAGE("a header of up to 1048579 JSON values, more than the 1048576 this engine reads");
+    free(header), free(text);
+}
+
 int main(void) {
     model_scratch_begin();
     test_safetensors_hostile();
@@ -540,6 +688,9 @@ int main(void) {
     test_uform3_configs();
     test_special_files();
     test_json_depth();
+    test_json_values();
+    test_weights_values();
+    test_bert_side_refusals();
     test_long_paths();
     remove_tree(scratch);
     CHECK_DONE();

@@ -50,6 +50,10 @@ static char const *json_duplicate_key(cJSON const *item, char const **parent, in
 
 uform_status_t uform_json_parse(char const *label, char const *text, size_t length, void **root) {
     *root = NULL;
+    size_t const values = uform_json_scan(text, length, 0).values;
+    if (values > UFORM_JSON_MAX_VALUES)
+        return uform_fail(uform_status_corrupt_file_k, "%s: up to %zu JSON values, more than the %zu a model's "
+                          "configuration may hold", label, values, UFORM_JSON_MAX_VALUES);
     char const *end = NULL;
     cJSON *parsed = cJSON_ParseWithLengthOpts(text, length, &end, 0);
     if (!parsed) {
@@ -169,7 +173,7 @@ static uform_status_t uform_json_string(char const *label, char const *section, 
 uform_status_t uform_config_layout(char const *label, void const *root_, uform_text_layout_t *layout) {
     cJSON const *root = (cJSON const *)root_;
     if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
-    if (cJSON_GetObjectItemCaseSensitive(root, "text_encoder") || cJSON_GetObjectItemCaseSensitive(root, "image_encoder")) {
+    if (uform_json_get(root, "text_encoder") || uform_json_get(root, "image_encoder")) {
         *layout = uform_text_layout_uform3_k;
         return uform_status_ok_k;
     }
@@ -340,6 +344,11 @@ uform_status_t uform_config_bert(char const *label, void const *root_, uform_tex
     if (strcmp(positions, "absolute") != 0)
         return uform_fail(uform_status_unsupported_k,
                           "%s: 'position_embedding_type' is '%.64s'; only 'absolute' is supported", label, positions);
+    int decoder;
+    UFORM_TRY(uform_json_bool(label, "", root, "is_decoder", 0, &decoder));
+    if (decoder)
+        return uform_fail(uform_status_unsupported_k, "%s: 'is_decoder' is true: causal (decoder) attention is not "
+                          "supported", label);
     config->position_ids = uform_position_ids_absolute_k;
     config->pooling = uform_pooling_mean_k; /* sentence-transformers' default for a bare model */
     config->embedding_dimensions = config->hidden;
@@ -467,6 +476,23 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root_, ufor
     tokenizer->pipeline = 0;
     for (size_t k = 0; k < sizeof(bert_classes) / sizeof(bert_classes[0]); k++)
         if (!strcmp(class_name, bert_classes[k])) tokenizer->pipeline = 1;
+    /* BertTokenizer's template and unknown token are the ones named here; only BERT's own are kept. */
+    char const *specials[3][2] = {{"cls_token", "[CLS]"}, {"sep_token", "[SEP]"}, {"unk_token", "[UNK]"}};
+    for (size_t k = 0; k < 3; k++) {
+        cJSON const *item = uform_json_get(root, specials[k][0]);
+        if (cJSON_IsObject(item)) item = uform_json_get(item, "content"); /* an AddedToken's form */
+        if (item && !cJSON_IsString(item))
+            return uform_fail(uform_status_corrupt_file_k, "%s: '%s' must be a string or an object with a 'content' "
+                              "string", label, specials[k][0]);
+        if (item && strcmp(item->valuestring, specials[k][1]) != 0)
+            return uform_fail(uform_status_unsupported_k, "%s: '%s' is '%.64s'; only BERT's '%s' is supported", label,
+                              specials[k][0], item->valuestring, specials[k][1]);
+    }
+    char const *side;
+    UFORM_TRY(uform_json_string(label, "", root, "truncation_side", "right", &side));
+    if (strcmp(side, "right") != 0 && strcmp(side, "left") != 0)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'truncation_side' must be \"right\" or \"left\"", label);
+    config->truncates_left = !strcmp(side, "left");
     UFORM_TRY(uform_json_bool(label, "", root, "do_lower_case", 1, &tokenizer->lowercase));
     UFORM_TRY(uform_json_bool(label, "", root, "tokenize_chinese_chars", 1, &tokenizer->chinese));
     tokenizer->strip_accents = -1; // null or absent: as do_lower_case
@@ -484,6 +510,20 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root_, ufor
         config->model_max_length = value > (double)UFORM_TEXT_MAX_EXTENT ? 0 : (size_t)value;
     }
     return uform_status_ok_k;
+}
+
+uform_status_t uform_config_context_check(char const *label, uform_text_config_t const *config) {
+    if (config->context <= UFORM_TEXT_MAX_CONTEXT) return uform_status_ok_k;
+    if (config->layout == uform_text_layout_uform3_k)
+        return uform_fail(uform_status_unsupported_k, "%s: 'text_encoder.max_position_embeddings' %zu gives a context "
+                          "of %zu tokens, more than the %zu this engine's attention holds", label, config->max_positions,
+                          config->context, UFORM_TEXT_MAX_CONTEXT);
+    return uform_fail(uform_status_unsupported_k, "%s: a context of %zu tokens (%s), more than the %zu this engine's "
+                      "attention holds; a sentence_bert_config.json 'max_seq_length' of at most %zu sets it", label,
+                      config->context, config->has_max_seq_length ? "sentence_bert_config.json's 'max_seq_length'"
+                                       : config->model_max_length ? "tokenizer_config.json's 'model_max_length'"
+                                                                  : "'max_position_embeddings'",
+                      UFORM_TEXT_MAX_CONTEXT, UFORM_TEXT_MAX_CONTEXT);
 }
 
 void uform_config_bert_context(uform_text_config_t *config) {
@@ -646,6 +686,29 @@ void uform_text_tower_fill(uform_text_config_t const *config, uform_binding_t co
     tower->weights_dtype = dtype;
     tower->layers = layers;
     uform_bindings_place(bindings, count, dtype, block, tower, layers, sizeof(uform_text_layer_t));
+}
+
+uform_status_t uform_bindings_check(char const *file, uform_binding_t const *bindings, size_t count, uform_dtype_t dtype,
+                                    void const *block) {
+    uint8_t const *cursor = (uint8_t const *)block;
+    for (size_t i = 0; i < count; ++i) {
+        uform_binding_t const *binding = &bindings[i];
+        uform_dtype_t const target = binding->parameter ? uform_dtype_f32_k : dtype;
+        size_t const elements = binding->rows * binding->cols;
+        size_t const at = uform_first_nonfinite(cursor, target, elements);
+        if (at < elements) {
+            float const value = uform_element(binding->source->data, binding->source->dtype, at);
+            if (!isfinite(value))
+                return uform_fail(uform_status_corrupt_file_k, "%s: tensor '%s' holds %s at element %zu", file,
+                                  binding->source->name, isnan(value) ? "NaN" : "infinity", at);
+            return uform_fail(uform_status_unsupported_k,
+                              "%s: tensor '%s' holds %g at element %zu, past the range of %s weights; open the "
+                              "model with %s weights", file, binding->source->name, (double)value, at,
+                              target == uform_dtype_f16_k ? "f16" : "bf16", target == uform_dtype_f16_k ? "bf16 or f32" : "f32");
+        }
+        cursor += uform_binding_bytes(binding, dtype);
+    }
+    return uform_status_ok_k;
 }
 
 void uform_bindings_place(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype, void *block, void *tower,

@@ -19,6 +19,9 @@
 #define UFORM_TEXT_MAX_LAYERS 1024
 /** Widths a config may declare (hidden, vocabulary, positions...); more is refused as implausible. */
 #define UFORM_TEXT_MAX_EXTENT ((size_t)1 << 26)
+/** The longest context a text tower may have: attention holds a context x context block of scores
+ *  per thread (256 MiB at 8,192), and BERT's absolute positions stop at 512 in practice. */
+#define UFORM_TEXT_MAX_CONTEXT ((size_t)8192)
 /** Small JSON files (configs) are read whole; larger ones are refused. */
 #define UFORM_CONFIG_MAX_BYTES ((size_t)16 << 20)
 
@@ -46,6 +49,7 @@ typedef struct uform_text_config_t {
                                                            sentence_bert_config.json make of the tokenizer. */
     size_t model_max_length;                          /**< tokenizer_config.json's, 0 if absent or unbounded. */
     int has_max_seq_length;                           /**< sentence_bert_config.json names max_seq_length. */
+    int truncates_left;                               /**< tokenizer_config.json's truncation_side "left". */
     char pooling_path[256];                           /**< modules.json: the Pooling module's folder ("" if none). */
     char prefix[8];                                   /**< BERT tensors' prefix: "" or "bert."; set by binding. */
 } uform_text_config_t;
@@ -89,6 +93,10 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root, uform
  *  reference fails), else min(tokenizer_config.json's model_max_length, max_position_embeddings). */
 void uform_config_bert_context(uform_text_config_t *config);
 
+/** @brief UNSUPPORTED (naming `label` and where the context came from) for a context past
+ *  UFORM_TEXT_MAX_CONTEXT. */
+uform_status_t uform_config_context_check(char const *label, uform_text_config_t const *config);
+
 /** @brief Reads a `matryoshka_dims` list (NULL or JSON null: none) into `matryoshka`: ascending,
  *  unique widths narrower than `width_max`, the narrowest eight, zero-padded; CORRUPT_FILE naming
  *  `section` and the key otherwise. For both towers' configurations. */
@@ -117,6 +125,12 @@ size_t uform_replica_bytes(uform_binding_t const *bindings, size_t count, uform_
 /** @brief Converts every binding's tensor into `block` (of `uform_replica_bytes`), one after the
  *  other, and points its `uform_tensor_t` at it: in `tower`, or in `layers` (of `layer_size`
  *  bytes each) for a layer's tensor. Both loaders' towers are filled by it. */
+/** @brief After `uform_bindings_place` into `block`: CORRUPT_FILE naming `file`, the tensor and the
+ *  element where a weight is NaN or infinite; UNSUPPORTED where a finite weight became infinite in
+ *  `dtype` (past f16's 65504, say), naming the value and the dtypes that hold it. */
+uform_status_t uform_bindings_check(char const *file, uform_binding_t const *bindings, size_t count, uform_dtype_t dtype,
+                                    void const *block);
+
 void uform_bindings_place(uform_binding_t const *bindings, size_t count, uform_dtype_t dtype, void *block, void *tower,
                           void *layers, size_t layer_size);
 

@@ -22,4 +22,11 @@ float uform_f16_to_f32(uint16_t bits);
  *  dtypes copy bits unchanged. */
 void uform_convert(void *target, uform_dtype_t target_dtype, void const *source, uform_dtype_t source_dtype, size_t count);
 
+/** @brief The index of the first NaN or infinity among `count` elements of `data` (f32, bf16 or f16,
+ *  naturally aligned), or `count` when every one is finite. */
+size_t uform_first_nonfinite(void const *data, uform_dtype_t dtype, size_t count);
+
+/** @brief Element `i` of `source` (f32, bf16 or f16, any alignment, little-endian) as a float. */
+float uform_element(void const *source, uform_dtype_t dtype, size_t i);
+
 #endif // UFORM_MODELS_CONVERT_H

@@ -111,6 +111,11 @@ uform_status_t uform_image_config_parse(char const *label, void const *root_, uf
     config->grid = config->image_size / config->patch_size;
     config->patches = config->grid * config->grid;
     config->sequence = 1 + config->reg_tokens + config->patches;
+    if (config->sequence > UFORM_IMAGE_MAX_SEQUENCE)
+        return uform_fail(uform_status_unsupported_k, "%s: 'image_encoder.image_size' %zu in patches of %zu pixels (and "
+                          "%zu register tokens) makes %zu tokens, more than the %zu this engine's attention holds",
+                          label, config->image_size, config->patch_size, config->reg_tokens, config->sequence,
+                          UFORM_IMAGE_MAX_SEQUENCE);
     config->intermediate = 4 * config->dim; /* the package's MLP expands by 4 */
     /* The package's ImageEncoder fixes 1e-6 and its config names no epsilon; `layer_norm_eps` (the
        Hugging Face name, which BERT configs use) overrides it, in (0, 1) as there, and no smaller
@@ -275,6 +280,7 @@ uform_status_t uform_image_model_load(struct uform_model_s *model, uform_model_o
     for (size_t i = 0; i < model->replicas_count; ++i)
         tower_fill(&config, binder.bindings, binder.count, dtype, model->memory.blocks[i], model->memory.layers[i],
                    &model->image_replicas[i]);
+    CHECK(uform_bindings_check(path, binder.bindings, binder.count, dtype, model->memory.blocks[0]));
 
     size_t parameters = 0;
     for (size_t i = 0; i < binder.count; ++i) parameters += binder.bindings[i].rows * binder.bindings[i].cols;

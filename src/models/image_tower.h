@@ -19,6 +19,9 @@
 #define UFORM_IMAGE_MAX_REG_TOKENS 256
 /** The largest image side and patch side a config may declare. */
 #define UFORM_IMAGE_MAX_SIDE 4096
+/** The most tokens an image tower's sequence may hold ([CLS], registers, patches): attention holds a
+ *  tokens x tokens block of scores per thread (256 MiB at 8,192; ViT-L/14 at 336 pixels has 577). */
+#define UFORM_IMAGE_MAX_SEQUENCE ((size_t)8192)
 
 typedef struct uform_image_layer_t {
     uform_tensor_t norm1_weight, norm1_bias;

@@ -89,6 +89,7 @@ static uform_status_t uform_read_text_config(char const *directory, uform_text_c
     UFORM_CHECK(uform_read_config_file(directory, "tokenizer_config.json", 1, uform_config_tokenizer, config));
     uform_config_bert_context(config);
 done:
+    if (status == uform_status_ok_k) status = uform_config_context_check(path, config);
     uform_json_free(root);
     return status;
 }
@@ -231,8 +232,16 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     size_t const tokens = uform_tokenizer_vocab_size(model->tokenizer);
     if (tokens > config->vocab_size) {
         status = uform_fail(uform_status_corrupt_file_k,
-                            "%s: the tokenizer has %zu tokens, more than the %zu rows of the model's word embeddings",
-                            directory, tokens, config->vocab_size);
+                            "%s: %s has %zu tokens, more than the %zu rows of the word embeddings (config.json's %s)",
+                            directory, uform_tokenizer_file_name(model->tokenizer), tokens, config->vocab_size,
+                            config->layout == uform_text_layout_uform3_k ? "'text_encoder.vocab_size'" : "'vocab_size'");
+        goto done;
+    }
+    /* sentence-transformers truncates from the left where the tokenizer says so; this engine does not. */
+    if (config->layout == uform_text_layout_bert_k && (config->truncates_left || uform_tokenizer_truncates_left(model->tokenizer))) {
+        status = uform_fail(uform_status_unsupported_k, "%s: %s truncates texts from the left, which is not supported",
+                            directory, config->truncates_left ? "tokenizer_config.json's 'truncation_side'"
+                                                              : "tokenizer.json's 'truncation'");
         goto done;
     }
     /* UForm3 towers truncate as the `uform` package's processor: its slice to the context may drop the
@@ -258,6 +267,7 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     for (size_t i = 0; i < model->replicas_count; ++i)
         uform_text_tower_fill(config, bindings, bindings_count, dtype, model->memory.blocks[i], model->memory.layers[i],
                               &model->text_replicas[i]);
+    UFORM_CHECK(uform_bindings_check(path, bindings, bindings_count, dtype, model->memory.blocks[0]));
 
     size_t parameters = 0;
     for (size_t i = 0; i < bindings_count; ++i) parameters += bindings[i].rows * bindings[i].cols;

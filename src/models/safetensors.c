@@ -180,6 +180,10 @@ uform_status_t uform_safetensors_parse(char const *label, void const *bytes, siz
         return uform_fail(uform_status_corrupt_file_k, "%s: the header does not start with a JSON object", label);
 
     char const *header = (char const *)file + 8;
+    size_t const values = uform_json_scan(header, (size_t)header_size, 0).values;
+    if (values > UFORM_JSON_MAX_VALUES)
+        return uform_fail(uform_status_corrupt_file_k, "%s: a header of up to %zu JSON values, more than the %zu this "
+                          "engine reads", label, values, UFORM_JSON_MAX_VALUES);
     char const *parse_end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(header, (size_t)header_size, &parse_end, 0);
     if (!root) {

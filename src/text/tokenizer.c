@@ -68,6 +68,10 @@ uform_status_t tokenizer_json_type(loader_t const *loader, cJSON const *object, 
 
 static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size,
                                 uform_tokenizer_bert_t const *bert) {
+    uform_json_scan_t const scanned = uform_json_scan(data, size, 0);
+    if (scanned.values > UFORM_TOKENIZER_JSON_MAX_VALUES)
+        return uform_fail(uform_status_corrupt_file_k, "%s: up to %zu JSON values, more than the %zu a tokenizer may "
+                          "hold", loader->file, scanned.values, UFORM_TOKENIZER_JSON_MAX_VALUES);
     char const *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(data, size, &end, false);
     if (!root) {
@@ -80,7 +84,7 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
     }
     /* cJSON ends a string at a U+0000 it decodes, so "a\u0000b" would read as the piece "a"; HF keeps
      * it whole. Such a vocabulary is refused, not read as another. */
-    size_t const nul = uform_json_scan(data, size, 0).nul_escape;
+    size_t const nul = scanned.nul_escape;
     if (nul < size) {
         cJSON_Delete(root);
         return uform_fail(uform_status_unsupported_k, "%s: a string holds U+0000 (the escape at byte %zu), which this "
@@ -211,10 +215,18 @@ uform_status_t uform_tokenizer_open(char const *directory, uform_tokenizer_bert_
     free(data);
     free(loader.blob);
     if (status == uform_status_ok_k) status = finish_open(result, &loader);
-    if (status == uform_status_ok_k) *tokenizer = result;
+    if (status == uform_status_ok_k) result->from_vocab_txt = !json, *tokenizer = result;
     else uform_tokenizer_free(result);
     free(path);
     return status;
+}
+
+char const *uform_tokenizer_file_name(uform_tokenizer_t const *tokenizer) {
+    return tokenizer->from_vocab_txt ? "vocab.txt" : "tokenizer.json";
+}
+
+int uform_tokenizer_truncates_left(uform_tokenizer_t const *tokenizer) {
+    return tokenizer->json_max_length && tokenizer->json_truncates_left;
 }
 
 uform_status_t uform_tokenizer_open_json(char const *json, size_t size, char const *name, uform_tokenizer_t **tokenizer) {

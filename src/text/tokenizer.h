@@ -51,6 +51,12 @@ typedef struct uform_tokenizer_bert_t {
  *  added tokens matched in the raw text (lstrip, rstrip). */
 uform_status_t uform_tokenizer_open(char const *directory, uform_tokenizer_bert_t const *bert, uform_tokenizer_t **tokenizer);
 
+/** @brief "tokenizer.json" or "vocab.txt": the file it was read from (for messages). */
+char const *uform_tokenizer_file_name(uform_tokenizer_t const *tokenizer);
+
+/** @brief Whether tokenizer.json's `truncation` has the direction "Left". */
+int uform_tokenizer_truncates_left(uform_tokenizer_t const *tokenizer);
+
 /** @brief Opens a tokenizer from `tokenizer.json` bytes in memory (`name` only labels messages), with
  *  the statuses of `uform_tokenizer_open`; for fuzzing and for callers that hold the file already. */
 uform_status_t uform_tokenizer_open_json(char const *json, size_t size, char const *name, uform_tokenizer_t **tokenizer);

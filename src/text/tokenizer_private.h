@@ -62,6 +62,7 @@ struct uform_tokenizer_s {
     size_t json_max_length; // tokenizer.json's truncation.max_length, 0 without one
     bool json_truncates_left; // its truncation.direction is "Left"
     bool processor_truncation; // `uform_tokenizer_use_processor_truncation` was called
+    bool from_vocab_txt; // read from vocab.txt, not tokenizer.json
 };
 
 typedef struct loader_t {
