@@ -349,6 +349,20 @@ static void test_errors(void) {
     CHECK_STATUS(uform_tokenizer_encode(tokenizer, "ac", 2, 0, ids, 8, &count), uform_status_invalid_argument_k);
     CHECK_MESSAGE("has no unk_id");
     uform_tokenizer_free(tokenizer);
+    // A tokenizer.json of more values than any real one (cJSON would spend ~80 bytes on each): refused
+    // before it is parsed. {"model": {"type": "WordPiece", "vocab": {}}, "x": [0,0,...]} of 4Mi + 1 values.
+    {
+        size_t const zeros = ((size_t)4 << 20) - 5; // counted: 1 + the commas + the brackets and braces
+        char *big = malloc(2 * zeros + 128);
+        CHECK_FATAL(big != NULL);
+        size_t at = (size_t)sprintf(big, "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}, \"x\": [");
+        for (size_t i = 0; i < zeros; ++i) big[at++] = '0', big[at++] = ',';
+        big[at - 1] = ']', big[at++] = '}';
+        CHECK_STATUS(open_json_text(big, at, &tokenizer), uform_status_corrupt_file_k);
+        CHECK_MESSAGE("up to 4194305 JSON values, more than the 4194304 a tokenizer may hold");
+        CHECK(tokenizer == NULL);
+        free(big);
+    }
     // vocab.txt without [CLS].
     char directory[512];
     snprintf(directory, sizeof directory, "%s/vocab_no_cls", temp_dir);
