@@ -1114,8 +1114,8 @@ typedef struct uform_model_description_t {
  *  a config or safetensors header, four million in a tokenizer.json: cJSON spends about 80 bytes a
  *  value), a missing tensor or one of the wrong shape, a weight that is NaN or infinite (the tensor
  *  and element named); UNSUPPORTED for a layout, activation, dtype or tokenizer model the engine
- *  does not run, a decoder (`is_decoder`), special tokens other than BERT's or left truncation in a
- *  BERT directory, a context or image sequence past 8,192 tokens (attention holds a tokens x tokens
+ *  does not run, a decoder (`is_decoder`), left truncation, or (where BertTokenizer's pipeline
+ *  applies) special tokens other than BERT's in a BERT directory, a context or image sequence past 8,192 tokens (attention holds a tokens x tokens
  *  block of scores per thread), a finite weight that `weights_dtype` cannot hold (past f16's 65504,
  *  say; the value and the dtypes that hold it named), the image modality of a model without an
  *  image tower (a `config.json` without `image_encoder`), or the text modality of a UForm3 model

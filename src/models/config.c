@@ -476,9 +476,10 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root_, ufor
     tokenizer->pipeline = 0;
     for (size_t k = 0; k < sizeof(bert_classes) / sizeof(bert_classes[0]); k++)
         if (!strcmp(class_name, bert_classes[k])) tokenizer->pipeline = 1;
-    /* BertTokenizer's template and unknown token are the ones named here; only BERT's own are kept. */
+    /* BertTokenizer's template and unknown token are the ones named here; only BERT's own are kept.
+     * Another class (XLMRobertaTokenizer's <s> and </s>, say) keeps tokenizer.json's, which name them. */
     char const *specials[3][2] = {{"cls_token", "[CLS]"}, {"sep_token", "[SEP]"}, {"unk_token", "[UNK]"}};
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; tokenizer->pipeline && k < 3; k++) {
         cJSON const *item = uform_json_get(root, specials[k][0]);
         if (cJSON_IsObject(item)) item = uform_json_get(item, "content"); /* an AddedToken's form */
         if (item && !cJSON_IsString(item))
