@@ -159,8 +159,9 @@ class _Encoder:
     def _run(self, encode, *arguments, **options):
         """``encode(self.executor, *arguments, **options)`` once no other thread is encoding with it.
         In a forked child it calls at once, for the engine to refuse the parent's executor (FORKED),
-        never waiting on a turn a parent's thread held at the fork."""
-        if os.getpid() != self._pid:
+        never waiting on a turn a parent's thread held at the fork; inline (no executor), callers never
+        contend, so none waits."""
+        if self.executor is None or os.getpid() != self._pid:
             return encode(self.executor, *arguments, **options)
         with self._turn:
             return encode(self.executor, *arguments, **options)
