@@ -413,7 +413,8 @@ static int output_failed(char const *name, int error) {
 }
 
 /** While the temporary exists, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ (a file size limit
- *  reached) and SIGPIPE (a message to a standard error whose reader is gone) remove it before they end the process (as they would have), so that an interrupted run
+ *  reached) and SIGPIPE (a message to a standard error whose reader is gone) remove it before they
+ *  end the process (as they would have), so that an interrupted run
  *  too leaves FILE as it was. A signal the process ignores stays ignored. */
 #define TEMPORARY_SIGNALS 6
 static int const temporary_signals[TEMPORARY_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, SIGPIPE};

@@ -50,10 +50,12 @@ static char const *json_duplicate_key(cJSON const *item, char const **parent, in
 
 uform_status_t uform_json_parse(char const *label, char const *text, size_t length, void **root) {
     *root = NULL;
-    size_t const values = uform_json_scan(text, length, 0).values;
-    if (values > UFORM_JSON_MAX_VALUES)
+    /* One scan serves the value count here and the NUL escape below: bytes after the value are
+     * whitespace (checked before that is read), so it finds the same escape as a scan of the value. */
+    uform_json_scan_t const scanned = uform_json_scan(text, length, 0);
+    if (scanned.values > UFORM_JSON_MAX_VALUES)
         return uform_fail(uform_status_corrupt_file_k, "%s: up to %zu JSON values, more than the %zu a model's "
-                          "configuration may hold", label, values, UFORM_JSON_MAX_VALUES);
+                          "configuration may hold", label, scanned.values, UFORM_JSON_MAX_VALUES);
     char const *end = NULL;
     cJSON *parsed = cJSON_ParseWithLengthOpts(text, length, &end, 0);
     if (!parsed) {
@@ -73,7 +75,7 @@ uform_status_t uform_json_parse(char const *label, char const *text, size_t leng
     /* What cJSON reads differently from Python's json (which transformers uses): a NUL inside a
      * string, which would end cJSON's copy early, and a key given twice, where Python keeps the last
      * and cJSON finds the first. Both are refused rather than read another way. */
-    size_t const nul = uform_json_scan(text, consumed, 0).nul_escape;
+    size_t const nul = scanned.nul_escape;
     if (nul < consumed) {
         cJSON_Delete(parsed);
         return uform_fail(uform_status_corrupt_file_k, "%s: a string holds U+0000 (the escape at byte %zu)", label, nul);

@@ -180,10 +180,12 @@ uform_status_t uform_safetensors_parse(char const *label, void const *bytes, siz
         return uform_fail(uform_status_corrupt_file_k, "%s: the header does not start with a JSON object", label);
 
     char const *header = (char const *)file + 8;
-    size_t const values = uform_json_scan(header, (size_t)header_size, 0).values;
-    if (values > UFORM_JSON_MAX_VALUES)
+    /* One scan serves the value count here and the NUL escape below (the padding after the object is
+     * spaces, checked before that is read, so the whole header holds the object's escapes alone). */
+    uform_json_scan_t const scanned = uform_json_scan(header, (size_t)header_size, 0);
+    if (scanned.values > UFORM_JSON_MAX_VALUES)
         return uform_fail(uform_status_corrupt_file_k, "%s: a header of up to %zu JSON values, more than the %zu this "
-                          "engine reads", label, values, UFORM_JSON_MAX_VALUES);
+                          "engine reads", label, scanned.values, UFORM_JSON_MAX_VALUES);
     char const *parse_end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(header, (size_t)header_size, &parse_end, 0);
     if (!root) {
@@ -201,7 +203,7 @@ uform_status_t uform_safetensors_parse(char const *label, void const *bytes, siz
         }
     }
     /* A NUL inside a name or dtype would end cJSON's copy of it ("F32\u0000x" read as "F32"). */
-    size_t const nul = uform_json_scan(header, consumed, 0).nul_escape;
+    size_t const nul = scanned.nul_escape;
     if (nul < consumed) {
         cJSON_Delete(root);
         return uform_fail(uform_status_corrupt_file_k, "%s: a string in the header holds U+0000 (the escape at byte %zu)",

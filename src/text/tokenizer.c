@@ -253,7 +253,7 @@ void uform_tokenizer_free(uform_tokenizer_t *tokenizer) {
     uform_trie_free(&tokenizer->wordpiece.continuation_trie);
     uform_trie_free(&tokenizer->added_trie);
     uform_unigram_free(&tokenizer->unigram);
-    for (size_t i = 0; i < tokenizer->steps_count; i++) free(tokenizer->steps[i].pattern), free(tokenizer->steps[i].content);
+    tokenizer_clear_steps(tokenizer);
     free(tokenizer->steps);
     free(tokenizer->added);
     free(tokenizer->blob);

@@ -19,9 +19,13 @@ uform_status_t tokenizer_add_step(uform_tokenizer_t *tokenizer, loader_t const *
     return uform_status_ok_k;
 }
 
-uform_status_t tokenizer_bert_pipeline(uform_tokenizer_t *tokenizer, loader_t const *loader, uform_tokenizer_bert_t const *bert) {
+void tokenizer_clear_steps(uform_tokenizer_t *tokenizer) {
     for (size_t i = 0; i < tokenizer->steps_count; i++) free(tokenizer->steps[i].pattern), free(tokenizer->steps[i].content);
     tokenizer->steps_count = 0;
+}
+
+uform_status_t tokenizer_bert_pipeline(uform_tokenizer_t *tokenizer, loader_t const *loader, uform_tokenizer_bert_t const *bert) {
+    tokenizer_clear_steps(tokenizer);
     step_t const step = {.kind = step_bert_k, .clean_text = true, .chinese = bert->chinese != 0,
                          .lowercase = bert->lowercase != 0,
                          .strip_accents = bert->strip_accents < 0 ? bert->lowercase != 0 : bert->strip_accents != 0};

@@ -143,6 +143,9 @@ bool tokenizer_serde_f64(char const *text, size_t length, double *value);
 uform_status_t tokenizer_open_vocab_txt(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size,
                                         uform_tokenizer_bert_t const *bert);
 
+/** Frees the normaliser steps' strings and empties the list (its array stays for reuse or `free`). */
+void tokenizer_clear_steps(uform_tokenizer_t *tokenizer);
+
 /** transformers' BertTokenizer around a built WordPiece vocabulary: the normaliser steps replaced by
  *  one BertNormalizer per `bert`, BertPreTokenizer, [CLS] $A [SEP] (CORRUPT_FILE without them). */
 uform_status_t tokenizer_bert_pipeline(uform_tokenizer_t *tokenizer, loader_t const *loader, uform_tokenizer_bert_t const *bert);
