@@ -455,7 +455,8 @@ void image_pass_chunk(image_job_t *job, image_group_t *group, size_t thread, siz
          * of the library) takes the fused kernel over whole (image, head) pairs. */
         {
             atomic_size_t *counter = &group->counters[(*phase)++];
-            size_t blocks = attention_blocks(job->gemm.use_library ? group->threads : 1, n * heads, S);
+            /* The fused kernel takes whole pairs: one block each (two would run a pair twice, at once). */
+            size_t blocks = job->gemm.use_library ? attention_blocks(group->threads, n * heads, S) : 1;
             size_t block_rows = ceil_div(S, blocks);
             blocks = ceil_div(S, block_rows);
             double since = profile_start();

@@ -547,16 +547,17 @@ size_t uform_text_gemm_scratch_floats(forward_job_t const *job) {
     uform_text_tower_t const *tower = &job->model->text_replicas[0];
     size_t hidden = tower->hidden, inter = tower->intermediate, qkv[3] = {hidden, hidden, hidden};
     size_t tokens = job->chunk_tokens_max, texts = job->chunk_texts_max;
-    /* A CLS tail's products (`forward_cls_tail`) have a row per text. */
-    struct { size_t m, k, count; size_t const *widths; } shapes[8] = {
-        {tokens, hidden, 3, qkv}, {tokens, hidden, 1, &hidden}, {tokens, hidden, 1, &inter}, {tokens, inter, 1, &hidden},
-        {texts, hidden, 1, &tower->embedding_dimensions}, {texts, hidden, 1, &hidden}, {texts, hidden, 1, &inter},
-        {texts, inter, 1, &hidden}};
+    /* A CLS tail's products (`forward_cls_tail`) are K and V alone (two of qkv's), then a row per text.
+     * Every shape a phase multiplies must be here: the plan's tiles differ by shape. */
+    struct { size_t m, k, count; size_t const *widths; } shapes[] = {
+        {tokens, hidden, 3, qkv}, {tokens, hidden, 2, qkv}, {tokens, hidden, 1, &hidden}, {tokens, hidden, 1, &inter},
+        {tokens, inter, 1, &hidden}, {texts, hidden, 1, &tower->embedding_dimensions}, {texts, hidden, 1, &hidden},
+        {texts, hidden, 1, &inter}, {texts, inter, 1, &hidden}};
     size_t bytes = 0;
     /* The largest over every group size, so every thread's scratch has the same layout. A task's rows
      * never exceed 512 (or its chunk's), whatever the chunk's tokens; its columns do not depend on them. */
     for (size_t g = 0; g < job->groups_count; ++g)
-        for (size_t s = 0; s < 8; ++s) {
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); ++s) {
             uform_text_gemm_plan_t plan = uform_text_gemm_plan(&job->gemm, job->groups[g].threads, tower->weights_dtype,
                                                                shapes[s].m, shapes[s].widths, shapes[s].count);
             size_t rows = min_size(shapes[s].m, 512);
