@@ -87,7 +87,10 @@ int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size) {
     switch (selector) {
     case 1: uform_config_modules("modules.json", root, &config); break;
     case 2: uform_config_pooling("1_Pooling/config.json", root, &config); break;
-    case 3: uform_config_sentence_bert("sentence_bert_config.json", root, &config); break;
+    case 3: /* the two sentence-transformers settings files */
+        uform_config_sentence_bert("sentence_bert_config.json", root, &config);
+        uform_config_prompts("config_sentence_transformers.json", root, &config);
+        break;
     default: uform_config_tokenizer("tokenizer_config.json", root, &config); break;
     }
     uform_json_free(root);

@@ -144,7 +144,7 @@ int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size) {
         return 0;
     }
     if (mode & 2) { // truncated as the uform package's processor (UForm3 towers): its JSON truncation, then a slice
-        status = uform_tokenizer_use_processor_truncation(tokenizer, "fuzz.json");
+        status = uform_tokenizer_use_processor_truncation(tokenizer, "fuzz.json", (mode & 4) == 0);
         if (status != uform_status_ok_k) {
             REQUIRE(status == uform_status_corrupt_file_k || status == uform_status_unsupported_k);
             REQUIRE(strstr(uform_error_message(), "fuzz.json"));

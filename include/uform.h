@@ -1065,17 +1065,28 @@ typedef enum uform_modality_t {
  *    LayerNorm epsilon is `image_encoder.layer_norm_eps` where present (a number in (0, 1) and a
  *    normal float32, else CORRUPT_FILE naming the key), 1e-6 (the `uform` package's) where absent;
  *  - sentence-transformers / Hugging Face BERT: `config.json` (`"model_type": "bert"`),
- *    `model.safetensors`, `tokenizer.json` or `vocab.txt`, and optionally `modules.json` with
- *    `1_Pooling/config.json` (pooling) and a `Normalize` module (L2 normalisation). The tokenizer is
- *    what sentence-transformers 6.3 makes of it through transformers 5's BertTokenizer (the class
- *    `tokenizer_config.json` names, or none): the vocabulary of `tokenizer.json` (or `vocab.txt`)
- *    in BertNormalizer, BertPreTokenizer and WordPiece with [CLS] $A [SEP], whatever pipeline
- *    `tokenizer.json` states, with `tokenizer_config.json`'s `do_lower_case`, `strip_accents` and
- *    `tokenize_chinese_chars` (defaults true, null, true); another class, such as
- *    PreTrainedTokenizerFast, keeps `tokenizer.json`'s pipeline. `sentence_bert_config.json`'s
- *    `do_lower_case` lower-cases before it. The context is its `max_seq_length` (at most
- *    max_position_embeddings), else min(`tokenizer_config.json`'s `model_max_length`,
- *    max_position_embeddings). A value of the wrong type is CORRUPT_FILE naming the file and key.
+ *    `model.safetensors` (sharded weights or `pytorch_model.bin` alone: UNSUPPORTED, named),
+ *    `tokenizer.json` or `vocab.txt`, and optionally `modules.json` with `1_Pooling/config.json`
+ *    (pooling) and a `Normalize` module (L2 normalisation), under the class paths sentence-transformers
+ *    wrote before 6.0 (`sentence_transformers.models.Pooling`) and since; the Transformer's files may
+ *    lie in a folder of their own ("0_Transformer", as releases before 1.0 saved them). The Pooling
+ *    config's `pooling_mode` ("cls", "mean", or a list of one) wins over the older
+ *    `pooling_mode_*_token(s)` flags. The tokenizer is what sentence-transformers 6.3 makes of it
+ *    through transformers 5: BertTokenizer and its copies (DistilBert, Electra, LayoutLM, MobileBert,
+ *    SqueezeBert; the default when `tokenizer_config.json` names no class) rebuild the vocabulary of
+ *    `tokenizer.json` (or `vocab.txt`) into BertNormalizer, BertPreTokenizer and WordPiece with
+ *    [CLS] $A [SEP], whatever pipeline `tokenizer.json` states, with `tokenizer_config.json`'s
+ *    `do_lower_case`, `strip_accents` and `tokenize_chinese_chars` (defaults true, null, true);
+ *    PreTrainedTokenizerFast and TokenizersBackend keep `tokenizer.json`'s pipeline; another class is
+ *    UNSUPPORTED. `sentence_bert_config.json`'s (or an older release's `sentence_roberta_config.json`
+ *    ...) `do_lower_case` lower-cases before it; keyword arguments there that change the model or
+ *    tokenizer (`tokenizer_args`, `config_args`, most `model_args`) are UNSUPPORTED by name. The
+ *    context is its `max_seq_length` (at most max_position_embeddings), else
+ *    min(`tokenizer_config.json`'s `model_max_length`, max_position_embeddings). The prompt that
+ *    `config_sentence_transformers.json`'s `default_prompt_name` names goes before every text, as
+ *    sentence-transformers' `encode` puts it (so `uform_model_tokenize` shows its ids too); with the
+ *    Pooling config's `include_prompt` false it is UNSUPPORTED. A value of the wrong type is
+ *    CORRUPT_FILE naming the file and key.
  */
 typedef struct uform_model_options_t {
     char const *path;                 /**< The model directory. */

@@ -605,9 +605,14 @@ static void test_bert_side_refusals(void) {
         {"{\"sep_token\": {\"content\": \"</s>\"}}", uform_status_unsupported_k, "'sep_token' is '</s>'"},
         {"{\"unk_token\": 5}", uform_status_corrupt_file_k, "'unk_token' must be a string or an object with a 'content' string"},
         {"{\"cls_token\": {\"content\": \"[CLS]\"}, \"unk_token\": \"[UNK]\"}", uform_status_ok_k, NULL},
-        /* Another class keeps tokenizer.json's pipeline and specials (a multilingual MiniLM's XLM-R ones). */
-        {"{\"tokenizer_class\": \"XLMRobertaTokenizer\", \"cls_token\": \"<s>\", \"sep_token\": \"</s>\"}", uform_status_ok_k,
-         NULL},
+        /* PreTrainedTokenizerFast keeps tokenizer.json's pipeline and specials, whatever these name. */
+        {"{\"tokenizer_class\": \"PreTrainedTokenizerFast\", \"cls_token\": \"<s>\", \"sep_token\": \"</s>\"}",
+         uform_status_ok_k, NULL},
+        /* transformers 5 rebuilds XLMRobertaTokenizer's pipeline its own way (WhitespaceSplit, then Metaspace). */
+        {"{\"tokenizer_class\": \"XLMRobertaTokenizer\", \"cls_token\": \"<s>\", \"sep_token\": \"</s>\"}",
+         uform_status_unsupported_k, "'tokenizer_class' 'XLMRobertaTokenizer' is not supported"},
+        {"{\"tokenizer_class\": \"ElectraTokenizerFast\", \"cls_token\": \"<s>\"}", uform_status_unsupported_k,
+         "'cls_token' is '<s>'"},
         {"{\"truncation_side\": \"left\"}", uform_status_unsupported_k,
          "tokenizer_config.json's 'truncation_side' truncates texts from the left, which is not supported"},
         {"{\"truncation_side\": \"middle\"}", uform_status_corrupt_file_k, "'truncation_side' must be \"right\" or \"left\""},

@@ -725,11 +725,47 @@ static void remove_tree(char const *path) {
     if (system(command) != 0) fprintf(stderr, "could not remove %s\n", path);
 }
 
+/** UForm3 towers' truncation (`uform_tokenizer_use_processor_truncation`): tokenizer.json's own
+ *  max_length first, with or without the processor's slice (RoBERTa positions keep the specials within
+ *  the context; a probe found them ignoring the JSON's max_length), and a default prompt put first. */
+static void test_processor_truncation_and_prompt(void) {
+    char const *json = "{\"truncation\": {\"direction\": \"Right\", \"max_length\": 4, \"strategy\": \"LongestFirst\", "
+                       "\"stride\": 0}, \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}, "
+                       "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", "
+                       "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"[SEP]\", "
+                       "\"type_id\": 0}}], \"special_tokens\": {\"[CLS]\": {\"id\": \"[CLS]\", \"ids\": [2], \"tokens\": [\"[CLS]\"]}, "
+                       "\"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [3], \"tokens\": [\"[SEP]\"]}}}, \"model\": {\"type\": \"WordPiece\", "
+                       "\"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, "
+                       "\"vocab\": {\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"a\": 4, \"b\": 5, \"c\": 6, \"q:\": 7}}}";
+    for (int slice = 0; slice < 2; ++slice) {
+        uform_tokenizer_t *tokenizer = NULL;
+        CHECK_OK(uform_tokenizer_open_json(json, strlen(json), "truncation", &tokenizer));
+        if (!tokenizer) continue;
+        CHECK_OK(uform_tokenizer_use_processor_truncation(tokenizer, "truncation", slice == 1));
+        int32_t ids[16];
+        size_t count = 0;
+        /* The JSON's max_length 4 keeps [CLS] a b [SEP] whatever the context (64 here). */
+        CHECK_OK(uform_tokenizer_encode(tokenizer, "a b c a b", 9, 64, ids, 16, &count));
+        CHECK(count == 4 && ids[0] == 2 && ids[1] == 4 && ids[2] == 5 && ids[3] == 3);
+        /* A context of 3: the slice cuts [SEP] off ([CLS] a b); RoBERTa keeps it ([CLS] a [SEP]). */
+        CHECK_OK(uform_tokenizer_encode(tokenizer, "a b c a b", 9, 3, ids, 16, &count));
+        CHECK(count == 3 && ids[0] == 2 && ids[1] == 4 && ids[2] == (slice ? 5 : 3));
+        /* A prompt goes first and counts toward the truncation. */
+        CHECK_OK(uform_tokenizer_set_prompt(tokenizer, "q: "));
+        CHECK_OK(uform_tokenizer_encode(tokenizer, "c b", 3, 64, ids, 16, &count));
+        CHECK(count == 4 && ids[0] == 2 && ids[1] == 7 && ids[2] == 6 && ids[3] == 3);
+        CHECK_STATUS(uform_tokenizer_set_prompt(tokenizer, "q\xC3"), uform_status_corrupt_file_k);
+        CHECK_MESSAGE("the default prompt: invalid UTF-8 at byte 1");
+        uform_tokenizer_free(tokenizer);
+    }
+}
+
 int main(void) {
     snprintf(temp_dir, sizeof temp_dir, "%s/uform_tokenizer_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     CHECK_FATAL(mkdtemp(temp_dir) != NULL);
     load_corpus();
     CHECK_FATAL(texts_count >= 100000);
+    test_processor_truncation_and_prompt();
 
     struct {
         char const *name, *file, *expected;

@@ -222,29 +222,54 @@ def close_during(model: uform.Model, function: str, verb) -> tuple:
 
 def side_config_directory(source: str, edits: dict, target: str) -> str:
     """A copy of the model directory ``source`` at ``target`` (symlinks) with JSON files edited:
-    ``edits`` maps a file name to None (left out) or to keys to set (a value of None removes the
-    key; "a.b" reaches into the object "a"). For test/encode/make_side_configs.py and its test."""
+    ``edits`` maps a file name (``"1_Pooling/config.json"`` reaches into a folder; a name ``source``
+    lacks starts from ``{}``) to None (left out) or to keys to set (a value of None removes the key;
+    "a.b" reaches into the object "a", "0.type" into a list's first item). The special key
+    ``"transformer_folder"`` moves the Transformer module's files (all but modules.json, the Pooling
+    folder and config_sentence_transformers.json) into that folder, as sentence-transformers before 1.0
+    saved them. For test/encode/make_side_configs.py and its test."""
     import json
 
     source = os.path.abspath(source)
+    edits = dict(edits)
+    folder = edits.pop("transformer_folder", None)
+    at_root = {"modules.json", "1_Pooling", "config_sentence_transformers.json"}
+
+    def place_of(name: str) -> str:
+        top = name.split("/")[0]
+        return target if folder is None or top in at_root else os.path.join(target, folder)
+
     os.makedirs(target)
+    edited_folders = {name.split("/")[0] for name in edits if "/" in name}
     for name in os.listdir(source):
-        if name not in edits:
-            os.symlink(os.path.join(source, name), os.path.join(target, name))
+        where = place_of(name)
+        os.makedirs(where, exist_ok=True)
+        if name in edited_folders:  # a real folder of links, so an edit never writes through to source
+            os.makedirs(os.path.join(where, name))
+            for inner in os.listdir(os.path.join(source, name)):
+                if f"{name}/{inner}" not in edits:
+                    os.symlink(os.path.join(source, name, inner), os.path.join(where, name, inner))
+        elif name not in edits:
+            os.symlink(os.path.join(source, name), os.path.join(where, name))
     for name, keys in edits.items():
         if keys is None:
             continue
-        with open(os.path.join(source, name), encoding="utf-8") as file:
-            document = json.load(file)
+        document = {}
+        if os.path.exists(os.path.join(source, name)):
+            with open(os.path.join(source, name), encoding="utf-8") as file:
+                document = json.load(file)
         for key, value in keys.items():
             *parents, leaf = key.split(".")
             place = document
             for parent in parents:
-                place = place[parent]
+                place = place[int(parent)] if isinstance(place, list) else place[parent]
+            leaf = int(leaf) if isinstance(place, list) else leaf
             if value is None:
                 place.pop(leaf, None)
             else:
                 place[leaf] = value
-        with open(os.path.join(target, name), "w", encoding="utf-8") as file:
+        path = os.path.join(place_of(name), name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as file:
             json.dump(document, file, ensure_ascii=False)
     return target

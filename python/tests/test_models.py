@@ -118,7 +118,8 @@ class SideConfigs(unittest.TestCase):
 
         with open(os.path.join(ENCODE, "expected", "side_configs.json"), encoding="utf-8") as f:
             fixture = json.load(f)
-        self.assertGreaterEqual(len(fixture["cases"]), 14)
+        self.assertGreaterEqual(len(fixture["cases"]), 23)
+        self.assertEqual(sum("embeddings" in case for case in fixture["cases"]), 9)
         with tempfile.TemporaryDirectory() as scratch:
             for number, case in enumerate(fixture["cases"]):
                 with self.subTest(case=case["name"]):
@@ -128,8 +129,69 @@ class SideConfigs(unittest.TestCase):
                         self.assertEqual(model.describe().context, case["context"])
                         for text, expected in zip(fixture["texts"], case["ids"]):
                             self.assertEqual(model.tokenize(text), expected, text[:40])
+                        if "embeddings" in case:  # pooling, normalisation and prompts as encode applies them
+                            texts = fixture["texts"][:len(case["embeddings"])]
+                            got = model.encode_texts(None, texts)
+                            for row, expected in zip(got, case["embeddings"]):
+                                dot = sum(float(a) * b for a, b in zip(row, expected))
+                                norms = math.sqrt(sum(float(a) ** 2 for a in row) * sum(b * b for b in expected))
+                                self.assertGreaterEqual(dot / norms, 0.99999, case["name"])
                     finally:
                         model.close()
+
+    def test_refused_side_files(self):
+        """Side files that make sentence-transformers build something this engine does not run: each is
+        UNSUPPORTED (or CORRUPT_FILE when the file contradicts itself) naming the file and key, never a
+        silent difference."""
+        import tempfile
+
+        bad = [({"tokenizer_config.json": {"tokenizer_class": "BertJapaneseTokenizer"}},
+                "'tokenizer_class' 'BertJapaneseTokenizer' is not supported", uform.UnsupportedError),
+               ({"tokenizer_config.json": {"tokenizer_class": "XLMRobertaTokenizer"}},
+                "'tokenizer_class' 'XLMRobertaTokenizer' is not supported", uform.UnsupportedError),
+               ({"sentence_bert_config.json": {"tokenizer_args": {"do_lower_case": False}}},
+                "'tokenizer_args.do_lower_case' is not supported", uform.UnsupportedError),
+               ({"sentence_bert_config.json": {"config_kwargs": {"layer_norm_eps": 0.5}}},
+                "'config_kwargs.layer_norm_eps' is not supported", uform.UnsupportedError),
+               ({"sentence_bert_config.json": {"model_args": {"load_in_8bit": True}}},
+                "'model_args.load_in_8bit' is not supported", uform.UnsupportedError),
+               ({"sentence_bert_config.json": {"transformer_task": "text-generation"}},
+                "'transformer_task' 'text-generation' is not supported", uform.UnsupportedError),
+               ({"sentence_bert_config.json": {"query_length": 32}}, "'query_length' is set", uform.UnsupportedError),
+               ({"1_Pooling/config.json": {"pooling_mode": "max"}}, "'pooling_mode' 'max' is not supported",
+                uform.UnsupportedError),
+               ({"1_Pooling/config.json": {"pooling_mode": ["cls", "mean"]}}, "'pooling_mode' lists 2 modes",
+                uform.UnsupportedError),
+               ({"1_Pooling/config.json": {"pooling_mode": 3}}, "'pooling_mode' must be a string", uform.CorruptFileError),
+               ({"1_Pooling/config.json": {"include_prompt": False},
+                 "config_sentence_transformers.json": {"prompts": {"q": "query: "}, "default_prompt_name": "q"}},
+                "include_prompt false with a default prompt", uform.UnsupportedError),
+               ({"config_sentence_transformers.json": {"model_type": "SparseEncoder"}},
+                "'model_type' 'SparseEncoder' is not supported", uform.UnsupportedError),
+               ({"config_sentence_transformers.json": {"prompts": {"q": "query: "}, "default_prompt_name": "p"}},
+                "'default_prompt_name' 'p' is not a key of 'prompts'", uform.CorruptFileError),
+               ({"modules.json": {"1.type": "sentence_transformers.models.pooling.Pooling"}},
+                "'sentence_transformers.models.pooling.Pooling' is not supported", uform.UnsupportedError),
+               ({"modules.json": {"0.path": "../elsewhere"}}, "leaves the model folder", uform.CorruptFileError)]
+        with tempfile.TemporaryDirectory() as scratch:
+            for number, (edits, message, error) in enumerate(bad):
+                with self.subTest(message=message):
+                    directory = side_config_directory(MINILM, edits, os.path.join(scratch, f"bad{number}"))
+                    with self.assertRaises(error) as raised:
+                        uform.Model.open(library(), directory)
+                    self.assertIn(message, str(raised.exception))
+                    self.assertTrue(any(name.split("/")[-1] in str(raised.exception) for name in edits)
+                                    or "include_prompt" in message, str(raised.exception))
+            # Weights this engine does not read, where model.safetensors is not: named, not "cannot open".
+            for number, (name, message) in enumerate([("model.safetensors.index.json", "weights sharded over several"),
+                                                      ("pytorch_model.bin", "only safetensors weights are read")]):
+                with self.subTest(weights=name):
+                    directory = side_config_directory(MINILM, {"model.safetensors": None},
+                                                      os.path.join(scratch, f"weights{number}"))
+                    pathlib.Path(directory, name).write_bytes(b"{}")
+                    with self.assertRaises(uform.UnsupportedError) as raised:
+                        uform.Model.open(library(), directory)
+                    self.assertIn(f"no model.safetensors beside {name}: {message}", str(raised.exception))
 
     def test_bad_side_values(self):
         import json

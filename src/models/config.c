@@ -99,6 +99,10 @@ uform_status_t uform_json_parse(char const *label, char const *text, size_t leng
 
 void uform_json_free(void *root) { cJSON_Delete((cJSON *)root); }
 
+int uform_json_is_empty_object(void const *root) {
+    return cJSON_IsObject((cJSON const *)root) && !((cJSON const *)root)->child;
+}
+
 uform_status_t uform_read_small_file(char const *path, char **text, size_t *length, int *missing) {
     return uform_read_regular_file(path, UFORM_CONFIG_MAX_BYTES, uform_status_corrupt_file_k, text, length, missing);
 }
@@ -374,6 +378,39 @@ static int uform_safe_relative_path(char const *path) {
     return 1;
 }
 
+/** Which sentence-transformers module `type` names: the class paths sentence-transformers 6.3 resolves to
+ *  Transformer (0), Pooling (1) or Normalize (2), as versions before 6 (`sentence_transformers.models.*`)
+ *  and since (`sentence_transformers.base.modules...`) write them; -1 for another. */
+static int uform_module_kind(char const *type) {
+    static char const *const names[][6] = {
+        {"sentence_transformers.models.Transformer", "sentence_transformers.models.Transformer.Transformer",
+         "sentence_transformers.base.modules.transformer.Transformer", "sentence_transformers.base.modules.Transformer",
+         "sentence_transformers.sentence_transformer.modules.Transformer", NULL},
+        {"sentence_transformers.models.Pooling", "sentence_transformers.models.Pooling.Pooling",
+         "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+         "sentence_transformers.sentence_transformer.modules.Pooling", NULL, NULL},
+        {"sentence_transformers.models.Normalize", "sentence_transformers.models.Normalize.Normalize",
+         "sentence_transformers.base.modules.normalize.Normalize", "sentence_transformers.base.modules.Normalize",
+         "sentence_transformers.sentence_transformer.modules.normalize.Normalize",
+         "sentence_transformers.sentence_transformer.modules.Normalize"}};
+    for (int kind = 0; kind < 3; ++kind)
+        for (size_t k = 0; k < 6 && names[kind][k]; ++k)
+            if (!strcmp(type, names[kind][k])) return kind;
+    return -1;
+}
+
+/** Copies a module's folder `path` into `into` (256 bytes): relative, inside the model folder. */
+static uform_status_t uform_module_folder(char const *label, size_t index, char const *path, char *into, size_t capacity) {
+    if (!uform_safe_relative_path(path))
+        return uform_fail(uform_status_corrupt_file_k, "%s: module %zu: path '%.64s' leaves the model folder", label, index,
+                          path);
+    if (strlen(path) >= capacity)
+        return uform_fail(uform_status_unsupported_k, "%s: module %zu: path '%.64s...' has %zu bytes, more than the %zu "
+                          "a module folder may have", label, index, path, strlen(path), capacity - 1);
+    snprintf(into, capacity, "%s", strcmp(path, ".") ? path : "");
+    return uform_status_ok_k;
+}
+
 uform_status_t uform_config_modules(char const *label, void const *root_, uform_text_config_t *config) {
     cJSON const *root = (cJSON const *)root_;
     if (!cJSON_IsArray(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON array of modules", label);
@@ -388,36 +425,30 @@ uform_status_t uform_config_modules(char const *label, void const *root_, uform_
         char const *type = NULL, *path = NULL;
         UFORM_TRY(uform_json_string(label, key, module, "type", NULL, &type));
         UFORM_TRY(uform_json_string(label, key, module, "path", "", &path));
-        if (strcmp(type, "sentence_transformers.models.Transformer") == 0) {
+        int const kind = uform_module_kind(type);
+        if (kind == 0) {
             if (transformer || index != 0)
                 return uform_fail(uform_status_unsupported_k, "%s: module %zu: a Transformer that is not the first module",
                                   label, index);
-            if (path[0] && strcmp(path, ".") != 0)
-                return uform_fail(uform_status_unsupported_k,
-                                  "%s: module %zu: a Transformer in folder '%.64s' (only the model's own folder)", label,
-                                  index, path);
+            /* sentence-transformers before 1.0 kept the model in a folder of its own ("0_Transformer"). */
+            UFORM_TRY(uform_module_folder(label, index, path, config->transformer_path, sizeof(config->transformer_path)));
             transformer = 1;
         }
-        else if (strcmp(type, "sentence_transformers.models.Pooling") == 0) {
+        else if (kind == 1) {
             if (!transformer || config->has_pooling_module)
                 return uform_fail(uform_status_unsupported_k, "%s: module %zu: a Pooling out of place (one, after the Transformer)",
                                   label, index);
-            if (!uform_safe_relative_path(path))
-                return uform_fail(uform_status_corrupt_file_k, "%s: module %zu: path '%.64s' leaves the model folder", label,
-                                  index, path);
-            if (strlen(path) >= sizeof(config->pooling_path))
-                return uform_fail(uform_status_unsupported_k, "%s: module %zu: path '%.64s...' has %zu bytes, more than the %zu "
-                                  "a module folder may have", label, index, path, strlen(path), sizeof(config->pooling_path) - 1);
-            snprintf(config->pooling_path, sizeof(config->pooling_path), "%s", path);
+            UFORM_TRY(uform_module_folder(label, index, path, config->pooling_path, sizeof(config->pooling_path)));
             config->has_pooling_module = 1;
         }
-        else if (strcmp(type, "sentence_transformers.models.Normalize") == 0) {
+        else if (kind == 2) {
             if (!config->has_pooling_module)
                 return uform_fail(uform_status_unsupported_k, "%s: module %zu: Normalize before Pooling", label, index);
             config->normalize = 1;
         }
         else
-            return uform_fail(uform_status_unsupported_k, "%s: module %zu of type '%.96s' is not supported", label, index, type);
+            return uform_fail(uform_status_unsupported_k, "%s: module %zu of type '%.96s' is not supported (only "
+                              "sentence-transformers' Transformer, Pooling and Normalize)", label, index, type);
         ++index;
     }
     if (!transformer) return uform_fail(uform_status_unsupported_k, "%s: no sentence_transformers.models.Transformer module", label);
@@ -426,28 +457,72 @@ uform_status_t uform_config_modules(char const *label, void const *root_, uform_
     return uform_status_ok_k;
 }
 
+/** sentence-transformers 6's `pooling_mode`: a name or a list of names (concatenated: refused). */
+static uform_status_t uform_pooling_mode(char const *label, cJSON const *mode, uform_pooling_t *pooling) {
+    if (cJSON_IsArray(mode) && cJSON_GetArraySize(mode) == 1) mode = cJSON_GetArrayItem(mode, 0);
+    else if (cJSON_IsArray(mode))
+        return uform_fail(uform_status_unsupported_k, "%s: 'pooling_mode' lists %d modes, whose outputs sentence-transformers "
+                          "concatenates; only one mode, 'cls' or 'mean', is supported", label, cJSON_GetArraySize(mode));
+    if (!cJSON_IsString(mode) || !mode->valuestring)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'pooling_mode' must be a string or a list of strings", label);
+    if (!strcmp(mode->valuestring, "cls")) *pooling = uform_pooling_cls_k;
+    else if (!strcmp(mode->valuestring, "mean")) *pooling = uform_pooling_mean_k;
+    else
+        return uform_fail(uform_status_unsupported_k, "%s: 'pooling_mode' '%.64s' is not supported (only 'cls' and 'mean')",
+                          label, mode->valuestring);
+    return uform_status_ok_k;
+}
+
 uform_status_t uform_config_pooling(char const *label, void const *root_, uform_text_config_t *config) {
     cJSON const *root = (cJSON const *)root_;
     if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
-    static char const *const refused[] = {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
-                                          "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
-    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
-        int on = 0;
-        UFORM_TRY(uform_json_bool(label, "", root, refused[i], 0, &on));
-        if (on) return uform_fail(uform_status_unsupported_k, "%s: '%s' is not supported (only CLS and mean pooling)", label, refused[i]);
+    cJSON const *mode = uform_json_get(root, "pooling_mode");
+    if (mode) UFORM_TRY(uform_pooling_mode(label, mode, &config->pooling)); /* the older keys are then ignored */
+    else {
+        static char const *const refused[] = {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                                              "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); ++i) {
+            int on = 0;
+            UFORM_TRY(uform_json_bool(label, "", root, refused[i], 0, &on));
+            if (on) return uform_fail(uform_status_unsupported_k, "%s: '%s' is not supported (only CLS and mean pooling)", label, refused[i]);
+        }
+        int cls = 0, mean = 0;
+        UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_cls_token", 0, &cls));
+        UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_mean_tokens", 0, &mean));
+        if (cls == mean)
+            return uform_fail(uform_status_unsupported_k,
+                              "%s: exactly one of 'pooling_mode_cls_token' and 'pooling_mode_mean_tokens' must be true", label);
+        config->pooling = cls ? uform_pooling_cls_k : uform_pooling_mean_k;
     }
-    int cls = 0, mean = 0;
-    UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_cls_token", 0, &cls));
-    UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_mean_tokens", 0, &mean));
-    if (cls == mean)
-        return uform_fail(uform_status_unsupported_k,
-                          "%s: exactly one of 'pooling_mode_cls_token' and 'pooling_mode_mean_tokens' must be true", label);
-    config->pooling = cls ? uform_pooling_cls_k : uform_pooling_mean_k;
+    /* sentence-transformers 6 renamed word_embedding_dimension. */
+    char const *width_key = uform_json_get(root, "embedding_dimension") ? "embedding_dimension" : "word_embedding_dimension";
     size_t width;
-    UFORM_TRY(uform_json_extent(label, "", root, "word_embedding_dimension", 0, config->hidden, &width));
+    UFORM_TRY(uform_json_extent(label, "", root, width_key, 0, config->hidden, &width));
     if (width != config->hidden)
-        return uform_fail(uform_status_corrupt_file_k, "%s: 'word_embedding_dimension' %zu differs from hidden_size %zu",
-                          label, width, config->hidden);
+        return uform_fail(uform_status_corrupt_file_k, "%s: '%s' %zu differs from hidden_size %zu", label, width_key,
+                          width, config->hidden);
+    int include_prompt = 1;
+    UFORM_TRY(uform_json_bool(label, "", root, "include_prompt", 1, &include_prompt));
+    config->excludes_prompt = !include_prompt;
+    return uform_status_ok_k;
+}
+
+/** An object of keyword arguments in sentence_bert_config.json: only `allowed` keys (and
+ *  trust_remote_code, which sentence-transformers drops) may be there; any other changes what the
+ *  reference builds, so it is refused by name. */
+static uform_status_t uform_config_kwargs(char const *label, cJSON const *root, char const *key,
+                                          char const *const *allowed, size_t allowed_count) {
+    cJSON const *object = uform_json_get(root, key);
+    if (!object) return uform_status_ok_k;
+    if (!cJSON_IsObject(object)) return uform_fail(uform_status_corrupt_file_k, "%s: '%s' must be an object", label, key);
+    cJSON const *item = NULL;
+    cJSON_ArrayForEach(item, object) {
+        int known = !strcmp(item->string, "trust_remote_code");
+        for (size_t k = 0; k < allowed_count; ++k) known |= !strcmp(item->string, allowed[k]);
+        if (!known)
+            return uform_fail(uform_status_unsupported_k, "%s: '%s.%.64s' is not supported (it changes the model or "
+                              "tokenizer sentence-transformers builds)", label, key, item->string);
+    }
     return uform_status_ok_k;
 }
 
@@ -463,7 +538,71 @@ uform_status_t uform_config_sentence_bert(char const *label, void const *root_, 
         config->context = context < config->max_positions ? context : config->max_positions;
         config->has_max_seq_length = 1;
     }
+    /* The Transformer module's other keys: each either keeps what this engine runs or is refused. */
+    static char const *const model_kwargs[] = {"torch_dtype", "dtype", "attn_implementation"};
+    static char const *const kwargs_names[][2] = {{"model_args", "model_kwargs"}, {"tokenizer_args", "processor_kwargs"},
+                                                  {"config_args", "config_kwargs"}, {"processing_kwargs", NULL}};
+    for (size_t k = 0; k < 4; ++k)
+        for (size_t n = 0; n < 2 && kwargs_names[k][n]; ++n)
+            UFORM_TRY(uform_config_kwargs(label, root, kwargs_names[k][n], model_kwargs, k == 0 ? 3 : 0));
+    char const *task, *output;
+    UFORM_TRY(uform_json_string(label, "", root, "transformer_task", "feature-extraction", &task));
+    if (strcmp(task, "feature-extraction") != 0)
+        return uform_fail(uform_status_unsupported_k, "%s: 'transformer_task' '%.64s' is not supported (only "
+                          "'feature-extraction')", label, task);
+    UFORM_TRY(uform_json_string(label, "", root, "module_output_name", "token_embeddings", &output));
+    if (strcmp(output, "token_embeddings") != 0)
+        return uform_fail(uform_status_unsupported_k, "%s: 'module_output_name' '%.64s' is not supported (only "
+                          "'token_embeddings')", label, output);
+    cJSON const *modality = uform_json_get(root, "modality_config");
+    cJSON const *text = modality ? uform_json_get(modality, "text") : NULL;
+    if (modality && !cJSON_IsObject(modality))
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'modality_config' must be an object", label);
+    if (text) {
+        char const *method, *method_output;
+        if (!cJSON_IsObject(text))
+            return uform_fail(uform_status_corrupt_file_k, "%s: 'modality_config.text' must be an object", label);
+        UFORM_TRY(uform_json_string(label, "modality_config.text.", text, "method", "forward", &method));
+        UFORM_TRY(uform_json_string(label, "modality_config.text.", text, "method_output_name", "last_hidden_state",
+                                    &method_output));
+        if (strcmp(method, "forward") != 0 || strcmp(method_output, "last_hidden_state") != 0)
+            return uform_fail(uform_status_unsupported_k, "%s: 'modality_config.text' runs '%.32s' for '%.32s'; only "
+                              "'forward' for 'last_hidden_state' is supported", label, method, method_output);
+    }
+    static char const *const unset[] = {"query_length", "document_length", "query_expansion"};
+    for (size_t k = 0; k < 3; ++k)
+        if (uform_json_get(root, unset[k]))
+            return uform_fail(uform_status_unsupported_k, "%s: '%s' is set: multi-vector (late interaction) models are "
+                              "not supported", label, unset[k]);
     return uform_json_bool(label, "", root, "do_lower_case", 0, &config->tokenizer.lowercase_first);
+}
+
+uform_status_t uform_config_prompts(char const *label, void const *root_, uform_text_config_t *config) {
+    cJSON const *root = (cJSON const *)root_;
+    if (!cJSON_IsObject(root)) return uform_fail(uform_status_corrupt_file_k, "%s: not a JSON object", label);
+    char const *type;
+    UFORM_TRY(uform_json_string(label, "", root, "model_type", "SentenceTransformer", &type));
+    if (strcmp(type, "SentenceTransformer") != 0)
+        return uform_fail(uform_status_unsupported_k, "%s: 'model_type' '%.64s' is not supported (only "
+                          "'SentenceTransformer')", label, type);
+    cJSON const *name = uform_json_get(root, "default_prompt_name");
+    if (!name) return uform_status_ok_k;
+    if (!cJSON_IsString(name) || !name->valuestring)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'default_prompt_name' must be a string or null", label);
+    cJSON const *prompts = uform_json_get(root, "prompts");
+    cJSON const *prompt = cJSON_IsObject(prompts) ? cJSON_GetObjectItemCaseSensitive(prompts, name->valuestring) : NULL;
+    if (!prompt)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'default_prompt_name' '%.64s' is not a key of 'prompts'", label,
+                          name->valuestring);
+    if (cJSON_IsNull(prompt)) return uform_status_ok_k; /* sentence-transformers reads null as "" */
+    if (!cJSON_IsString(prompt) || !prompt->valuestring)
+        return uform_fail(uform_status_corrupt_file_k, "%s: 'prompts.%.64s' must be a string", label, name->valuestring);
+    size_t const length = strlen(prompt->valuestring);
+    if (length >= sizeof(config->prompt))
+        return uform_fail(uform_status_unsupported_k, "%s: the default prompt '%.64s' has %zu bytes, more than the %zu "
+                          "supported", label, name->valuestring, length, sizeof(config->prompt) - 1);
+    memcpy(config->prompt, prompt->valuestring, length + 1);
+    return uform_status_ok_k;
 }
 
 uform_status_t uform_config_tokenizer(char const *label, void const *root_, uform_text_config_t *config) {
@@ -472,14 +611,25 @@ uform_status_t uform_config_tokenizer(char const *label, void const *root_, ufor
     uform_tokenizer_bert_t *tokenizer = &config->tokenizer;
     char const *class_name;
     UFORM_TRY(uform_json_string(label, "", root, "tokenizer_class", "BertTokenizer", &class_name));
-    /* transformers' BertTokenizer (DistilBERT's is the same class) rebuilds the pipeline; another class,
-     * such as PreTrainedTokenizerFast, keeps tokenizer.json's. */
-    char const *bert_classes[] = {"BertTokenizer", "BertTokenizerFast", "DistilBertTokenizer", "DistilBertTokenizerFast"};
+    /* transformers 5 rebuilds BertTokenizer's pipeline around the vocabulary for these classes (copies of
+     * it); PreTrainedTokenizerFast and TokenizersBackend keep tokenizer.json's. Another class builds a
+     * pipeline of its own (a Japanese word splitter, XLM-R's Metaspace after WhitespaceSplit, ...). */
+    static char const *const bert_classes[] = {"BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer",
+                                               "LayoutLMTokenizer", "MobileBertTokenizer", "SqueezeBertTokenizer"};
+    static char const *const json_classes[] = {"PreTrainedTokenizerFast", "TokenizersBackend"};
+    size_t const base = strlen(class_name) >= 4 && !strcmp(class_name + strlen(class_name) - 4, "Fast")
+                            ? strlen(class_name) - 4 : strlen(class_name); /* "BertTokenizerFast" is "BertTokenizer" */
+    int known = 0;
     tokenizer->pipeline = 0;
     for (size_t k = 0; k < sizeof(bert_classes) / sizeof(bert_classes[0]); k++)
-        if (!strcmp(class_name, bert_classes[k])) tokenizer->pipeline = 1;
+        if (strlen(bert_classes[k]) == base && !strncmp(class_name, bert_classes[k], base)) tokenizer->pipeline = known = 1;
+    for (size_t k = 0; k < sizeof(json_classes) / sizeof(json_classes[0]); k++) known |= !strcmp(class_name, json_classes[k]);
+    if (!known)
+        return uform_fail(uform_status_unsupported_k, "%s: 'tokenizer_class' '%.64s' is not supported: transformers builds "
+                          "its own pipeline; BertTokenizer's kind (Bert, DistilBert, Electra, ...) and "
+                          "PreTrainedTokenizerFast (tokenizer.json as written) are", label, class_name);
     /* BertTokenizer's template and unknown token are the ones named here; only BERT's own are kept.
-     * Another class (XLMRobertaTokenizer's <s> and </s>, say) keeps tokenizer.json's, which name them. */
+     * PreTrainedTokenizerFast keeps tokenizer.json's, which name their own. */
     char const *specials[3][2] = {{"cls_token", "[CLS]"}, {"sep_token", "[SEP]"}, {"unk_token", "[UNK]"}};
     for (size_t k = 0; tokenizer->pipeline && k < 3; k++) {
         cJSON const *item = uform_json_get(root, specials[k][0]);

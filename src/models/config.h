@@ -50,13 +50,18 @@ typedef struct uform_text_config_t {
     size_t model_max_length;                          /**< tokenizer_config.json's, 0 if absent or unbounded. */
     int has_max_seq_length;                           /**< sentence_bert_config.json names max_seq_length. */
     int truncates_left;                               /**< tokenizer_config.json's truncation_side "left". */
+    char transformer_path[256];                       /**< modules.json: the Transformer's folder ("" the model's). */
     char pooling_path[256];                           /**< modules.json: the Pooling module's folder ("" if none). */
+    int excludes_prompt;                              /**< The Pooling config's include_prompt false. */
+    char prompt[1024];                                /**< config_sentence_transformers.json's default prompt, or "". */
     char prefix[8];                                   /**< BERT tensors' prefix: "" or "bert."; set by binding. */
 } uform_text_config_t;
 
 /** @brief Parses JSON bytes, CORRUPT_FILE naming `label` and the byte where it broke. */
 uform_status_t uform_json_parse(char const *label, char const *text, size_t length, void **root);
 void uform_json_free(void *root);
+/** @brief Whether a parsed root is `{}`. */
+int uform_json_is_empty_object(void const *root);
 
 /** @brief Reads a small file whole (NUL-terminated copy). `*missing` (if not NULL) is set instead of
  *  failing when the file does not exist. SYSTEM_ERROR or CORRUPT_FILE (too large) otherwise. */
@@ -75,14 +80,24 @@ uform_status_t uform_config_uform3(char const *label, void const *root, uform_te
  *  files refine it, then `uform_config_bert_context` settles the context. */
 uform_status_t uform_config_bert(char const *label, void const *root, uform_text_config_t *config);
 
-/** @brief Applies `modules.json`: Transformer (at the root), Pooling (its folder), Normalize. */
+/** @brief Applies `modules.json`: Transformer (its folder, the model's own or an older release's
+ *  "0_Transformer"), Pooling (its folder), Normalize; the class paths of sentence-transformers before
+ *  and since 6.0. */
 uform_status_t uform_config_modules(char const *label, void const *root, uform_text_config_t *config);
 
-/** @brief Applies a Pooling module's `config.json`. */
+/** @brief Applies a Pooling module's `config.json`: `pooling_mode` (sentence-transformers 6) or the
+ *  older `pooling_mode_*` flags, the width, `include_prompt`. */
 uform_status_t uform_config_pooling(char const *label, void const *root, uform_text_config_t *config);
 
-/** @brief Applies `sentence_bert_config.json` (max_seq_length, do_lower_case). */
+/** @brief Applies `sentence_bert_config.json` (or an older release's `sentence_roberta_config.json`...):
+ *  max_seq_length, do_lower_case; refuses (UNSUPPORTED, by key) the keyword arguments and task keys
+ *  that would make sentence-transformers build another model or tokenizer. */
 uform_status_t uform_config_sentence_bert(char const *label, void const *root, uform_text_config_t *config);
+
+/** @brief Applies `config_sentence_transformers.json`: the prompt named by `default_prompt_name`,
+ *  which sentence-transformers puts before every text; UNSUPPORTED for a `model_type` other than
+ *  SentenceTransformer. */
+uform_status_t uform_config_prompts(char const *label, void const *root, uform_text_config_t *config);
 
 /** @brief Applies `tokenizer_config.json`: tokenizer_class, do_lower_case, strip_accents,
  *  tokenize_chinese_chars (see `uform_tokenizer_bert_t`), model_max_length. */

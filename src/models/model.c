@@ -17,7 +17,9 @@
 
 #include <stdatomic.h> // `atomic_size_t`
 #include <stdint.h>    // `uintptr_t`
+#include <errno.h>     // `ENOENT`
 #include <stdio.h>     // `snprintf`
+#include <sys/stat.h>  // `stat`
 #include <stdlib.h>    // `calloc`, `free`
 #include <string.h>    // `memset`, `strlen`
 
@@ -63,13 +65,74 @@ done:
     return status;
 }
 
+/** Weights this engine does not read, where `model.safetensors` (`path`) is absent: UNSUPPORTED naming them
+ *  rather than the missing file. */
+static uform_status_t uform_weights_layout_check(char const *folder, char const *path) {
+    struct stat info;
+    if (stat(path, &info) == 0 || errno != ENOENT) return uform_status_ok_k; /* opening it says what is wrong */
+    static char const *const others[][2] = {
+        {"model.safetensors.index.json", "weights sharded over several safetensors files are not supported; merge them "
+                                         "into one model.safetensors"},
+        {"pytorch_model.bin", "only safetensors weights are read; save the model with safetensors (model.safetensors)"},
+        {"model.onnx", "only safetensors weights are read"}};
+    char other[4096];
+    for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); ++k) {
+        if (uform_join(other, sizeof(other), folder, others[k][0]) != uform_status_ok_k) break;
+        if (stat(other, &info) == 0)
+            return uform_fail(uform_status_unsupported_k, "%s: no model.safetensors beside %s: %s", folder, others[k][0],
+                              others[k][1]);
+    }
+    return uform_status_ok_k;
+}
+
+/** The Transformer module's folder: `directory`, or its `transformer_path` below it (older releases). */
+static uform_status_t uform_transformer_folder(char const *directory, uform_text_config_t const *config, char *folder,
+                                               size_t capacity) {
+    if (!config->transformer_path[0]) {
+        if (strlen(directory) >= capacity)
+            return uform_fail(uform_status_invalid_argument_k, "model path is too long: %.64s...", directory);
+        memcpy(folder, directory, strlen(directory) + 1);
+        return uform_status_ok_k;
+    }
+    return uform_join(folder, capacity, directory, config->transformer_path);
+}
+
+/** The Transformer module's settings file: sentence-transformers reads the first of these that holds
+ *  any key (older releases named it after the architecture). */
+static uform_status_t uform_read_sentence_config(char const *folder, uform_text_config_t *config) {
+    static char const *const names[] = {"sentence_bert_config.json", "sentence_roberta_config.json",
+                                        "sentence_distilbert_config.json", "sentence_camembert_config.json",
+                                        "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
+                                        "sentence_xlnet_config.json"};
+    char path[4096];
+    void *root = NULL;
+    uform_status_t status = uform_status_ok_k;
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]) && status == uform_status_ok_k; ++k) {
+        UFORM_CHECK(uform_join(path, sizeof(path), folder, names[k]));
+        UFORM_CHECK(uform_load_json(path, 1, &root));
+        if (root && !uform_json_is_empty_object(root)) {
+            status = uform_config_sentence_bert(path, root, config);
+            break;
+        }
+        uform_json_free(root), root = NULL;
+    }
+done:
+    uform_json_free(root);
+    return status;
+}
+
 /** Reads the configuration files of `directory` into `config`. */
 static uform_status_t uform_read_text_config(char const *directory, uform_text_config_t *config) {
-    char path[4096];
+    char path[4096], folder[4096];
     void *root = NULL;
     uform_status_t status;
     uform_text_layout_t layout;
-    UFORM_CHECK(uform_join(path, sizeof(path), directory, "config.json"));
+    /* sentence-transformers: modules.json names the Transformer's folder (which holds config.json), the
+     * pooling folder and normalisation. */
+    uform_text_config_t modules = {0};
+    UFORM_CHECK(uform_read_config_file(directory, "modules.json", 1, uform_config_modules, &modules));
+    UFORM_CHECK(uform_transformer_folder(directory, &modules, folder, sizeof(folder)));
+    UFORM_CHECK(uform_join(path, sizeof(path), folder, "config.json"));
     UFORM_CHECK(uform_load_json(path, 0, &root));
     UFORM_CHECK(uform_config_layout(path, root, &layout));
     if (layout == uform_text_layout_uform3_k) {
@@ -77,16 +140,24 @@ static uform_status_t uform_read_text_config(char const *directory, uform_text_c
         goto done;
     }
     UFORM_CHECK(uform_config_bert(path, root, config));
-
-    /* sentence-transformers: modules.json names the pooling folder and normalisation. */
-    UFORM_CHECK(uform_read_config_file(directory, "modules.json", 1, uform_config_modules, config));
+    memcpy(config->transformer_path, modules.transformer_path, sizeof(config->transformer_path));
+    memcpy(config->pooling_path, modules.pooling_path, sizeof(config->pooling_path));
+    config->has_pooling_module = modules.has_pooling_module;
+    config->normalize = modules.normalize;
     if (config->has_pooling_module) { // modules.json was there: its Pooling module's folder
-        char folder[4096];
-        UFORM_CHECK(uform_join(folder, sizeof(folder), directory, config->pooling_path));
-        UFORM_CHECK(uform_read_config_file(folder, "config.json", 0, uform_config_pooling, config));
+        char pooling[4096];
+        UFORM_CHECK(uform_join(pooling, sizeof(pooling), directory, config->pooling_path));
+        UFORM_CHECK(uform_read_config_file(pooling, "config.json", 0, uform_config_pooling, config));
     }
-    UFORM_CHECK(uform_read_config_file(directory, "sentence_bert_config.json", 1, uform_config_sentence_bert, config));
-    UFORM_CHECK(uform_read_config_file(directory, "tokenizer_config.json", 1, uform_config_tokenizer, config));
+    UFORM_CHECK(uform_read_sentence_config(folder, config));
+    UFORM_CHECK(uform_read_config_file(folder, "tokenizer_config.json", 1, uform_config_tokenizer, config));
+    UFORM_CHECK(uform_read_config_file(directory, "config_sentence_transformers.json", 1, uform_config_prompts, config));
+    if (config->prompt[0] && config->excludes_prompt) {
+        status = uform_fail(uform_status_unsupported_k, "%s: the Pooling module's include_prompt false with a default "
+                            "prompt (config_sentence_transformers.json) is not supported: pooling would leave the "
+                            "prompt's tokens out", directory);
+        goto done;
+    }
     uform_config_bert_context(config);
 done:
     if (status == uform_status_ok_k) status = uform_config_context_check(path, config);
@@ -221,14 +292,17 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     if (options->residency == uform_residency_vram_k && placement.domains_count > 1) placement.domains_count = 1;
     UFORM_CHECK(uform_read_text_config(directory, config));
 
-    char path[4096];
-    UFORM_CHECK(uform_join(path, sizeof(path), directory,
+    char path[4096], folder[4096];
+    UFORM_CHECK(uform_transformer_folder(directory, config, folder, sizeof(folder)));
+    UFORM_CHECK(uform_join(path, sizeof(path), folder,
                            config->layout == uform_text_layout_uform3_k ? "text_encoder.safetensors" : "model.safetensors"));
+    if (config->layout == uform_text_layout_bert_k) UFORM_CHECK(uform_weights_layout_check(folder, path));
     UFORM_CHECK(uform_safetensors_open(path, &index));
     UFORM_CHECK(uform_config_bind(config, &index, &bindings, &bindings_count));
 
-    UFORM_CHECK(uform_tokenizer_open(directory, config->layout == uform_text_layout_uform3_k ? NULL : &config->tokenizer,
+    UFORM_CHECK(uform_tokenizer_open(folder, config->layout == uform_text_layout_uform3_k ? NULL : &config->tokenizer,
                                      &model->tokenizer));
+    if (config->prompt[0]) UFORM_CHECK(uform_tokenizer_set_prompt(model->tokenizer, config->prompt));
     size_t const tokens = uform_tokenizer_vocab_size(model->tokenizer);
     if (tokens > config->vocab_size) {
         status = uform_fail(uform_status_corrupt_file_k,
@@ -247,8 +321,9 @@ uform_status_t uform_model_open(uform_model_options_t const *options, uform_mode
     /* UForm3 towers truncate as the `uform` package's processor: its slice to the context may drop the
      * closing specials. Not with RoBERTa positions, where that slice (to max_position_embeddings) runs
      * past the position table: those keep the specials within the context that fits it. */
-    if (config->layout == uform_text_layout_uform3_k && config->position_ids == uform_position_ids_absolute_k)
-        UFORM_CHECK(uform_tokenizer_use_processor_truncation(model->tokenizer, directory));
+    if (config->layout == uform_text_layout_uform3_k)
+        UFORM_CHECK(uform_tokenizer_use_processor_truncation(model->tokenizer, directory,
+                                                             config->position_ids == uform_position_ids_absolute_k));
     size_t const specials = uform_tokenizer_specials_count(model->tokenizer);
     if (specials > config->context) {
         status = uform_fail(uform_status_corrupt_file_k,

@@ -257,6 +257,7 @@ void uform_tokenizer_free(uform_tokenizer_t *tokenizer) {
     free(tokenizer->steps);
     free(tokenizer->added);
     free(tokenizer->blob);
+    free(tokenizer->prompt);
     free(tokenizer);
 }
 
@@ -266,7 +267,22 @@ size_t uform_tokenizer_specials_count(uform_tokenizer_t const *tokenizer) {
     return tokenizer ? tokenizer->prefix_count + tokenizer->suffix_count : 0;
 }
 
-uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *tokenizer, char const *label) {
+uform_status_t uform_tokenizer_set_prompt(uform_tokenizer_t *tokenizer, char const *prompt) {
+    size_t const length = strlen(prompt);
+    size_t const invalid = uform_utf8_invalid_offset(prompt, length);
+    if (invalid != length)
+        return uform_fail(uform_status_corrupt_file_k, "the default prompt: invalid UTF-8 at byte %zu (0x%02X)", invalid,
+                          (unsigned)(unsigned char)prompt[invalid]);
+    char *copy = malloc(length + 1);
+    if (!copy) return uform_fail(uform_status_out_of_memory_k, "out of memory for a %zu-byte prompt", length);
+    memcpy(copy, prompt, length + 1);
+    free(tokenizer->prompt);
+    tokenizer->prompt = copy;
+    tokenizer->prompt_length = length;
+    return uform_status_ok_k;
+}
+
+uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *tokenizer, char const *label, bool slice) {
     if (tokenizer->json_max_length && tokenizer->json_truncates_left)
         return uform_fail(uform_status_unsupported_k, "%s: tokenizer.json truncates from the left, which is not supported",
                           label);
@@ -275,6 +291,7 @@ uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *token
         return uform_fail(uform_status_corrupt_file_k,
                           "%s: tokenizer.json truncates to %zu tokens, fewer than its %zu special tokens", label,
                           tokenizer->json_max_length, specials);
-    tokenizer->processor_truncation = true;
+    tokenizer->processor_truncation = slice;
+    tokenizer->json_truncation = true;
     return uform_status_ok_k;
 }

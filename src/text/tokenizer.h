@@ -9,6 +9,7 @@
 #define UFORM_TEXT_TOKENIZER_H
 
 #include <uform.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,10 +85,17 @@ size_t uform_tokenizer_specials_count(uform_tokenizer_t const *tokenizer);
  *  applies the JSON's own `truncation` (specials kept: content cut to `max_length` minus the
  *  specials), then the processor slices the ids to the model's context, which may cut the closing
  *  specials off a long text ("[CLS] a b c" where HF's truncation gives "[CLS] a b [SEP]"). After this
- *  call `uform_tokenizer_encode`'s `max_tokens` slices that way. UNSUPPORTED (naming `label`) for a
- *  JSON truncation from the left; CORRUPT_FILE for one shorter than the specials. Call it once,
+ *  call `uform_tokenizer_encode`'s `max_tokens` slices that way. Without `slice` (RoBERTa positions,
+ *  whose table a slice would run past) the JSON's truncation still applies first, then `max_tokens`
+ *  truncates as HF does (specials kept). UNSUPPORTED (naming `label`) for a JSON truncation from the
+ *  left; CORRUPT_FILE for one shorter than the specials. Call it once, before the tokenizer is shared. */
+uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *tokenizer, char const *label, bool slice);
+
+/** @brief Puts `prompt` (UTF-8, NUL-terminated) before every text `uform_tokenizer_encode` sees, as
+ *  sentence-transformers does with a model's default prompt: the two are tokenised as one text (so
+ *  truncation counts the prompt too). CORRUPT_FILE for invalid UTF-8, OUT_OF_MEMORY. Call it once,
  *  before the tokenizer is shared. */
-uform_status_t uform_tokenizer_use_processor_truncation(uform_tokenizer_t *tokenizer, char const *label);
+uform_status_t uform_tokenizer_set_prompt(uform_tokenizer_t *tokenizer, char const *prompt);
 
 /** @brief Releases the tokenizer; NULL is a no-op. */
 void uform_tokenizer_free(uform_tokenizer_t *tokenizer);

@@ -326,9 +326,17 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
         return uform_fail(uform_status_invalid_argument_k,
                           "uform_tokenizer_encode: max_tokens %zu leaves no room for the %zu special tokens", max_tokens,
                           specials);
+    char *prompted = NULL; // the prompt and the text, tokenised as one
+    if (tokenizer->prompt_length) {
+        if (length > SIZE_MAX - tokenizer->prompt_length || !(prompted = malloc(tokenizer->prompt_length + length)))
+            return OOM();
+        memcpy(prompted, tokenizer->prompt, tokenizer->prompt_length);
+        if (length) memcpy(prompted + tokenizer->prompt_length, text, length);
+        text = prompted, length += tokenizer->prompt_length;
+    }
     bool owned;
     uform_scratch_t *scratch = scratch_acquire(&owned);
-    if (!scratch) return OOM();
+    if (!scratch) return free(prompted), OOM();
     uform_scratch_t s = *scratch; // a local copy for the compiler; written back below
     s.ids.count = 0;
     if (tokenizer->processor_truncation) {
@@ -338,7 +346,11 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
         s.limit = tokenizer->json_max_length ? tokenizer->json_max_length - specials : SIZE_MAX;
         if (max_tokens && max_tokens - prefix < s.limit) s.limit = max_tokens - prefix;
     }
-    else s.limit = max_tokens ? max_tokens - specials : SIZE_MAX;
+    else {
+        s.limit = max_tokens ? max_tokens - specials : SIZE_MAX;
+        if (tokenizer->json_truncation && tokenizer->json_max_length && tokenizer->json_max_length - specials < s.limit)
+            s.limit = tokenizer->json_max_length - specials;
+    }
     uform_status_t status = uform_status_ok_k;
     if (!length) status = encode_stretch(tokenizer, text, 0, true, &s);
     size_t done = 0; // bytes consumed into stretches and added tokens
@@ -376,5 +388,6 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
     }
     *scratch = s;
     scratch_release(scratch, owned);
+    free(prompted);
     return status;
 }

@@ -61,8 +61,11 @@ struct uform_tokenizer_s {
     size_t prefix_count, suffix_count;
     size_t json_max_length; // tokenizer.json's truncation.max_length, 0 without one
     bool json_truncates_left; // its truncation.direction is "Left"
-    bool processor_truncation; // `uform_tokenizer_use_processor_truncation` was called
+    bool processor_truncation; // `uform_tokenizer_use_processor_truncation` slices to max_tokens
+    bool json_truncation; // ... and applies the JSON's own truncation first
     bool from_vocab_txt; // read from vocab.txt, not tokenizer.json
+    char *prompt; // put before every text (`uform_tokenizer_set_prompt`), NULL without one
+    size_t prompt_length;
 };
 
 typedef struct loader_t {
