@@ -68,6 +68,13 @@ int main(void) {
         check_form(half, 1, form, half_nfc, 2, "NFC/NFKC of U+1D15E");
         check_form(forking, 1, form, forking_nfc, 2, "NFC/NFKC of U+2ADC");
         check_form(fusa, 1, form, fusa_nfc, 3, "NFC/NFKC of U+1D1C0");
+        /* U+11A7 after an LV syllable stays (utf8proc 2.8 composed the pair into the syllable alone);
+         * a real final (U+11A8) still composes: U+AC00 U+11A8 is U+AC01. */
+        uint32_t const lv_11a7[] = {0xAC00, 0x11A7}, lv_11a8[] = {0xAC00, 0x11A8}, lvt[] = {0xAC01};
+        uint32_t const jamo_11a7[] = {0x1100, 0x1161, 0x11A7}, jamo_11a7_nfc[] = {0xAC00, 0x11A7};
+        check_form(lv_11a7, 2, form, lv_11a7, 2, "NFC/NFKC of U+AC00 U+11A7");
+        check_form(jamo_11a7, 3, form, jamo_11a7_nfc, 2, "NFC/NFKC of U+1100 U+1161 U+11A7");
+        check_form(lv_11a8, 2, form, lvt, 1, "NFC/NFKC of U+AC00 U+11A8");
     }
     CHECK_DONE();
 }

@@ -244,10 +244,12 @@ size_t uform_normalize(uint32_t const *in, size_t count, uform_normal_form_t for
     }
     if (!compose) return n;
     // Compose each stretch between code points the normaliser does not know: those are starters
-    // that compose with nothing, so no composition crosses them.
+    // that compose with nothing, so no composition crosses them. U+11A7 is one too (T index 0 is
+    // "no final consonant"), though utf8proc 2.8 composes an LV syllable with it into that syllable,
+    // dropping it.
     size_t w = 0, start = 0;
     for (size_t i = 0; i <= n; i++) {
-        if (i < n && !(out[i] >= 0x300 && (norm_unknown(out[i]) ||
+        if (i < n && !(out[i] >= 0x300 && (norm_unknown(out[i]) || out[i] == 0x11A7 ||
                                           in_ranges(uform_hf_no_compose, uform_hf_no_compose_count, out[i]))))
             continue;
         size_t len = i - start;
