@@ -1133,6 +1133,11 @@ typedef struct uform_model_description_t {
  *  without a text tower (one with `image_encoder` alone); SYSTEM_ERROR for a file that cannot be
  *  opened or mapped; OUT_OF_MEMORY.
  *
+ *  The safetensors files are mapped while opening and copied into the replicas; the open model holds
+ *  no file. Replace a model's files by renaming new ones over them, never by truncating them in place
+ *  (`cp new old`): a file cut short while another thread or process is opening it ends the mapped read
+ *  with SIGBUS, which no status can report.
+ *
  *  VRAM residency (text and image towers): the tower is read exactly as for RAM, then one copy of
  *  the weights is uploaded to each device `vram` names (NULL or no devices derives one free device,
  *  as for executors) in the device's primary context, with the engine's kernels and a cuBLASLt
@@ -1171,8 +1176,9 @@ UFORM_API UFORM_NODISCARD uform_status_t uform_model_describe(uform_model_t mode
 
 /** @brief Releases the model's weights. NULL is a no-op. The model must not be in use by a call.
  *  Calls keep their activation buffers pooled for the next call (a new buffer is mapped only for a
- *  call larger than the pool holds, and replaces the smaller ones it covers); freeing the last open
- *  model returns the pool to the system. */
+ *  call larger than the pool holds, and replaces the smaller ones it covers; at most four buffers of
+ *  a size per NUMA node, so a burst of deferred calls, each holding its own while queued, leaves
+ *  four; 1 GiB in all); freeing the last open model returns the pool to the system. */
 UFORM_API void uform_model_free(uform_model_t model);
 
 /**

@@ -143,6 +143,17 @@ static void test_arenas(void) {
     CHECK(uform_arena_pooled_bytes() == worst + small);
     uform_arena_trim();
     CHECK(uform_arena_pooled_bytes() == 0);
+    /* A burst of calls of one size (deferred calls each take one while queued): four stay pooled. */
+    enum { burst = 12 };
+    char *held[burst];
+    size_t held_bytes[burst];
+    for (size_t i = 0; i < burst; ++i) {
+        held[i] = (char *)uform_arena_take(300000, -1, &held_bytes[i]);
+        CHECK_FATAL(held[i] != NULL);
+    }
+    for (size_t i = 0; i < burst; ++i) uform_arena_give(held[i], held_bytes[i], -1);
+    CHECK(uform_arena_pooled_bytes() == 4 * held_bytes[0]);
+    uform_arena_trim();
     printf("arenas: reused, bounded by size; a walk from 200 KB to 24 MB mapped %zu arenas, pooled at most %zu bytes; "
            "trimmed\n", mappings, worst);
 }
