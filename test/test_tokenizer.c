@@ -760,12 +760,43 @@ static void test_processor_truncation_and_prompt(void) {
     }
 }
 
+/** Added tokens with rstrip: HF finds every match in the raw text, then widens each, so a token inside
+ *  the whitespace an earlier rstrip took still matches (the engine used to resume after the widened
+ *  end: "a\n\nb" gave one "\n"). Expected ids from tokenizers 0.23.3 on this file. */
+static void test_rstrip_then_match(void) {
+    char const *json = "{\"added_tokens\": [{\"id\": 5, \"content\": \"<mask>\", \"rstrip\": true, \"special\": true}, "
+                       "{\"id\": 6, \"content\": \"\\n\", \"rstrip\": true, \"special\": true}, "
+                       "{\"id\": 8, \"content\": \" <nl>\", \"special\": true}], \"normalizer\": null, "
+                       "\"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}, \"post_processor\": {\"type\": \"TemplateProcessing\", "
+                       "\"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+                       "\"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}], \"special_tokens\": {\"[CLS]\": "
+                       "{\"id\": \"[CLS]\", \"ids\": [1], \"tokens\": [\"[CLS]\"]}, \"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [2], "
+                       "\"tokens\": [\"[SEP]\"]}}}, \"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
+                       "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, \"vocab\": {\"[UNK]\": 0, "
+                       "\"[CLS]\": 1, \"[SEP]\": 2, \"a\": 3, \"b\": 4, \"<mask>\": 5, \"\\n\": 6, \"<nl>\": 7}}}";
+    struct {
+        char const *text;
+        int32_t ids[6];
+    } const cases[] = {{"a <mask> <nl> b", {1, 3, 5, 8, 4, 2}}, {"a\n\nb", {1, 3, 6, 6, 4, 2}},
+                       {"a\n \n b", {1, 3, 6, 6, 4, 2}}, {"a <mask>\n b", {1, 3, 5, 6, 4, 2}}};
+    uform_tokenizer_t *tokenizer = NULL;
+    CHECK_OK(uform_tokenizer_open_json(json, strlen(json), "rstrip", &tokenizer));
+    for (size_t k = 0; tokenizer && k < sizeof(cases) / sizeof(cases[0]); ++k) {
+        int32_t ids[16];
+        size_t count = 0;
+        CHECK_OK(uform_tokenizer_encode(tokenizer, cases[k].text, strlen(cases[k].text), 0, ids, 16, &count));
+        CHECK(count == 6 && !memcmp(ids, cases[k].ids, sizeof(cases[k].ids)));
+    }
+    uform_tokenizer_free(tokenizer);
+}
+
 int main(void) {
     snprintf(temp_dir, sizeof temp_dir, "%s/uform_tokenizer_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     CHECK_FATAL(mkdtemp(temp_dir) != NULL);
     load_corpus();
     CHECK_FATAL(texts_count >= 100000);
     test_processor_truncation_and_prompt();
+    test_rstrip_then_match();
 
     struct {
         char const *name, *file, *expected;

@@ -369,7 +369,10 @@ uform_status_t uform_tokenizer_encode(uform_tokenizer_t const *tokenizer, char c
             while (stop < length && uform_is_whitespace(code_point_at(text, stop, &bytes))) stop += bytes;
         if (start > done) status = encode_stretch(tokenizer, text + done, start - done, done == 0, &s);
         if (status == uform_status_ok_k && s.ids.count < s.limit && !uform_ids_push(&s.ids, token->id)) status = OOM();
-        done = i = stop;
+        /* As HF: matches are found in the raw text, then widened; the next is searched from this one's
+         * own end (a token inside the whitespace an rstrip took still matches), the text resumes from
+         * the widened end of the latest. */
+        i = i + token->length, done = stop;
     }
     if (status == uform_status_ok_k) {
         size_t content = s.ids.count < s.limit ? s.ids.count : s.limit;
