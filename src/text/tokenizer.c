@@ -66,6 +66,37 @@ uform_status_t tokenizer_json_type(loader_t const *loader, cJSON const *object, 
     return uform_status_ok_k;
 }
 
+
+/** The ids HF's tokenizers gives the added tokens, whatever `id` the JSON writes: a content already in
+ *  the model's vocabulary takes the vocabulary's id, one already added its first id, any other the next
+ *  id past the vocabulary's size (its distinct pieces), in order. Real files agree; a probe's did not. */
+static uform_status_t renumber_added(uform_tokenizer_t *tokenizer, loader_t *loader, pieces_t const *pieces,
+                                     int32_t before_added) {
+    if (!tokenizer->added_count) return uform_status_ok_k;
+    uform_strmap_t vocab = {0}, added = {0};
+    uform_status_t status = uform_strmap_init(&vocab, pieces->count, loader->blob);
+    if (status == uform_status_ok_k) status = uform_strmap_init(&added, tokenizer->added_count, loader->blob);
+    if (status != uform_status_ok_k) {
+        uform_strmap_free(&vocab);
+        return status;
+    }
+    for (size_t k = 0; k < pieces->count; ++k) uform_strmap_put(&vocab, pieces->offsets[k], pieces->lengths[k], pieces->ids[k]);
+    int32_t next = (int32_t)vocab.count, max_id = before_added;
+    for (size_t k = 0; k < tokenizer->added_count; ++k) {
+        added_t *token = &tokenizer->added[k];
+        char const *content = loader->blob + token->offset;
+        int32_t id = uform_strmap_get(&vocab, content, token->length);
+        if (id < 0) id = uform_strmap_get(&added, content, token->length);
+        if (id < 0) id = next++;
+        uform_strmap_put(&added, token->offset, token->length, id);
+        token->id = id;
+        if (id > max_id) max_id = id;
+    }
+    loader->max_id = max_id;
+    uform_strmap_free(&vocab), uform_strmap_free(&added);
+    return uform_status_ok_k;
+}
+
 static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, char const *data, size_t size,
                                 uform_tokenizer_bert_t const *bert) {
     uform_json_scan_t const scanned = uform_json_scan(data, size, 0);
@@ -105,8 +136,10 @@ static uform_status_t open_json(uform_tokenizer_t *tokenizer, loader_t *loader, 
         status = tokenizer_load_pre_tokenizer(tokenizer, loader, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
     if (status == uform_status_ok_k)
         status = tokenizer_load_post_processor(tokenizer, loader, cJSON_GetObjectItemCaseSensitive(root, "post_processor"));
+    int32_t const before_added = loader->max_id;
     if (status == uform_status_ok_k)
         status = tokenizer_load_added_tokens(tokenizer, loader, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
+    if (status == uform_status_ok_k) status = renumber_added(tokenizer, loader, &pieces, before_added);
     if (status == uform_status_ok_k) {
         cJSON const *truncation = cJSON_GetObjectItemCaseSensitive(root, "truncation");
         if (truncation && !cJSON_IsNull(truncation)) {
