@@ -280,7 +280,16 @@ static void test_bert_configs(void) {
     write_text(pooling, "{\"pooling_mode_cls_token\": false, \"pooling_mode_mean_tokens\": false, \"pooling_mode_max_tokens\": true}");
     EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "config-bert/1_Pooling/config.json", "'pooling_mode_max_tokens' is not supported", NULL);
     write_text(pooling, "{\"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": true}");
-    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "1_Pooling/config.json", "exactly one of", NULL);
+    EXPECT_OPEN_FAILURE(dir, uform_status_unsupported_k, "1_Pooling/config.json",
+                        "both 'pooling_mode_cls_token' and 'pooling_mode_mean_tokens' are true", NULL);
+    /* No mode at all: mean pooling, as sentence-transformers 6.3 reads it. */
+    write_text(pooling, "{\"pooling_mode_cls_token\": false, \"pooling_mode_mean_tokens\": false}");
+    {
+        uform_model_t model = NULL;
+        CHECK_STATUS(open_model(dir, uform_dtype_f32_k, &model), uform_status_ok_k);
+        if (model) CHECK(model->text_replicas[0].pooling == uform_pooling_mean_k);
+        uform_model_free(model);
+    }
     write_text(pooling, "{\"pooling_mode_cls_token\": \"yes\"}");
     EXPECT_OPEN_FAILURE(dir, uform_status_corrupt_file_k, "1_Pooling/config.json", "'pooling_mode_cls_token' must be true or false", NULL);
     write_text(pooling, "{\"pooling_mode_cls_token\": true, \"word_embedding_dimension\": 9}");

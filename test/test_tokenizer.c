@@ -807,6 +807,20 @@ static void test_rstrip_then_match(void) {
         CHECK(uform_tokenizer_vocab_size(tokenizer) == 9);
     }
     uform_tokenizer_free(tokenizer);
+    /* A Unigram list's size counts a repeated piece: "<new>" is 4 past <unk> a b a (and "a" the last 3). */
+    char const *unigram = "{\"added_tokens\": [{\"id\": 99, \"content\": \"<new>\", \"special\": true}], \"model\": "
+                          "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"a\", -1], [\"b\", -1], "
+                          "[\"a\", -2]]}}";
+    tokenizer = NULL;
+    CHECK_OK(uform_tokenizer_open_json(unigram, strlen(unigram), "unigram", &tokenizer));
+    if (tokenizer) {
+        int32_t ids[16], expected[] = {3, 4, 3};
+        size_t count = 0;
+        CHECK_OK(uform_tokenizer_encode(tokenizer, "a<new>a", 7, 0, ids, 16, &count));
+        CHECK(count == 3 && !memcmp(ids, expected, sizeof expected));
+        CHECK(uform_tokenizer_vocab_size(tokenizer) == 5);
+    }
+    uform_tokenizer_free(tokenizer);
 }
 
 int main(void) {

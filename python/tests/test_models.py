@@ -172,7 +172,9 @@ class SideConfigs(unittest.TestCase):
                 "'default_prompt_name' 'p' is not a key of 'prompts'", uform.CorruptFileError),
                ({"modules.json": {"1.type": "sentence_transformers.models.pooling.Pooling"}},
                 "'sentence_transformers.models.pooling.Pooling' is not supported", uform.UnsupportedError),
-               ({"modules.json": {"0.path": "../elsewhere"}}, "leaves the model folder", uform.CorruptFileError)]
+               ({"modules.json": {"0.path": "../elsewhere"}}, "leaves the model folder", uform.CorruptFileError),
+               ({"sentence_bert_config.json": {"tokenizer_name_or_path": "elsewhere"}},
+                "'tokenizer_name_or_path' is not supported", uform.UnsupportedError)]
         with tempfile.TemporaryDirectory() as scratch:
             for number, (edits, message, error) in enumerate(bad):
                 with self.subTest(message=message):
@@ -182,6 +184,14 @@ class SideConfigs(unittest.TestCase):
                     self.assertIn(message, str(raised.exception))
                     self.assertTrue(any(name.split("/")[-1] in str(raised.exception) for name in edits)
                                     or "include_prompt" in message, str(raised.exception))
+            # "query" and "document" are prompts every SentenceTransformer knows, empty unless named.
+            directory = side_config_directory(MINILM, {"config_sentence_transformers.json": {
+                "prompts": {}, "default_prompt_name": "query"}}, os.path.join(scratch, "implicit"))
+            model = uform.Model.open(library(), directory)
+            try:
+                self.assertEqual(model.tokenize("hello"), [101, 7592, 102])
+            finally:
+                model.close()
             # Weights this engine does not read, where model.safetensors is not: named, not "cannot open".
             for number, (name, message) in enumerate([("model.safetensors.index.json", "weights sharded over several"),
                                                       ("pytorch_model.bin", "only safetensors weights are read")]):

@@ -489,10 +489,10 @@ uform_status_t uform_config_pooling(char const *label, void const *root_, uform_
         int cls = 0, mean = 0;
         UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_cls_token", 0, &cls));
         UFORM_TRY(uform_json_bool(label, "", root, "pooling_mode_mean_tokens", 0, &mean));
-        if (cls == mean)
-            return uform_fail(uform_status_unsupported_k,
-                              "%s: exactly one of 'pooling_mode_cls_token' and 'pooling_mode_mean_tokens' must be true", label);
-        config->pooling = cls ? uform_pooling_cls_k : uform_pooling_mean_k;
+        if (cls && mean)
+            return uform_fail(uform_status_unsupported_k, "%s: both 'pooling_mode_cls_token' and 'pooling_mode_mean_tokens' "
+                              "are true: sentence-transformers concatenates the two; only one mode is supported", label);
+        config->pooling = cls ? uform_pooling_cls_k : uform_pooling_mean_k; /* none set: mean, as 6.3 reads it */
     }
     /* sentence-transformers 6 renamed word_embedding_dimension. */
     char const *width_key = uform_json_get(root, "embedding_dimension") ? "embedding_dimension" : "word_embedding_dimension";
@@ -545,6 +545,9 @@ uform_status_t uform_config_sentence_bert(char const *label, void const *root_, 
     for (size_t k = 0; k < 4; ++k)
         for (size_t n = 0; n < 2 && kwargs_names[k][n]; ++n)
             UFORM_TRY(uform_config_kwargs(label, root, kwargs_names[k][n], model_kwargs, k == 0 ? 3 : 0));
+    if (uform_json_get(root, "tokenizer_name_or_path"))
+        return uform_fail(uform_status_unsupported_k, "%s: 'tokenizer_name_or_path' is not supported (the tokenizer is "
+                          "read from the model's folder)", label);
     char const *task, *output;
     UFORM_TRY(uform_json_string(label, "", root, "transformer_task", "feature-extraction", &task));
     if (strcmp(task, "feature-extraction") != 0)
@@ -591,6 +594,8 @@ uform_status_t uform_config_prompts(char const *label, void const *root_, uform_
         return uform_fail(uform_status_corrupt_file_k, "%s: 'default_prompt_name' must be a string or null", label);
     cJSON const *prompts = uform_json_get(root, "prompts");
     cJSON const *prompt = cJSON_IsObject(prompts) ? cJSON_GetObjectItemCaseSensitive(prompts, name->valuestring) : NULL;
+    /* A SentenceTransformer always knows "query" and "document", empty unless the file names them. */
+    if (!prompt && (!strcmp(name->valuestring, "query") || !strcmp(name->valuestring, "document"))) return uform_status_ok_k;
     if (!prompt)
         return uform_fail(uform_status_corrupt_file_k, "%s: 'default_prompt_name' '%.64s' is not a key of 'prompts'", label,
                           name->valuestring);

@@ -136,6 +136,11 @@ static uform_status_t uform_read_text_config(char const *directory, uform_text_c
     UFORM_CHECK(uform_load_json(path, 0, &root));
     UFORM_CHECK(uform_config_layout(path, root, &layout));
     if (layout == uform_text_layout_uform3_k) {
+        if (modules.transformer_path[0]) { /* UForm3 files are read from the model's own folder */
+            status = uform_fail(uform_status_unsupported_k, "%s: a UForm3 config.json in a sentence-transformers "
+                                "Transformer folder is not supported", path);
+            goto done;
+        }
         UFORM_CHECK(uform_config_uform3(path, root, config));
         goto done;
     }

@@ -69,7 +69,7 @@ uform_status_t tokenizer_json_type(loader_t const *loader, cJSON const *object, 
 
 /** The ids HF's tokenizers gives the added tokens, whatever `id` the JSON writes: a content already in
  *  the model's vocabulary takes the vocabulary's id, one already added its first id, any other the next
- *  id past the vocabulary's size (its distinct pieces), in order. Real files agree; a probe's did not. */
+ *  id past the vocabulary's size (a WordPiece map's distinct pieces, a Unigram list's length), in order. Real files agree; a probe's did not. */
 static uform_status_t renumber_added(uform_tokenizer_t *tokenizer, loader_t *loader, pieces_t const *pieces,
                                      int32_t before_added) {
     if (!tokenizer->added_count) return uform_status_ok_k;
@@ -81,7 +81,8 @@ static uform_status_t renumber_added(uform_tokenizer_t *tokenizer, loader_t *loa
         return status;
     }
     for (size_t k = 0; k < pieces->count; ++k) uform_strmap_put(&vocab, pieces->offsets[k], pieces->lengths[k], pieces->ids[k]);
-    int32_t next = (int32_t)vocab.count, max_id = before_added;
+    /* HF's vocabulary size: a WordPiece map's distinct keys, a Unigram list's length (repeats included). */
+    int32_t next = (int32_t)(tokenizer->model == model_unigram_k ? pieces->count : vocab.count), max_id = before_added;
     for (size_t k = 0; k < tokenizer->added_count; ++k) {
         added_t *token = &tokenizer->added[k];
         char const *content = loader->blob + token->offset;
