@@ -107,7 +107,7 @@ static uform_status_t uform_read_sentence_config(char const *folder, uform_text_
     char path[4096];
     void *root = NULL;
     uform_status_t status = uform_status_ok_k;
-    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]) && status == uform_status_ok_k; ++k) {
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); ++k) {
         UFORM_CHECK(uform_join(path, sizeof(path), folder, names[k]));
         UFORM_CHECK(uform_load_json(path, 1, &root));
         if (root && !uform_json_is_empty_object(root)) {
