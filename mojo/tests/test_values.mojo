@@ -140,6 +140,19 @@ def test_library_loading() raises:
     except e:
         assert_true(e.kind == Status.UNSUPPORTED, String(e))
         assert_true(e.message.find("libm.so.6 loads but is not libuform") >= 0, e.message)
+    # A library of this ABI that lacks a function the package calls: refused as it loads, naming
+    # the function (calling it would abort the process).
+    var partial = getenv("UFORM_TEST_PARTIAL_LIBRARY")
+    if partial:
+        try:
+            _ = Library(partial)
+            raise Error(Status.OK, "a partial libuform loaded")
+        except e:
+            assert_true(e.kind == Status.UNSUPPORTED, String(e))
+            assert_true(e.message.find(String(partial, " is libuform 0.")) >= 0, e.message)
+            assert_true(e.message.find(" but lacks uform_cpu_class_name, which this package calls") >= 0, e.message)
+    else:
+        print("SKIPPED (one case): no $UFORM_TEST_PARTIAL_LIBRARY (ctest sets it to build/test/libuform_partial.so)")
     try:
         _ = Library("")
         raise Error(Status.OK, "an empty path loaded")

@@ -22,6 +22,33 @@ comptime LIBRARY_VARIABLE = "UFORM_LIBRARY"
 
 comptime _CString = Pointer[c_char, ImmUntrackedOrigin]
 
+comptime _SYMBOLS = [
+    "uform_cpu_class_name",
+    "uform_cpu_detect",
+    "uform_error_message",
+    "uform_executor_call",
+    "uform_executor_describe",
+    "uform_executor_drain",
+    "uform_executor_for_ram",
+    "uform_executor_for_vram",
+    "uform_executor_free",
+    "uform_executor_on_pool",
+    "uform_gpu_class_name",
+    "uform_gpu_device_name",
+    "uform_gpu_devices",
+    "uform_gpu_status",
+    "uform_gpu_vendor_name",
+    "uform_memory_domains",
+    "uform_mesh_bootstrap",
+    "uform_mesh_describe",
+    "uform_mesh_free",
+    "uform_outcome_poll",
+    "uform_outcome_wait",
+    "uform_status_name",
+]
+"""Every function of `libuform` this package calls besides `uform_version`: `Library` looks for
+each as it loads, since calling one the file lacks aborts the process."""
+
 
 def _package_directory() -> String:
     """The directory of this package's sources, where a bundled `libuform.so` sits."""
@@ -106,7 +133,8 @@ struct Library(Copyable, Movable):
             path: A file path, or a library name the dynamic linker resolves.
 
         Raises:
-            Error: UNSUPPORTED when the file does not load or speaks another ABI.
+            Error: UNSUPPORTED when the file does not load, speaks another ABI, or lacks a function
+                this package calls.
         """
         if not path:
             # dlopen("") is the program itself, not a library.
@@ -126,6 +154,13 @@ struct Library(Copyable, Movable):
                 Status.UNSUPPORTED,
                 String(path, " is libuform ", version, "; this package speaks ABI ", ABI_MAJOR, ".x"),
             )
+        var symbols = materialize[_SYMBOLS]()
+        for name in symbols:
+            if not self._handle[].check_symbol(name):
+                raise Error(
+                    Status.UNSUPPORTED,
+                    String(path, " is libuform ", version, " but lacks ", name, ", which this package calls"),
+                )
 
     def version(self) -> String:
         """The loaded library's version, "MAJOR.MINOR.PATCH". Calls `uform_version`.
