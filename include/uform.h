@@ -949,6 +949,8 @@ typedef struct uform_mesh_description_t {
  *  - Absent peers: TIMEOUT naming the indices; a peer on this host that wrote its facts and is gone:
  *    TIMEOUT at once naming its host and PID, unless it published a failure first, which is then
  *    reported instead (with that peer's status, its text quoted: printable, escaped, capped).
+ *  - An executor poisoned by a device fault: DEVICE_FAULT with the fault's message (the peers
+ *    then fail with it quoted, as below).
  *  - One index claimed by two processes (two live processes, a second `run` file, or a live owner
  *    of an earlier run's file): CORRUPT_FILE on every process, within about a second, naming both.
  *  - The job directory a symbolic link, not owned by the effective user, or writable by group or

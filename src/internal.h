@@ -482,6 +482,10 @@ typedef struct uform_vram_member_t {
 /** @brief The devices of a VRAM executor; returns zero for any other executor. */
 size_t uform_vram_members(uform_executor_t executor, uform_vram_member_t const **members);
 
+/** @brief DEVICE_FAULT with the fault's message under `verb` when a VRAM executor is poisoned; OK
+ *  when it is not, and for any other executor. */
+uform_status_t uform_vram_check_fault(uform_executor_t executor, char const *verb);
+
 /** @brief Called periodically (about every millisecond) while the executor waits on its streams;
  *  a status other than OK aborts the wait with that status and message (the watchdog is expected to
  *  have made the streams finish, e.g. by aborting NCCL communicators). NULL removes it. */

@@ -321,6 +321,9 @@ uform_status_t uform_mesh_bootstrap(uform_executor_t executor, uform_mesh_option
     }
     else uform_mesh_shape_alone(&facts, &created->description);
     created->timings.rendezvous_seconds = uform_now_seconds() - start;
+    /* A poisoned executor: DEVICE_FAULT, as every later use of it is, published to the peers like
+     * any failure (NCCL's start on its streams would find it too, but a run of one GPU starts none). */
+    if (status == uform_status_ok_k) status = uform_vram_check_fault(executor, "uform_mesh_bootstrap");
     if (status == uform_status_ok_k && created->description.gpus_per_colocated_domain > 1)
         status = mesh_start_nccl(created, rendezvous);
     if (status != uform_status_ok_k) {

@@ -302,3 +302,14 @@ void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t wa
     self->watchdog_context = context;
     pthread_mutex_unlock(&self->watchdog_lock);
 }
+
+/** DEVICE_FAULT with the fault's message under `verb` once the executor is poisoned; OK otherwise
+ *  (and for other executors). */
+uform_status_t uform_vram_check_fault(uform_executor_t executor, char const *verb) {
+    vram_executor_t *self = vram_cast(executor);
+    if (!self || !atomic_load_explicit(&self->faulted, memory_order_acquire)) return uform_status_ok_k;
+    pthread_mutex_lock(&self->lock); // the message is written under the lock before the flag is set
+    uform_status_t const status = vram_fault_status(self, verb);
+    pthread_mutex_unlock(&self->lock);
+    return status;
+}

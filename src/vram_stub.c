@@ -49,3 +49,8 @@ size_t uform_vram_members(uform_executor_t executor, uform_vram_member_t const *
 void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t watchdog, void *context) {
     (void)executor, (void)watchdog, (void)context;
 }
+
+uform_status_t uform_vram_check_fault(uform_executor_t executor, char const *verb) {
+    (void)executor, (void)verb;
+    return uform_status_ok_k;
+}

@@ -10,6 +10,7 @@
  *      test_mesh_faults --child ROLE ...  one process of a shape (started by the test)
  */
 #include "mesh_harness.h"
+#include "uform_testing.h" // `uform_device_launch`, `uform_kernel_trap_k`
 
 #if UFORM_WITH_CUDA
 
@@ -271,6 +272,12 @@ static int fake_nccl_child(char const *role, uform_executor_t executor, uform_me
     return check_failures ? 1 : 0;
 }
 
+/** A device callback that launches a trap: a deliberate device fault. */
+static uform_status_t trap_callback(void *context, uform_device_slot_t const *slot) {
+    (void)context;
+    return uform_device_launch(slot, uform_kernel_trap_k, slot->scratch, 0, 0);
+}
+
 static void test_fake_driver(void) {
     int32_t ordinal = 0;
     uform_vram_options_t vram = {.devices = &ordinal, .devices_count = 1};
@@ -329,6 +336,19 @@ static void test_fake_driver(void) {
     unsetenv("UFORM_ALLOW_MULTICAST");
     uform_mesh_free(mesh);
     buffers_free(&buffers);
+    uform_executor_free(executor);
+
+    // An executor poisoned by a device fault (a trap; the fake driver's context goes with its last
+    // executor): DEVICE_FAULT naming the fault, as every later use of it, though one GPU starts no NCCL.
+    executor = NULL;
+    CHECK_STATUS(uform_executor_for_vram(&vram, NULL, NULL, 0, 0, &executor), uform_status_ok_k);
+    uform_call_t trap = {.residency = uform_residency_vram_k, .device = trap_callback};
+    CHECK_STATUS(uform_executor_call(executor, &trap, NULL), uform_status_device_fault_k);
+    mesh = NULL;
+    CHECK_STATUS(uform_mesh_bootstrap(executor, NULL, &mesh), uform_status_device_fault_k);
+    CHECK_MESSAGE("uform_mesh_bootstrap: device 0 (ordinal 0) faulted");
+    CHECK_MESSAGE("the executor is poisoned");
+    CHECK(mesh == NULL);
     uform_executor_free(executor);
 
     // Two GPUs without NCCL, in one process and in two.
