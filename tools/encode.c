@@ -35,14 +35,16 @@
  *  input) or image file that failed, after the rows of the items before it; usage errors exit 2.
  *  `--output FILE` is written beside it under a temporary name (.uform-XXXXXX in its directory) and
  *  renamed over FILE only when every item was encoded, so a failure leaves FILE as it was, and so
- *  does SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ or SIGPIPE, which remove the temporary; a FILE the caller
- *  may not write is refused (as the shell would), and so is one in a directory it may not write (a
- *  FILE that is not a regular file, such as a FIFO, or a symbolic link, is written in place, a
- *  link's missing target created; /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are
- *  written through the open descriptor, an appending one still appending); standard output
+ *  does a signal that ends the process (SIGINT, SIGTERM, SIGPIPE, SIGALRM, ...: temporary_signals),
+ *  which removes the temporary; a FILE the caller may not write is refused (as the shell would), and
+ *  so is one in a directory it may not write, or another user's in a sticky directory such as /tmp,
+ *  where only its owner may replace it. A FILE that is not a regular file, such as a FIFO, or a
+ *  symbolic link, is written in place, a link's missing target created; /dev/stdout, /dev/stderr,
+ *  /dev/fd/N and /proc/self/fd/N are written through the open descriptor, an appending one still
+ *  appending. Standard output
  *  is written batch by batch, so a failure leaves the rows of the items before it there. A write that fails (a full disk, a reader gone from
  *  a pipe) fails the run once that batch was written, naming the output, however long the input.
- *  An embedding that is not finite (weights that hold NaN) fails the run rather than print invalid
+ *  An embedding that is not finite (arithmetic that overflowed) fails the run rather than print invalid
  *  JSON. `--output ""` and `--model ""` are usage errors.
  *
  *  `--features` writes each item's features (`uform_embeddings_t.features`: the tower's last hidden
@@ -174,6 +176,9 @@ static int compare_names(void const *a, void const *b) { return strcmp(*(char *c
 
 /** Pushes `path`, or a directory's image files in name order; the pushed strings are allocated
  *  (freed through `owned`). Returns 0 on failure, printed. */
+/** The last directory given to --image that held no image file, for the usage error. */
+static char const *empty_image_directory = NULL;
+
 static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
     struct stat info;
     if (stat(path, &info) != 0) {
@@ -216,6 +221,7 @@ static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
         }
     }
     closedir(directory);
+    if (paths->count == first) empty_image_directory = path;
     if (paths->count > first) qsort(paths->items + first, paths->count - first, sizeof(char *), compare_names);
     for (size_t i = first; i < paths->count; ++i) paths->lengths[i] = strlen(paths->items[i]);
     return 1;
@@ -298,7 +304,7 @@ static char *read_image_file(char const *path, size_t *size) {
 
 static int fail_engine(uform_status_t status, char const *what) {
     progress_end();
-    fprintf(stderr, "uform encode: %s: %s: %s\n", what, uform_status_name(status), uform_error_message());
+    fprintf(stderr, "uform encode: %s: %s: %s\n", visible(what), uform_status_name(status), visible(uform_error_message()));
     return 1;
 }
 
@@ -412,12 +418,15 @@ static int output_failed(char const *name, int error) {
     return 1;
 }
 
-/** While the temporary exists, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ (a file size limit
- *  reached) and SIGPIPE (a message to a standard error whose reader is gone) remove it before they
- *  end the process (as they would have), so that an interrupted run
- *  too leaves FILE as it was. A signal the process ignores stays ignored. */
-#define TEMPORARY_SIGNALS 6
-static int const temporary_signals[TEMPORARY_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, SIGPIPE};
+/** While the temporary exists, every signal whose default action ends the process and that is not a
+ *  crash (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGPROF,
+ *  SIGIO, SIGPWR, SIGXCPU and SIGXFSZ, the CPU and file size limits) removes it before it ends the
+ *  process (as it would have), so that an interrupted run too leaves FILE as it was. A signal the
+ *  process ignores or handles keeps its disposition. */
+#define TEMPORARY_SIGNALS 14
+static int const temporary_signals[TEMPORARY_SIGNALS] = {SIGINT,  SIGTERM,   SIGHUP,  SIGQUIT, SIGPIPE,
+                                                         SIGALRM, SIGUSR1,   SIGUSR2, SIGVTALRM, SIGPROF,
+                                                         SIGIO,   SIGPWR,    SIGXCPU, SIGXFSZ};
 static struct sigaction temporary_previous[TEMPORARY_SIGNALS];
 static int temporary_guarded[TEMPORARY_SIGNALS];
 static char temporary_path[PATH_MAX + 16]; /**< The handler's copy: async-signal-safe to read. */
@@ -436,7 +445,7 @@ static void temporary_guard(char const *path) {
     for (int i = 0; i < TEMPORARY_SIGNALS; ++i) sigaddset(&handler.sa_mask, temporary_signals[i]);
     for (int i = 0; i < TEMPORARY_SIGNALS; ++i)
         temporary_guarded[i] = sigaction(temporary_signals[i], NULL, &temporary_previous[i]) == 0 &&
-                               temporary_previous[i].sa_handler != SIG_IGN &&
+                               temporary_previous[i].sa_handler == SIG_DFL &&
                                sigaction(temporary_signals[i], &handler, NULL) == 0;
 }
 
@@ -470,7 +479,7 @@ static int output_open(output_t *output, char const *path) {
         int const copy = flags < 0 || (flags & O_ACCMODE) == O_RDONLY ? (errno = EBADF, -1)
                                                                        : fcntl(named, F_DUPFD_CLOEXEC, 3);
         if (copy < 0 || !(output->file = fdopen(copy, "wb"))) {
-            fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "uform encode: cannot write %s: %s\n", visible(path), strerror(errno));
             if (copy >= 0) close(copy);
             output->file = stdout;
             return 0;
@@ -484,11 +493,11 @@ static int output_open(output_t *output, char const *path) {
     int exists = stat(path, &info) == 0;
     if (link || (exists && !S_ISREG(info.st_mode))) {
         if (exists && S_ISDIR(info.st_mode)) {
-            fprintf(stderr, "uform encode: cannot write %s: Is a directory\n", path);
+            fprintf(stderr, "uform encode: cannot write %s: Is a directory\n", visible(path));
             return 0;
         }
         if (!(output->file = fopen(path, "wb"))) {
-            fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "uform encode: cannot write %s: %s\n", visible(path), strerror(errno));
             output->file = stdout;
             return 0;
         }
@@ -496,12 +505,27 @@ static int output_open(output_t *output, char const *path) {
     }
     /* A file the shell could not write is refused, not replaced. */
     if (exists && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) {
-        fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "uform encode: cannot write %s: %s\n", visible(path), strerror(errno));
         return 0;
     }
     /* The temporary is DIR/.uform-XXXXXX, short, so that a FILE name of NAME_MAX bytes fits. */
     char const *slash = strrchr(path, '/');
     int const directory_length = slash ? (int)(slash - path + 1) : 0;
+    char directory[PATH_MAX];
+    snprintf(directory, sizeof directory, "%.*s", slash ? (slash == path ? 1 : directory_length - 1) : 1,
+             slash ? path : ".");
+    /* Another user's FILE in a sticky directory (/tmp) that is not ours either: renaming over it
+     * would be refused at the end, after all the work (EPERM), so it is refused now. */
+    if (exists && info.st_uid != geteuid() && geteuid() != 0) {
+        struct stat parent;
+        if (stat(directory, &parent) == 0 && (parent.st_mode & S_ISVTX) && parent.st_uid != geteuid()) {
+            fprintf(stderr,
+                    "uform encode: cannot write %s: it belongs to user %u in a sticky directory, where only its "
+                    "owner may replace it; remove it or write another file\n",
+                    visible(path), (unsigned)info.st_uid);
+            return 0;
+        }
+    }
     size_t length = (size_t)directory_length + 16;
     output->temporary = malloc(length);
     if (!output->temporary) return fputs("uform encode: out of memory\n", stderr), 0;
@@ -510,9 +534,9 @@ static int output_open(output_t *output, char const *path) {
     if (fd < 0) {
         int const error = errno;
         if (error == EACCES || error == EPERM || error == EROFS) /* FILE may be writable, its directory is not */
-            fprintf(stderr, "uform encode: cannot write %s: cannot create its temporary file in the directory %.*s: %s\n",
-                    path, slash ? (slash == path ? 1 : directory_length - 1) : 1, slash ? path : ".", strerror(error));
-        else fprintf(stderr, "uform encode: cannot write %s: %s\n", path, strerror(error));
+            fprintf(stderr, "uform encode: cannot write %s: cannot create its temporary file in the directory %s: %s\n",
+                    visible(path), visible(directory), strerror(error));
+        else fprintf(stderr, "uform encode: cannot write %s: %s\n", visible(path), strerror(error));
         free(output->temporary), output->temporary = NULL;
         return 0;
     }
@@ -522,7 +546,7 @@ static int output_open(output_t *output, char const *path) {
     umask(mask);
     mode_t mode = exists ? (info.st_mode & 07777) : (0666 & ~mask);
     if (fchmod(fd, mode) != 0 || !(output->file = fdopen(fd, "wb"))) {
-        fprintf(stderr, "uform encode: cannot write %s: %s\n", output->temporary, strerror(errno));
+        fprintf(stderr, "uform encode: cannot write %s: %s\n", visible(output->temporary), strerror(errno));
         close(fd), unlink(output->temporary), temporary_unguard();
         free(output->temporary), output->temporary = NULL, output->file = stdout;
         return 0;
@@ -584,6 +608,11 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
             size_t size = newline ? (size_t)(newline - start) : reader->end - reader->start;
             reader->start += size + (newline != NULL), reader->scanned = reader->start;
             if (size && start[size - 1] == '\r') --size;
+            if (size > ENCODE_LINE_MAX_BYTES) {
+                read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
+                            ENCODE_LINE_MAX_BYTES >> 20);
+                return reader->failed = 1, reader_error_k;
+            }
             *line = start, *length = size, ++reader->lines;
             return reader_line_k;
         }
@@ -596,7 +625,8 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
             memmove(reader->buffer, reader->buffer + reader->start, reader->end - reader->start);
             reader->end -= reader->start, reader->scanned -= reader->start, reader->start = 0;
         }
-        if (reader->end >= ENCODE_LINE_MAX_BYTES) { /* /dev/zero, or a file that is not text */
+        /* /dev/zero, or a file that is not text: more than the longest line and a '\r' held. */
+        if (reader->end > ENCODE_LINE_MAX_BYTES + 1) {
             read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
                         ENCODE_LINE_MAX_BYTES >> 20);
             return reader->failed = 1, reader_error_k;
@@ -984,7 +1014,7 @@ static int batch_write(run_t *run, batch_t *batch) {
         progress_end();
         item_name(name, sizeof name, run->images, run->items, batch->first + good, run->from_stdin);
         if (not_finite) {
-            fprintf(stderr, "uform encode: %s: %s not finite (the model's weights hold NaN or infinity)\n", name,
+            fprintf(stderr, "uform encode: %s: %s not finite (the model's arithmetic overflowed f32: weights or activations too large)\n", name,
                     not_finite);
             return 0;
         }
@@ -997,7 +1027,7 @@ static int batch_write(run_t *run, batch_t *batch) {
                                                0, &(size_t){0});
         char const *reason = alone != uform_status_ok_k ? uform_error_message() : "", *prefix = "uform_encode_images: image 0: ";
         if (!strncmp(reason, prefix, strlen(prefix))) reason += strlen(prefix); /* the file names the image */
-        fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(batch->statuses[good]), reason);
+        fprintf(stderr, "uform encode: %s: %s: %s\n", name, uform_status_name(batch->statuses[good]), visible(reason));
         return 0;
     }
     /* The bar: where the total is known, after every batch; else from the second batch on. */
@@ -1103,7 +1133,12 @@ int uform_command_encode(int argc, char **argv) {
         fprintf(stderr, "uform encode: --format is jsonl, npy or f32, not '%s'\n", format), bad_usage = 1;
     if (strcmp(dtype, "f32") && strcmp(dtype, "bf16"))
         fprintf(stderr, "uform encode: --dtype is f32 or bf16, not '%s'\n", dtype), bad_usage = 1;
-    if (images && !texts.count) fputs("uform encode: --image needs at least one image file\n", stderr), bad_usage = 1;
+    if (images && !texts.count && empty_image_directory)
+        fprintf(stderr, "uform encode: --image needs at least one image file; the directory %s holds no .jpg, .jpeg or "
+                        ".png file\n",
+                visible(empty_image_directory)),
+            bad_usage = 1;
+    else if (images && !texts.count) fputs("uform encode: --image needs at least one image file\n", stderr), bad_usage = 1;
     if (output_path && !*output_path) fputs("uform encode: --output takes a file name, not ''\n", stderr), bad_usage = 1;
     if (bad_usage) {
         fputs(encode_usage, stderr);

@@ -7,7 +7,7 @@
 # all-MiniLM-L6-v2: jsonl, f32 and npy outputs of the right shape, texts from arguments and from standard
 # input in input order, row i again as text i alone; a failing text named by its index and line, an
 # --output file replaced only on success, a FIFO as a model file refused at once, NaN weights refused
-# at open.
+# at open, finite weights that overflow the arithmetic named at their text.
 # Without all-MiniLM-L6-v2 the rest still runs, and then the test exits 77 (ctest's SKIP_RETURN_CODE)
 # naming what did not run, or 1 if anything failed.
 #   cli_test.sh UFORM_BINARY MINILM_DIR
@@ -537,5 +537,23 @@ PY
 grep -q "corrupt_file: $tmp/nan/model.safetensors: tensor 'embeddings.word_embeddings.weight' holds NaN at element 0" "$tmp/err" ||
   fail "NaN weights: $(cat "$tmp/err")"
 [[ ! -s $tmp/out ]] || fail "NaN weights printed: $(head -c 100 "$tmp/out")"
+# Finite weights so large that the arithmetic overflows: the run fails at that text, saying so (the
+# message blamed NaN weights, which open refuses), after the rows before it.
+mkdir "$tmp/huge" && cp -r "$minilm"/. "$tmp/huge"/
+python3 - "$tmp/huge/model.safetensors" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    entry = header["embeddings.word_embeddings.weight"]
+    assert entry["dtype"] == "F32"
+    row = 4937 * entry["shape"][1] * 4  # the row of "cat"
+    f.seek(8 + n + entry["data_offsets"][0] + row)
+    f.write(struct.pack("<f", 3e38) * entry["shape"][1])
+PY
+printf 'dog\ncat\n' | "$uform" encode --model "$tmp/huge" >"$tmp/out" 2>"$tmp/err"; code=$?
+[[ $code == 1 && $(wc -l <"$tmp/out") == 1 ]] || fail "overflowing weights: exit $code, $(wc -l <"$tmp/out") rows, expected 1 and 1"
+[[ $(cat "$tmp/err") == "uform encode: text 1 (line 2 of standard input): the embedding is not finite (the model's arithmetic overflowed f32: weights or activations too large)" ]] ||
+  fail "overflowing weights: $(cat "$tmp/err")"
 [[ $failures == 0 ]] && echo "cli_test: all checks passed"
 exit $((failures > 0))

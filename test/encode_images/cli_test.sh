@@ -66,6 +66,8 @@ timeout 20 "$uform" encode --model "$tmp/tiny" --image /dev/zero >"$tmp/out" 2>"
 mkdir "$tmp/empty"
 "$uform" encode --model "$tmp/tiny" --image "$tmp/empty" >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 2 ]] || fail "an empty directory: exit $code, expected 2"
+grep -q "^uform encode: --image needs at least one image file; the directory $tmp/empty holds no .jpg, .jpeg or .png file$" "$tmp/err" ||
+  fail "an empty directory: $(head -n 1 "$tmp/err")"
 "$uform" encode --model "$tmp/tiny" --image -- "$photos" >"$tmp/after.jsonl" 2>"$tmp/err" || fail "--image -- DIR: $(cat "$tmp/err")"
 [[ $(wc -l <"$tmp/after.jsonl") == "$count" ]] || fail "--image -- DIR: $(wc -l <"$tmp/after.jsonl") lines, expected $count"
 "$uform" encode --model "$tmp/tiny" --image "$tmp/missing.jpg" >"$tmp/out" 2>"$tmp/err"; code=$?
@@ -73,6 +75,7 @@ mkdir "$tmp/empty"
 grep -q "cannot read $tmp/missing.jpg" "$tmp/err" || fail "missing image: $(cat "$tmp/err")"
 "$uform" encode --model "$tmp/tiny" --image >"$tmp/out" 2>"$tmp/err"; code=$?
 [[ $code == 2 ]] || fail "--image without files: exit $code, expected 2"
+grep -q "^uform encode: --image needs at least one image file$" "$tmp/err" || fail "--image without files: $(head -n 1 "$tmp/err")"
 # A directory's entries: a dangling link and a looping one fail the run naming the entry (as those
 # paths given alone do); a FIFO, a subdirectory and hidden files are passed over; a name's newline is
 # shown escaped, not as a second message line.

@@ -5,13 +5,14 @@
 # Output that cannot be written fails every command (write_errors; encode_write_error, which must
 # also stop an endless input; --output /dev/stdout written through the open descriptor; standard
 # input from a regular file not read through without a progress bar); SIGINT, SIGTERM, SIGHUP,
-# SIGQUIT and SIGXFSZ leave no temporary of `encode --output` (encode_signal); `encode --output ""`
+# SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM and SIGXFSZ leave no temporary of `encode --output`
+# (encode_signal); the longest line of standard input (encode_line_limit); `encode --output ""`
 # and `--model ""` are usage errors, a 255-byte --output name works, a FILE or directory the user
 # cannot write is refused (encode_output_empty). The encode cases use the tiny BERT of test/models.
 #
 # usage: cli_test.sh UFORM_BINARY CASE [BENCH_ARGS...]
 #   CASE: usage | info | json | bench | options | orphan | write_errors | encode_write_error |
-#         encode_signal | encode_output_empty
+#         encode_signal | encode_output_empty | encode_line_limit [full]
 set -euo pipefail
 
 uform=$1 case=$2
@@ -194,6 +195,24 @@ encode_write_error)
     fail "a sparse standard input: exit $code (124: still counting after 60 s): $(head -c 300 "$tmp/err")"
   rm -f "$tmp/sparse"
   ;;
+encode_line_limit)
+  # The longest line of standard input is 64 MiB, its line end aside ('\r\n' too): one byte more is
+  # refused naming the line (exit 1); with "full" (plain builds: 64 MiB of text is encoded, about
+  # 1 GB and seconds) a line of exactly 64 MiB is encoded (it was refused as "longer than 64 MiB").
+  limit=$((64 << 20))
+  code=0; { printf 'a cat\n'; head -c $((limit + 1)) /dev/zero | tr '\0' a; printf '\n'; } |
+    "$uform" encode --model "$tiny" --format f32 >"$tmp/out" 2>"$tmp/err" || code=$?
+  [[ $code == 1 && $(cat "$tmp/err") == "uform encode: line 2 of standard input is longer than 64 MiB" ]] ||
+    fail "a line of 64 MiB + 1: exit $code: $(head -c 300 "$tmp/err")"
+  [[ $(stat -c %s "$tmp/out") -gt 0 ]] || fail "a line of 64 MiB + 1: the row before it is not written"
+  if [[ ${1:-} == full ]]; then
+    for end in '\n' '\r\n'; do
+      code=0; { head -c $limit /dev/zero | tr '\0' a; printf "$end"; } |
+        "$uform" encode --model "$tiny" --format f32 >"$tmp/out" 2>"$tmp/err" || code=$?
+      [[ $code == 0 && $(stat -c %s "$tmp/out") -gt 0 ]] || fail "a line of 64 MiB ending '$end': exit $code: $(head -c 300 "$tmp/err")"
+    done
+  fi
+  ;;
 encode_signal)
   # Killed while --output FILE is written under its temporary name (a batch written, the next line
   # awaited): the process dies of the signal, the temporary is gone and FILE holds what it held.
@@ -201,7 +220,7 @@ encode_signal)
   mkfifo "$tmp/in"
   mkdir "$tmp/sig" # FILE's directory: whatever else is there is a temporary
   others() { find "$tmp/sig" -mindepth 1 ! -name out.jsonl "$@"; }
-  for signal in INT TERM HUP QUIT; do
+  for signal in INT TERM HUP QUIT ALRM USR1 USR2 VTALRM; do
     echo keep >"$tmp/sig/out.jsonl"
     "$uform" encode --model "$tiny" --output "$tmp/sig/out.jsonl" <"$tmp/in" 2>"$tmp/err" &
     pid=$!
@@ -245,6 +264,13 @@ encode_output_empty)
   code=0; "$uform" encode --model "" "a cat" >"$tmp/out" 2>"$tmp/err" || code=$?
   [[ $code == 2 && $(head -n 1 "$tmp/err") == "uform encode: --model takes a model directory, not ''" && ! -s $tmp/out ]] ||
     fail "--model '' exited $code: $(cat "$tmp/err")"
+  # Control bytes of --output and --model names are shown escaped, so a name cannot forge a line.
+  code=0; "$uform" encode --model "$tiny" --output "$tmp/cwd/no"$'\n'"such/out" "a cat" 2>"$tmp/err" || code=$?
+  [[ $code == 1 && $(wc -l <"$tmp/err") == 1 ]] && grep -q 'no\\x0asuch/out' "$tmp/err" ||
+    fail "an --output name with a newline: exit $code: $(cat "$tmp/err")"
+  code=0; "$uform" encode --model "$tmp/cwd/no"$'\n'"model" "a cat" 2>"$tmp/err" || code=$?
+  [[ $code == 1 && $(wc -l <"$tmp/err") == 1 ]] && grep -q 'no\\x0amodel' "$tmp/err" ||
+    fail "a --model name with a newline: exit $code: $(cat "$tmp/err")"
   # A file name of NAME_MAX (255) bytes: its temporary is a short name beside it ("NAME.XXXXXX" was too long).
   name=$(printf 'x%.0s' $(seq 255))
   "$uform" encode --model "$tiny" --output "$name" "a cat" 2>"$tmp/err" || fail "--output of 255 bytes exited $?: $(cat "$tmp/err")"
@@ -270,6 +296,21 @@ encode_output_empty)
   [[ $code == 1 && $(cat "$tmp/err") == "uform encode: cannot write $tmp/shut/rw.jsonl: cannot create its temporary file in the directory $tmp/shut: Permission denied" ]] ||
     fail "--output in a read-only directory: exit $code: $(cat "$tmp/err")"
   [[ $(cat "$tmp/shut/rw.jsonl") == keep ]] || fail "--output in a read-only directory was changed"
+  # Another user's writable FILE in a sticky directory (/tmp's mode) that is not the user's either:
+  # renaming over it would fail after all the work, so it is refused first.
+  if ((EUID == 0)); then
+    mkdir -m 1777 "$tmp/sticky" && echo keep >"$tmp/sticky/root.jsonl" && chmod 666 "$tmp/sticky/root.jsonl"
+    code=0; "${user[@]}" "$uform" encode --model "$tiny" --output "$tmp/sticky/root.jsonl" "a cat" 2>"$tmp/err" || code=$?
+    [[ $code == 1 && $(cat "$tmp/err") == "uform encode: cannot write $tmp/sticky/root.jsonl: it belongs to user 0 in a sticky directory, where only its owner may replace it; remove it or write another file" ]] ||
+      fail "another user's --output in a sticky directory: exit $code: $(cat "$tmp/err")"
+    [[ $(cat "$tmp/sticky/root.jsonl") == keep && -z $(compgen -G "$tmp/sticky/.uform-*") ]] ||
+      fail "another user's --output in a sticky directory was changed: $(ls -A "$tmp/sticky")"
+    # Its owner replaces it as before.
+    "$uform" encode --model "$tiny" --output "$tmp/sticky/root.jsonl" "a cat" 2>"$tmp/err" || fail "the owner's --output in a sticky directory exited $?"
+    [[ $(wc -l <"$tmp/sticky/root.jsonl") == 1 && $(head -c 1 "$tmp/sticky/root.jsonl") == "[" ]] || fail "the owner's --output in a sticky directory"
+  else
+    echo "cli test ($case): not root: another user's file in a sticky directory not checked"
+  fi
   ;;
 *) fail "unknown case" ;;
 esac
