@@ -903,7 +903,10 @@ typedef struct uform_mesh_options_t {
     size_t host_domain_index;        /**< This process's index among `host_domain_count`. */
     size_t host_domain_count;        /**< Processes in the run; zero or one: no peers; at most
                                           UFORM_MESH_PROCESSES_MAX. */
-    size_t gpus_per_multimem_domain; /**< GPUs one NVLink domain spans; zero derives the host's GPUs. */
+    size_t gpus_per_multimem_domain; /**< GPUs one NVLink domain spans as the hardware is built (it may
+                                          hold GPUs outside the run, so it is reported as given, not
+                                          checked against the run's count; every process must give the
+                                          same); zero derives the run's GPUs per host, equal on every host. */
     char const *directory;           /**< Directory every process sees; required with peers. A
                                           symbolic link in it is followed only when the effective
                                           user or root owns it. */
@@ -915,7 +918,8 @@ typedef struct uform_mesh_options_t {
 /** @brief What a mesh reports about itself; zeroed by a failed `uform_mesh_describe`. */
 typedef struct uform_mesh_description_t {
     size_t gpus_per_host_domain;          /**< GPUs this process drives. */
-    size_t gpus_per_multimem_domain;      /**< GPUs one NVLink domain spans. */
+    size_t gpus_per_multimem_domain;      /**< GPUs one NVLink domain spans: the options' value, or the
+                                               run's GPUs per host where that was zero. */
     size_t gpus_per_colocated_domain;     /**< GPUs in the whole run. */
     size_t host_domain_index;             /**< This process's index among the run's processes. */
     size_t first_gpu_index;               /**< GPUs of lower-indexed processes: where this process's share begins. */
