@@ -63,7 +63,8 @@ static void *worker(void *argument) {
     void *scratch = aligned_alloc(64, scratch_bytes ? (scratch_bytes + 63) / 64 * 64 : 64);
     for (size_t i = 0; i < b->rows * widest; ++i) a[i] = (float)((i * 37 + w->index) % 101) / 101.0f - 0.5f;
     b->gemm.kernels->f32_to_bf16(a, a16, b->rows * widest);
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     double *best = b->seconds[w->index];
     for (size_t p = 0; p < products_k; ++p) best[p] = 1e30;
     pthread_barrier_wait(&b->start);
@@ -94,7 +95,7 @@ static void *worker(void *argument) {
         for (size_t p = 0; p < products_k; ++p)
             if (took[p] < best[p]) best[p] = took[p];
     }
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     free(a), free(c), free(a16), free(scratch);
     return NULL;
 }

@@ -14,7 +14,8 @@ int main(void) {
     for (size_t i = 0; i < 128*1536; ++i) a[i] = (float)(i % 7) * 0.1f;
     for (size_t i = 0; i < 1536*1536; ++i) w[i] = (float)(i % 5) * 0.1f, w16[i] = 0x3f80;
     uform_gemm_t g = {.kernels = uform_kernels_for(uform_cpu_class_amd_genoa_k), .use_library = 1, .native_bf16 = 1};
-    int prev = uform_gemm_thread_enter();
+    uform_gemm_thread_t prev;
+    uform_gemm_thread_enter(&prev);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
         for (int bf = 0; bf < 2; ++bf) {
             double us[2];
@@ -33,5 +34,5 @@ int main(void) {
             printf("M=%3zu N=%4zu K=%zu %s: gemm %8.2f us, matmul %8.2f us (%s), ratio %.2f\n", shapes[s][0], shapes[s][1], shapes[s][2],
                    bf ? "bf16" : "f32 ", us[0], us[1], uform_gemm_matmul_impl(), us[1] / us[0]);
         }
-    uform_gemm_thread_leave(prev);
+    uform_gemm_thread_leave(&prev);
 }

@@ -72,7 +72,8 @@ int main(int argc, char **argv) {
         }
         uform_gemm_pin(weights[p], bytes); /* as a model's replicas are */
     }
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     double best[2] = {1e30, 1e30};
     size_t tiles = 0;
     for (size_t round = 0; round < rounds + 2; ++round)
@@ -104,7 +105,7 @@ int main(int argc, char **argv) {
             double took = now() - start;
             if (round >= 2 && took < best[packed]) best[packed] = took; /* two warm-up rounds */
         }
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     printf("bench_text_tiles %s %s, %zu rows, the plan of %zu threads (%zu tiles per layer), one thread, %s: "
            "plain %.3f ms, packed %.3f ms per layer (packed / plain %.3f), packed copies %.1f MiB\n",
            shape, bf16 ? "bf16" : "f32", m, plan_threads, tiles, uform_gemm_matmul_impl() ? uform_gemm_matmul_impl() : "no primitive",

@@ -1301,6 +1301,13 @@ typedef struct uform_image_t {
  *  and norms are its own, so the rows are the whole layer's up to the products' rounding.
  *  `UFORM_CLS_TAIL=0` runs the whole layer, for comparisons.
  *
+ *  Signals: while a thread runs a RAM model's layers for a call (the calling thread of a blocking
+ *  call included), asynchronous signals (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT
+ *  and SIGSYS) are blocked on it, so a handler (a timeout's SIGALRM, a sampling profiler's SIGPROF,
+ *  Python's SIGINT) runs on another thread or once the thread's share is done, never inside a
+ *  product: oneDNN 2.6's f32 GEMM kernels point the stack pointer into the heap while they run,
+ *  where a signal's frame would corrupt it. Images likewise.
+ *
  *  @code{.c}
  *  char const *texts[] = {"a cat on a mat", "a dog in the fog"};
  *  float rows[2][384];

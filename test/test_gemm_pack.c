@@ -227,10 +227,11 @@ typedef struct racer_t {
 
 static void *race(void *opaque) {
     racer_t *r = (racer_t *)opaque;
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     for (int round = 0; round < 20; ++round)
         uform_gemm_tile(r->gemm, 64, r->n, SK, r->a, SLDA, r->w + r->j0 * SK, uform_dtype_f32_k, SK, r->c, SLDC, NULL);
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     return NULL;
 }
 
@@ -312,7 +313,8 @@ int main(void) {
         return 77;
     }
     gemm.matmul = 1;
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     check_dtype(&gemm, uform_dtype_f32_k);
     if (uform_gemm_takes_bf16(&gemm, uform_dtype_bf16_k)) check_dtype(&gemm, uform_dtype_bf16_k);
     else printf("bf16: this class widens bf16 weights (never packed: not checked)\n");
@@ -334,6 +336,6 @@ int main(void) {
         printf("sgemm packed: not here (%s)\n", budget && !strcmp(budget, "0") ? "UFORM_GEMM_PACK_MIB=0" : "libdnnl lacks it");
         CHECK(budget && !strcmp(budget, "0")); /* Debian's libdnnl 2.6 exports it */
     }
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     return check_failures ? 1 : 0;
 }

@@ -181,7 +181,8 @@ static void test_attention_products(void) {
     gemm.kernels->f32_to_bf16(p, probs, ROWS * S);
     gemm.kernels->bf16_to_f32(probs, p, ROWS * S);
     float const scale = 0.125f;
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     for (int via = 0; via < 2; ++via) { /* 0: the GEMM functions; 1: the primitive */
         uform_gemm_t g = gemm;
         g.matmul = via, g.attention_matmul = via;
@@ -189,7 +190,7 @@ static void test_attention_products(void) {
         CHECK(uform_gemm_bf16_with(&g, 1, ROWS, S, HEAD, scale, qkv + 5 * 3 * D, 3 * D, qkv + D, 3 * D, scores[via], S));
         CHECK(uform_gemm_bf16_with(&g, 0, ROWS, HEAD, S, 1.0f, probs, S, qkv + 2 * D + 64, 3 * D, out[via] + 64, D));
     }
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     double worst[2] = {0, 0};
     for (size_t i = 0; i < ROWS; ++i) {
         for (size_t j = 0; j < S; ++j) {

@@ -361,7 +361,8 @@ static void test_plain_weights_values(uform_cpu_class_t cpu_class) {
     CHECK_FATAL(a && w && whole && split);
     for (size_t i = 0; i < M * K; ++i) a[i] = uniform();
     for (size_t i = 0; i < N * K; ++i) w[i] = uniform();
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     uform_gemm_pin(w, N * K * sizeof(float));
     /* Column tiles of 32 (a split plan): nothing packed. */
     uform_gemm_t columns = uform_gemm_for_product(&gemm, 3);
@@ -388,7 +389,7 @@ static void test_plain_weights_values(uform_cpu_class_t cpu_class) {
     CHECK(most <= 1e-4 && worst_reference <= 1e-4);
     uform_gemm_unpin(w, N * K * sizeof(float));
     CHECK(uform_gemm_packed_bytes() == before);
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     free(a), free(w), free(whole), free(split);
 }
 

@@ -45,7 +45,8 @@
 #include <dlfcn.h>    // `dlsym`
 #include <dnnl.h>     // `dnnl_sgemm`, the matmul primitive
 #include <stdio.h>    // `snprintf`
-#include <pthread.h>  // `pthread_once`
+#include <pthread.h>  // `pthread_once`, `pthread_sigmask`
+#include <signal.h>   // `sigfillset`
 #include <stdlib.h>   // `getenv`
 #include <stdatomic.h> // the pins' generation
 #include <string.h>   // `strcmp`
@@ -68,16 +69,22 @@ static void omp_resolve(void) {
     if (!omp_get_max_threads_fn || !omp_set_num_threads_fn) omp_get_max_threads_fn = NULL, omp_set_num_threads_fn = NULL;
 }
 
-int uform_gemm_thread_enter(void) {
+void uform_gemm_thread_enter(uform_gemm_thread_t *saved) {
+    sigset_t asynchronous;
+    sigfillset(&asynchronous);
+    int const synchronous[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (size_t i = 0; i < sizeof synchronous / sizeof synchronous[0]; ++i) sigdelset(&asynchronous, synchronous[i]);
+    pthread_sigmask(SIG_BLOCK, &asynchronous, &saved->signals);
+    saved->omp_threads = 0;
     pthread_once(&omp_once, omp_resolve);
-    if (!omp_get_max_threads_fn) return 0;
-    int previous = omp_get_max_threads_fn();
-    if (previous != 1) omp_set_num_threads_fn(1);
-    return previous;
+    if (!omp_get_max_threads_fn) return;
+    saved->omp_threads = omp_get_max_threads_fn();
+    if (saved->omp_threads != 1) omp_set_num_threads_fn(1);
 }
 
-void uform_gemm_thread_leave(int previous) {
-    if (omp_set_num_threads_fn && previous > 1) omp_set_num_threads_fn(previous);
+void uform_gemm_thread_leave(uform_gemm_thread_t const *saved) {
+    if (omp_set_num_threads_fn && saved->omp_threads > 1) omp_set_num_threads_fn(saved->omp_threads);
+    pthread_sigmask(SIG_SETMASK, &saved->signals, NULL);
 }
 
 static int gemm_widens(uform_gemm_t const *gemm, uform_dtype_t dtype) {

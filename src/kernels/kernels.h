@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>   // `pthread_mutex_t`
+#include <signal.h>    // `sigset_t`
 #include <stdatomic.h> // `atomic_uint`
 
 /**
@@ -425,10 +426,21 @@ int uform_gemm_bf16(int transposed, size_t m, size_t n, size_t k, float alpha, u
 int uform_gemm_bf16_with(uform_gemm_t const *gemm, int transposed, size_t m, size_t n, size_t k, float alpha,
                          uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, float *c, size_t ldc);
 
-/** @brief Makes oneDNN run single-threaded on this thread (OpenMP's nthreads for this thread set to
- *  one) and returns what it was, for `uform_gemm_thread_leave` to restore. */
-int uform_gemm_thread_enter(void);
-void uform_gemm_thread_leave(int previous);
+/** @brief What `uform_gemm_thread_enter` changed on a thread, for `uform_gemm_thread_leave`. */
+typedef struct uform_gemm_thread_t {
+    int omp_threads;  /**< OpenMP's nthreads for this thread before. */
+    sigset_t signals; /**< The thread's signal mask before. */
+} uform_gemm_thread_t;
+
+/** @brief Readies this thread for a model's products, until `uform_gemm_thread_leave`: oneDNN runs
+ *  single-threaded on it (OpenMP's nthreads for this thread set to one), and every asynchronous
+ *  signal (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT and SIGSYS) is blocked, so it
+ *  waits pending for another thread or for the leave. oneDNN 2.6's JIT f32 GEMM kernels (AVX2 and
+ *  AVX-512) point RSP into a heap workspace while they run: a signal delivered then writes its frame
+ *  into the heap (oneDNN issue 4845, fixed in 3.11.2; found by a probe whose timer signal crashed
+ *  an encode loop within seconds). */
+void uform_gemm_thread_enter(uform_gemm_thread_t *saved);
+void uform_gemm_thread_leave(uform_gemm_thread_t const *saved);
 
 /** @brief One-element conversions (portable). */
 static inline float uform_bf16_to_f32(uint16_t value) {

@@ -76,7 +76,8 @@ static uform_status_t job_first_failure(image_job_t const *job, char *message, s
 static void job_thread(void *context, size_t task, size_t thread, size_t domain) {
     (void)task, (void)domain;
     image_job_t *job = (image_job_t *)context;
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     image_pass_decode(job, thread, &job->counters[0]);
     int abandon = 0;
     if (job->strict)
@@ -100,7 +101,7 @@ static void job_thread(void *context, size_t task, size_t thread, size_t domain)
             size_t n = group->images - first < group->chunk_images ? group->images - first : group->chunk_images;
             image_pass_chunk(job, group, thread, group->first_image + first, n, &phase);
         }
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1 && !job->caller_frees) {
         /* A deferred strict call fails through its outcome, which the executor finishes after this
          * round: every thread has decoded (the barrier), so the lowest failed index is final. */

@@ -601,7 +601,8 @@ void uform_text_job_free(forward_job_t *job) {
 void uform_text_job_thread(void *context, size_t task, size_t thread, size_t domain) {
     (void)task, (void)domain;
     forward_job_t *job = (forward_job_t *)context;
-    int previous = uform_gemm_thread_enter();
+    uform_gemm_thread_t previous;
+    uform_gemm_thread_enter(&previous);
     if (thread == 0 && job->statuses)
         for (size_t i = 0; i < job->count; ++i) job->statuses[i] = job->item_statuses ? job->item_statuses[i] : uform_status_ok_k;
     if (thread == 0 && job->skipped) {
@@ -624,6 +625,6 @@ void uform_text_job_thread(void *context, size_t task, size_t thread, size_t dom
     else
         for (size_t c = 0; c < group->chunks_count; ++c)
             forward_chunk(job, group, thread, &job->chunks[group->first_chunk + c], &phase);
-    uform_gemm_thread_leave(previous);
+    uform_gemm_thread_leave(&previous);
     if (atomic_fetch_sub(&job->threads_left, 1) == 1) uform_text_job_free(job);
 }
