@@ -1275,7 +1275,9 @@ typedef struct uform_image_t {
  *
  *  VRAM models encode on VRAM executors whose every device holds a copy of the model
  *  (RESIDENCY_MISMATCH otherwise, naming the device; UNSUPPORTED on the NULL executor, which has no
- *  stream). The batch runs in waves (one below 512 texts; else an eighth of it, then the rest), each
+ *  stream). The batch runs in waves (one below 512 texts; else an eighth of it, then the rest; never
+ *  more texts than a quarter of the scratch budget holds embedding rows of, so many short texts are
+ *  split to fit, not refused), each
  *  one deferred call on the executor: the host decoder threads tokenise a wave while the devices
  *  run the wave before. A wave's texts, packed without padding, are split over the devices in
  *  proportion to their SMs, each device's share cut into chunks that fit its scratch. A wave asks
@@ -1288,10 +1290,10 @@ typedef struct uform_image_t {
  *  it (or frees the executor), so the next call's tokenising overlaps this one's device work. The
  *  model must stay open until then. Each model has two pinned host buffers for its jobs, so two
  *  deferred encodes of one model may be in flight at once with overlapped copies; a third meanwhile
- *  runs from unpinned memory in one wave and returns only after the devices ran it (its rows still
+ *  runs from unpinned memory in one wave (more where its rows need them) and returns only after the devices ran it (its rows still
  *  written as its outcome finishes). When the executor's
  *  deferred ring is full its waves wait for each other, and a deferred encode meeting a ring full of
- *  other calls gets DEFERRED_FULL. UFORM_GPU_TEXT_WAVE=N (texts per wave, 0 for one) overrides the split.
+ *  other calls gets DEFERRED_FULL. UFORM_GPU_TEXT_WAVE=N (texts per wave, 0 for one; within the rows' cap) overrides the split.
  *  f32 weights compute in f32 (the CPU path's results up to rounding); bf16 and f16 keep activations
  *  in that dtype between kernels, with f32 reductions, and cuBLASLt's tanh-approximated GELU.
  *

@@ -9,7 +9,8 @@
  *  output options (truncation, normalisation, bf16 rows, a stride); a bad text's status and zero row;
  *  a bad text failing the call without statuses; RESIDENCY_MISMATCH (RAM executor, RAM model on a
  *  VRAM executor, an executor on a device without a copy), UNSUPPORTED on the NULL executor; LIMIT_EXCEEDED when one
- *  text cannot fit `scratch_limit`; a batch split to fit a smaller limit; deferred calls; waves (texts
+ *  text cannot fit `scratch_limit`; a batch split to fit a smaller limit, and 12,000 short texts whose
+ *  rows alone exceed 4 MiB of scratch (waves capped by rows); deferred calls; waves (texts
  *  tokenised in parts while the device runs the part before: a bad text, forced wave sizes, a one-entry
  *  ring, a deferred call, a scratch limit, all against the CPU path); UNSUPPORTED
  *  without cuBLASLt; two devices when there are two; a device fault during an encode (a trapping
@@ -674,6 +675,48 @@ int main(int argc, char **argv) {
         printf("scratch held under an 8 MiB limit: %zu bytes\n", bytes);
         CHECK(bytes > 0 && bytes <= (8u << 20));
         uform_executor_free(limited);
+    }
+
+    /* Many short texts under 4 MiB of scratch: their rows (12,000 x 1.5 KiB) are more than the scratch,
+     * so the batch runs in waves whose rows fit (a quarter of the budget each), not LIMIT_EXCEEDED as a
+     * single wave's rows made it; blocking and deferred, against the CPU path. */
+    {
+        enum { MANY = 12000 };
+        size_t const dims = 384;
+        texts_t many = make_texts(MANY, 3, 1000, 0x6b0e000au);
+        uform_model_t cpu = open_model(minilm_dir, uform_residency_ram_k, uform_dtype_f32_k, NULL);
+        uform_model_t gpu = open_model(minilm_dir, uform_residency_vram_k, uform_dtype_f32_k, &one);
+        uform_executor_t limited = NULL;
+        CHECK_STATUS(uform_executor_for_vram(&one, NULL, NULL, 4u << 20, 0, &limited), uform_status_ok_k);
+        float *expected = (float *)calloc(MANY * dims, sizeof(float)), *rows = (float *)calloc(MANY * dims, sizeof(float));
+        CHECK_FATAL(cpu && gpu && limited && expected && rows);
+        char const *const *texts = (char const *const *)many.texts;
+        uform_embeddings_t out = {.data = expected, .dtype = uform_dtype_f32_k};
+        CHECK_STATUS(uform_encode_texts(ram_executor, cpu, texts, NULL, MANY, &out, NULL, NULL), uform_status_ok_k);
+        out.data = rows;
+        for (int deferred = 0; deferred < 2; ++deferred) {
+            memset(rows, 0, MANY * dims * sizeof(float));
+            uform_outcome_t outcome;
+            uform_status_t status = uform_encode_texts(limited, gpu, texts, NULL, MANY, &out, NULL, deferred ? &outcome : NULL);
+            if (deferred && status == uform_status_ok_k) status = uform_outcome_wait(&outcome, -1);
+            if (status != uform_status_ok_k) printf("12,000 short texts in 4 MiB: %s\n", uform_error_message());
+            CHECK_STATUS(status, uform_status_ok_k);
+            double worst = 1.0;
+            for (size_t i = 0; i < MANY; ++i) {
+                double const c = cosine(rows + i * dims, expected + i * dims, dims);
+                if (c < worst) worst = c;
+            }
+            size_t bytes = 0;
+            CHECK_STATUS(uform_executor_scratch_bytes(limited, 0, &bytes), uform_status_ok_k);
+            printf("12,000 short texts in 4 MiB of scratch (%s): worst cosine %.7f, scratch held %zu bytes\n",
+                   deferred ? "deferred" : "blocking", worst, bytes);
+            CHECK(worst >= 0.99999);
+            CHECK(bytes > 0 && bytes <= (4u << 20));
+        }
+        uform_executor_free(limited);
+        uform_model_free(cpu), uform_model_free(gpu);
+        free(expected), free(rows);
+        free_texts(&many);
     }
 
     /* Two devices: the batch split in proportion, rows in input order. */

@@ -4,7 +4,9 @@
  *          on the executor's decoder threads in waves overlapped with the devices, packing, sharing each
  *          wave over the devices by their SMs, the scratch plan, and the rows in input order.
  *
- *  Waves (`wave_starts`: one below 512 texts, else an eighth and the rest): call w is deferred; its host
+ *  Waves (`wave_starts`: one below 512 texts, else an eighth and the rest; for unpinned jobs and
+ *  given ids, one; and never more texts than a quarter of the scratch budget holds rows of, so a
+ *  batch of many short texts is split rather than refused): call w is deferred; its host
  *  part tokenises wave w on the decoder threads while the devices still run wave w - 2 and w - 1,
  *  and its device part enqueues wave w - 1, tokenised by the call before, so every call's scratch is
  *  planned from lengths already known. Between calls the verb packs the wave just tokenised (ids and
@@ -233,20 +235,21 @@ uform_status_t uform_text_vram_encode(uform_executor_t executor, struct uform_mo
  *  the device takes for the first eighth, and the second wave runs as one large batch (four equal
  *  waves measured slower than one on MiniLM at 1,024 texts: smaller products). UFORM_GPU_TEXT_WAVE=N
  *  sets equal waves of N texts (0: one wave). */
-static size_t wave_starts(size_t count, size_t starts[3], size_t **many) {
+static size_t wave_starts(size_t count, size_t cap, int overlapped, size_t starts[3], size_t **many) {
     starts[0] = 0, starts[1] = count, starts[2] = count;
     *many = NULL;
     size_t value = 0;
-    if (strict_count(getenv("UFORM_GPU_TEXT_WAVE"), 0, SIZE_MAX, false, &value)) {
-        size_t waves = value && value < count ? (count + value - 1) / value : 1;
-        if (waves > 1) *many = (size_t *)malloc((waves + 1) * sizeof(size_t));
-        if (!*many) return 1;
-        for (size_t w = 0; w <= waves; ++w) (*many)[w] = w * value < count ? w * value : count;
-        return waves;
-    }
-    if (count < 512) return 1;
-    starts[1] = (count + 7) / 8;
-    return 2;
+    if (overlapped && strict_count(getenv("UFORM_GPU_TEXT_WAVE"), 0, SIZE_MAX, false, &value)) {
+        if (!value || value > cap) value = cap;
+    } else if (overlapped && count >= 512 && (count + 7) / 8 <= cap && count - (count + 7) / 8 <= cap) {
+        starts[1] = (count + 7) / 8;
+        return 2;
+    } else value = cap;
+    size_t waves = value < count ? (count + value - 1) / value : 1;
+    if (waves > 1) *many = (size_t *)malloc((waves + 1) * sizeof(size_t));
+    if (!*many) return 1;
+    for (size_t w = 0; w <= waves; ++w) (*many)[w] = w * value < count ? w * value : count;
+    return waves;
 }
 
 /** Packs the inputs [first, end) just tokenised after the earlier waves' (ids, positions, offsets,
@@ -330,8 +333,14 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     }
     job->order = (size_t *)malloc(count * sizeof(size_t));
     job->offsets = (size_t *)malloc((count + 1) * sizeof(size_t));
+    /* A wave's rows wait on the devices (in their scratch) until its copy back: at most a quarter of
+     * the scratch budget's worth of texts per wave, so a large batch of short texts is split to fit
+     * rather than refused (LIMIT_EXCEEDED is for a text that cannot fit alone). */
+    size_t const budget = description->scratch_limit ? description->scratch_limit : (size_t)4 << 30;
+    size_t rows_cap = budget / 4 / (job->row_bytes ? job->row_bytes : 1);
+    if (rows_cap < 1) rows_cap = 1;
     size_t fixed[3] = {0, count, count}, *listed = NULL;
-    size_t waves = tokenise && job->pinned ? wave_starts(count, fixed, &listed) : 1;
+    size_t waves = wave_starts(count, rows_cap, tokenise && job->pinned, fixed, &listed);
     size_t const *starts = listed ? listed : fixed;
     job->run = (vram_waves_t){.outcomes = (uform_outcome_t *)calloc(waves + 1, sizeof(uform_outcome_t)),
                               .failure = {.status = uform_status_ok_k}};
