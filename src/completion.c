@@ -22,6 +22,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>  // `snprintf`
 #include <stdlib.h> // `calloc`
 #include <string.h> // `memcpy`
 
@@ -125,6 +126,16 @@ uform_status_t uform_outcome_refuse(uform_outcome_t *outcome, uform_status_t sta
         uform_outcome_finish(outcome, status, status == uform_status_ok_k ? "" : uform_error_message());
     }
     return status;
+}
+
+uform_status_t uform_verb_refusal(uform_outcome_t *outcome, uform_status_t status, char const *verb) {
+    static char const inner[] = "uform_executor_call: ";
+    if (status != uform_status_contended_k && status != uform_status_deferred_full_k) return status;
+    char const *message = uform_error_message();
+    if (strncmp(message, inner, sizeof inner - 1) != 0) return status;
+    char rest[1024];
+    snprintf(rest, sizeof rest, "%s", message + sizeof inner - 1);
+    return uform_outcome_refuse(outcome, uform_fail(status, "%s: %s", verb, rest));
 }
 
 void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout) {

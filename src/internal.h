@@ -182,6 +182,11 @@ void uform_outcome_finish(uform_outcome_t *outcome, uform_status_t status, char 
  *  a call it refuses, so an outcome handed to a failing call never stays pending; returns `status`. */
 uform_status_t uform_outcome_refuse(uform_outcome_t *outcome, uform_status_t status);
 
+/** @brief A verb's refusal by the executor (CONTENDED, DEFERRED_FULL) named after the verb the user
+ *  called rather than `uform_executor_call`, in the thread's message and in `outcome`'s; any other
+ *  status is returned as it is. */
+uform_status_t uform_verb_refusal(uform_outcome_t *outcome, uform_status_t status, char const *verb);
+
 /** @brief Parks the calling thread on the outcome's `finished` word while it is zero, up to
  *  `timeout` (NULL: forever); spurious returns are possible, callers loop. */
 void uform_outcome_park(uform_outcome_t *outcome, struct timespec const *timeout);

@@ -208,7 +208,7 @@ static void test_verb(void) {
     uform_call_t call = {.schedule = uform_schedule_threads_k, .task = reentry_task, .context = &reentry};
     CHECK_STATUS(uform_executor_call(executor, &call, NULL), uform_status_ok_k);
     CHECK(reentry.status == uform_status_contended_k);
-    CHECK(strstr(reentry.message, "inside a callback") != NULL);
+    CHECK(strstr(reentry.message, "uform_encode_texts: called from inside a callback") == reentry.message);
 
     /* DEFERRED_FULL and submission order: a deferred call holds the only slot (deferred_limit 1). */
     blocker_t blocker = {0};
@@ -219,7 +219,9 @@ static void test_verb(void) {
     CHECK_STATUS(uform_executor_call(executor, &hold, &encoded), uform_status_deferred_full_k); /* sanity */
     CHECK_STATUS(uform_encode_texts(executor, model, texts, NULL, count, &out2, NULL, &encoded),
                  uform_status_deferred_full_k);
+    CHECK_MESSAGE("uform_encode_texts: 1 deferred calls are already tracked"); /* the verb the user called */
     CHECK(encoded.finished && encoded.status == uform_status_deferred_full_k);
+    CHECK(strstr(encoded.message, "uform_encode_texts: 1 deferred calls") == encoded.message);
     atomic_store(&blocker.release, 1);
     CHECK_STATUS(uform_outcome_wait(&held, -1), uform_status_ok_k);
     memset(again, 0, sizeof again);

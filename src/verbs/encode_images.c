@@ -9,9 +9,9 @@
 #include "models/image_vram.h"
 #include "models/model.h"
 
-UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model, uform_image_t const *images,
-                                             size_t count, uform_embeddings_t const *embeddings, uform_status_t *statuses,
-                                             uform_outcome_t *outcome) {
+static uform_status_t encode_images(uform_executor_t executor, uform_model_t model, uform_image_t const *images,
+                                    size_t count, uform_embeddings_t const *embeddings, uform_status_t *statuses,
+                                    uform_outcome_t *outcome) {
     if (!model) return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_encode_images: model is NULL"));
     if (model->modality != uform_modality_image_k || !model->image_replicas)
         return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
@@ -49,4 +49,11 @@ UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_mo
                                                         "uform_encode_images: the model is RAM-resident and the executor is a VRAM "
                                                         "executor; use a RAM, pool or NULL executor"));
     return uform_image_encode(executor, model, images, count, embeddings, statuses, outcome);
+}
+
+UFORM_API uform_status_t uform_encode_images(uform_executor_t executor, uform_model_t model, uform_image_t const *images,
+                                             size_t count, uform_embeddings_t const *embeddings, uform_status_t *statuses,
+                                             uform_outcome_t *outcome) {
+    return uform_verb_refusal(outcome, encode_images(executor, model, images, count, embeddings, statuses, outcome),
+                              "uform_encode_images");
 }

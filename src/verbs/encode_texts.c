@@ -45,9 +45,9 @@ static uform_status_t check_residency(uform_executor_t executor, struct uform_mo
     return uform_status_ok_k;
 }
 
-UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_model_t model, char const *const *texts,
-                                            size_t const *lengths, size_t count, uform_embeddings_t const *embeddings,
-                                            uform_status_t *statuses, uform_outcome_t *outcome) {
+static uform_status_t encode_texts(uform_executor_t executor, uform_model_t model, char const *const *texts,
+                                   size_t const *lengths, size_t count, uform_embeddings_t const *embeddings,
+                                   uform_status_t *statuses, uform_outcome_t *outcome) {
     if (!model) return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k, "uform_encode_texts: model is NULL"));
     if (model->modality != uform_modality_text_k || !model->text_replicas || !model->tokenizer)
         return uform_outcome_refuse(outcome, uform_fail(uform_status_invalid_argument_k,
@@ -114,4 +114,11 @@ UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_mod
     status = uform_text_encode_ids(executor, model, ids, offsets, count, items, statuses, embeddings, outcome);
     free(ids), free(offsets), free(items);
     return status;
+}
+
+UFORM_API uform_status_t uform_encode_texts(uform_executor_t executor, uform_model_t model, char const *const *texts,
+                                            size_t const *lengths, size_t count, uform_embeddings_t const *embeddings,
+                                            uform_status_t *statuses, uform_outcome_t *outcome) {
+    return uform_verb_refusal(outcome, encode_texts(executor, model, texts, lengths, count, embeddings, statuses, outcome),
+                              "uform_encode_texts");
 }
