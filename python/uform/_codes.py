@@ -39,6 +39,11 @@ class _Code(enum.IntEnum):
 
     __hash__ = int.__hash__
 
+    def __reduce_ex__(self, protocol):
+        # By value, so that a pseudo-member (``INVALID_99``) pickles too: Python 3.11.2's IntEnum
+        # pickles members by name, which ``getattr`` cannot find for a pseudo-member.
+        return type(self), (int(self),)
+
     def __str__(self) -> str:
         return f"{type(self).__name__}.{self.name}"
 
