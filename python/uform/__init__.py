@@ -151,7 +151,6 @@ from ._arguments import (  # noqa: E402 - re-exported
 from ._calls import DeviceSlot, Outcome, _Record, _running_callbacks  # noqa: E402
 from ._executor import Executor  # noqa: E402
 from ._hardware import GPUDevice, Library, MemoryDomain  # noqa: E402
-from ._lifetime import _Using  # noqa: E402
 from ._mesh import Mesh  # noqa: E402
 from ._options import ExecutorDescription, MeshDescription, MeshOptions, RamOptions, VramOptions  # noqa: E402
 

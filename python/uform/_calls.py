@@ -14,7 +14,7 @@ from typing import Optional
 from ._arguments import _address, _report_unretrieved, _size
 from ._codes import GPUClass, Kernel, Status, _enum
 from ._errors import Error, _check, _message
-from ._lifetime import _Handle, _Using
+from ._lifetime import CLOSED, _Handle
 from ._native import DeviceCallback, OutcomeStruct, TaskCallback
 
 
@@ -236,9 +236,8 @@ class Outcome:
             return True
         state = self._executor._state
         native = state.native
-        with _Using(state, allow_closed=True) as open_:
-            if not open_:
-                return record.settled  # closed: `Executor.close` settled every record
+
+        def poll() -> bool:
             pointer = ctypes.byref(record.outcome)
             if timeout is not None and timeout <= 0:
                 status = native.uform_outcome_poll(pointer)
@@ -261,7 +260,12 @@ class Outcome:
             if status == Status.PENDING:
                 return False
             record.settle(status)
-        return True
+            return True
+
+        settled = state.run(poll, allow_closed=True)
+        if settled is CLOSED:
+            return record.settled  # closed: `Executor.close` settled every record
+        return settled
 
     def done(self) -> bool:
         """Whether the call finished (`uform_outcome_poll`); never blocks, never raises for the

@@ -14,7 +14,7 @@ from ._calls import Outcome, _context_address, _device_thunk, _Record, _running_
 from ._codes import CPUClass, ExecutorKind, GPUClass, Mood, Residency, Schedule, Status, _enum
 from ._errors import Error, _check, _message
 from ._hardware import Library
-from ._lifetime import _Handle, _Owner, _release_executor
+from ._lifetime import CLOSED, _Handle, _Owner, _release_executor
 from ._native import CallStruct, ExecutorDescriptionStruct, OutcomeStruct
 from ._options import ExecutorDescription, RamOptions, VramOptions
 
@@ -150,15 +150,14 @@ class Executor(_Owner):
         fault, a fork), never a drained call's, which its `Outcome` reports; CONTENDED from
         inside one of its own callbacks."""
         mood = _enum(Mood, mood, "mood")
-        with self._using():
-            _check(self._native, self._native.uform_executor_drain(self._handle or None, mood))
+        self._state.run(lambda: _check(self._native, self._native.uform_executor_drain(self._handle or None, mood)))
         self._prune()
 
     def describe(self) -> ExecutorDescription:
         """`uform_executor_describe`; the inline executor describes as INLINE with one thread."""
         struct = ExecutorDescriptionStruct()
-        with self._using():
-            _check(self._native, self._native.uform_executor_describe(self._handle or None, ctypes.byref(struct)))
+        self._state.run(lambda: _check(
+            self._native, self._native.uform_executor_describe(self._handle or None, ctypes.byref(struct))))
         return ExecutorDescription(
             kind=ExecutorKind(struct.kind),
             threads_count=struct.threads_count,
@@ -175,27 +174,32 @@ class Executor(_Owner):
         """`(core, node)` thread `thread` is pinned to (`uform_executor_thread_placement`)."""
         core = ctypes.c_int32()
         node = ctypes.c_int32()
-        with self._using():
+
+        def place():
             status = self._native.uform_executor_thread_placement(
                 self._handle or None, _size(thread, "thread"), ctypes.byref(core), ctypes.byref(node)
             )
             _check(self._native, status)
+
+        self._state.run(place)
         return core.value, node.value
 
     def scratch_bytes(self, device_index: int) -> int:
         """Bytes a VRAM executor holds on its device ``device_index``."""
         result = ctypes.c_size_t()
-        with self._using():
+
+        def measure():
             status = self._native.uform_executor_scratch_bytes(
                 self._handle or None, _size(device_index, "device_index"), ctypes.byref(result)
             )
             _check(self._native, status)
+
+        self._state.run(measure)
         return result.value
 
     def scratch_release(self) -> None:
         """Waits for the executor's calls, then frees its scratch on every device."""
-        with self._using():
-            _check(self._native, self._native.uform_executor_scratch_release(self._handle or None))
+        self._state.run(lambda: _check(self._native, self._native.uform_executor_scratch_release(self._handle or None)))
 
     def call(
         self,
@@ -256,10 +260,21 @@ class Executor(_Owner):
     def _submit(self, record: _Record, invoke, defer: bool, owner) -> Optional[Outcome]:
         """Runs `invoke(handle, outcome_pointer)` under the close guard; raises what it reports."""
         native = self._native
+
+        def blocking():
+            status = invoke(self._handle or None, None)
+            return status, (_message(native) if status != 0 else "")
+
+        def deferred():
+            status = invoke(self._handle or None, ctypes.byref(record.outcome))
+            message = _message(native) if status != 0 else ""
+            if status == 0:
+                with self._state.lock:
+                    self._state.pending.append(record)
+            return status, message
+
         if not defer:
-            with self._using():
-                status = invoke(self._handle or None, None)
-                message = _message(native) if status != 0 else ""
+            status, message = self._state.run(blocking)
             record.keep = []
             if record.error is not None:
                 raise record.error
@@ -268,12 +283,7 @@ class Executor(_Owner):
             return None
         self._prune()
         record.outcome = OutcomeStruct()
-        with self._using():
-            status = invoke(self._handle or None, ctypes.byref(record.outcome))
-            message = _message(native) if status != 0 else ""
-            if status == 0:
-                with self._state.lock:
-                    self._state.pending.append(record)
+        status, message = self._state.run(deferred)
         if status != 0:
             record.keep = []
             raise Error(status, message)
@@ -286,10 +296,9 @@ class Executor(_Owner):
             pending = list(state.pending)
         if not pending:
             return
-        finished = []
-        with self._using(allow_closed=True) as open_:
-            if not open_:
-                return
+
+        def poll() -> list:
+            finished = []
             for record in pending:
                 if not record.settled:
                     status = self._native.uform_outcome_poll(ctypes.byref(record.outcome))
@@ -297,6 +306,11 @@ class Executor(_Owner):
                         continue
                     record.settle(status)
                 finished.append(record)
+            return finished
+
+        finished = self._state.run(poll, allow_closed=True)
+        if finished is CLOSED:
+            return
         if finished:
             with state.lock:
                 done = {id(record) for record in finished}

@@ -37,11 +37,23 @@ from ._codes import Status
 from ._errors import Error
 
 
+class _Closed:
+    """The type of `CLOSED`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CLOSED"
+
+
+CLOSED = _Closed()  # what `_Handle.run` with ``allow_closed`` returns for a closed handle
+
+
 class _Handle:
     """The native side of one `Executor`, `Mesh` or `Model`: everything its finalizer needs and
     nothing that refers back to the Python object.
 
-    ``active`` counts threads inside a C function on the handle (see `_Using`), ``closed`` is set
+    ``active`` counts threads inside a C function on the handle (see `run`), ``closed`` is set
     once ``close`` or the finalizer took the handle, ``leaked`` when a forked child's finalizer
     left it to a parent's call (`take`). An executor's state also holds its pending
     deferred calls (``pending``: the records that keep their callbacks alive until they finish)
@@ -77,52 +89,59 @@ class _Handle:
             if self.active and self.process != os.getpid():
                 self.leaked = True
             while self.active and not self.leaked:
-                self.idle.wait()
+                self.idle.wait(0.1)  # in slices: `run` leaves ``active`` without a notify if interrupted
             if self.leaked:
                 return 0
             handle, self.handle = self.handle, 0
         return handle
 
+    def run(self, function, *args, allow_closed: bool = False):
+        """Returns ``function(*args)`` with this thread counted in ``active`` meanwhile, so `close`
+        from another thread refuses (CONTENDED) and the release at exit (`take`) waits for it
+        instead of freeing the handle under it: every Python call into a C function on an
+        executor, mesh or model runs inside one. A closed handle raises `Error(INVALID_ARGUMENT)`
+        "the <noun> is closed", or with ``allow_closed`` returns `CLOSED`, ``function`` not called.
+        Nesting is fine (a model's encode runs its executor's inside its own).
 
-class _Using:
-    """``with _Using(state):`` marks a Python thread inside a C function on an executor, mesh or
-    model, so `close` from another thread refuses (CONTENDED) and the release at exit waits for it
-    (`_Handle.take`) instead of freeing the handle under it.
-    ``allow_closed`` turns the refusal of a closed handle into a False result of ``__enter__``."""
-
-    __slots__ = ("state", "allow_closed", "open")
-
-    def __init__(self, state: _Handle, allow_closed: bool = False):
-        self.state = state
-        self.allow_closed = allow_closed
-        self.open = False
-
-    def __enter__(self) -> bool:
-        state = self.state
-        with state.lock:
-            if state.closed:
-                if self.allow_closed:
-                    return False
-                raise Error(Status.INVALID_ARGUMENT, f"the {state.noun} is closed")
-            state.active += 1
-            self.open = True
-        return True
-
-    def __exit__(self, *exc) -> bool:
-        if self.open:
-            state = self.state
-            with state.lock:
-                state.active -= 1
-                if not state.active:
-                    state.idle.notify_all()
-        return False
+        Interrupt-safe: an exception a Python signal handler raises (KeyboardInterrupt) never
+        leaves the count behind. CPython runs handlers only at a function's entry, after a call to
+        a C function returns, at a backward jump, and inside a blocked lock acquire (which then
+        gives up without the lock); never between the loads, stores and arithmetic below, nor in
+        ``with``'s entry once the lock is taken. So the count and the flag saying this frame took
+        it (``counted``) change together, in this one frame, with no such point between them; the
+        ``finally`` gives it back (before anything it calls) whatever ``function`` raised or was
+        interrupted by. A context manager could not: its ``__exit__`` is entered through a check.
+        Where the ``finally``'s acquire itself is interrupted (the lock was busy), the count is
+        given back without the lock, which under the GIL is one indivisible step (no check point
+        inside ``-=``), and `take` finds it by waiting in slices rather than by a notify."""
+        counted = False
+        try:
+            with self.lock:
+                if self.closed:
+                    if allow_closed:
+                        return CLOSED
+                    raise Error(Status.INVALID_ARGUMENT, f"the {self.noun} is closed")
+                self.active += 1
+                counted = True  # no check point since the line above
+            return function(*args)
+        finally:
+            if counted:
+                try:
+                    with self.lock:  # interrupted only before it holds the lock
+                        self.active -= 1
+                        counted = False
+                        if not self.active:
+                            self.idle.notify_all()
+                finally:
+                    if counted:
+                        self.active -= 1
 
 
 class _Owner:
     """What `Executor`, `Mesh` and `Model` share as owners of a `_Handle` in ``self._state``, made
-    with ``self._library``: the handle's properties, `_Using` over it, and ``with`` support (the
-    block's end calls ``close``). Freeing at garbage collection and at exit is their
-    ``weakref.finalize``."""
+    with ``self._library``: the handle's properties and ``with`` support (the block's end calls
+    ``close``); their verbs call into C through ``self._state.run``. Freeing at garbage collection
+    and at exit is their ``weakref.finalize``."""
 
     _state: _Handle
 
@@ -177,10 +196,6 @@ class _Owner:
     @property
     def _closed(self) -> bool:
         return self._state.closed
-
-    def _using(self, allow_closed: bool = False) -> _Using:
-        """Marks this thread inside a C function on the handle for the ``with`` block."""
-        return _Using(self._state, allow_closed)
 
 
 def _release_mesh(state: _Handle) -> None:

@@ -140,11 +140,13 @@ class Mesh(_Owner):
         struct = options.arguments()
         handle = ctypes.c_void_p()
         native = executor._native
-        with executor._using():
+
+        def bootstrap() -> "Mesh":
             status = native.uform_mesh_bootstrap(executor._handle or None, ctypes.byref(struct), ctypes.byref(handle))
             _check(native, status)
-            mesh = cls(library=executor.library, address=handle.value, executor=executor)
-        return mesh
+            return cls(library=executor.library, address=handle.value, executor=executor)
+
+        return executor._state.run(bootstrap)
 
     @property
     def executor(self) -> Optional[Executor]:
@@ -154,8 +156,8 @@ class Mesh(_Owner):
     def describe(self) -> MeshDescription:
         """Reports the mesh's shape and this process's place in it (`uform_mesh_describe`)."""
         struct = MeshDescriptionStruct()
-        with self._using():
-            _check(self._native, self._native.uform_mesh_describe(self._handle, ctypes.byref(struct)))
+        self._state.run(lambda: _check(
+            self._native, self._native.uform_mesh_describe(self._handle, ctypes.byref(struct))))
         return MeshDescription(
             gpus_per_host_domain=struct.gpus_per_host_domain,
             gpus_per_multimem_domain=struct.gpus_per_multimem_domain,
@@ -244,10 +246,12 @@ class Mesh(_Owner):
                 return native.uform_mesh_all_reduce_host(self._handle, array, count, dtype, outcome)
             return native.uform_mesh_all_reduce(self._handle, array, count, dtype, outcome)
 
-        with self._using():
+        def submit():
             if self._executor is None:
                 raise Error(Status.UNSUPPORTED, "all_reduce needs a mesh made by Mesh.bootstrap, which knows its executor")
             return self._executor._submit(record, invoke, defer, owner=self)
+
+        return self._state.run(submit)
 
     def close(self) -> None:
         """Leaves the mesh (`uform_mesh_free`): waits for the executor's calls on it, releases the

@@ -286,8 +286,8 @@ class Model(_Owner):
     def describe(self) -> ModelDescription:
         """`uform_model_describe`."""
         d = ModelDescriptionStruct()
-        with self._using():
-            _check(self._library._native, self._functions["uform_model_describe"](self._handle, ctypes.byref(d)))
+        self._state.run(lambda: _check(
+            self._library._native, self._functions["uform_model_describe"](self._handle, ctypes.byref(d))))
         return ModelDescription(
             modality=Modality.TEXT_ENCODER if d.modality == 0 else Modality.IMAGE_ENCODER,
             residency=Residency(d.residency), weights_dtype=DType(d.weights_dtype), dimensions=d.dimensions,
@@ -303,10 +303,14 @@ class Model(_Owner):
         count = c_size_t()
         tokenize = self._functions["uform_model_tokenize"]
         native = self._library._native
-        with self._using():
+
+        def tokens():
             _check(native, tokenize(self._handle, data, len(data), None, 0, ctypes.byref(count)))
             ids = (ctypes.c_int32 * max(count.value, 1))()
             _check(native, tokenize(self._handle, data, len(data), ids, count.value, ctypes.byref(count)))
+            return ids
+
+        ids = self._state.run(tokens)
         return list(ids[: count.value])
 
     def encode_texts(self, executor, texts, *, dimensions: int = 0, normalize: bool = False, dtype=None,
@@ -335,16 +339,23 @@ class Model(_Owner):
         lengths = (c_size_t * max(count, 1))(*[len(t) for t in encoded])
         items = (c_enum * max(count, 1))() if statuses else None
         native = self._library._native
-        with self._using():
+
+        def encode():
             width = self._width(dimensions)
             buffer, address = self._output((count, width), element, dtype)
             hidden = self._features(features, count, element, dtype, feature_rows)
             out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0,
                                    hidden[1] if hidden else None, hidden[3] if hidden else 0)
-            with executor._using():
+
+            def on_executor():
                 status = self._functions["uform_encode_texts"](
                     executor._handle, self._handle, pointers, lengths, count, ctypes.byref(out), items, None)
                 _check(native, status)
+
+            executor._state.run(on_executor)
+            return width, buffer, hidden
+
+        width, buffer, hidden = self._state.run(encode)
         return self._rows(buffer, (count, width), element, dtype, items if statuses else None, hidden)
 
     def encode_images(self, executor, images, *, dimensions: int = 0, normalize: bool = False, dtype=None,
@@ -381,16 +392,23 @@ class Model(_Owner):
         array_of_images = (ImageStruct * max(count, 1))(*items)
         codes = (c_enum * max(count, 1))() if statuses else None
         native = self._library._native
-        with self._using():
+
+        def encode():
             width = self._width(dimensions)
             buffer, address = self._output((count, width), element, dtype)
             hidden = self._features(features, count, element, dtype, feature_rows)
             out = EmbeddingsStruct(address, 0, dimensions, int(dtype), 1 if normalize else 0,
                                    hidden[1] if hidden else None, hidden[3] if hidden else 0)
-            with executor._using():
+
+            def on_executor():
                 status = self._functions["uform_encode_images"](
                     executor._handle, self._handle, array_of_images, count, ctypes.byref(out), codes, None)
                 _check(native, status)
+
+            executor._state.run(on_executor)
+            return width, buffer, hidden
+
+        width, buffer, hidden = self._state.run(encode)
         del keep
         return self._rows(buffer, (count, width), element, dtype, codes if statuses else None, hidden)
 
