@@ -211,6 +211,49 @@ class InterruptedCalls(unittest.TestCase):
             self.assertEqual(self.executor._state.active, 0, f"interrupted at point {target} ({interrupter.where})")
         self.assertGreater(target, 2)
 
+    def test_deferred_submission_keeps_its_record(self):
+        """A deferred call the engine accepted keeps its record (its outcome struct and callbacks)
+        held by the executor whatever point an interrupt lands on: a record dropped there left the
+        engine writing into a freed outcome and calling a freed callback. Records are kept alive
+        here by a subclass that lists them, so a dropped one fails the check instead of crashing."""
+        import uform._executor as executor_module
+
+        made = []
+
+        class Listed(executor_module._Record):
+            __slots__ = ()
+
+            def __init__(self):
+                super().__init__()
+                made.append(self)
+
+        original = executor_module._Record
+        executor_module._Record = Listed
+        self.addCleanup(setattr, executor_module, "_Record", original)
+        state = self.executor._state
+        for target in range(MOST_POINTS):
+            first = len(made)
+            interrupter = Interrupter(target)
+            outcomes = []
+            raised = interrupter.run(lambda: outcomes.append(self.executor.for_n(2, lambda *_: None, defer=True)))
+            with self.locks[self.executor]:
+                held = list(state.pending)
+            for record in made[first:]:
+                # The engine took it: it wrote the outcome (its executor into the bookkeeping, or a refusal).
+                seen = record.outcome is not None and (record.outcome.finished or record.outcome.reserved[0] != 0)
+                if seen and not outcomes and not record.settled:
+                    self.assertTrue(
+                        any(record is kept for kept in held),
+                        f"interrupted at point {target} ({interrupter.where}): the engine took the call, the "
+                        f"executor no longer holds its record (status {record.outcome.status}, finished "
+                        f"{record.outcome.finished})")
+            self.assertEqual(state.active, 0, f"interrupted at point {target} ({interrupter.where})")
+            self.executor.drain()
+            if interrupter.where is None:
+                self.assertIsNone(raised)
+                break
+        self.assertGreater(target, 2)
+
     def test_close_after_interruptions(self):
         """After a run interrupted at each point, ``close`` works (it refuses with CONTENDED while a
         thread is counted inside a call)."""

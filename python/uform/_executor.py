@@ -15,7 +15,7 @@ from ._codes import CPUClass, ExecutorKind, GPUClass, Mood, Residency, Schedule,
 from ._errors import Error, _check, _message
 from ._hardware import Library
 from ._lifetime import CLOSED, _Handle, _Owner, _release_executor
-from ._native import CallStruct, ExecutorDescriptionStruct, OutcomeStruct
+from ._native import UNSUBMITTED, CallStruct, ExecutorDescriptionStruct, OutcomeStruct
 from ._options import ExecutorDescription, RamOptions, VramOptions
 
 
@@ -266,11 +266,18 @@ class Executor(_Owner):
             return status, (_message(native) if status != 0 else "")
 
         def deferred():
+            # Held before the engine sees the outcome, so an interrupt between the engine's accepting
+            # the call and anything after it never drops the record the engine still writes into
+            # (and calls back through). Until the engine writes it, the outcome says UNSUBMITTED and
+            # `_prune` leaves it (another thread may be submitting it); one an interrupt kept from the
+            # engine is let go at close.
+            with self._state.lock:
+                self._state.pending.append(record)
             status = invoke(self._handle or None, ctypes.byref(record.outcome))
             message = _message(native) if status != 0 else ""
-            if status == 0:
+            if status != 0:
                 with self._state.lock:
-                    self._state.pending.append(record)
+                    self._state.pending = [held for held in self._state.pending if held is not record]
             return status, message
 
         if not defer:
@@ -282,7 +289,7 @@ class Executor(_Owner):
                 raise Error(status, message)
             return None
         self._prune()
-        record.outcome = OutcomeStruct()
+        record.outcome = OutcomeStruct(status=UNSUBMITTED)
         status, message = self._state.run(deferred)
         if status != 0:
             record.keep = []
@@ -300,6 +307,8 @@ class Executor(_Owner):
         def poll() -> list:
             finished = []
             for record in pending:
+                if not record.settled and not record.outcome.finished and record.outcome.status == UNSUBMITTED:
+                    continue  # being submitted by another thread, or kept from the engine by an interrupt: kept until close
                 if not record.settled:
                     status = self._native.uform_outcome_poll(ctypes.byref(record.outcome))
                     if status == Status.PENDING:

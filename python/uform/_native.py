@@ -129,6 +129,9 @@ class CallStruct(Structure):
     ]
 
 
+UNSUBMITTED = -0x7FFFFFFF  # an outcome's status before the engine saw it: no `uform_status_t` has it
+
+
 class OutcomeStruct(Structure):
     """`uform_outcome_t`: owned by Python, handed to the engine by address; a ctypes buffer never
     moves, which is what the engine requires until the outcome finishes."""
