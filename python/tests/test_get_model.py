@@ -352,6 +352,7 @@ class GetModel(unittest.TestCase):
             expected = encoder.encode(data)
             with self.subTest(modality.name):
                 self.assertIs(encoder.eval(), encoder)
+                self.assertIs(encoder.training, False)  # as the package's modules after eval()
                 here = ["cpu"] + ([torch.device("cpu")] if torch is not None else [])
                 for device in here:
                     self.assertIs(encoder.to(device), encoder)

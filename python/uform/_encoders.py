@@ -166,6 +166,8 @@ class _Encoder:
         with self._turn:
             return encode(self.executor, *arguments, **options)
 
+    training = False  # ``torch.nn.Module.training`` after ``eval()``: always in inference mode
+
     def eval(self):
         """Returns this encoder, as ``torch.nn.Module.eval`` does: it is always in inference mode."""
         return self
