@@ -205,8 +205,9 @@ int main(void) {
            executor_description.threads_count, on_ram, TEXTS, on_inline, elapsed, handled);
     CHECK(on_ram > 0 && on_inline > 0);
     // Blocked during the products, pending, then handled: a timer that fires every 100 us over
-    // seconds is handled many times (a count, not a timing: at least one per 50 ms elapsed).
-    CHECK(handled >= (long)(elapsed * 20));
+    // seconds is handled many times (a count, not a timing: at least one per 200 ms elapsed; about
+    // 9,600 a second were seen in the plain build, 350 under ThreadSanitizer).
+    CHECK(handled >= (long)(elapsed * 5));
     free(expected_ram);
     free(expected_inline);
     uform_executor_free(ram);
