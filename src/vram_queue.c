@@ -308,8 +308,5 @@ void uform_vram_set_watchdog(uform_executor_t executor, uform_vram_watchdog_t wa
 uform_status_t uform_vram_check_fault(uform_executor_t executor, char const *verb) {
     vram_executor_t *self = vram_cast(executor);
     if (!self || !atomic_load_explicit(&self->faulted, memory_order_acquire)) return uform_status_ok_k;
-    pthread_mutex_lock(&self->lock); // the message is written under the lock before the flag is set
-    uform_status_t const status = vram_fault_status(self, verb);
-    pthread_mutex_unlock(&self->lock);
-    return status;
+    return vram_fault_status(self, verb); // the message is written before the flag's release, as vram_call reads it
 }

@@ -174,11 +174,11 @@ static int is_image_name(char const *name) {
 
 static int compare_names(void const *a, void const *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/** Pushes `path`, or a directory's image files in name order; the pushed strings are allocated
- *  (freed through `owned`). Returns 0 on failure, printed. */
 /** The last directory given to --image that held no image file, for the usage error. */
 static char const *empty_image_directory = NULL;
 
+/** Pushes `path`, or a directory's image files in name order; the pushed strings are allocated
+ *  (freed through `owned`). Returns 0 on failure, printed. */
 static int push_image_path(texts_t *paths, texts_t *owned, char const *path) {
     struct stat info;
     if (stat(path, &info) != 0) {
@@ -593,6 +593,13 @@ typedef struct line_reader_t {
 
 typedef enum { reader_line_k, reader_end_k, reader_stall_k, reader_error_k } reader_result_t;
 
+/** Fails the reader at a line longer than ENCODE_LINE_MAX_BYTES, its line end aside, naming it. */
+static reader_result_t line_too_long(line_reader_t *reader) {
+    read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
+                ENCODE_LINE_MAX_BYTES >> 20);
+    return reader->failed = 1, reader_error_k;
+}
+
 /** The next line (without its "\n", or a "\r\n"'s "\r"), valid until the next call. With `may_wait`
  *  0 it returns `reader_stall_k` rather than wait for input that has not come yet. A last line
  *  without "\n" counts; nothing after the last "\n" is no line. An error's reason goes to
@@ -608,11 +615,7 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
             size_t size = newline ? (size_t)(newline - start) : reader->end - reader->start;
             reader->start += size + (newline != NULL), reader->scanned = reader->start;
             if (size && start[size - 1] == '\r') --size;
-            if (size > ENCODE_LINE_MAX_BYTES) {
-                read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
-                            ENCODE_LINE_MAX_BYTES >> 20);
-                return reader->failed = 1, reader_error_k;
-            }
+            if (size > ENCODE_LINE_MAX_BYTES) return line_too_long(reader);
             *line = start, *length = size, ++reader->lines;
             return reader_line_k;
         }
@@ -626,11 +629,7 @@ static reader_result_t reader_next(line_reader_t *reader, int may_wait, char con
             reader->end -= reader->start, reader->scanned -= reader->start, reader->start = 0;
         }
         /* /dev/zero, or a file that is not text: more than the longest line and a '\r' held. */
-        if (reader->end > ENCODE_LINE_MAX_BYTES + 1) {
-            read_failed("uform encode: line %zu of standard input is longer than %zu MiB\n", reader->lines + 1,
-                        ENCODE_LINE_MAX_BYTES >> 20);
-            return reader->failed = 1, reader_error_k;
-        }
+        if (reader->end > ENCODE_LINE_MAX_BYTES + 1) return line_too_long(reader);
         if (reader->end == reader->capacity) {
             size_t capacity = reader->capacity ? reader->capacity * 2 : (size_t)1 << 20;
             char *grown = capacity > reader->capacity ? realloc(reader->buffer, capacity) : NULL;

@@ -336,7 +336,7 @@ static uform_status_t vram_run(vram_job_t *job, uform_executor_t executor, uform
     /* A wave's rows wait on the devices (in their scratch) until its copy back: at most a quarter of
      * the scratch budget's worth of texts per wave, so a large batch of short texts is split to fit
      * rather than refused (LIMIT_EXCEEDED is for a text that cannot fit alone). */
-    size_t const budget = description->scratch_limit ? description->scratch_limit : (size_t)4 << 30;
+    size_t const budget = description->scratch_limit ? description->scratch_limit : VRAM_DEFAULT_BUDGET;
     size_t rows_cap = budget / 4 / (job->row_bytes ? job->row_bytes : 1);
     if (rows_cap < 1) rows_cap = 1;
     size_t fixed[3] = {0, count, count}, *listed = NULL;

@@ -394,7 +394,7 @@ uform_status_t vram_plan_shares(vram_share_t *shares, size_t count, size_t encod
         share->first = taken, share->end = taken + quota, taken += quota;
         share->tokens = offsets[share->end] - offsets[share->first];
         size_t fixed = align_up(workspace, VRAM_ALIGN) + align_up(quota * row_bytes, VRAM_ALIGN);
-        size_t budget = limit ? limit : (size_t)4 << 30;
+        size_t budget = limit ? limit : VRAM_DEFAULT_BUDGET;
         size_t capacity = share->tokens;
         if (fixed + chunk_bytes(context, capacity) > budget) {
             /* Largest chunk that fits: per-token bytes are near-linear; step down from the estimate. */

@@ -28,6 +28,8 @@
 #include <stdio.h>   // `FILE`
 
 #define VRAM_ALIGN 256u
+/** A device's scratch budget for one wave without a `scratch_limit`. */
+#define VRAM_DEFAULT_BUDGET ((size_t)4 << 30)
 #define VRAM_CACHE 48u
 #define VRAM_GRAPHS 16u
 
