@@ -2,7 +2,8 @@
  *  @file   test_encode_signals.c
  *  @brief  Encoding while a timer signal reaches a handler every 100 us, as `signal.alarm`
  *          timeouts, setitimer profilers and Python's own handlers do: the embeddings equal those
- *          of a quiet run bit for bit, every signal reaches the handler, and nothing crashes.
+ *          of a quiet run bit for bit, the signals reach the handler, the caller's signal mask is
+ *          given back, and nothing crashes.
  *          oneDNN 2.6's JIT f32 GEMM kernels point RSP into a heap workspace while they run, so a
  *          signal frame written then corrupted the heap (an abort within seconds); the engine
  *          blocks asynchronous signals on a thread while it runs a model's products
